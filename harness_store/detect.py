@@ -1,0 +1,250 @@
+"""Finding out what a database is before anything touches it.
+
+io-harness stores carry no version table: a store's release is known only from its shape
+(tables, columns) and `user_version`. `diagnose` reads those without writing, and says what it
+found in words a person can act on: "io-harness 0.5 store (torn open of 0.7: runs.status
+present, checkpoint_events missing)". Everything here is read-only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from sqlalchemy import Connection, inspect
+
+from .dialects import backend_for
+from .errors import (
+    ForeignDatabaseError,
+    NewerFormatError,
+    NotADatabaseError,
+    SchemaError,
+    StoreAccessError,
+)
+from .formats import CHECKPOINT_FORMAT
+from .releases import HEAD, RELEASE_NAMES, REVISIONS, SHAPES, UPSTREAM_HEAD, formats_at
+
+IGNORED_TABLES = frozenset({"sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "alembic_version"})
+"""Tables that say nothing about which release wrote a store."""
+
+
+class StoreKind(Enum):
+    """What a database is, as far as harness_store is concerned."""
+
+    EMPTY = "empty"
+    """No tables: a fresh store is built through the whole chain."""
+    TRACKED = "tracked"
+    """Has `alembic_version`: Alembic already knows its revision."""
+    UPSTREAM = "upstream"
+    """An io-harness store of release 0.1–0.13, possibly torn, never seen by Alembic."""
+    NEWER = "newer"
+    """An io-harness store from a release after 0.13: the 0.13 shape plus tables of its own."""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What `diagnose` found: the kind, the revision to stamp or already stamped, and why."""
+
+    kind: StoreKind
+    revision: str | None
+    """The Alembic revision the store is at (stamped, or to be stamped); None = below 0.1."""
+    release: str | None
+    """The newest upstream release whose whole shape is present (None: not even 0.1)."""
+    torn_of: str | None = None
+    """The release whose open was cut short, if the shape is between two releases."""
+    present: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()
+    """Tables and columns unknown to 0.13 (a newer release's), never altered."""
+    user_version: int = 0
+    tables: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def at_head(self) -> bool:
+        """Whether the store is already at the chain's head revision."""
+        return self.revision == HEAD
+
+    def describe(self) -> str:
+        """One line for a person: what this database is."""
+        if self.kind is StoreKind.EMPTY:
+            return "empty database (a fresh store will be created)"
+        if self.kind is StoreKind.TRACKED:
+            return f"harness_store-managed store at revision {self.revision}"
+        if self.kind is StoreKind.NEWER:
+            shown = ", ".join(self.extra[:6]) + (" …" if len(self.extra) > 6 else "")
+            return (
+                f"io-harness store newer than {UPSTREAM_HEAD} (has {shown}); "
+                f"its {UPSTREAM_HEAD} schema is complete"
+            )
+        base = f"io-harness {self.release} store" if self.release else "io-harness store"
+        if self.torn_of:
+            detail = []
+            if self.present:
+                detail.append(", ".join(self.present) + " present")
+            if self.missing:
+                detail.append(", ".join(self.missing) + " missing")
+            return f"{base} (torn open of {self.torn_of}: {'; '.join(detail)})"
+        return base
+
+
+def read_tables(conn: Connection) -> dict[str, frozenset[str]]:
+    """Every user table and its columns, without writing anything."""
+    inspector = inspect(conn)
+    return {
+        name: frozenset(col["name"] for col in inspector.get_columns(name))
+        for name in inspector.get_table_names()
+        if name not in IGNORED_TABLES and not name.startswith("sqlite_")
+    }
+
+
+def read_revision(conn: Connection) -> str | None:
+    """The revision in `alembic_version`, or None when the table is absent or empty."""
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalars().all()
+    if len(rows) > 1:
+        raise SchemaError(f"alembic_version holds several revisions {rows}; expected one")
+    return str(rows[0]) if rows else None
+
+
+def _items(shape: Mapping[str, frozenset[str]]) -> set[str]:
+    """A shape as a flat set of 'table' and 'table.column' items."""
+    items: set[str] = set()
+    for table, columns in shape.items():
+        items.add(table)
+        items.update(f"{table}.{c}" for c in columns)
+    return items
+
+
+def _release_items(name: str) -> set[str]:
+    items = _items(SHAPES[name])
+    if formats_at(name):
+        items.add(f"user_version {CHECKPOINT_FORMAT}")
+    return items
+
+
+def diagnose(conn: Connection) -> Diagnosis:
+    """Say what the database behind `conn` is; raise a `SchemaError` for one it must refuse.
+
+    Refused, with nothing written: a newer checkpoint format (`user_version` above 7) and a
+    database whose tables are not an io-harness store.
+    """
+    backend = backend_for(conn)
+    user_version = backend.checkpoint_format(conn)
+    if user_version > CHECKPOINT_FORMAT:
+        raise NewerFormatError(
+            f"checkpoint format {user_version} is newer than {CHECKPOINT_FORMAT}, the newest "
+            "harness_store understands; it was written by a newer io-harness — upgrade "
+            "harness_store instead of opening it with this one"
+        )
+    tables = read_tables(conn)
+    revision = read_revision(conn)
+    if revision is not None:
+        if revision not in REVISIONS:
+            raise SchemaError(
+                f"alembic_version says {revision!r}, which is not a harness_store revision "
+                f"({', '.join(REVISIONS)})"
+            )
+        index = REVISIONS.index(revision)
+        return Diagnosis(
+            StoreKind.TRACKED,
+            revision,
+            RELEASE_NAMES[min(index, len(RELEASE_NAMES) - 1)],
+            user_version=user_version,
+            tables=tables,
+        )
+    if not tables:
+        return Diagnosis(StoreKind.EMPTY, None, None, user_version=user_version, tables=tables)
+
+    have = _items(tables)
+    if user_version >= CHECKPOINT_FORMAT:
+        have.add(f"user_version {CHECKPOINT_FORMAT}")
+    known = _release_items(UPSTREAM_HEAD)
+    extra = tuple(_order(have - known))
+    if "runs" not in tables or not {"runs.goal", "runs.file"} <= have:
+        raise ForeignDatabaseError(
+            "this database has tables (" + ", ".join(sorted(tables)) + ") but is not an "
+            "io-harness run store; nothing was changed"
+        )
+    if extra:
+        if known <= have:
+            return Diagnosis(
+                StoreKind.NEWER, UPSTREAM_HEAD, UPSTREAM_HEAD, extra=extra,
+                user_version=user_version, tables=tables,
+            )
+        raise ForeignDatabaseError(
+            "this database looks like an io-harness store but also has "
+            + ", ".join(extra)
+            + f" without the whole {UPSTREAM_HEAD} schema; it is not a shape any io-harness "
+            "release leaves, so it was not touched"
+        )
+
+    whole = [name for name in RELEASE_NAMES if _release_items(name) <= have]
+    newest = whole[-1] if whole else None
+    base_items = _release_items(newest) if newest else set()
+    beyond = have - base_items
+    if not beyond:
+        return Diagnosis(
+            StoreKind.UPSTREAM, newest, newest, user_version=user_version, tables=tables
+        )
+    start = RELEASE_NAMES.index(newest) + 1 if newest else 0
+    torn_of = next(n for n in RELEASE_NAMES[start:] if _release_items(n) & beyond)
+    wanted = _release_items(torn_of) - base_items
+    present = tuple(_order(wanted & have))
+    missing = tuple(_order(wanted - have))
+    return Diagnosis(
+        StoreKind.UPSTREAM, newest, newest, torn_of=torn_of, present=present, missing=missing,
+        user_version=user_version, tables=tables,
+    )
+
+
+def _order(items: set[str]) -> list[str]:
+    """Tables before their columns, otherwise alphabetical, with a table's columns folded in."""
+    tables = {i for i in items if "." not in i and not i.startswith("user_version")}
+    shown = sorted(tables) + sorted(
+        i for i in items if i not in tables and i.split(".")[0] not in tables
+    )
+    return shown
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse, before SQLite touches it, a path that cannot be a run store.
+
+    A directory, an empty (0-byte) file, a file that is not SQLite, and a truncated store each
+    raise `NotADatabaseError`; a file without write permission raises `StoreAccessError`. The
+    file is only read. A missing path passes: creating a store there is the caller's decision.
+    """
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise NotADatabaseError(f"{path} is a directory, not a run store")
+    size = path.stat().st_size
+    if size == 0:
+        raise NotADatabaseError(
+            f"{path} is an empty file (0 bytes), not a run store; it was left as it is "
+            "(delete it to create a new store there)"
+        )
+    with path.open("rb") as handle:
+        header = handle.read(100)
+    if not header.startswith(SQLITE_HEADER):
+        raise NotADatabaseError(f"{path} is not a SQLite database (wrong file header)")
+    if len(header) < 100:
+        raise NotADatabaseError(f"{path} is a truncated SQLite database ({size} bytes)")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    header_valid = header[24:28] == header[92:96]
+    wal = path.with_name(path.name + "-wal")
+    if header_valid and pages and size < pages * page_size and not wal.exists():
+        raise NotADatabaseError(
+            f"{path} is a truncated SQLite database: {size} bytes, but its header "
+            f"says {pages} pages of {page_size} bytes"
+        )
+    if not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222:
+        raise StoreAccessError(f"{path} is read-only; a run store must be writable")

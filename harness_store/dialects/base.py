@@ -1,0 +1,94 @@
+"""What every backend provides; the Store and the migrations speak only to this interface.
+
+Each backend module (`sqlite`, `postgresql`) holds everything that differs between databases:
+how a write transaction begins, the clock expression and its text format, upserts, the
+checkpoint-format marker, journal mode, id sequences after a copy, and error translation. The
+Store and the migrations never test a dialect name themselves.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from sqlalchemy import Connection, Engine, Table
+from sqlalchemy.engine import URL
+from sqlalchemy.sql.dml import Insert
+
+from ..errors import StoreError
+
+
+class Backend(ABC):
+    """One database family's way of keeping upstream's formats and guarantees."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def engine_options(self, url: URL, *, synchronous: str | None) -> dict[str, Any]:
+        """Keyword arguments for `create_engine` (pool, connect args) suited to this backend."""
+
+    @abstractmethod
+    def install(self, engine: Engine, *, synchronous: str | None) -> None:
+        """Attach the per-connection setup (pragmas, transaction control) to an engine."""
+
+    @abstractmethod
+    def now(self) -> str:
+        """SQL for the database clock as upstream's `%Y-%m-%dT%H:%M:%fZ` text (UTC, milliseconds)."""
+
+    @abstractmethod
+    def seconds_since(self, column: str) -> str:
+        """SQL for the real seconds elapsed from a stamp column to the database clock (or NULL)."""
+
+    @abstractmethod
+    def finish_clock(self) -> str:
+        """A SELECT of `(finished_at, duration_ms)` for run `:run_id`, both from one clock reading."""
+
+    @abstractmethod
+    def replace(self, table: Table) -> Insert:
+        """`INSERT OR REPLACE` on the table's primary key, as upstream's per-run rows are written."""
+
+    @abstractmethod
+    def upsert_memory(self, table: Table) -> Insert:
+        """Upstream's memory write: insert, or on (workspace, key) overwrite and re-stamp."""
+
+    @abstractmethod
+    def checkpoint_format(self, conn: Connection) -> int:
+        """The store's checkpoint-format marker (`user_version` on SQLite)."""
+
+    @abstractmethod
+    def checkpoint_format_sql(self, version: int) -> list[str]:
+        """The statements that write the checkpoint-format marker (also emitted by `--sql`)."""
+
+    def set_checkpoint_format(self, conn: Connection, version: int) -> None:
+        """Write the checkpoint-format marker."""
+        for statement in self.checkpoint_format_sql(version):
+            conn.exec_driver_sql(statement)
+
+    def raise_checkpoint_format(self, conn: Connection, version: int) -> None:
+        """Stamp the marker to `version` when it is lower, never lowering a newer one (0.7's rule)."""
+        if self.checkpoint_format(conn) < version:
+            self.set_checkpoint_format(conn, version)
+
+    def drop_checkpoint_format_sql(self) -> list[str]:
+        """The statements that put the marker back to a pre-0.7 store's (the 0.7 downgrade)."""
+        return self.checkpoint_format_sql(0)
+
+    def wal_sql(self) -> list[str]:
+        """The statements that switch a file store to WAL (0.12), run outside a transaction."""
+        return []
+
+    def needs_wal_switch(self, conn: Connection) -> bool:
+        """Whether `use_wal` would change anything (it must run outside a transaction)."""
+        return False
+
+    def after_copy(self, conn: Connection, tables: Sequence[Table]) -> None:  # noqa: B027
+        """Bring id generators past the ids a copy inserted explicitly."""
+
+    def translate_error(self, exc: BaseException) -> StoreError | None:
+        """Map a driver error to a typed `StoreError`, or None to let it through unchanged."""
+        return None
+
+    def begin_write_sql(self) -> str | None:
+        """The statement that opens a write transaction on a raw driver connection, if any."""
+        return None

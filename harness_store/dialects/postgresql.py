@@ -1,0 +1,101 @@
+"""PostgreSQL: the shared backend for many hosts, in the same row formats as SQLite.
+
+Time stamps are rendered by the server clock into upstream's exact text format; `user_version`
+has no equivalent, so the checkpoint-format marker is a one-row table written by the 0.7
+migration; upserts use `ON CONFLICT`; ids copied in explicitly are followed by `setval`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, inspect, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import URL
+from sqlalchemy.sql.dml import Insert
+
+from ..errors import StoreError, StoreLockedError
+from .base import Backend
+
+FORMAT_TABLE = "harness_user_version"
+"""PostgreSQL's stand-in for `PRAGMA user_version`: one row, one INTEGER."""
+
+CLOCK = "clock_timestamp()"
+STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+
+class PostgreSQLBackend(Backend):
+    """The server backend: pooled connections, server clock, `ON CONFLICT` upserts."""
+
+    name = "postgresql"
+
+    def engine_options(self, url: URL, *, synchronous: str | None) -> dict[str, Any]:
+        # A small pool per process: many agent processes share one server, and each
+        # process's Store runs one write at a time per thread.
+        return {"pool_size": 5, "max_overflow": 5, "pool_pre_ping": True, "pool_recycle": 1800}
+
+    def install(self, engine: Engine, *, synchronous: str | None) -> None:
+        """Nothing per connection: psycopg begins a transaction on the first statement."""
+
+    def now(self) -> str:
+        return STAMP.format(t=CLOCK)
+
+    def seconds_since(self, column: str) -> str:
+        return f"EXTRACT(EPOCH FROM ({CLOCK} - CAST({column} AS timestamptz)))::float8"
+
+    def finish_clock(self) -> str:
+        return (
+            f"SELECT {STAMP.format(t='c.t')}, "
+            "EXTRACT(EPOCH FROM (c.t - CAST(r.started_at AS timestamptz)))::float8 * 1000.0 "
+            f"FROM runs r, (SELECT {CLOCK} AS t) c WHERE r.id = :run_id"
+        )
+
+    def replace(self, table: Table) -> Insert:
+        stmt = pg_insert(table)
+        keys = [c.name for c in table.primary_key.columns]
+        return stmt.on_conflict_do_update(
+            index_elements=keys,
+            set_={c.name: stmt.excluded[c.name] for c in table.columns if c.name not in keys},
+        )
+
+    def upsert_memory(self, table: Table) -> Insert:
+        stmt = pg_insert(table)
+        return stmt.on_conflict_do_update(
+            index_elements=["workspace", "key"],
+            set_={c: stmt.excluded[c] for c in ("value", "run_id", "step", "created_at")},
+        )
+
+    def checkpoint_format(self, conn: Connection) -> int:
+        if not inspect(conn).has_table(FORMAT_TABLE):
+            return 0
+        value = conn.execute(text(f"SELECT user_version FROM {FORMAT_TABLE}")).scalar()
+        return int(value or 0)
+
+    def checkpoint_format_sql(self, version: int) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {FORMAT_TABLE} (user_version INTEGER NOT NULL)",
+            f"DELETE FROM {FORMAT_TABLE}",
+            f"INSERT INTO {FORMAT_TABLE} (user_version) VALUES ({int(version)})",
+        ]
+
+    def drop_checkpoint_format_sql(self) -> list[str]:
+        return [f"DROP TABLE IF EXISTS {FORMAT_TABLE}"]
+
+    def after_copy(self, conn: Connection, tables: Sequence[Table]) -> None:
+        for table in tables:
+            key = list(table.primary_key.columns)
+            if len(key) != 1 or not key[0].autoincrement or key[0].name != "id":
+                continue
+            conn.execute(
+                text(
+                    f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+                    f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"
+                )
+            )
+
+    def translate_error(self, exc: BaseException) -> StoreError | None:
+        message = str(getattr(exc, "orig", exc))
+        if "lock timeout" in message or "deadlock detected" in message:
+            return StoreLockedError(f"the store stayed locked by another writer: {message}")
+        return None

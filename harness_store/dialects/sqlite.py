@@ -1,0 +1,116 @@
+"""SQLite: the embedded default, kept exactly in upstream's formats.
+
+Transactions are controlled here, not by the `sqlite3` module: its legacy mode runs DDL in
+autocommit (so a migration step could half-apply) and begins write transactions lazily (so two
+writers deadlock instead of waiting). Every connection gets `isolation_level = None`, and the
+engine's `begin` event emits `BEGIN IMMEDIATE` for writes and a plain `BEGIN` for reads, which
+makes DDL transactional and makes a second writer wait on the busy timeout.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, event
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool, StaticPool
+from sqlalchemy.sql.dml import Insert
+
+from ..errors import StoreAccessError, StoreError, StoreLockedError
+from ..formats import BUSY_TIMEOUT_SECONDS
+from .base import Backend
+
+WRITE = "hs_write"
+"""`Connection.info` key: when true, the next `begin` takes the write lock up front."""
+
+SYNCHRONOUS = ("off", "normal", "full", "extra")
+
+
+def is_memory(url: URL) -> bool:
+    """Whether the URL names an in-memory database (no file, no WAL, one shared connection)."""
+    return url.database in (None, "", ":memory:") or "mode=memory" in str(url)
+
+
+class SQLiteBackend(Backend):
+    """The embedded backend: one file, WAL, `BEGIN IMMEDIATE` writes, upstream's pragmas."""
+
+    name = "sqlite"
+
+    def engine_options(self, url: URL, *, synchronous: str | None) -> dict[str, Any]:
+        if synchronous is not None and synchronous.lower() not in SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}")
+        connect_args = {"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False}
+        if is_memory(url):
+            return {"poolclass": StaticPool, "connect_args": connect_args}
+        return {"poolclass": NullPool, "connect_args": connect_args}
+
+    def install(self, engine: Engine, *, synchronous: str | None) -> None:
+        @event.listens_for(engine, "connect")
+        def on_connect(dbapi_conn: sqlite3.Connection, record: Any) -> None:
+            dbapi_conn.isolation_level = None
+            busy_ms = int(BUSY_TIMEOUT_SECONDS * 1000)
+            dbapi_conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            if synchronous is not None:
+                dbapi_conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+
+        @event.listens_for(engine, "begin")
+        def on_begin(conn: Connection) -> None:
+            if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+                return
+            dbapi_conn = conn.connection.driver_connection
+            assert dbapi_conn is not None
+            dbapi_conn.execute("BEGIN IMMEDIATE" if conn.info.get(WRITE) else "BEGIN")
+
+    def now(self) -> str:
+        return "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
+
+    def seconds_since(self, column: str) -> str:
+        return f"(julianday('now') - julianday({column})) * 86400.0"
+
+    def finish_clock(self) -> str:
+        return (
+            "SELECT strftime('%Y-%m-%dT%H:%M:%fZ','now'), "
+            "(julianday('now') - julianday(started_at)) * 86400000.0 "
+            "FROM runs WHERE id = :run_id"
+        )
+
+    def replace(self, table: Table) -> Insert:
+        return table.insert().prefix_with("OR REPLACE")
+
+    def upsert_memory(self, table: Table) -> Insert:
+        stmt = sqlite_insert(table)
+        return stmt.on_conflict_do_update(
+            index_elements=["workspace", "key"],
+            set_={c: stmt.excluded[c] for c in ("value", "run_id", "step", "created_at")},
+        )
+
+    def checkpoint_format(self, conn: Connection) -> int:
+        return int(conn.exec_driver_sql("PRAGMA user_version").scalar_one())
+
+    def checkpoint_format_sql(self, version: int) -> list[str]:
+        return [f"PRAGMA user_version = {int(version)}"]
+
+    def wal_sql(self) -> list[str]:
+        return ["PRAGMA journal_mode = WAL"]
+
+    def needs_wal_switch(self, conn: Connection) -> bool:
+        if is_memory(conn.engine.url):
+            return False
+        mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()
+        return str(mode).lower() != "wal"
+
+    def translate_error(self, exc: BaseException) -> StoreError | None:
+        message = str(getattr(exc, "orig", exc))
+        if "database is locked" in message or "database table is locked" in message:
+            return StoreLockedError(
+                f"the store stayed locked by another writer past the busy timeout "
+                f"({BUSY_TIMEOUT_SECONDS:g} s): {message}"
+            )
+        if "readonly database" in message or "unable to open database" in message:
+            return StoreAccessError(f"the store cannot be written: {message}")
+        return None
+
+    def begin_write_sql(self) -> str | None:
+        return "BEGIN IMMEDIATE"

@@ -1,0 +1,60 @@
+"""Engines for run stores: a path or URL in, an engine set up the backend's way out."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.engine import URL, make_url
+
+from .dialects import backend_named
+
+DEFAULT_URL = "sqlite:///runs.sqlite3"
+"""Where a store lives when nobody says otherwise: `runs.sqlite3` in the working directory."""
+
+URL_ENV = "HARNESS_STORE_URL"
+"""Environment variable naming the store when no `-x db=` / argument is given."""
+
+
+def to_url(target: str | os.PathLike[str] | URL) -> URL:
+    """A SQLAlchemy URL for a file path or a URL string (`…://…`)."""
+    if isinstance(target, URL):
+        return target
+    raw = os.fspath(target)
+    if "://" in raw:
+        url = make_url(raw)
+        if url.drivername == "postgresql":
+            url = url.set(drivername="postgresql+psycopg")
+        return url
+    if raw == ":memory:":
+        return make_url("sqlite://")
+    return make_url("sqlite:///" + str(Path(raw).expanduser().absolute()))
+
+
+def resolve_target(explicit: str | None) -> URL:
+    """`explicit`, else `$HARNESS_STORE_URL`, else `sqlite:///runs.sqlite3`."""
+    return to_url(explicit or os.environ.get(URL_ENV) or DEFAULT_URL)
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The file behind a SQLite URL, or None for memory and for other backends."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    if "mode=memory" in str(url):
+        return None
+    return Path(url.database)
+
+
+def make_engine(target: str | os.PathLike[str] | URL, *, synchronous: str | None = None) -> Engine:
+    """An engine for the store at `target`, with the backend's pool, pragmas and hooks."""
+    url = to_url(target)
+    backend = backend_named(url.get_backend_name())
+    engine = create_engine(url, **backend.engine_options(url, synchronous=synchronous))
+    backend.install(engine, synchronous=synchronous)
+    return engine
+
+
+def safe_url(url: URL) -> str:
+    """The URL as text with any password hidden, for messages and logs."""
+    return url.render_as_string(hide_password=True)

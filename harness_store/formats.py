@@ -1,0 +1,97 @@
+"""Upstream's row-format constants and the value checks that keep Python writes in them.
+
+io-harness stores step numbers as Rust `u32` and token counts as `u64` bound through rusqlite,
+which refuses a `u64` above `i64::MAX`. A second writer must refuse the same values instead of
+letting SQLite widen them to REAL or wrap them, so every write goes through these checks.
+"""
+
+from __future__ import annotations
+
+from .errors import InvalidValueError
+
+CHECKPOINT_FORMAT = 7
+"""The checkpoint layout version stamped into `PRAGMA user_version` (upstream 0.7+)."""
+
+SUCCESS_OUTCOME = "success"
+"""The one outcome string that means the run did what it was asked."""
+
+MEMORY_MAX_ENTRIES = 64
+"""Most entries one workspace's memory may hold."""
+
+MEMORY_MAX_CHARS = 16_000
+"""Most characters one workspace's memory entries may total."""
+
+MEMORY_MAX_ENTRY_CHARS = MEMORY_MAX_CHARS // 8
+"""Most characters one memory value may hold; longer values are cut and marked."""
+
+MEMORY_TRUNCATED = "…[truncated]"
+"""The marker ending a memory value that was cut to `MEMORY_MAX_ENTRY_CHARS`."""
+
+BUSY_TIMEOUT_SECONDS = 5.0
+"""How long a contended statement waits for the writer, as upstream's `BUSY_TIMEOUT`."""
+
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%fZ"
+"""SQLite `strftime` format of every stamp upstream writes (`started_at`, `created_at`, …)."""
+
+U32_MAX = 2**32 - 1
+I64_MAX = 2**63 - 1
+I64_MIN = -(2**63)
+
+
+def u32(value: int, name: str) -> int:
+    """Check a value upstream keeps as `u32` (step numbers, depths, step caps)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidValueError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value <= U32_MAX:
+        raise InvalidValueError(f"{name} must be between 0 and {U32_MAX}, got {value}")
+    return value
+
+
+def u64(value: int, name: str) -> int:
+    """Check a value upstream keeps as `u64` and binds as SQLite INTEGER (at most 2⁶³ − 1)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidValueError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value <= I64_MAX:
+        raise InvalidValueError(f"{name} must be between 0 and {I64_MAX}, got {value}")
+    return value
+
+
+def i64(value: int, name: str) -> int:
+    """Check a value upstream keeps as `i64` (run ids)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidValueError(f"{name} must be an int, got {type(value).__name__}")
+    if not I64_MIN <= value <= I64_MAX:
+        raise InvalidValueError(f"{name} must fit a signed 64-bit integer, got {value}")
+    return value
+
+
+def opt_u64(value: int | None, name: str) -> int | None:
+    """`u64` for an optional column."""
+    return None if value is None else u64(value, name)
+
+
+def opt_u32(value: int | None, name: str) -> int | None:
+    """`u32` for an optional column."""
+    return None if value is None else u32(value, name)
+
+
+def text(value: str, name: str) -> str:
+    """Check a TEXT value: a `str` without NUL (SQLite would cut a C string there)."""
+    if not isinstance(value, str):
+        raise InvalidValueError(f"{name} must be a str, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidValueError(f"{name} contains a NUL character, which SQLite text cannot keep")
+    return value
+
+
+def opt_text(value: str | None, name: str) -> str | None:
+    """`text` for an optional column."""
+    return None if value is None else text(value, name)
+
+
+def truncate_memory_value(value: str) -> str:
+    """Cut a memory value to `MEMORY_MAX_ENTRY_CHARS` characters, ending in the marker."""
+    if len(value) <= MEMORY_MAX_ENTRY_CHARS:
+        return value
+    keep = MEMORY_MAX_ENTRY_CHARS - len(MEMORY_TRUNCATED)
+    return value[:keep] + MEMORY_TRUNCATED

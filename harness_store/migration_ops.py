@@ -1,0 +1,128 @@
+"""Idempotent schema operations for the migration chain.
+
+Upstream migrates by "add it if it is missing", so a store can be torn anywhere between two
+releases. Every operation here checks the live schema first and does only what is missing (or,
+going down, only what is present); in offline (`--sql`) mode there is no live schema, so it
+emits the plain statement. Columns are added with `ALTER TABLE … ADD COLUMN`, never by copying a
+table: that is O(1), keeps upstream's table definitions, and cannot lose rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import context, op
+
+from .dialects import Backend, backend_named
+from .sqltypes import INT
+
+__all__ = [
+    "INT",
+    "add_columns",
+    "create_index",
+    "create_table",
+    "drop_columns",
+    "drop_index",
+    "drop_table",
+    "lower_checkpoint_format",
+    "raise_checkpoint_format",
+    "switch_to_wal",
+]
+
+
+def _offline() -> bool:
+    return context.is_offline_mode()
+
+
+def _backend() -> Backend:
+    return backend_named(op.get_context().dialect.name)
+
+
+def _tables() -> dict[str, set[str]]:
+    inspector = sa.inspect(op.get_bind())
+    return {t: {c["name"] for c in inspector.get_columns(t)} for t in inspector.get_table_names()}
+
+
+def _indexes(table: str) -> set[str]:
+    return {str(i["name"]) for i in sa.inspect(op.get_bind()).get_indexes(table)}
+
+
+def id_column() -> sa.Column[int]:
+    """Upstream's `id INTEGER PRIMARY KEY` (AUTOINCREMENT is a table option)."""
+    return sa.Column("id", INT, primary_key=True, nullable=True)
+
+
+def create_table(name: str, *columns: sa.Column[Any], autoincrement: bool = True) -> None:
+    """Create a table that is not there yet, with upstream's AUTOINCREMENT where it has one."""
+    if not _offline() and name in _tables():
+        return
+    op.create_table(name, *columns, sqlite_autoincrement=autoincrement)
+
+
+def drop_table(name: str) -> None:
+    """Drop a table if it is there."""
+    if not _offline() and name not in _tables():
+        return
+    op.drop_table(name)
+
+
+def add_columns(table: str, *columns: sa.Column[Any]) -> None:
+    """Add each column the table lacks, by `ALTER TABLE … ADD COLUMN`."""
+    have = set() if _offline() else _tables().get(table, set())
+    for column in columns:
+        if column.name not in have:
+            op.add_column(table, column)
+
+
+def drop_columns(table: str, *names: str) -> None:
+    """Drop each named column the table has (SQLite ≥ 3.35 `ALTER TABLE … DROP COLUMN`)."""
+    have = set(names) if _offline() else _tables().get(table, set())
+    for name in names:
+        if name in have:
+            op.drop_column(table, name)
+
+
+def create_index(name: str, table: str, columns: list[str]) -> None:
+    """Create an index that is not there yet."""
+    if not _offline() and name in _indexes(table):
+        return
+    op.create_index(name, table, columns)
+
+
+def drop_index(name: str, table: str) -> None:
+    """Drop an index if it is there."""
+    if not _offline() and name not in _indexes(table):
+        return
+    op.drop_index(name, table_name=table)
+
+
+def raise_checkpoint_format(version: int) -> None:
+    """Stamp the checkpoint-format marker to `version` when it is lower (0.7's rule)."""
+    backend = _backend()
+    if _offline():
+        for statement in backend.checkpoint_format_sql(version):
+            op.execute(statement)
+        return
+    backend.raise_checkpoint_format(op.get_bind(), version)
+
+
+def lower_checkpoint_format() -> None:
+    """Put the marker back to a pre-0.7 store's."""
+    for statement in _backend().drop_checkpoint_format_sql():
+        op.execute(statement)
+
+
+def switch_to_wal() -> None:
+    """Switch a file store to WAL (0.12). The switch cannot run inside a transaction, so it runs
+    in an autocommit block, and only when the store is not in WAL already — harness_store's own
+    upgrade switches first, before its transaction opens, so an upgrade stays one transaction."""
+    backend = _backend()
+    statements = backend.wal_sql()
+    if not statements:
+        return
+    if not _offline() and not backend.needs_wal_switch(op.get_bind()):
+        return
+    with op.get_context().autocommit_block():
+        for statement in statements:
+            op.execute(statement)
