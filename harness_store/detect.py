@@ -172,8 +172,12 @@ def diagnose(conn: Connection) -> Diagnosis:
     if extra:
         if known <= have:
             return Diagnosis(
-                StoreKind.NEWER, UPSTREAM_HEAD, UPSTREAM_HEAD, extra=extra,
-                user_version=user_version, tables=tables,
+                StoreKind.NEWER,
+                UPSTREAM_HEAD,
+                UPSTREAM_HEAD,
+                extra=extra,
+                user_version=user_version,
+                tables=tables,
             )
         raise ForeignDatabaseError(
             "this database looks like an io-harness store but also has "
@@ -196,8 +200,14 @@ def diagnose(conn: Connection) -> Diagnosis:
     present = tuple(_order(wanted & have))
     missing = tuple(_order(wanted - have))
     return Diagnosis(
-        StoreKind.UPSTREAM, newest, newest, torn_of=torn_of, present=present, missing=missing,
-        user_version=user_version, tables=tables,
+        StoreKind.UPSTREAM,
+        newest,
+        newest,
+        torn_of=torn_of,
+        present=present,
+        missing=missing,
+        user_version=user_version,
+        tables=tables,
     )
 
 

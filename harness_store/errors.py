@@ -52,3 +52,7 @@ class StoreLockedError(StoreError):
 
 class StoreAccessError(StoreError, PermissionError):
     """The store cannot be written: a read-only file or directory."""
+
+
+class RunNotFoundError(StoreError, LookupError):
+    """A read that upstream answers only for an existing run was asked about a missing one."""

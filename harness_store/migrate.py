@@ -115,7 +115,9 @@ def script_directory() -> ScriptDirectory:
 # --- env.py ------------------------------------------------------------------------------
 
 
-def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+def include_object(
+    obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
+) -> bool:
     """Leave to newer io-harness releases what is theirs: compare only the 0.13 tables."""
     if type_ == "table":
         return name in Base.metadata.tables

@@ -11,9 +11,9 @@ upstream's `steps.run_id REFERENCES runs(id)`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import ForeignKey, Index, MetaData, Text, UniqueConstraint, text
+from sqlalchemy import ForeignKey, Index, MetaData, Table, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from .sqltypes import INT
@@ -31,11 +31,11 @@ class Base(DeclarativeBase):
     """Declarative base of the run-store models."""
 
     metadata = MetaData()
-    type_annotation_map = {int: INT, str: Text()}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {int: INT, str: Text()}
 
 
 class Run(Base):
-    """One agent run: its goal, the file it works on, its outcome and lifecycle (0.1, 0.3, 0.5, 0.7).
+    """One agent run: goal, the file it works on, outcome and lifecycle (0.1, 0.3, 0.5, 0.7).
 
     `status` is what resume looks for (`running` after a crash); `started_at` is stamped from
     the database clock so a wall-clock budget survives a restart.
@@ -75,7 +75,9 @@ class Run(Base):
         primaryjoin="Run.id == foreign(RunPolicy.run_id)", viewonly=True
     )
     policy_events: Mapped[list[PolicyEvent]] = relationship(
-        primaryjoin="Run.id == foreign(PolicyEvent.run_id)", order_by="PolicyEvent.id", viewonly=True
+        primaryjoin="Run.id == foreign(PolicyEvent.run_id)",
+        order_by="PolicyEvent.id",
+        viewonly=True,
     )
     pending_approvals: Mapped[list[PendingApproval]] = relationship(
         primaryjoin="Run.id == foreign(PendingApproval.run_id)",
@@ -328,3 +330,8 @@ HARNESS_INDEXES: tuple[str, ...] = tuple(
     if str(index.name).startswith("hs_")
 )
 """Indexes harness_store adds beyond upstream (revision hs1); upstream never reads them."""
+
+
+def table_of(model: type[Base]) -> Table:
+    """The Core `Table` behind a model (typed, for Core statements on hot paths)."""
+    return Base.metadata.tables[model.__tablename__]

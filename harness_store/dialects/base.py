@@ -23,6 +23,9 @@ class Backend(ABC):
     """One database family's way of keeping upstream's formats and guarantees."""
 
     name: ClassVar[str]
+    one_connection: ClassVar[bool] = False
+    """Whether a Store keeps one connection for its life (threads take turns on it) rather
+    than borrowing from a pool per operation."""
 
     @abstractmethod
     def engine_options(self, url: URL, *, synchronous: str | None) -> dict[str, Any]:
@@ -34,7 +37,7 @@ class Backend(ABC):
 
     @abstractmethod
     def now(self) -> str:
-        """SQL for the database clock as upstream's `%Y-%m-%dT%H:%M:%fZ` text (UTC, milliseconds)."""
+        """SQL for the database clock as upstream's `%Y-%m-%dT%H:%M:%fZ` text (UTC, ms)."""
 
     @abstractmethod
     def seconds_since(self, column: str) -> str:
@@ -42,11 +45,11 @@ class Backend(ABC):
 
     @abstractmethod
     def finish_clock(self) -> str:
-        """A SELECT of `(finished_at, duration_ms)` for run `:run_id`, both from one clock reading."""
+        """A SELECT of `(finished_at, duration_ms)` for run `:run_id`, from one clock reading."""
 
     @abstractmethod
     def replace(self, table: Table) -> Insert:
-        """`INSERT OR REPLACE` on the table's primary key, as upstream's per-run rows are written."""
+        """`INSERT OR REPLACE` on the primary key, as upstream writes its per-run rows."""
 
     @abstractmethod
     def upsert_memory(self, table: Table) -> Insert:
@@ -66,7 +69,7 @@ class Backend(ABC):
             conn.exec_driver_sql(statement)
 
     def raise_checkpoint_format(self, conn: Connection, version: int) -> None:
-        """Stamp the marker to `version` when it is lower, never lowering a newer one (0.7's rule)."""
+        """Stamp the marker to `version` when lower, never lowering a newer one (0.7's rule)."""
         if self.checkpoint_format(conn) < version:
             self.set_checkpoint_format(conn, version)
 

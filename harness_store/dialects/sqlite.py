@@ -37,6 +37,7 @@ class SQLiteBackend(Backend):
     """The embedded backend: one file, WAL, `BEGIN IMMEDIATE` writes, upstream's pragmas."""
 
     name = "sqlite"
+    one_connection = True
 
     def engine_options(self, url: URL, *, synchronous: str | None) -> dict[str, Any]:
         if synchronous is not None and synchronous.lower() not in SYNCHRONOUS:

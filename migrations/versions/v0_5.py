@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from harness_store.migration_ops import INT, add_columns, create_table, drop_columns, drop_table
-from harness_store.migration_ops import id_column
+from harness_store.migration_ops import (
+    INT,
+    add_columns,
+    create_table,
+    drop_columns,
+    drop_table,
+    id_column,
+)
 
 revision = "0.5"
 down_revision = "0.4"

@@ -1,0 +1,139 @@
+"""`Store`: io-harness's run store API in Python, over SQLite or PostgreSQL.
+
+The methods, their names, argument order and row formats are upstream 0.13's, so a run
+written here resumes in io-harness and a run written there reads here. The concerns live in
+their own modules — runs and steps, events, trees, memory — and meet in this class.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Self
+
+from sqlalchemy import Column, Connection, MetaData, String, Table, insert
+from sqlalchemy.engine import URL
+
+from ..detect import check_sqlite_file, diagnose, read_revision
+from ..dialects import backend_named
+from ..engine import make_engine, safe_url, sqlite_path, to_url
+from ..errors import StoreNotFoundError, UpgradeRequiredError
+from ..formats import CHECKPOINT_FORMAT
+from ..models import Base
+from ..releases import HEAD
+from .events import EventsMixin
+from .memory import MemoryMixin
+from .runs import RunsMixin
+from .trees import TreesMixin
+
+__all__ = ["Store"]
+
+
+class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
+    """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
+    throwaway in-memory store. Safe to share between threads; usable as a context manager."""
+
+    upgrade_report: object | None = None
+    """What `open` found and did when it had to upgrade the store (a `migrate.UpgradeReport`)."""
+
+    def __init__(self, engine_url: URL, *, synchronous: str | None = None) -> None:
+        backend = backend_named(engine_url.get_backend_name())
+        super().__init__(make_engine(engine_url, synchronous=synchronous), backend, engine_url)
+        self._compile_run_statements()
+
+    @classmethod
+    def open(
+        cls,
+        target: str | os.PathLike[str] | URL,
+        *,
+        upgrade: bool = True,
+        backup: bool = True,
+        synchronous: str | None = None,
+    ) -> Self:
+        """Open (creating if absent) the store at a file path or SQLAlchemy URL.
+
+        A store older than this package's schema is upgraded in place through the Alembic
+        chain (after a backup, unless `backup=False`), as upstream's own open migrates;
+        with `upgrade=False` it is refused with `UpgradeRequiredError` and left unchanged. A
+        store already at head opens without loading Alembic. File stores are put in WAL with a
+        5 s busy timeout, like upstream 0.12+. `synchronous` ("full" by default, as upstream,
+        or "normal") trades durability of the last commits on power loss for speed.
+        """
+        url = to_url(target)
+        path = sqlite_path(url)
+        report = None
+        if path is not None:
+            check_sqlite_file(path)
+            if not path.exists():
+                if not upgrade:
+                    raise StoreNotFoundError(
+                        f"no run store at {path} (open with upgrade=True to create one)"
+                    )
+                from ..migrate import upgrade as run_upgrade
+
+                report = run_upgrade(url, backup=False)
+        store = cls(url, synchronous=synchronous)
+        store.upgrade_report = report
+        try:
+            store._ensure_schema(upgrade=upgrade, backup=backup)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @classmethod
+    def memory(cls) -> Self:
+        """An in-memory store at the head schema, for tests and throwaway runs."""
+        store = cls(to_url(":memory:"))
+        with store._write() as conn:
+            create_head_schema(conn)
+        return store
+
+    def _ensure_schema(self, *, upgrade: bool, backup: bool) -> None:
+        with self._read() as conn:
+            at_head = read_revision(conn) == HEAD and (
+                self._backend.checkpoint_format(conn) <= CHECKPOINT_FORMAT
+            )
+            if not at_head:
+                found = diagnose(conn)
+        if not at_head:
+            if not upgrade:
+                where = sqlite_path(self.url) or safe_url(self.url)
+                raise UpgradeRequiredError(
+                    f"{where}: {found.describe()}; this package needs revision {HEAD}. "
+                    f"Upgrade it with `harness-store upgrade {where}` "
+                    f"(or `alembic -x db={where} upgrade head`), or open it with upgrade=True"
+                )
+            from ..migrate import upgrade as run_upgrade  # Alembic only when there is work
+
+            if self._held is not None:
+                self._held.close()
+                self._held = None
+            self.upgrade_report = run_upgrade(self.url, backup=backup)
+            if self._backend.one_connection:
+                self._held = self._engine.connect()
+        with self._read() as conn:
+            switch = self._backend.needs_wal_switch(conn)
+        if switch:
+            with self._borrow() as conn:
+                cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+                for statement in self._backend.wal_sql():
+                    cursor.execute(statement)
+                cursor.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+
+def create_head_schema(conn: Connection) -> None:
+    """Build the head schema directly from the models (in-memory stores, which have no file
+    for the chain to open): the same tables as the chain, the format marker, the stamp."""
+    Base.metadata.create_all(conn)
+    backend = backend_named(conn.dialect.name)
+    backend.set_checkpoint_format(conn, CHECKPOINT_FORMAT)
+    version = Table(
+        "alembic_version",
+        MetaData(),
+        Column("version_num", String(32), primary_key=True),
+    )
+    version.create(conn)
+    conn.execute(insert(version).values(version_num=HEAD))

@@ -1,0 +1,339 @@
+"""Runs and steps: starting, recording, checkpointing, finishing, summarising, resuming."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from sqlalchemy import bindparam, func, insert, literal_column, select, text, tuple_, update
+
+from .. import models as m
+from ..errors import InvalidValueError, ResumeError, RunNotFoundError
+from ..formats import CHECKPOINT_FORMAT, SUCCESS_OUTCOME, i64, u32, u64
+from ..formats import text as check_text
+from ..records import RunStatus, RunSummary, StepRecord
+from .base import DriverStatement, StoreBase
+
+STEP_PAGE = 1000
+"""Rows per page when `iter_steps` streams a run."""
+
+
+def step_values(run_id: int, step: StepRecord) -> dict[str, Any]:
+    """A step's column values, checked against upstream's types before anything is written."""
+    return {
+        "run_id": i64(run_id, "run_id"),
+        "step": u32(step.step, "step"),
+        "decision": check_text(step.decision, "decision"),
+        "result": check_text(step.result, "result"),
+        "prompt": check_text(step.prompt, "prompt"),
+        "tool_call": check_text(step.tool_call, "tool_call"),
+        "tokens": u64(step.tokens, "tokens"),
+    }
+
+
+class RunsMixin(StoreBase):
+    """The run and step half of upstream's Store."""
+
+    _insert_step: DriverStatement
+    _insert_checkpoint: DriverStatement
+
+    def _compile_run_statements(self) -> None:
+        steps = m.table_of(m.Step)
+        events = m.table_of(m.CheckpointEvent)
+        self._insert_step = DriverStatement.compile(
+            insert(steps).values(
+                {
+                    c: bindparam(c)
+                    for c in (
+                        "run_id",
+                        "step",
+                        "decision",
+                        "result",
+                        "prompt",
+                        "tool_call",
+                        "tokens",
+                    )
+                }
+            ),
+            self._engine,
+        )
+        self._insert_checkpoint = DriverStatement.compile(
+            insert(events).values(
+                run_id=bindparam("run_id"),
+                step=bindparam("step"),
+                kind=literal_column("'checkpoint'"),
+                detail=literal_column("NULL"),
+            ),
+            self._engine,
+        )
+
+    # --- starting ------------------------------------------------------------------------
+
+    def start_run(self, goal: str, file: str) -> int:
+        """Start a run row, `running`, stamped from the database clock; return its id."""
+        values = {"goal": check_text(goal, "goal"), "file": check_text(file, "file")}
+        return self._insert_run(values)
+
+    def start_child_run(self, goal: str, file: str, parent_run_id: int, depth: int) -> int:
+        """Start a child run under `parent_run_id` at `depth`; return its id."""
+        values = {
+            "goal": check_text(goal, "goal"),
+            "file": check_text(file, "file"),
+            "parent_run_id": i64(parent_run_id, "parent_run_id"),
+            "depth": u32(depth, "depth"),
+        }
+        return self._insert_run(values)
+
+    def _insert_run(self, values: Mapping[str, Any]) -> int:
+        statement = (
+            insert(m.Run)
+            .values(**values, status="running", started_at=text(self._backend.now()))
+            .returning(m.Run.id)
+        )
+        with self._write() as conn:
+            return int(conn.execute(statement).scalar_one())
+
+    # --- steps ---------------------------------------------------------------------------
+
+    def record(self, run_id: int, step: StepRecord) -> None:
+        """Record one step's trace entry (no checkpoint event)."""
+        values = step_values(run_id, step)
+        with self._driver() as cursor:
+            cursor.execute(self._insert_step.sql, self._insert_step.params(values))
+
+    def checkpoint_step(self, run_id: int, step: StepRecord) -> None:
+        """Durably checkpoint one completed step: its trace row and its `checkpoint` event in
+        one transaction — a crash leaves both or neither, never a torn half."""
+        values = step_values(run_id, step)
+        with self._driver() as cursor:
+            cursor.execute(self._insert_step.sql, self._insert_step.params(values))
+            cursor.execute(self._insert_checkpoint.sql, self._insert_checkpoint.params(values))
+
+    def checkpoint_steps(self, run_id: int, steps: Iterable[StepRecord]) -> int:
+        """Checkpoint many steps in one transaction (all or none); return how many.
+
+        Beyond upstream: the same rows as calling `checkpoint_step` for each, for importers
+        and replays that commit a batch at once.
+        """
+        rows = [step_values(run_id, s) for s in steps]
+        if not rows:
+            return 0
+        with self._driver() as cursor:
+            cursor.executemany(self._insert_step.sql, [self._insert_step.params(v) for v in rows])
+            cursor.executemany(
+                self._insert_checkpoint.sql, [self._insert_checkpoint.params(v) for v in rows]
+            )
+        return len(rows)
+
+    def steps(self, run_id: int) -> list[StepRecord]:
+        """Every step of a run, in order (`step`, then insertion)."""
+        return list(self.iter_steps(run_id))
+
+    def iter_steps(self, run_id: int, *, page: int = STEP_PAGE) -> Iterator[StepRecord]:
+        """Stream a run's steps in order without loading the run: keyset pages of `page` rows,
+        each read in its own short transaction (no lock is held between pages)."""
+        s = m.Step
+        base = (
+            select(s.step, s.decision, s.result, s.prompt, s.tool_call, s.tokens, s.id)
+            .where(s.run_id == run_id)
+            .order_by(s.step, s.id)
+            .limit(page)
+        )
+        after: tuple[int, int] | None = None
+        while True:
+            query = base if after is None else base.where(tuple_(s.step, s.id) > tuple_(*after))
+            with self._read() as conn:
+                rows = conn.execute(query).all()
+            for row in rows:
+                yield StepRecord(row[0], row[1], row[2], row[3], row[4], row[5])
+            if len(rows) < page:
+                return
+            after = (rows[-1][0], rows[-1][6])
+
+    def last_step(self, run_id: int) -> int:
+        """The highest step number recorded for a run, or 0 — the resume point."""
+        statement = select(func.coalesce(func.max(m.Step.step), 0)).where(m.Step.run_id == run_id)
+        return int(self._scalar(statement))
+
+    def spent_tokens(self, run_id: int) -> int:
+        """Total tokens across the run's steps — the durable spend restored on resume."""
+        statement = select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
+        return int(self._scalar(statement))
+
+    def canonical_trace(self, run_id: int) -> str:
+        """The run reduced to what two identical runs must match, as diffable text (upstream's
+        exact format: every step row, then every context event's step, kind and detail)."""
+        lines = [
+            f"step {s.step} | tokens {s.tokens} | decision {s.decision} | "
+            f"tool_call {s.tool_call} | prompt {s.prompt} | result {s.result}\n"
+            for s in self.iter_steps(run_id)
+        ]
+        c = m.ContextEvent
+        statement = select(c.step, c.kind, c.detail).where(c.run_id == run_id).order_by(c.id)
+        with self._read() as conn:
+            lines += [
+                f"context {step} | {kind} | {detail or ''}\n"
+                for step, kind, detail in conn.execute(statement)
+            ]
+        return "".join(lines)
+
+    # --- run attributes ------------------------------------------------------------------
+
+    def _update_run(self, run_id: int, **values: Any) -> None:
+        with self._write() as conn:
+            conn.execute(update(m.Run).where(m.Run.id == run_id).values(**values))
+
+    def set_provider(self, run_id: int, provider: str) -> None:
+        """Record which provider ran this run."""
+        self._update_run(run_id, provider=check_text(provider, "provider"))
+
+    def provider(self, run_id: int) -> str | None:
+        """The provider recorded for a run; raises `RunNotFoundError` for a missing run."""
+        value: str | None = self._run_column(run_id, m.Run.provider, missing_ok=False)
+        return value
+
+    def set_status(self, run_id: int, status: str) -> None:
+        """Set the durable run status (`running`, `paused`, `completed`, `failed`)."""
+        value = status.value if isinstance(status, RunStatus) else check_text(status, "status")
+        self._update_run(run_id, status=value)
+
+    def status(self, run_id: int) -> str | None:
+        """The durable run status, or None if the run does not exist."""
+        value: str | None = self._run_column(run_id, m.Run.status, missing_ok=True)
+        return value
+
+    def run_status(self, run_id: int) -> RunStatus | None:
+        """The durable status as a `RunStatus`, if the run exists."""
+        status = self.status(run_id)
+        return None if status is None else RunStatus.from_str(status)
+
+    def outcome(self, run_id: int) -> str | None:
+        """The recorded final outcome of a run, if it has finished."""
+        value: str | None = self._run_column(run_id, m.Run.outcome, missing_ok=True)
+        return value
+
+    def elapsed_secs(self, run_id: int) -> float:
+        """Wall-clock seconds since the run's `started_at`, on the database clock; 0 for a run
+        with no stamp (pre-0.7)."""
+        column: Any = literal_column(self._backend.seconds_since("started_at"))
+        seconds = self._run_column(run_id, column, missing_ok=False)
+        return max(float(seconds or 0.0), 0.0)
+
+    def runs(self) -> list[int]:
+        """Every run id in the store, newest first."""
+        return self._rows(select(m.Run.id).order_by(m.Run.id.desc()), int)
+
+    def last_run(self) -> int | None:
+        """The most recently started run, if any."""
+        value = self._scalar(select(func.max(m.Run.id)))
+        return None if value is None else int(value)
+
+    # --- finishing -----------------------------------------------------------------------
+
+    def finish_run(self, run_id: int, outcome: str) -> None:
+        """Record the outcome and derive the status: `awaiting_approval` pauses the run, any
+        other outcome completes it and writes its `run_outcomes` summary — in one transaction,
+        so a crash never leaves an outcome without its summary."""
+        outcome = check_text(outcome, "outcome")
+        status = "paused" if outcome == "awaiting_approval" else "completed"
+        with self._write() as conn:
+            changed = conn.execute(
+                update(m.Run).where(m.Run.id == run_id).values(outcome=outcome, status=status)
+            ).rowcount
+            if not changed:
+                raise RunNotFoundError(f"no run with id {run_id} in the store")
+            if status != "completed":
+                return
+            finished_at, duration = conn.execute(
+                text(self._backend.finish_clock()), {"run_id": run_id}
+            ).one()
+            steps = conn.execute(
+                select(func.coalesce(func.max(m.Step.step), 0)).where(m.Step.run_id == run_id)
+            ).scalar_one()
+            tokens = conn.execute(
+                select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
+            ).scalar_one()
+            conn.execute(
+                self._backend.replace(m.table_of(m.RunOutcome)).values(
+                    run_id=run_id,
+                    outcome=outcome,
+                    success=int(outcome == SUCCESS_OUTCOME),
+                    steps=int(steps),
+                    tokens=int(tokens),
+                    duration_ms=None if duration is None else int(max(float(duration), 0.0)),
+                    finished_at=finished_at,
+                )
+            )
+
+    def run_summary(self, run_id: int) -> RunSummary | None:
+        """What a finished run cost and whether it worked; None if it has not finished, is
+        paused, or was finished before 0.12."""
+        o = m.RunOutcome
+        statement = select(
+            o.run_id, o.outcome, o.success, o.steps, o.tokens, o.duration_ms, o.finished_at
+        ).where(o.run_id == run_id)
+        with self._read() as conn:
+            row = conn.execute(statement).first()
+        if row is None:
+            return None
+        return RunSummary(
+            int(row[0]),
+            row[1],
+            bool(row[2]),
+            int(row[3]),
+            int(row[4]),
+            None if row[5] is None else int(row[5]),
+            row[6],
+        )
+
+    # --- resume --------------------------------------------------------------------------
+
+    def check_resumable(self, run_id: int) -> None:
+        """Raise `ResumeError` if the store's checkpoint format is newer than 7 or the run does
+        not exist. A completed run is resumable (as a no-op)."""
+        with self._read() as conn:
+            version = self._backend.checkpoint_format(conn)
+            if version > CHECKPOINT_FORMAT:
+                raise ResumeError(
+                    f"checkpoint format {version} is newer than supported {CHECKPOINT_FORMAT}; "
+                    "upgrade harness_store to resume this run"
+                )
+            exists = conn.execute(select(m.Run.id).where(m.Run.id == run_id)).first()
+        if exists is None:
+            raise ResumeError(f"no run with id {run_id} in the store")
+
+    def record_run_policy(self, run_id: int, policy: Mapping[str, Any] | str) -> None:
+        """Record the policy a run was started under (JSON text or a mapping), replacing any
+        earlier record for the run."""
+        if isinstance(policy, str):
+            try:
+                json.loads(policy)
+            except ValueError as exc:
+                raise InvalidValueError(f"policy is not valid JSON: {exc}") from None
+            document = check_text(policy, "policy")
+        else:
+            document = json.dumps(policy, separators=(",", ":"), ensure_ascii=False)
+        with self._write() as conn:
+            conn.execute(
+                self._backend.replace(m.table_of(m.RunPolicy)).values(
+                    run_id=i64(run_id, "run_id"), policy=document
+                )
+            )
+
+    def run_policy(self, run_id: int) -> dict[str, Any] | None:
+        """The policy a run was started under, or None when none was recorded — never read
+        None as permissive. An unreadable record raises `ResumeError`."""
+        document = self._scalar(select(m.RunPolicy.policy).where(m.RunPolicy.run_id == run_id))
+        if document is None:
+            return None
+        try:
+            policy = json.loads(document)
+        except ValueError as exc:
+            raise ResumeError(f"run {run_id} has an unreadable recorded policy: {exc}") from None
+        if not isinstance(policy, dict):
+            raise ResumeError(f"run {run_id} has a recorded policy that is not a JSON object")
+        return policy
+
+
+__all__ = ["RunsMixin", "step_values"]

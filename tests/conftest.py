@@ -1,0 +1,105 @@
+"""Shared fixtures: real SQLite files in tmp dirs, a real PostgreSQL database per test, and
+copies of the real io-harness fixture stores.
+
+PostgreSQL tests run when `HARNESS_STORE_PG_URL` names a server (e.g.
+`postgresql+psycopg://postgres@127.0.0.1:5432/test`); each test gets a fresh database created
+from it and dropped afterwards. Without the variable they skip, saying how to enable them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from harness_store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("HARNESS_SHARED", REPO.parent / "shared"))
+FIXTURES = SHARED / "fixtures"
+PG_ENV = "HARNESS_STORE_PG_URL"
+PG_SKIP = (
+    f"PostgreSQL tests need a server: set {PG_ENV}=postgresql+psycopg://USER@HOST:PORT/DB "
+    "(.ci/run sets it)"
+)
+
+FIXTURE_STORES = (
+    "io-harness-0.22.0/populated",
+    "io-harness-0.22.0/interrupted",
+    "io-harness-0.22.0/deferred-approval",
+    "io-harness-0.29.0/aggregates",
+    "io-harness-0.29.0/interrupted",
+)
+
+
+def copy_fixture(name: str, directory: Path) -> Path:
+    """A writable copy of a shared fixture store (the originals must never change)."""
+    source = FIXTURES / f"{name}.sqlite3"
+    if not source.exists():
+        pytest.skip(f"fixture {source} is not available")
+    target = directory / (name.replace("/", "-") + ".sqlite3")
+    shutil.copyfile(source, target)
+    target.chmod(target.stat().st_mode | stat.S_IWUSR | stat.S_IRUSR)
+    return target
+
+
+@pytest.fixture
+def fixture_copy(tmp_path: Path) -> object:
+    """Factory: `fixture_copy("io-harness-0.22.0/populated")` → path of a writable copy."""
+    return lambda name: copy_fixture(name, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> str:
+    """The PostgreSQL server URL from the environment, or skip."""
+    url = os.environ.get(PG_ENV)
+    if not url:
+        pytest.skip(PG_SKIP)
+    return url
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+    yield from fresh_pg_database(pg_server_url)
+
+
+def fresh_pg_database(server_url: str) -> Iterator[str]:
+    """Create a database named for this test, yield its URL, drop it."""
+    name = f"hs_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        url = make_url(server_url).set(database=name)
+        yield url.render_as_string(hide_password=False)
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Where a test's store lives: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "runs.sqlite3")
+    else:
+        server = os.environ.get(PG_ENV)
+        if not server:
+            pytest.skip(PG_SKIP)
+        yield from fresh_pg_database(server)
+
+
+@pytest.fixture
+def store(store_target: str) -> Iterator[Store]:
+    """An open Store on each backend."""
+    with Store.open(store_target) as opened:
+        yield opened
