@@ -26,6 +26,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.operations.ops import AlterColumnOp, ModifyTableOps
 from alembic.runtime.environment import EnvironmentContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
@@ -124,6 +125,37 @@ def include_object(
     return True
 
 
+def ignore_key_nullability(context: Any, revision: Any, directives: list[Any]) -> None:
+    """Drop autogenerate's "primary key nullability" diffs, and only those.
+
+    The models declare upstream's SQLite shape, where `id INTEGER PRIMARY KEY` carries no
+    explicit NOT NULL (`PRAGMA table_info` says notnull 0); PostgreSQL makes every primary key
+    NOT NULL by itself. Neither is a difference worth a migration.
+    """
+    for script in directives:
+        for upgrade_ops in script.upgrade_ops_list:
+            for table_ops in list(upgrade_ops.ops):
+                if not isinstance(table_ops, ModifyTableOps):
+                    continue
+                table_ops.ops = [
+                    op
+                    for op in table_ops.ops
+                    if not (
+                        isinstance(op, AlterColumnOp)
+                        and op.modify_nullable is not None
+                        and _is_key(op.table_name, op.column_name)
+                        and not (op.modify_type or op.modify_server_default or op.modify_name)
+                    )
+                ]
+                if not table_ops.ops:
+                    upgrade_ops.ops.remove(table_ops)
+
+
+def _is_key(table: str, column: str) -> bool:
+    model = Base.metadata.tables.get(table)
+    return model is not None and column in model.primary_key.columns
+
+
 def run_environment(context: EnvironmentContext) -> None:
     """The body of `migrations/env.py`."""
     if context.is_offline_mode():
@@ -204,7 +236,7 @@ def _migrate(
         target_metadata=Base.metadata,
         transactional_ddl=True,
         include_object=include_object,
-        compare_type=False,
+        process_revision_directives=ignore_key_nullability,
     )
     opts = context.get_context().opts
     mutating = not opts.get("dont_mutate") and not opts.get("as_sql")
