@@ -1,0 +1,99 @@
+"""PostgreSQL-only behaviour: several processes checkpointing into one database, the
+checkpoint-format guard on the server, and the server clock in upstream's text format."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+
+from sqlalchemy import create_engine, text
+
+from harness_store import ResumeError, StepRecord, Store
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from harness_store import Store, StepRecord
+    url, worker, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    with Store.open(url) as store:
+        run = store.start_run(f"worker {worker}", "out.txt")
+        for step in range(1, count + 1):
+            record = StepRecord.new(step, f"w{worker} s{step}", "ok")
+            store.checkpoint_step(run, record.with_trace("p" * 300, "{}", step))
+        print(run)
+    """
+)
+
+
+def test_four_processes_checkpointing_lose_nothing(pg_url: str) -> None:
+    Store.open(pg_url).close()  # build the schema once, before the writers race
+    workers, count = 4, 500
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, pg_url, str(w), str(count)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(workers)
+    ]
+    runs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        runs.append(int(out.strip()))
+    assert len(set(runs)) == workers
+    with Store.open(pg_url) as store:
+        for run in runs:
+            steps = store.steps(run)
+            assert [s.step for s in steps] == list(range(1, count + 1))
+            events = store.checkpoint_events(run)
+            assert [e.step for e in events] == list(range(1, count + 1))
+            assert {e.kind for e in events} == {"checkpoint"}
+            assert store.spent_tokens(run) == count * (count + 1) // 2
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT COUNT(*) FROM steps")).scalar() == workers * count
+        orphans = conn.execute(
+            text(
+                "SELECT COUNT(*) FROM steps s WHERE NOT EXISTS (SELECT 1 FROM checkpoint_events c"
+                " WHERE c.run_id = s.run_id AND c.step = s.step)"
+            )
+        ).scalar()
+        assert orphans == 0
+    engine.dispose()
+
+
+def test_newer_checkpoint_format_is_refused_on_resume(pg_url: str) -> None:
+    with Store.open(pg_url) as store:
+        run = store.start_run("g", "f")
+        store.check_resumable(run)
+        engine = create_engine(pg_url)
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE harness_user_version SET user_version = 8"))
+        engine.dispose()
+        try:
+            store.check_resumable(run)
+        except ResumeError as exc:
+            assert "checkpoint format 8" in str(exc)
+        else:
+            raise AssertionError("a newer checkpoint format must be refused")
+
+
+def test_server_clock_writes_upstreams_format(pg_url: str) -> None:
+    stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+    with Store.open(pg_url) as store:
+        run = store.start_run("g", "f")
+        store.checkpoint_step(run, StepRecord.new(1, "a", "b").with_trace("", "", 3))
+        store.memory_put("ws", "k", "v", run, 1)
+        store.finish_run(run, "success")
+        summary = store.run_summary(run)
+        assert summary is not None and stamp.match(summary.finished_at)
+        assert summary.duration_ms is not None and 0 <= summary.duration_ms < 60_000
+        entry = store.memory_get("ws", "k")
+        assert entry is not None and stamp.match(entry.created_at)
+        started = store.tree(run)[0].started_at
+        assert started is not None and stamp.match(started)
+        assert 0 <= store.elapsed_secs(run) < 60
