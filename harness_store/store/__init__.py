@@ -105,12 +105,10 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
                 )
             from ..migrate import upgrade as run_upgrade  # Alembic only when there is work
 
-            if self._held is not None:
-                self._held.close()
-                self._held = None
+            self._release()
             self.upgrade_report = run_upgrade(self.url, backup=backup)
             if self._backend.one_connection:
-                self._held = self._engine.connect()
+                self._hold()
         with self._read() as conn:
             switch = self._backend.needs_wal_switch(conn)
         if switch:

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, select
@@ -49,7 +50,9 @@ class DriverStatement:
         """The parameters in the form the driver wants."""
         if self.names is None:
             return values
-        return tuple(values[name] for name in self.names)
+        if len(self.names) == 1:
+            return (values[self.names[0]],)
+        return itemgetter(*self.names)(values)  # type: ignore[no-any-return]
 
 
 class _Active(threading.local):
@@ -68,8 +71,12 @@ class StoreBase:
         self.url = url
         self._active = _Active()
         self._lock = threading.RLock()
-        self._held: Connection | None = engine.connect() if backend.one_connection else None
+        self._held: Connection | None = None
+        self._raw: Any = None
+        """The held connection's driver connection (SQLite), for the hot path."""
         self._begin_write = backend.begin_write_sql()
+        if backend.one_connection:
+            self._hold()
         self._closed = False
 
     @property
@@ -84,15 +91,25 @@ class StoreBase:
 
     # --- lifecycle -----------------------------------------------------------------------
 
+    def _hold(self) -> None:
+        """Take the connection this Store keeps for its life (SQLite)."""
+        self._held = self._engine.connect()
+        self._raw = self._held.connection.dbapi_connection
+
+    def _release(self) -> None:
+        """Give the held connection back (before an upgrade, and on close)."""
+        if self._held is not None:
+            self._held.close()
+        self._held = None
+        self._raw = None
+
     def close(self) -> None:
         """Release the Store's connections. Idempotent."""
         if self._closed:
             return
         with self._lock:
             self._closed = True
-            if self._held is not None:
-                self._held.close()
-                self._held = None
+            self._release()
             self._engine.dispose()
 
     def __enter__(self) -> StoreBase:
@@ -151,35 +168,55 @@ class StoreBase:
     def _read(self) -> Any:
         return self._tx(write=False)
 
-    @contextmanager
-    def _driver(self) -> Iterator[Any]:
-        """A driver-level cursor inside a write transaction: the hot path of checkpoints.
+    def _run_driver(
+        self, work: Sequence[tuple[DriverStatement, Any]], *, many: bool = False
+    ) -> None:
+        """Run pre-compiled statements in one write transaction on the driver connection: the
+        hot path of checkpoints, with no SQLAlchemy execution machinery per statement.
 
-        Joins this thread's open transaction when there is one; otherwise opens one directly
-        on the driver connection (`BEGIN IMMEDIATE` on SQLite) and commits it.
+        Joins this thread's open transaction when there is one; otherwise opens its own
+        (`BEGIN IMMEDIATE` on SQLite) and commits it, or rolls it back on any failure.
         """
-        active = self._active.conn
-        if active is not None:
-            if not self._active.write:
-                raise StoreError("cannot write inside a read-only transaction")
-            with self._translated():
-                yield active.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-            return
-        with self._translated(), self._borrow() as conn:
-            raw = conn.connection.dbapi_connection
-            assert raw is not None
-            cursor = raw.cursor()
-            if self._begin_write is not None:
-                cursor.execute(self._begin_write)
-            try:
-                yield cursor
-            except BaseException:
-                raw.rollback()
+        try:
+            active = self._active.conn
+            if active is not None:
+                if not self._active.write:
+                    raise StoreError("cannot write inside a read-only transaction")
+                cursor = active.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+                _execute(cursor, work, many)
+                return
+            if self._raw is not None:
+                with self._lock:
+                    raw = self._raw
+                    if raw is None:
+                        raise StoreError("this Store is closed")
+                    raw.execute(self._begin_write)
+                    try:
+                        _execute(raw, work, many)
+                    except BaseException:
+                        raw.rollback()
+                        raise
+                    raw.commit()
+                return
+            with self._borrow() as conn:
+                pooled = conn.connection.dbapi_connection
+                assert pooled is not None
+                cursor = pooled.cursor()
+                try:
+                    if self._begin_write is not None:
+                        cursor.execute(self._begin_write)
+                    _execute(cursor, work, many)
+                except BaseException:
+                    pooled.rollback()
+                    raise
+                pooled.commit()
+        except StoreError:
+            raise
+        except Exception as exc:
+            typed = self._typed(exc)
+            if typed is None:
                 raise
-            else:
-                raw.commit()
-            finally:
-                cursor.close()
+            raise typed from exc
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -188,19 +225,22 @@ class StoreBase:
             yield
         except StoreError:
             raise
-        except (SQLAlchemyError, sqlite3.Error, UnicodeEncodeError) as exc:
-            orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
-            typed = self._backend.translate_error(orig)
-            if typed is not None:
-                raise typed from exc
-            raise StoreError(f"{type(orig).__name__}: {orig}") from exc
         except Exception as exc:
-            typed = self._backend.translate_error(exc)
-            if typed is not None:
-                raise typed from exc
-            if type(exc).__module__.startswith("psycopg"):
-                raise StoreError(f"{type(exc).__name__}: {exc}") from exc
-            raise
+            typed = self._typed(exc)
+            if typed is None:
+                raise
+            raise typed from exc
+
+    def _typed(self, exc: Exception) -> StoreError | None:
+        """The `StoreError` for a database error, or None for an error that is not one."""
+        orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
+        typed = self._backend.translate_error(orig)
+        if typed is not None:
+            return typed
+        database_error = isinstance(exc, SQLAlchemyError | sqlite3.Error | UnicodeEncodeError)
+        if database_error or type(exc).__module__.startswith("psycopg"):
+            return StoreError(f"{type(orig).__name__}: {orig}")
+        return None
 
     def _run_column(self, run_id: int, column: Any, *, missing_ok: bool) -> Any:
         statement = select(column).where(m.Run.id == run_id)
@@ -224,3 +264,9 @@ class StoreBase:
     ) -> list[T]:
         with self._read() as conn:
             return [make(*row) for row in conn.execute(statement, params or {})]
+
+
+def _execute(cursor: Any, work: Sequence[tuple[DriverStatement, Any]], many: bool) -> None:
+    run = cursor.executemany if many else cursor.execute
+    for statement, params in work:
+        run(statement.sql, params)

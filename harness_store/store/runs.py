@@ -99,16 +99,18 @@ class RunsMixin(StoreBase):
     def record(self, run_id: int, step: StepRecord) -> None:
         """Record one step's trace entry (no checkpoint event)."""
         values = step_values(run_id, step)
-        with self._driver() as cursor:
-            cursor.execute(self._insert_step.sql, self._insert_step.params(values))
+        self._run_driver(((self._insert_step, self._insert_step.params(values)),))
 
     def checkpoint_step(self, run_id: int, step: StepRecord) -> None:
         """Durably checkpoint one completed step: its trace row and its `checkpoint` event in
         one transaction — a crash leaves both or neither, never a torn half."""
         values = step_values(run_id, step)
-        with self._driver() as cursor:
-            cursor.execute(self._insert_step.sql, self._insert_step.params(values))
-            cursor.execute(self._insert_checkpoint.sql, self._insert_checkpoint.params(values))
+        self._run_driver(
+            (
+                (self._insert_step, self._insert_step.params(values)),
+                (self._insert_checkpoint, self._insert_checkpoint.params(values)),
+            )
+        )
 
     def checkpoint_steps(self, run_id: int, steps: Iterable[StepRecord]) -> int:
         """Checkpoint many steps in one transaction (all or none); return how many.
@@ -119,11 +121,13 @@ class RunsMixin(StoreBase):
         rows = [step_values(run_id, s) for s in steps]
         if not rows:
             return 0
-        with self._driver() as cursor:
-            cursor.executemany(self._insert_step.sql, [self._insert_step.params(v) for v in rows])
-            cursor.executemany(
-                self._insert_checkpoint.sql, [self._insert_checkpoint.params(v) for v in rows]
-            )
+        self._run_driver(
+            (
+                (self._insert_step, [self._insert_step.params(v) for v in rows]),
+                (self._insert_checkpoint, [self._insert_checkpoint.params(v) for v in rows]),
+            ),
+            many=True,
+        )
         return len(rows)
 
     def steps(self, run_id: int) -> list[StepRecord]:
