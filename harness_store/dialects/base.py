@@ -88,6 +88,9 @@ class Backend(ABC):
     def after_copy(self, conn: Connection, tables: Sequence[Table]) -> None:  # noqa: B027
         """Bring id generators past the ids a copy inserted explicitly."""
 
+    def check_memory_key(self, workspace: str, key: str) -> None:  # noqa: B027 - no limit
+        """Refuse a memory (workspace, key) this backend's unique index cannot hold."""
+
     def translate_error(self, exc: BaseException) -> StoreError | None:
         """Map a driver error to a typed `StoreError`, or None to let it through unchanged."""
         return None

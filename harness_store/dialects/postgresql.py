@@ -15,11 +15,15 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import URL
 from sqlalchemy.sql.dml import Insert
 
-from ..errors import StoreError, StoreLockedError
+from ..errors import InvalidValueError, RunNotFoundError, StoreError, StoreLockedError
 from .base import Backend
 
 FORMAT_TABLE = "harness_user_version"
 """PostgreSQL's stand-in for `PRAGMA user_version`: one row, one INTEGER."""
+
+MEMORY_KEY_BYTES = 2600
+"""What a btree entry of memory's UNIQUE(workspace, key) can hold (PostgreSQL's limit is
+about a third of an 8 KB page, after compression; this stays under it for any text)."""
 
 CLOCK = "clock_timestamp()"
 STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
@@ -94,8 +98,21 @@ class PostgreSQLBackend(Backend):
                 )
             )
 
+    def check_memory_key(self, workspace: str, key: str) -> None:
+        size = len(workspace.encode()) + len(key.encode())
+        if size > MEMORY_KEY_BYTES:
+            raise InvalidValueError(
+                f"memory workspace and key take {size} bytes; PostgreSQL's unique index on "
+                f"memory(workspace, key) holds at most {MEMORY_KEY_BYTES} (SQLite has no limit)"
+            )
+
     def translate_error(self, exc: BaseException) -> StoreError | None:
         message = str(getattr(exc, "orig", exc))
         if "lock timeout" in message or "deadlock detected" in message:
             return StoreLockedError(f"the store stayed locked by another writer: {message}")
+        if "steps_run_id_fkey" in message:
+            return RunNotFoundError(
+                "a step names a run that is not in the store (PostgreSQL enforces "
+                f"steps.run_id REFERENCES runs(id)): {message}"
+            )
         return None

@@ -32,6 +32,7 @@ class MemoryMixin(StoreBase):
             "step": u32(step, "step"),
             "created_at": text(self._backend.now()),
         }
+        self._backend.check_memory_key(workspace, key)
         table = m.table_of(m.Memory)
         mem = m.Memory
         with self._write() as conn:

@@ -245,10 +245,10 @@ class RunsMixin(StoreBase):
             changed = conn.execute(
                 update(m.Run).where(m.Run.id == run_id).values(outcome=outcome, status=status)
             ).rowcount
+            if status != "completed":
+                return  # a paused run gets no summary yet (and, as upstream, none is checked)
             if not changed:
                 raise RunNotFoundError(f"no run with id {run_id} in the store")
-            if status != "completed":
-                return
             finished_at, duration = conn.execute(
                 text(self._backend.finish_clock()), {"run_id": run_id}
             ).one()
