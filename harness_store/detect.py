@@ -223,12 +223,13 @@ def _order(items: set[str]) -> list[str]:
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def check_sqlite_file(path: Path) -> None:
+def check_sqlite_file(path: Path, *, writable: bool = True) -> None:
     """Refuse, before SQLite touches it, a path that cannot be a run store.
 
     A directory, an empty (0-byte) file, a file that is not SQLite, and a truncated store each
-    raise `NotADatabaseError`; a file without write permission raises `StoreAccessError`. The
-    file is only read. A missing path passes: creating a store there is the caller's decision.
+    raise `NotADatabaseError`; when `writable`, a file without write permission raises
+    `StoreAccessError`. The file is only read. A missing path passes: creating a store there
+    is the caller's decision.
     """
     if not path.exists():
         return
@@ -256,5 +257,5 @@ def check_sqlite_file(path: Path) -> None:
             f"{path} is a truncated SQLite database: {size} bytes, but its header "
             f"says {pages} pages of {page_size} bytes"
         )
-    if not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222:
+    if writable and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):
         raise StoreAccessError(f"{path} is read-only; a run store must be writable")

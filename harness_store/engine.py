@@ -58,3 +58,9 @@ def make_engine(target: str | os.PathLike[str] | URL, *, synchronous: str | None
 def safe_url(url: URL) -> str:
     """The URL as text with any password hidden, for messages and logs."""
     return url.render_as_string(hide_password=True)
+
+
+def read_only_url(target: str | os.PathLike[str] | URL) -> URL:
+    """The store at `target`, as a URL through which no statement can write."""
+    url = to_url(target)
+    return backend_named(url.get_backend_name()).read_only_url(url)

@@ -1892,3 +1892,43 @@ def test_postgres_stamps_are_utc_whatever_the_session_time_zone(db: Store, db_ta
             assert before - timedelta(seconds=1) <= stamp(value) <= after + timedelta(seconds=1)
         assert summary.duration_ms is not None and 0 <= summary.duration_ms < 60_000
         assert 0 <= store.elapsed_secs(run) < 60
+
+
+def test_read_only_open_reads_and_never_writes(tmp_path: Path, fixture_copy: Any) -> None:
+    """`Store.open(read_only=True)`: reads a 0.13-or-newer store as it is (even a read-only
+    file), refuses an older one, and turns every write into `StoreAccessError`."""
+    from harness_store.errors import StoreAccessError
+
+    path = fixture_copy("io-harness-0.22.0/interrupted")
+    path.chmod(0o444)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    with Store.open(path, read_only=True) as store:
+        assert store.tree_run_ids(1) == [1, 2, 3]
+        assert store.spent_tokens_tree(1) == 400
+        with pytest.raises(StoreAccessError):
+            store.start_run("g", "f")
+        with pytest.raises(StoreAccessError):
+            store.checkpoint_step(1, StepRecord(9, "a", "b"))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+
+    old = tmp_path / "old.sqlite3"
+    legacy.build_born_at(old, "0.5")
+    digest = hashlib.sha256(old.read_bytes()).hexdigest()
+    with pytest.raises(UpgradeRequiredError, match="harness-store upgrade"):
+        Store.open(old, read_only=True)
+    assert hashlib.sha256(old.read_bytes()).hexdigest() == digest
+
+
+def test_pending_for_run_lists_every_request_in_order(store: Store) -> None:
+    run = store.start_run("g", "f")
+    other = store.start_run("g", "f")
+    first = store.put_pending(run, 1, "write", "a.txt", "A")
+    store.put_pending(other, 1, "exec", "rm", None)
+    second = store.put_pending(run, 2, "exec", "make", None)
+    store.resolve_pending(first, "approve")
+    listed = store.pending_for_run(run)
+    assert [(p.id, p.step, p.resolved) for p in listed] == [
+        (first, 1, "approve"),
+        (second, 2, None),
+    ]
+    assert store.pending_for_run(other + 1000) == []

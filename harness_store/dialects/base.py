@@ -32,6 +32,10 @@ class Backend(ABC):
         """Keyword arguments for `create_engine` (pool, connect args) suited to this backend."""
 
     @abstractmethod
+    def read_only_url(self, url: URL) -> URL:
+        """The same store, opened so that no statement can write to it."""
+
+    @abstractmethod
     def install(self, engine: Engine, *, synchronous: str | None) -> None:
         """Attach the per-connection setup (pragmas, transaction control) to an engine."""
 

@@ -15,7 +15,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import URL
 from sqlalchemy.sql.dml import Insert
 
-from ..errors import InvalidValueError, RunNotFoundError, StoreError, StoreLockedError
+from ..errors import (
+    InvalidValueError,
+    RunNotFoundError,
+    StoreAccessError,
+    StoreError,
+    StoreLockedError,
+)
 from .base import Backend
 
 FORMAT_TABLE = "harness_user_version"
@@ -38,6 +44,12 @@ class PostgreSQLBackend(Backend):
         # A small pool per process: many agent processes share one server, and each
         # process's Store runs one write at a time per thread.
         return {"pool_size": 5, "max_overflow": 5, "pool_pre_ping": True, "pool_recycle": 1800}
+
+    def read_only_url(self, url: URL) -> URL:
+        options = url.query.get("options")
+        given = options if isinstance(options, str) else " ".join(options or ())
+        read_only = "-c default_transaction_read_only=on"
+        return url.update_query_dict({"options": f"{given} {read_only}".strip()})
 
     def install(self, engine: Engine, *, synchronous: str | None) -> None:
         """Nothing per connection: psycopg begins a transaction on the first statement."""
@@ -110,6 +122,8 @@ class PostgreSQLBackend(Backend):
         message = str(getattr(exc, "orig", exc))
         if "lock timeout" in message or "deadlock detected" in message:
             return StoreLockedError(f"the store stayed locked by another writer: {message}")
+        if "read-only transaction" in message:
+            return StoreAccessError(f"the store was opened read-only: {message}")
         if "steps_run_id_fkey" in message:
             return RunNotFoundError(
                 "a step names a run that is not in the store (PostgreSQL enforces "

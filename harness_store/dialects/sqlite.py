@@ -10,7 +10,9 @@ makes DDL transactional and makes a second writer wait on the busy timeout.
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, Table, event
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -46,6 +48,14 @@ class SQLiteBackend(Backend):
         if is_memory(url):
             return {"poolclass": StaticPool, "connect_args": connect_args}
         return {"poolclass": NullPool, "connect_args": connect_args}
+
+    def read_only_url(self, url: URL) -> URL:
+        if is_memory(url):
+            raise ValueError("an in-memory SQLite database cannot be opened read-only")
+        if str(url.query.get("uri", "")).lower() in ("true", "1"):
+            return url.update_query_dict({"mode": "ro"})
+        uri = "file:" + quote(str(Path(str(url.database)).absolute()), safe="/")
+        return URL.create(url.drivername, database=uri, query={"mode": "ro", "uri": "true"})
 
     def install(self, engine: Engine, *, synchronous: str | None) -> None:
         @event.listens_for(engine, "connect")
@@ -109,8 +119,10 @@ class SQLiteBackend(Backend):
                 f"the store stayed locked by another writer past the busy timeout "
                 f"({BUSY_TIMEOUT_SECONDS:g} s): {message}"
             )
-        if "readonly database" in message or "unable to open database" in message:
+        if "readonly database" in message:
             return StoreAccessError(f"the store cannot be written: {message}")
+        if "unable to open database" in message:
+            return StoreAccessError(f"cannot open the database file: {message}")
         return None
 
     def begin_write_sql(self) -> str | None:

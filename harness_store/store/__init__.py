@@ -13,13 +13,13 @@ from typing import Self
 from sqlalchemy import Column, Connection, MetaData, String, Table, insert
 from sqlalchemy.engine import URL
 
-from ..detect import check_sqlite_file, diagnose, read_revision
+from ..detect import Diagnosis, StoreKind, check_sqlite_file, diagnose, read_revision
 from ..dialects import backend_named
-from ..engine import make_engine, safe_url, sqlite_path, to_url
+from ..engine import make_engine, read_only_url, safe_url, sqlite_path, to_url
 from ..errors import StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
-from ..releases import HEAD
+from ..releases import HEAD, UPSTREAM_HEAD
 from .events import EventsMixin
 from .memory import MemoryMixin
 from .runs import RunsMixin
@@ -48,6 +48,7 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         upgrade: bool = True,
         backup: bool = True,
         synchronous: str | None = None,
+        read_only: bool = False,
     ) -> Self:
         """Open (creating if absent) the store at a file path or SQLAlchemy URL.
 
@@ -57,8 +58,15 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         store already at head opens without loading Alembic. File stores are put in WAL with a
         5 s busy timeout, like upstream 0.12+. `synchronous` ("full" by default, as upstream,
         or "normal") trades durability of the last commits on power loss for speed.
+
+        `read_only=True` opens a store that holds the whole 0.13 schema (at head, an
+        untracked 0.13 store, or a newer release's) for reading only: nothing is upgraded,
+        stamped or switched, and every write raises `StoreAccessError`. A read-only file is
+        fine.
         """
         url = to_url(target)
+        if read_only:
+            return cls._open_read_only(url)
         path = sqlite_path(url)
         report = None
         if path is not None:
@@ -78,6 +86,29 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         except BaseException:
             store.close()
             raise
+        return store
+
+    @classmethod
+    def _open_read_only(cls, url: URL) -> Self:
+        path = sqlite_path(url)
+        if path is not None:
+            if not path.exists():
+                raise StoreNotFoundError(f"no run store at {path}")
+            check_sqlite_file(path, writable=False)
+        store = cls(read_only_url(url))
+        try:
+            with store._read() as conn:
+                found = diagnose(conn)
+            if not holds_upstream_head(found):
+                where = path or safe_url(url)
+                raise UpgradeRequiredError(
+                    f"{where}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} schema. "
+                    f"Upgrade it with `harness-store upgrade {where}` first (nothing was changed)"
+                )
+        except BaseException:
+            store.close()
+            raise
+        store.url = url
         return store
 
     @classmethod
@@ -120,6 +151,15 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
 
     def __enter__(self) -> Self:
         return self
+
+
+def holds_upstream_head(found: Diagnosis) -> bool:
+    """Whether a diagnosed store has the whole 0.13 schema the Store reads."""
+    if found.kind is StoreKind.NEWER:
+        return True
+    if found.kind is StoreKind.TRACKED:
+        return found.revision in (UPSTREAM_HEAD, HEAD)
+    return found.kind is StoreKind.UPSTREAM and found.release == UPSTREAM_HEAD and not found.torn_of
 
 
 def create_head_schema(conn: Connection) -> None:

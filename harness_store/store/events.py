@@ -88,6 +88,17 @@ class EventsMixin(StoreBase):
         rows = self._rows(statement, Pending)
         return rows[0] if rows else None
 
+    def pending_for_run(self, run_id: int) -> list[Pending]:
+        """Every approval request of a run, resolved or not, in order (beyond upstream: the
+        list a reviewer or the CLI shows)."""
+        p = m.PendingApproval
+        statement = (
+            select(p.id, p.run_id, p.step, p.act, p.target, p.content, p.resolved)
+            .where(p.run_id == run_id)
+            .order_by(p.id)
+        )
+        return self._rows(statement, Pending)
+
     def resolve_pending(self, request_id: int, decision: str) -> None:
         """Mark a pending action decided, so a resume knows what the human chose."""
         with self._write() as conn:
