@@ -33,6 +33,7 @@ from .records import (
     TreeNode,
 )
 from .store import Store
+from .transfer import CopyReport, copy_store
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,7 @@ __all__ = [
     "SUCCESS_OUTCOME",
     "AgentEvent",
     "CheckpointEvent",
+    "CopyReport",
     "ContextEvent",
     "McpEvent",
     "MemoryEntry",
@@ -61,4 +63,5 @@ __all__ = [
     "Store",
     "StoreError",
     "TreeNode",
+    "copy_store",
 ]

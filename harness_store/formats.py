@@ -7,7 +7,9 @@ letting SQLite widen them to REAL or wrap them, so every write goes through thes
 
 from __future__ import annotations
 
-from .errors import InvalidValueError
+from typing import Any
+
+from .errors import InvalidValueError, StoreError
 
 CHECKPOINT_FORMAT = 7
 """The checkpoint layout version stamped into `PRAGMA user_version` (upstream 0.7+)."""
@@ -63,6 +65,15 @@ def i64(value: int, name: str) -> int:
     if not I64_MIN <= value <= I64_MAX:
         raise InvalidValueError(f"{name} must fit a signed 64-bit integer, got {value}")
     return value
+
+
+def token_sum(value: Any) -> int:
+    """A token total as SQLite computes it: an integer that must fit 64 bits. PostgreSQL sums
+    BIGINT into NUMERIC, so an overflow there is caught here and raised as SQLite raises it."""
+    total = int(value or 0)
+    if total > I64_MAX:
+        raise StoreError(f"integer overflow: the token total {total} does not fit 64 bits")
+    return total
 
 
 def opt_u64(value: int | None, name: str) -> int | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,6 +42,9 @@ from .models import Base
 from .releases import HEAD, REVISIONS
 
 log = logging.getLogger("harness_store.migrate")
+
+_RUNNING = threading.RLock()
+"""Alembic's `op` and `context` are process globals: one chain runs at a time per process."""
 
 REPORT = "harness_store.report"
 TARGET = "harness_store.url"
@@ -95,7 +99,8 @@ def upgrade(
     config = alembic_config(target, backup=backup, create=create)
     report = UpgradeReport(safe_url(to_url(target)))
     config.attributes[REPORT] = report
-    command.upgrade(config, revision)
+    with _RUNNING:
+        command.upgrade(config, revision)
     return report
 
 
@@ -104,7 +109,8 @@ def downgrade(target: str | URL, revision: str, *, backup: bool = True) -> Upgra
     config = alembic_config(target, backup=backup)
     report = UpgradeReport(safe_url(to_url(target)))
     config.attributes[REPORT] = report
-    command.downgrade(config, revision)
+    with _RUNNING:
+        command.downgrade(config, revision)
     return report
 
 

@@ -1932,3 +1932,17 @@ def test_pending_for_run_lists_every_request_in_order(store: Store) -> None:
         (second, 2, None),
     ]
     assert store.pending_for_run(other + 1000) == []
+
+
+def test_token_totals_past_64_bits_fail_alike_on_both_backends(store: Store) -> None:
+    """Two steps of 2⁶³−1 tokens overflow SQLite's SUM; PostgreSQL's NUMERIC sum must fail the
+    same way instead of returning a total no upstream reader can hold."""
+    run = store.start_run("g", "f")
+    big = 2**63 - 1
+    store.checkpoint_step(run, StepRecord(1, "a", "b", tokens=big))
+    assert store.spent_tokens(run) == big
+    store.checkpoint_step(run, StepRecord(2, "a", "b", tokens=big))
+    with pytest.raises(StoreError, match="overflow"):
+        store.spent_tokens(run)
+    with pytest.raises(StoreError, match="overflow"):
+        store.spent_tokens_tree(run)

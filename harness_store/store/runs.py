@@ -10,7 +10,7 @@ from sqlalchemy import bindparam, func, insert, literal_column, select, text, tu
 
 from .. import models as m
 from ..errors import InvalidValueError, ResumeError, RunNotFoundError
-from ..formats import CHECKPOINT_FORMAT, SUCCESS_OUTCOME, i64, u32, u64
+from ..formats import CHECKPOINT_FORMAT, SUCCESS_OUTCOME, i64, token_sum, u32, u64
 from ..formats import text as check_text
 from ..records import RunStatus, RunSummary, StepRecord
 from .base import DriverStatement, StoreBase
@@ -163,7 +163,7 @@ class RunsMixin(StoreBase):
     def spent_tokens(self, run_id: int) -> int:
         """Total tokens across the run's steps — the durable spend restored on resume."""
         statement = select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
-        return int(self._scalar(statement))
+        return token_sum(self._scalar(statement))
 
     def canonical_trace(self, run_id: int) -> str:
         """The run reduced to what two identical runs must match, as diffable text (upstream's
@@ -264,7 +264,7 @@ class RunsMixin(StoreBase):
                     outcome=outcome,
                     success=int(outcome == SUCCESS_OUTCOME),
                     steps=int(steps),
-                    tokens=int(tokens),
+                    tokens=token_sum(tokens),
                     duration_ms=None if duration is None else int(max(float(duration), 0.0)),
                     finished_at=finished_at,
                 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import CTE, func, insert, select
 
 from .. import models as m
-from ..formats import i64, opt_u32, text, u32
+from ..formats import i64, opt_u32, text, token_sum, u32
 from ..records import SpawnRow, TreeNode
 from .base import StoreBase
 
@@ -50,7 +50,7 @@ class TreesMixin(StoreBase):
         statement = select(func.coalesce(func.sum(m.Step.tokens), 0)).join(
             tree, m.Step.run_id == tree.c.id
         )
-        return int(self._scalar(statement))
+        return token_sum(self._scalar(statement))
 
     def agent_count_tree(self, root: int) -> int:
         """Number of runs (agents) in the tree."""
@@ -93,7 +93,7 @@ class TreesMixin(StoreBase):
         def make(*row: object) -> TreeNode:
             values = list(row)
             values[6] = int(values[6])  # type: ignore[call-overload]
-            values[7] = int(values[7])  # type: ignore[call-overload]
+            values[7] = token_sum(values[7])
             return TreeNode(*values)  # type: ignore[arg-type]
 
         return self._rows(statement, make)

@@ -1,0 +1,508 @@
+"""Copying a whole run store into an empty database: SQLite → PostgreSQL, and back.
+
+`copy_store(source, target)` moves every row of the fourteen io-harness 0.13 tables from one
+store to another, ids and values unchanged, and checks the row counts of both sides at the end.
+It is what `harness-store copy SRC DST` runs.
+
+What it does, in order:
+
+1. Opens the source **read-only** (a SQLite file through `mode=ro`; PostgreSQL in a
+   `REPEATABLE READ, READ ONLY` transaction) and reads everything inside one snapshot, so a
+   store still being written by an agent is copied as of one instant (upstream's stores are in
+   WAL, so its writers carry on meanwhile; a SQLite source in rollback-journal mode makes them
+   wait for the copy instead). A read-only connection cannot remove a WAL store's `-wal` and
+   `-shm` side files when it closes, so those may be left beside the source; they hold no data
+   and the next writer reuses them. The source is never changed — not even upgraded: it must
+   already hold the whole 0.13 schema (harness_store's head revision `hs1`, or an io-harness
+   store of 0.13 or later), else `UpgradeRequiredError` says to upgrade it first.
+2. Refuses, with `TargetNotEmptyError` and nothing changed, a target that has any table or view.
+   A SQLite target that does not exist yet is created.
+3. Builds the target's schema by running the Alembic chain (`migrate.upgrade`), exactly as a new
+   store is built: the fourteen tables, harness_store's indexes, the checkpoint-format marker,
+   the `hs1` stamp.
+4. In **one transaction** on the target, per table in foreign-key order (`runs` before
+   `steps`): reads the source in primary-key order, `batch_size` rows at a time, and inserts
+   each batch with one `executemany` of Core `insert(table)`, ids included. Then it copies the
+   source's checkpoint-format marker, lets the backend move its id generators past the copied
+   ids (`Backend.after_copy`: `setval` on PostgreSQL, so the next `start_run` gets `MAX(id)+1`),
+   and counts every table on the target: a count that differs from the source's raises
+   `CopyVerificationError` before anything is committed.
+5. After the commit, counts again on a fresh connection (what other clients will see).
+
+A copy that fails anywhere after step 2 — a row the target cannot store, a lost connection,
+Ctrl-C, an exception from the progress callback — rolls back the rows and then drops the
+schema step 3 built, so the target is empty again (a SQLite file the copy created is deleted).
+The one exception is the check after the commit (step 5): the data is committed by then, so it
+is reported but left in place.
+
+Only the 0.13 tables and columns are copied, because the target is a 0.13 store. Tables a newer
+io-harness added (`provider_calls`, `edits`, `sessions`, …) and columns it added to 0.13 tables
+(`memory.kind`, …) are **not** copied; they are listed in `CopyReport.skipped_tables` (with
+their row counts) and `CopyReport.skipped_columns`, so nothing is dropped silently.
+
+Values are copied as the driver returns them: text byte for byte (time stamps stay upstream's
+`…T…Z` text), integers up to 2⁶³−1, NULLs as NULL. A value the target cannot hold — a NUL
+character in a SQLite text, which PostgreSQL `text` refuses — stops the copy with a
+`CopyError` naming the table, row and column.
+
+Known limit: a SQLite AUTOINCREMENT high-water mark above `MAX(id)` (left by rows deleted
+outside io-harness) is not carried over; the target's next id is `MAX(id)+1` of what was copied.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import Connection, Engine, MetaData, Table, func, insert, inspect, select
+from sqlalchemy import table as table_clause
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
+
+from .detect import StoreKind, check_sqlite_file, diagnose
+from .dialects import Backend, backend_named
+from .dialects.postgresql import FORMAT_TABLE
+from .dialects.sqlite import WRITE
+from .engine import make_engine, safe_url, sqlite_path, to_url
+from .errors import (
+    InvalidValueError,
+    SchemaError,
+    StoreAccessError,
+    StoreError,
+    StoreNotFoundError,
+    UpgradeRequiredError,
+)
+from .models import Base, Memory, table_of
+from .releases import HEAD, UPSTREAM_HEAD
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "CopyError",
+    "CopyReport",
+    "CopyVerificationError",
+    "Progress",
+    "TargetNotEmptyError",
+    "copy_store",
+]
+
+DEFAULT_BATCH_SIZE = 1000
+"""Rows read and inserted per batch unless told otherwise."""
+
+Progress = Callable[[str, int, int], None]
+"""`progress(table_name, rows_done, rows_total)`, called as a copy advances."""
+
+BOOKKEEPING_TABLES = frozenset({"alembic_version", FORMAT_TABLE})
+"""Tables the chain itself writes on the target; never counted as skipped data."""
+
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+MEMORY_TABLE = table_of(Memory).name
+
+
+class TargetNotEmptyError(SchemaError):
+    """The copy target already holds tables; a copy only goes into an empty database.
+    Nothing was changed."""
+
+
+class CopyError(StoreError):
+    """The copy failed while writing the target; the target was put back to empty."""
+
+
+class CopyVerificationError(CopyError):
+    """The row counts of source and target differ after the copy.
+
+    Found before the commit (the usual case), the target was emptied again like any failed
+    copy; found by the second count after the commit, the copy is left in place and the
+    message says so."""
+
+
+@dataclass(frozen=True)
+class CopyReport:
+    """What `copy_store` copied, verified and left out."""
+
+    source: str
+    """The source as a URL, password hidden."""
+    target: str
+    """The target as a URL, password hidden."""
+    counts: dict[str, int] = field(hash=False)
+    """Rows per 0.13 table, in copy order; verified equal on both sides."""
+    skipped_tables: dict[str, int] = field(default_factory=dict, hash=False)
+    """Tables of a newer io-harness in the source, with their row counts: not copied."""
+    skipped_columns: tuple[str, ...] = ()
+    """`table.column`s of a newer io-harness on 0.13 tables in the source: not copied."""
+    checkpoint_format: int = 0
+    """The checkpoint-format marker (`user_version`) copied from the source."""
+    batch_size: int = DEFAULT_BATCH_SIZE
+    seconds: float = 0.0
+    """Wall-clock time of the whole copy."""
+
+    @property
+    def rows(self) -> int:
+        """Rows copied in all."""
+        return sum(self.counts.values())
+
+    def describe(self) -> list[str]:
+        """Lines for a person: what was copied, and what was left out."""
+        lines = [
+            f"copied {self.rows} rows in {len(self.counts)} tables from {self.source} "
+            f"to {self.target} in {self.seconds:.1f} s; row counts verified on both sides",
+        ]
+        lines += [f"  {name}: {count}" for name, count in self.counts.items()]
+        if self.skipped_tables:
+            shown = ", ".join(f"{name} ({n} rows)" for name, n in self.skipped_tables.items())
+            lines.append(
+                f"not copied (tables of an io-harness newer than {UPSTREAM_HEAD}): {shown}"
+            )
+        if self.skipped_columns:
+            lines.append(
+                f"not copied (columns of an io-harness newer than {UPSTREAM_HEAD}): "
+                + ", ".join(self.skipped_columns)
+            )
+        return lines
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the source holds, read in its snapshot before any row moves."""
+
+    tables: tuple[Table, ...]
+    counts: dict[str, int]
+    skipped_tables: dict[str, int]
+    skipped_columns: tuple[str, ...]
+    checkpoint_format: int
+
+
+def copy_store(
+    source: str | os.PathLike[str] | URL,
+    target: str | os.PathLike[str] | URL,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Progress | None = None,
+) -> CopyReport:
+    """Copy the store at `source` into the empty database at `target`; see the module docstring.
+
+    `source` and `target` are file paths (SQLite) or SQLAlchemy URLs (`sqlite:///…`,
+    `postgresql://…`). `progress`, if given, is first called once per table with
+    `rows_done = 0`, in copy order and before any row is written (so every total is known up
+    front), then after each batch with the rows done so far; the last call of a table has
+    `rows_done == rows_total`.
+
+    Raises `UpgradeRequiredError` (source below the 0.13 schema; upgrade it first),
+    `SchemaError` (source empty, foreign or of a newer checkpoint format), `StoreNotFoundError`
+    (no source file), `TargetNotEmptyError` (target has tables), `CopyError` (a row could not be
+    written; target emptied again) and `CopyVerificationError` (row counts differ).
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    started = time.monotonic()
+    source_url = to_url(source)
+    target_url = to_url(target)
+    source_engine = _source_engine(source_url)
+    try:
+        with _connected(source_engine, source_url) as src, _snapshot(src):
+            plan = _plan(src, source_url)
+            _copy(src, plan, target_url, batch_size, progress)
+    finally:
+        source_engine.dispose()
+    return CopyReport(
+        source=safe_url(source_url),
+        target=safe_url(target_url),
+        counts=dict(plan.counts),
+        skipped_tables=dict(plan.skipped_tables),
+        skipped_columns=plan.skipped_columns,
+        checkpoint_format=plan.checkpoint_format,
+        batch_size=batch_size,
+        seconds=time.monotonic() - started,
+    )
+
+
+# --- the source --------------------------------------------------------------------------
+
+
+def _where(url: URL) -> str:
+    """How to name a store in a message: its file, or its URL without password."""
+    path = sqlite_path(url)
+    return str(path) if path is not None else safe_url(url)
+
+
+def _source_engine(url: URL) -> Engine:
+    """An engine that can only read the source: SQLite files are opened with `mode=ro`."""
+    path = sqlite_path(url)
+    if path is None or url.query.get("uri") or str(path).startswith("file:"):
+        return make_engine(url)
+    if not path.exists():
+        raise StoreNotFoundError(f"no run store at {path}; nothing to copy")
+    with suppress(StoreAccessError):  # a read-only file is fine for reading
+        check_sqlite_file(path)
+    read_only = URL.create(
+        "sqlite", database="file:" + quote(str(path)), query={"mode": "ro", "uri": "true"}
+    )
+    return make_engine(read_only)
+
+
+@contextmanager
+def _connected(engine: Engine, url: URL) -> Iterator[Connection]:
+    """A connection, with a failure to connect said in terms of the store."""
+    try:
+        conn = engine.connect()
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot open {_where(url)}: {getattr(exc, 'orig', exc)}") from exc
+    with conn:
+        yield conn
+
+
+@contextmanager
+def _snapshot(conn: Connection) -> Iterator[None]:
+    """One read-only transaction, so every read of the copy sees the same instant."""
+    if conn.dialect.name == "postgresql":
+        conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+    conn.info[WRITE] = False
+    with conn.begin():
+        yield
+
+
+def _count(conn: Connection, name: str) -> int:
+    return int(conn.execute(select(func.count()).select_from(table_clause(name))).scalar_one())
+
+
+def _plan(src: Connection, url: URL) -> _Plan:
+    """Check the source holds the whole 0.13 schema, and read its counts and marker."""
+    found = diagnose(src)  # refuses foreign stores and newer checkpoint formats
+    where = _where(url)
+    if found.kind is StoreKind.EMPTY:
+        raise SchemaError(f"{where} holds no run store (it has no tables); nothing to copy")
+    tables = tuple(Base.metadata.sorted_tables)
+    have = found.tables
+    missing = [t.name for t in tables if t.name not in have] + [
+        f"{t.name}.{c.name}"
+        for t in tables
+        if t.name in have
+        for c in t.columns
+        if c.name not in have[t.name]
+    ]
+    if missing:
+        raise UpgradeRequiredError(
+            f"{where}: {found.describe()}; a copy needs the io-harness {UPSTREAM_HEAD} schema "
+            f"(revision {HEAD}), and it lacks {', '.join(missing)}. A copy never changes its "
+            f"source: upgrade it first with `harness-store upgrade {where}`, then copy it"
+        )
+    skipped_columns = tuple(
+        f"{t.name}.{name}" for t in tables for name in sorted(have[t.name] - set(t.columns.keys()))
+    )
+    skipped_tables = {
+        name: _count(src, name)
+        for name in sorted(have)
+        if name not in Base.metadata.tables and name not in BOOKKEEPING_TABLES
+    }
+    return _Plan(
+        tables=tables,
+        counts={t.name: _count(src, t.name) for t in tables},
+        skipped_tables=skipped_tables,
+        skipped_columns=skipped_columns,
+        checkpoint_format=backend_named(src.dialect.name).checkpoint_format(src),
+    )
+
+
+# --- the target --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _TargetBefore:
+    """What the target was before the copy, so a failed copy can put it back."""
+
+    file_existed: bool
+    checkpoint_format: int
+
+
+def _check_target_empty(url: URL) -> _TargetBefore:
+    """Refuse a target with tables or views; say whether a SQLite file was there already."""
+    path = sqlite_path(url)
+    if path is not None:
+        if not path.exists():
+            return _TargetBefore(file_existed=False, checkpoint_format=0)
+        check_sqlite_file(path)
+    engine = make_engine(url)
+    try:
+        with _connected(engine, url) as conn, conn.begin():
+            inspector = inspect(conn)
+            names = sorted(inspector.get_table_names()) + sorted(inspector.get_view_names())
+            fmt = backend_named(conn.dialect.name).checkpoint_format(conn)
+    finally:
+        engine.dispose()
+    if names:
+        shown = ", ".join(names[:8]) + (" …" if len(names) > 8 else "")
+        raise TargetNotEmptyError(
+            f"{_where(url)} is not empty (it has {shown}); a copy only goes into an empty "
+            "database, so nothing was changed. Drop its tables or choose another target"
+        )
+    return _TargetBefore(file_existed=path is not None, checkpoint_format=fmt)
+
+
+def _copy(
+    src: Connection, plan: _Plan, url: URL, batch_size: int, progress: Progress | None
+) -> None:
+    """Build the target's schema, copy into it in one transaction, verify; empty it on failure."""
+    before = _check_target_empty(url)
+    from .migrate import upgrade  # Alembic only once there is work
+
+    try:
+        try:
+            report = upgrade(url, backup=False)
+        except SQLAlchemyError as exc:
+            raise CopyError(
+                f"cannot build the store schema in {_where(url)}: {getattr(exc, 'orig', exc)}"
+            ) from exc
+        if report.after != HEAD:
+            raise CopyError(f"building the schema of {_where(url)} ended at {report.after}")
+        engine = make_engine(url)
+        try:
+            _fill(src, plan, engine, batch_size, progress)
+        finally:
+            engine.dispose()
+    except BaseException as exc:
+        try:
+            _empty_again(url, before)
+        except Exception as cleanup:  # pragma: no cover - depends on the failure
+            exc.add_note(
+                f"harness_store: emptying {_where(url)} after the failed copy also failed "
+                f"({cleanup}); it may hold a partial schema — drop its tables before retrying"
+            )
+        raise
+    _verify_committed(plan, url)
+
+
+def _fill(
+    src: Connection, plan: _Plan, engine: Engine, batch_size: int, progress: Progress | None
+) -> None:
+    """Every row, the marker, the id generators, and the in-transaction count check."""
+    with engine.connect() as dst:
+        backend = backend_named(dst.dialect.name)
+        dst.info[WRITE] = True  # SQLite: take the write lock up front (BEGIN IMMEDIATE)
+        with dst.begin():
+            if progress is not None:
+                for table in plan.tables:
+                    progress(table.name, 0, plan.counts[table.name])
+            for table in plan.tables:
+                copied = _copy_table(src, dst, table, backend, batch_size, plan, progress)
+                if copied != plan.counts[table.name]:
+                    raise CopyVerificationError(
+                        f"{table.name}: read {copied} rows from the source, which counted "
+                        f"{plan.counts[table.name]}; nothing was committed"
+                    )
+            backend.set_checkpoint_format(dst, plan.checkpoint_format)
+            backend.after_copy(dst, plan.tables)
+            _compare(plan.counts, {t.name: _count(dst, t.name) for t in plan.tables}, "")
+
+
+def _copy_table(
+    src: Connection,
+    dst: Connection,
+    table: Table,
+    backend: Backend,
+    batch_size: int,
+    plan: _Plan,
+    progress: Progress | None,
+) -> int:
+    """Stream one table in primary-key order, `batch_size` rows per `executemany`."""
+    total = plan.counts[table.name]
+    statement = select(*table.columns).order_by(*table.primary_key.columns)
+    result = src.execute(statement, execution_options={"yield_per": batch_size})
+    done = 0
+    for batch in result.partitions(batch_size):
+        rows = [row._asdict() for row in batch]
+        try:
+            dst.execute(insert(table), rows)
+        except SQLAlchemyError as exc:
+            raise CopyError(_explain(table, rows, backend, exc)) from exc
+        done += len(rows)
+        if progress is not None:
+            progress(table.name, done, total)
+    return done
+
+
+def _explain(
+    table: Table, rows: Sequence[Mapping[str, Any]], backend: Backend, exc: Exception
+) -> str:
+    """Why a batch could not be written, naming the row and column when it can be found."""
+    keys = [c.name for c in table.primary_key.columns]
+
+    def row_name(row: Mapping[str, Any]) -> str:
+        return ", ".join(f"{k}={row[k]}" for k in keys)
+
+    for row in rows:
+        for column, value in row.items():
+            if isinstance(value, str) and "\x00" in value:
+                return (
+                    f"{table.name}.{column} of the row {row_name(row)} holds a NUL character "
+                    f"(\\x00), which {backend.name} text cannot store; the target was emptied "
+                    "again and the source left as it is"
+                )
+        if table.name == MEMORY_TABLE:
+            try:
+                backend.check_memory_key(str(row["workspace"]), str(row["key"]))
+            except InvalidValueError as refused:
+                return (
+                    f"{table.name} row {row_name(row)}: {refused}; the target was emptied "
+                    "again and the source left as it is"
+                )
+    span = f"{row_name(rows[0])} … {row_name(rows[-1])}" if rows else "?"
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    detail = " ".join(line.strip() for line in lines[:3] if not line.startswith("["))[:500]
+    return (
+        f"{table.name}: the rows {span} could not be written to the target ({detail}); "
+        "the target was emptied again and the source left as it is"
+    )
+
+
+def _compare(expected: Mapping[str, int], got: Mapping[str, int], when: str) -> None:
+    wrong = [
+        f"{name}: {expected[name]} → {got.get(name)}"
+        for name in expected
+        if got.get(name) != expected[name]
+    ]
+    if wrong:
+        raise CopyVerificationError(
+            f"row counts differ between source and target{when} ({'; '.join(wrong)})"
+        )
+
+
+def _verify_committed(plan: _Plan, url: URL) -> None:
+    """Count the target again on a fresh connection, as other clients will see it."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn, conn.begin():
+            got = {t.name: _count(conn, t.name) for t in plan.tables}
+    finally:
+        engine.dispose()
+    _compare(plan.counts, got, " after the commit (the copy was committed and left in place)")
+
+
+def _empty_again(url: URL, before: _TargetBefore) -> None:
+    """Put a target whose copy failed back as it was: no tables (or no file at all)."""
+    path = sqlite_path(url)
+    if path is not None and not before.file_existed:
+        for candidate in (path, *(Path(f"{path}{suffix}") for suffix in SQLITE_SIDE_FILES)):
+            with suppress(FileNotFoundError):
+                candidate.unlink()
+        return
+    if path is not None and not path.exists():
+        return
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.info[WRITE] = True
+            with conn.begin():
+                backend_named(conn.dialect.name).set_checkpoint_format(
+                    conn, before.checkpoint_format
+                )
+                reflected = MetaData()
+                reflected.reflect(conn)
+                reflected.drop_all(conn)
+    finally:
+        engine.dispose()
