@@ -92,6 +92,13 @@ def text(value: str, name: str) -> str:
         raise InvalidValueError(f"{name} must be a str, got {type(value).__name__}")
     if "\x00" in value:
         raise InvalidValueError(f"{name} contains a NUL character, which SQLite text cannot keep")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidValueError(
+                f"{name} is not valid Unicode text (a lone surrogate at {exc.start})"
+            ) from None
     return value
 
 

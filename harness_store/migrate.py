@@ -16,6 +16,7 @@ share one procedure for an online upgrade of a SQLite file store:
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -32,12 +33,13 @@ from alembic.runtime.environment import EnvironmentContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 
 from .detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
-from .dialects import backend_for
+from .dialects import backend_for, backend_named
 from .dialects.sqlite import WRITE
 from .engine import make_engine, resolve_target, safe_url, sqlite_path, to_url
-from .errors import StoreNotFoundError
+from .errors import StoreError, StoreNotFoundError
 from .models import Base
 from .releases import HEAD, REVISIONS
 
@@ -99,7 +101,7 @@ def upgrade(
     config = alembic_config(target, backup=backup, create=create)
     report = UpgradeReport(safe_url(to_url(target)))
     config.attributes[REPORT] = report
-    with _RUNNING:
+    with _RUNNING, _typed_errors(target):
         command.upgrade(config, revision)
     return report
 
@@ -109,9 +111,24 @@ def downgrade(target: str | URL, revision: str, *, backup: bool = True) -> Upgra
     config = alembic_config(target, backup=backup)
     report = UpgradeReport(safe_url(to_url(target)))
     config.attributes[REPORT] = report
-    with _RUNNING:
+    with _RUNNING, _typed_errors(target):
         command.downgrade(config, revision)
     return report
+
+
+@contextmanager
+def _typed_errors(target: str | URL) -> Iterator[None]:
+    """Raise driver errors as the backend's typed `StoreError`s (locked, read-only, …)."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+        typed = backend_named(to_url(target).get_backend_name()).translate_error(orig)
+        if typed is None:
+            raise
+        raise typed from exc
 
 
 def script_directory() -> ScriptDirectory:
@@ -206,6 +223,8 @@ def _run_online(context: EnvironmentContext) -> None:
         check_sqlite_file(path)
         if not path.exists() and not config.attributes.get(CREATE, True):
             raise StoreNotFoundError(f"no run store at {path}")
+        if not path.parent.is_dir():
+            raise StoreNotFoundError(f"cannot create a store at {path}: no directory {path.parent}")
     engine = make_engine(url)
     report = config.attributes.get(REPORT) or UpgradeReport(safe_url(url))
     backup = config.attributes.get(BACKUP, True)
@@ -267,7 +286,7 @@ def _migrate(
         with conn.begin():
             switch = backend.needs_wal_switch(conn)
         if switch:
-            _outside_transaction(conn, backend.wal_sql())
+            backend.switch_to_wal(conn.connection.driver_connection)
             report.say("switched the store to WAL (io-harness 0.12)")
 
     with _writing(conn, True), context.begin_transaction():
@@ -281,16 +300,6 @@ def _migrate(
         after = diagnose(conn)
     report.after = after.revision
     report.say(f"now at {after.revision}")
-
-
-def _outside_transaction(conn: Connection, statements: list[str]) -> None:
-    """Run statements on the driver connection with no transaction open (journal switches)."""
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        for statement in statements:
-            cursor.execute(statement)
-    finally:
-        cursor.close()
 
 
 def _crosses_wal_release(context: EnvironmentContext, found: Diagnosis) -> bool:
@@ -314,11 +323,14 @@ def take_backup(conn: Connection, path: Path, found: Diagnosis) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     label = found.revision or "base"
     destination = path.with_name(f"{path.name}.{label}-{stamp}.bak")
+    partial = destination.with_name(destination.name + ".partial")
     source = conn.connection.driver_connection
     assert isinstance(source, sqlite3.Connection)
-    copy = sqlite3.connect(destination)
+    copy = sqlite3.connect(partial)
     try:
         source.backup(copy)
     finally:
         copy.close()
+    # Only a whole copy ever carries the backup's name: a kill above leaves a `.partial`.
+    os.replace(partial, destination)
     return destination

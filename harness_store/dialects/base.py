@@ -85,6 +85,9 @@ class Backend(ABC):
         """The statements that switch a file store to WAL (0.12), run outside a transaction."""
         return []
 
+    def switch_to_wal(self, dbapi_connection: Any) -> None:  # noqa: B027 - nothing to switch
+        """Run `wal_sql` on a driver connection with no transaction open."""
+
     def needs_wal_switch(self, conn: Connection) -> bool:
         """Whether `use_wal` would change anything (it must run outside a transaction)."""
         return False

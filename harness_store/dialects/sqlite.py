@@ -10,6 +10,7 @@ makes DDL transactional and makes a second writer wait on the busy timeout.
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -105,6 +106,27 @@ class SQLiteBackend(Backend):
 
     def wal_sql(self) -> list[str]:
         return ["PRAGMA journal_mode = WAL"]
+
+    def switch_to_wal(self, dbapi_connection: Any) -> None:
+        """Switch to WAL, waiting out other writers as long as the busy timeout allows.
+
+        The switch needs the database to itself for a moment and SQLite does not call the busy
+        handler for it, so a writer committing at that instant would fail the open: retry
+        until the busy timeout has passed, then raise `StoreLockedError`.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        while True:
+            try:
+                for statement in self.wal_sql():
+                    dbapi_connection.execute(statement).fetchall()
+                return
+            except sqlite3.OperationalError as exc:
+                typed = self.translate_error(exc)
+                if not isinstance(typed, StoreLockedError):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise typed from exc
+                time.sleep(0.05)
 
     def needs_wal_switch(self, conn: Connection) -> bool:
         if is_memory(conn.engine.url):

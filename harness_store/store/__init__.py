@@ -72,6 +72,10 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         if path is not None:
             check_sqlite_file(path)
             if not path.exists():
+                if not path.parent.is_dir():
+                    raise StoreNotFoundError(
+                        f"cannot create a store at {path}: no directory {path.parent}"
+                    )
                 if not upgrade:
                     raise StoreNotFoundError(
                         f"no run store at {path} (open with upgrade=True to create one)"
@@ -144,10 +148,7 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
             switch = self._backend.needs_wal_switch(conn)
         if switch:
             with self._borrow() as conn:
-                cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-                for statement in self._backend.wal_sql():
-                    cursor.execute(statement)
-                cursor.close()
+                self._backend.switch_to_wal(conn.connection.driver_connection)
 
     def __enter__(self) -> Self:
         return self
