@@ -39,6 +39,7 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         backend = backend_named(engine_url.get_backend_name())
         super().__init__(make_engine(engine_url, synchronous=synchronous), backend, engine_url)
         self._compile_run_statements()
+        self._compile_tree_statements()
 
     @classmethod
     def open(

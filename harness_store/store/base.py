@@ -218,6 +218,40 @@ class StoreBase:
                 raise
             raise typed from exc
 
+    def _driver_read(self, statement: DriverStatement, values: Mapping[str, Any]) -> list[Any]:
+        """One pre-compiled SELECT on the driver connection, as its own snapshot: the hot read
+        path of tree aggregates, without SQLAlchemy's execution machinery or a BEGIN/COMMIT
+        round trip. Joins this thread's open transaction when there is one."""
+        params = statement.params(values)
+        try:
+            active = self._active.conn
+            if active is not None:
+                cursor: Any = active.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+                cursor.execute(statement.sql, params)
+                return list(cursor.fetchall())
+            if self._raw is not None:
+                with self._lock:
+                    raw = self._raw
+                    if raw is None:
+                        raise StoreError("this Store is closed")
+                    return raw.execute(statement.sql, params).fetchall()  # type: ignore[no-any-return]
+            with self._borrow() as conn:
+                pooled: Any = conn.connection.dbapi_connection
+                pooled.autocommit = True
+                try:
+                    cursor = pooled.cursor()
+                    cursor.execute(statement.sql, params)
+                    return cursor.fetchall()  # type: ignore[no-any-return]
+                finally:
+                    pooled.autocommit = False
+        except StoreError:
+            raise
+        except Exception as exc:
+            typed = self._typed(exc)
+            if typed is None:
+                raise
+            raise typed from exc
+
     @contextmanager
     def _translated(self) -> Iterator[None]:
         """Turn driver errors into typed `StoreError`s (locked, read-only, …)."""

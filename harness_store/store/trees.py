@@ -7,23 +7,71 @@ hanging the reader; on a real tree the two give the same rows.
 
 from __future__ import annotations
 
-from sqlalchemy import CTE, func, insert, select
+from typing import Any
+
+from sqlalchemy import CTE, bindparam, func, insert, literal_column, select
 
 from .. import models as m
 from ..formats import i64, opt_u32, text, token_sum, u32
 from ..records import SpawnRow, TreeNode
-from .base import StoreBase
+from .base import DriverStatement, StoreBase
 
 
-def tree_ids(root: int) -> CTE:
+def tree_ids(root: Any) -> CTE:
     """The ids of the tree rooted at `root`: the root and every descendant."""
-    r = m.Run.__table__
+    r = m.table_of(m.Run)
     start = select(r.c.id).where(r.c.id == root).cte("tree", recursive=True)
     return start.union(select(r.c.id).join(start, r.c.parent_run_id == start.c.id))
 
 
+def tree_queries() -> dict[str, Any]:
+    """The tree reads, with a `root` parameter, compiled once per Store.
+
+    `tree` computes each run's steps and tokens in correlated subqueries: the planner then
+    walks the tree and probes `steps(run_id, step)` per run. A join with GROUP BY lets SQLite
+    avoid a sort by scanning every step in the store instead (150 ms on 2M steps vs 80 µs).
+    """
+    zero: Any = literal_column("0")
+    tree = tree_ids(bindparam("root"))
+    r = m.table_of(m.Run)
+    s = m.table_of(m.Step)
+    steps = select(func.coalesce(func.max(s.c.step), zero)).where(s.c.run_id == r.c.id)
+    tokens = select(func.coalesce(func.sum(s.c.tokens), zero)).where(s.c.run_id == r.c.id)
+    return {
+        "ids": select(tree.c.id).order_by(tree.c.id),
+        "tokens": select(func.coalesce(func.sum(s.c.tokens), zero)).join(
+            tree, s.c.run_id == tree.c.id
+        ),
+        "count": select(func.count()).select_from(tree),
+        "tree": select(
+            r.c.id,
+            r.c.parent_run_id,
+            r.c.depth,
+            r.c.goal,
+            r.c.status,
+            r.c.outcome,
+            steps.scalar_subquery(),
+            tokens.scalar_subquery(),
+            r.c.started_at,
+        )
+        .select_from(tree.join(r, r.c.id == tree.c.id))
+        .order_by(r.c.id),
+    }
+
+
 class TreesMixin(StoreBase):
     """The tree half of upstream's Store, plus `tree`."""
+
+    _tree_statements: dict[str, DriverStatement]
+
+    def _compile_tree_statements(self) -> None:
+        self._tree_statements = {
+            name: DriverStatement.compile(query, self._engine)
+            for name, query in tree_queries().items()
+        }
+
+    def _tree_read(self, name: str, root: int) -> list[Any]:
+        return self._driver_read(self._tree_statements[name], {"root": root})
 
     def children(self, run_id: int) -> list[int]:
         """Direct children of a run, in spawn order."""
@@ -41,62 +89,23 @@ class TreesMixin(StoreBase):
 
     def tree_run_ids(self, root: int) -> list[int]:
         """Every run id in the tree rooted at `root`, ascending."""
-        tree = tree_ids(root)
-        return self._rows(select(tree.c.id).order_by(tree.c.id), int)
+        return [int(row[0]) for row in self._tree_read("ids", root)]
 
     def spent_tokens_tree(self, root: int) -> int:
         """Total tokens spent across the tree — the aggregate restored on a tree resume."""
-        tree = tree_ids(root)
-        statement = select(func.coalesce(func.sum(m.Step.tokens), 0)).join(
-            tree, m.Step.run_id == tree.c.id
-        )
-        return token_sum(self._scalar(statement))
+        return token_sum(self._tree_read("tokens", root)[0][0])
 
     def agent_count_tree(self, root: int) -> int:
         """Number of runs (agents) in the tree."""
-        tree = tree_ids(root)
-        return int(self._scalar(select(func.count()).select_from(tree)))
+        return int(self._tree_read("count", root)[0][0])
 
     def tree(self, root: int) -> list[TreeNode]:
         """Every run of the tree with parent, depth, status, outcome, steps and tokens — in
         one query, ordered by id. Empty when `root` does not exist."""
-        tree = tree_ids(root)
-        s = m.Step
-        per_run = (
-            select(
-                s.run_id,
-                func.max(s.step).label("steps"),
-                func.sum(s.tokens).label("tokens"),
-            )
-            .join(tree, s.run_id == tree.c.id)
-            .group_by(s.run_id)
-            .subquery()
-        )
-        r = m.Run
-        statement = (
-            select(
-                r.id,
-                r.parent_run_id,
-                r.depth,
-                r.goal,
-                r.status,
-                r.outcome,
-                func.coalesce(per_run.c.steps, 0),
-                func.coalesce(per_run.c.tokens, 0),
-                r.started_at,
-            )
-            .join(tree, r.id == tree.c.id)
-            .outerjoin(per_run, per_run.c.run_id == r.id)
-            .order_by(r.id)
-        )
-
-        def make(*row: object) -> TreeNode:
-            values = list(row)
-            values[6] = int(values[6])  # type: ignore[call-overload]
-            values[7] = token_sum(values[7])
-            return TreeNode(*values)  # type: ignore[arg-type]
-
-        return self._rows(statement, make)
+        return [
+            TreeNode(r[0], r[1], r[2], r[3], r[4], r[5], int(r[6]), token_sum(r[7]), r[8])
+            for r in self._tree_read("tree", root)
+        ]
 
     # --- spawns --------------------------------------------------------------------------
 
