@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.engine import URL
@@ -213,10 +213,7 @@ class StoreBase:
         except StoreError:
             raise
         except Exception as exc:
-            typed = self._typed(exc)
-            if typed is None:
-                raise
-            raise typed from exc
+            self._raise_typed(exc)
 
     def _driver_read(self, statement: DriverStatement, values: Mapping[str, Any]) -> list[Any]:
         """One pre-compiled SELECT on the driver connection, as its own snapshot: the hot read
@@ -247,10 +244,7 @@ class StoreBase:
         except StoreError:
             raise
         except Exception as exc:
-            typed = self._typed(exc)
-            if typed is None:
-                raise
-            raise typed from exc
+            self._raise_typed(exc)
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -260,10 +254,14 @@ class StoreBase:
         except StoreError:
             raise
         except Exception as exc:
-            typed = self._typed(exc)
-            if typed is None:
-                raise
-            raise typed from exc
+            self._raise_typed(exc)
+
+    def _raise_typed(self, exc: Exception) -> NoReturn:
+        """Raise `exc` as its typed `StoreError`, or unchanged when it is no database error."""
+        typed = self._typed(exc)
+        if typed is None:
+            raise exc
+        raise typed from exc
 
     def _typed(self, exc: Exception) -> StoreError | None:
         """The `StoreError` for a database error, or None for an error that is not one."""
