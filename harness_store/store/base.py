@@ -190,7 +190,8 @@ class StoreBase:
                     raw = self._raw
                     if raw is None:
                         raise StoreError("this Store is closed")
-                    raw.execute(self._begin_write)
+                    if self._begin_write is not None:
+                        raw.execute(self._begin_write)
                     try:
                         _execute(raw, work, many)
                     except BaseException:
