@@ -58,7 +58,7 @@ from . import models as m
 from .detect import Diagnosis, StoreKind, check_sqlite_file, diagnose, read_revision
 from .dialects import backend_named
 from .engine import read_only_url as engine_read_only_url
-from .engine import safe_url, sqlite_path, to_url
+from .engine import safe_url, sqlite_path, to_url, where
 from .errors import (
     NotADatabaseError,
     RunNotFoundError,
@@ -80,9 +80,6 @@ DEBUG_ENV = "HARNESS_STORE_DEBUG"
 """Environment variable that lets an unexpected error's traceback through."""
 
 EXIT_OTHER, EXIT_USAGE, EXIT_NOT_A_STORE, EXIT_LOCKED, EXIT_NOT_FOUND = 1, 2, 3, 4, 5
-
-READABLE_REVISIONS = (UPSTREAM_HEAD, HEAD)
-"""Shapes the read commands can read: the whole 0.13 schema, with or without our indexes."""
 
 PLAIN_WIDTH = 1_000_000
 """Console width for piped output, so Rich never wraps or cuts a line that is not a screen's."""
@@ -257,12 +254,6 @@ def shown(db: str) -> str:
         return "the URL given" if "@" in db else repr(db)
 
 
-def where(url: URL) -> str:
-    """How messages name a store: its file, or its URL without the password."""
-    path = sqlite_path(url)
-    return str(path) if path is not None else safe_url(url)
-
-
 def check_file(path: Path) -> None:
     """Refuse a path that is no SQLite store before SQLite opens it; a read-only file is fine."""
     if not path.exists():
@@ -283,11 +274,6 @@ def read_only_url(url: URL) -> URL:
 def sqlite_uri(url: URL) -> bool:
     """Whether a SQLite URL already names its file as a `file:` URI (`?uri=true`)."""
     return str(url.query.get("uri", "")).lower() in ("true", "1")
-
-
-def readable(found: Diagnosis) -> bool:
-    """Whether the store holds the whole 0.13 schema the reads use."""
-    return found.revision in READABLE_REVISIONS and found.torn_of is None
 
 
 @dataclass
@@ -332,7 +318,7 @@ def refuse_unreadable(reader: Reader) -> None:
     found = reader.found
     if found.kind is StoreKind.EMPTY:
         raise NotADatabaseError(f"{reader.where} is an empty database (no tables), not a run store")
-    if not readable(found):
+    if not found.holds_upstream_head:
         raise UpgradeRequiredError(
             f"{reader.where}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} schema "
             f"— run `harness-store upgrade {reader.where}` first (nothing was changed)"
@@ -382,7 +368,7 @@ def inspect_document(reader: Reader) -> dict[str, Any]:
         "shape_revision": found.revision,
         "head": HEAD,
         "at_head": revision == HEAD,
-        "readable": found.kind is not StoreKind.EMPTY and readable(found),
+        "readable": found.kind is not StoreKind.EMPTY and found.holds_upstream_head,
         "user_version": found.user_version,
         "journal_mode": journal,
         "size_bytes": size,

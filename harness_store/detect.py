@@ -67,6 +67,12 @@ class Diagnosis:
         """Whether the store is already at the chain's head revision."""
         return self.revision == HEAD
 
+    @property
+    def holds_upstream_head(self) -> bool:
+        """Whether the whole 0.13 schema the Store reads is there: at 0.13 or head, untracked
+        0.13, or a newer release's store — never torn."""
+        return self.revision in (UPSTREAM_HEAD, HEAD) and self.torn_of is None
+
     def describe(self) -> str:
         """One line for a person: what this database is."""
         if self.kind is StoreKind.EMPTY:

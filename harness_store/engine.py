@@ -60,6 +60,12 @@ def safe_url(url: URL) -> str:
     return url.render_as_string(hide_password=True)
 
 
+def where(url: URL) -> str:
+    """How messages name a store: its file, or its URL without the password."""
+    path = sqlite_path(url)
+    return str(path) if path is not None else safe_url(url)
+
+
 def read_only_url(target: str | os.PathLike[str] | URL) -> URL:
     """The store at `target`, as a URL through which no statement can write."""
     url = to_url(target)

@@ -58,7 +58,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, MetaData, Table, func, insert, inspect, select
 from sqlalchemy import table as table_clause
@@ -69,11 +68,10 @@ from .detect import StoreKind, check_sqlite_file, diagnose
 from .dialects import Backend, backend_named
 from .dialects.postgresql import FORMAT_TABLE
 from .dialects.sqlite import WRITE
-from .engine import make_engine, safe_url, sqlite_path, to_url
+from .engine import make_engine, read_only_url, safe_url, sqlite_path, to_url, where
 from .errors import (
     InvalidValueError,
     SchemaError,
-    StoreAccessError,
     StoreError,
     StoreNotFoundError,
     UpgradeRequiredError,
@@ -225,25 +223,14 @@ def copy_store(
 # --- the source --------------------------------------------------------------------------
 
 
-def _where(url: URL) -> str:
-    """How to name a store in a message: its file, or its URL without password."""
-    path = sqlite_path(url)
-    return str(path) if path is not None else safe_url(url)
-
-
 def _source_engine(url: URL) -> Engine:
-    """An engine that can only read the source: SQLite files are opened with `mode=ro`."""
+    """An engine that can only read the source (a read-only file is fine)."""
     path = sqlite_path(url)
-    if path is None or url.query.get("uri") or str(path).startswith("file:"):
-        return make_engine(url)
-    if not path.exists():
-        raise StoreNotFoundError(f"no run store at {path}; nothing to copy")
-    with suppress(StoreAccessError):  # a read-only file is fine for reading
-        check_sqlite_file(path)
-    read_only = URL.create(
-        "sqlite", database="file:" + quote(str(path)), query={"mode": "ro", "uri": "true"}
-    )
-    return make_engine(read_only)
+    if path is not None and not url.query.get("uri"):
+        if not path.exists():
+            raise StoreNotFoundError(f"no run store at {path}; nothing to copy")
+        check_sqlite_file(path, writable=False)
+    return make_engine(read_only_url(url))
 
 
 @contextmanager
@@ -252,7 +239,7 @@ def _connected(engine: Engine, url: URL) -> Iterator[Connection]:
     try:
         conn = engine.connect()
     except SQLAlchemyError as exc:
-        raise StoreError(f"cannot open {_where(url)}: {getattr(exc, 'orig', exc)}") from exc
+        raise StoreError(f"cannot open {where(url)}: {getattr(exc, 'orig', exc)}") from exc
     with conn:
         yield conn
 
@@ -274,9 +261,9 @@ def _count(conn: Connection, name: str) -> int:
 def _plan(src: Connection, url: URL) -> _Plan:
     """Check the source holds the whole 0.13 schema, and read its counts and marker."""
     found = diagnose(src)  # refuses foreign stores and newer checkpoint formats
-    where = _where(url)
+    shown = where(url)
     if found.kind is StoreKind.EMPTY:
-        raise SchemaError(f"{where} holds no run store (it has no tables); nothing to copy")
+        raise SchemaError(f"{shown} holds no run store (it has no tables); nothing to copy")
     tables = tuple(Base.metadata.sorted_tables)
     have = found.tables
     missing = [t.name for t in tables if t.name not in have] + [
@@ -288,9 +275,9 @@ def _plan(src: Connection, url: URL) -> _Plan:
     ]
     if missing:
         raise UpgradeRequiredError(
-            f"{where}: {found.describe()}; a copy needs the io-harness {UPSTREAM_HEAD} schema "
+            f"{shown}: {found.describe()}; a copy needs the io-harness {UPSTREAM_HEAD} schema "
             f"(revision {HEAD}), and it lacks {', '.join(missing)}. A copy never changes its "
-            f"source: upgrade it first with `harness-store upgrade {where}`, then copy it"
+            f"source: upgrade it first with `harness-store upgrade {shown}`, then copy it"
         )
     skipped_columns = tuple(
         f"{t.name}.{name}" for t in tables for name in sorted(have[t.name] - set(t.columns.keys()))
@@ -338,7 +325,7 @@ def _check_target_empty(url: URL) -> _TargetBefore:
     if names:
         shown = ", ".join(names[:8]) + (" …" if len(names) > 8 else "")
         raise TargetNotEmptyError(
-            f"{_where(url)} is not empty (it has {shown}); a copy only goes into an empty "
+            f"{where(url)} is not empty (it has {shown}); a copy only goes into an empty "
             "database, so nothing was changed. Drop its tables or choose another target"
         )
     return _TargetBefore(file_existed=path is not None, checkpoint_format=fmt)
@@ -356,10 +343,10 @@ def _copy(
             report = upgrade(url, backup=False)
         except SQLAlchemyError as exc:
             raise CopyError(
-                f"cannot build the store schema in {_where(url)}: {getattr(exc, 'orig', exc)}"
+                f"cannot build the store schema in {where(url)}: {getattr(exc, 'orig', exc)}"
             ) from exc
         if report.after != HEAD:
-            raise CopyError(f"building the schema of {_where(url)} ended at {report.after}")
+            raise CopyError(f"building the schema of {where(url)} ended at {report.after}")
         engine = make_engine(url)
         try:
             _fill(src, plan, engine, batch_size, progress)
@@ -370,7 +357,7 @@ def _copy(
             _empty_again(url, before)
         except Exception as cleanup:  # pragma: no cover - depends on the failure
             exc.add_note(
-                f"harness_store: emptying {_where(url)} after the failed copy also failed "
+                f"harness_store: emptying {where(url)} after the failed copy also failed "
                 f"({cleanup}); it may hold a partial schema — drop its tables before retrying"
             )
         raise

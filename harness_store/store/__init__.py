@@ -13,9 +13,9 @@ from typing import Self
 from sqlalchemy import Column, Connection, MetaData, String, Table, insert
 from sqlalchemy.engine import URL
 
-from ..detect import Diagnosis, StoreKind, check_sqlite_file, diagnose, read_revision
+from ..detect import check_sqlite_file, diagnose, read_revision
 from ..dialects import backend_named
-from ..engine import make_engine, read_only_url, safe_url, sqlite_path, to_url
+from ..engine import make_engine, read_only_url, sqlite_path, to_url, where
 from ..errors import StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
@@ -73,10 +73,6 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         if path is not None:
             check_sqlite_file(path)
             if not path.exists():
-                if not path.parent.is_dir():
-                    raise StoreNotFoundError(
-                        f"cannot create a store at {path}: no directory {path.parent}"
-                    )
                 if not upgrade:
                     raise StoreNotFoundError(
                         f"no run store at {path} (open with upgrade=True to create one)"
@@ -104,11 +100,11 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         try:
             with store._read() as conn:
                 found = diagnose(conn)
-            if not holds_upstream_head(found):
-                where = path or safe_url(url)
+            if not found.holds_upstream_head:
                 raise UpgradeRequiredError(
-                    f"{where}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} schema. "
-                    f"Upgrade it with `harness-store upgrade {where}` first (nothing was changed)"
+                    f"{where(url)}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} "
+                    f"schema. Upgrade it with `harness-store upgrade {where(url)}` first (nothing "
+                    "was changed)"
                 )
         except BaseException:
             store.close()
@@ -133,11 +129,11 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
                 found = diagnose(conn)
         if not at_head:
             if not upgrade:
-                where = sqlite_path(self.url) or safe_url(self.url)
+                shown = where(self.url)
                 raise UpgradeRequiredError(
-                    f"{where}: {found.describe()}; this package needs revision {HEAD}. "
-                    f"Upgrade it with `harness-store upgrade {where}` "
-                    f"(or `alembic -x db={where} upgrade head`), or open it with upgrade=True"
+                    f"{shown}: {found.describe()}; this package needs revision {HEAD}. "
+                    f"Upgrade it with `harness-store upgrade {shown}` "
+                    f"(or `alembic -x db={shown} upgrade head`), or open it with upgrade=True"
                 )
             from ..migrate import upgrade as run_upgrade  # Alembic only when there is work
 
@@ -153,15 +149,6 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
 
     def __enter__(self) -> Self:
         return self
-
-
-def holds_upstream_head(found: Diagnosis) -> bool:
-    """Whether a diagnosed store has the whole 0.13 schema the Store reads."""
-    if found.kind is StoreKind.NEWER:
-        return True
-    if found.kind is StoreKind.TRACKED:
-        return found.revision in (UPSTREAM_HEAD, HEAD)
-    return found.kind is StoreKind.UPSTREAM and found.release == UPSTREAM_HEAD and not found.torn_of
 
 
 def create_head_schema(conn: Connection) -> None:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, literal_column, select, text, tuple_, update
+from sqlalchemy import Select, bindparam, func, insert, literal_column, select, text, tuple_, update
 
 from .. import models as m
 from ..errors import InvalidValueError, ResumeError, RunNotFoundError
@@ -30,6 +30,16 @@ def step_values(run_id: int, step: StepRecord) -> dict[str, Any]:
         "tool_call": check_text(step.tool_call, "tool_call"),
         "tokens": u64(step.tokens, "tokens"),
     }
+
+
+def last_step_of(run_id: int) -> Select[int]:
+    """`MAX(step)` of a run, 0 without steps: its progress (retries share a step number)."""
+    return select(func.coalesce(func.max(m.Step.step), 0)).where(m.Step.run_id == run_id)
+
+
+def tokens_of(run_id: int) -> Select[int]:
+    """`SUM(tokens)` of a run's steps, 0 without steps."""
+    return select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
 
 
 class RunsMixin(StoreBase):
@@ -157,13 +167,11 @@ class RunsMixin(StoreBase):
 
     def last_step(self, run_id: int) -> int:
         """The highest step number recorded for a run, or 0 — the resume point."""
-        statement = select(func.coalesce(func.max(m.Step.step), 0)).where(m.Step.run_id == run_id)
-        return int(self._scalar(statement))
+        return int(self._scalar(last_step_of(run_id)))
 
     def spent_tokens(self, run_id: int) -> int:
         """Total tokens across the run's steps — the durable spend restored on resume."""
-        statement = select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
-        return token_sum(self._scalar(statement))
+        return token_sum(self._scalar(tokens_of(run_id)))
 
     def canonical_trace(self, run_id: int) -> str:
         """The run reduced to what two identical runs must match, as diffable text (upstream's
@@ -252,12 +260,8 @@ class RunsMixin(StoreBase):
             finished_at, duration = conn.execute(
                 text(self._backend.finish_clock()), {"run_id": run_id}
             ).one()
-            steps = conn.execute(
-                select(func.coalesce(func.max(m.Step.step), 0)).where(m.Step.run_id == run_id)
-            ).scalar_one()
-            tokens = conn.execute(
-                select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
-            ).scalar_one()
+            steps = conn.execute(last_step_of(run_id)).scalar_one()
+            tokens = conn.execute(tokens_of(run_id)).scalar_one()
             conn.execute(
                 self._backend.replace(m.table_of(m.RunOutcome)).values(
                     run_id=run_id,
