@@ -72,24 +72,6 @@ BIG = 2**53 + 1
 U32_MAX = 2**32 - 1
 I64_MAX = 2**63 - 1
 
-#: Every 0.13 table, for "nothing was written" snapshots.
-TABLES_0_13 = (
-    "runs",
-    "steps",
-    "policy_events",
-    "pending_approvals",
-    "agent_events",
-    "sandbox_events",
-    "checkpoint_events",
-    "spawns",
-    "mcp_events",
-    "memory",
-    "context_events",
-    "run_outcomes",
-    "run_policies",
-    "ledger_observations",
-)
-
 
 # --- fixtures -------------------------------------------------------------------------------
 #
@@ -136,7 +118,7 @@ def raw(target: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 def counts(target: str) -> dict[str, int]:
     """Row counts of every 0.13 table, read without harness_store."""
     with up.connect(target) as conn:
-        return {t: up.execute(conn, f"SELECT COUNT(*) FROM {t}")[0][0] for t in TABLES_0_13}
+        return {t: up.execute(conn, f"SELECT COUNT(*) FROM {t}")[0][0] for t in up.TABLES_0_13}
 
 
 def stamp(value: str) -> datetime:

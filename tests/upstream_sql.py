@@ -132,3 +132,22 @@ def read_at(target: str, name: str, *args: Any) -> list[tuple[Any, ...]]:
     """`read` on a connection of its own."""
     with connect(target) as conn:
         return read(conn, name, *args)
+
+
+#: Every 0.13 table, for "nothing was written" snapshots and "unknown to 0.13" checks.
+TABLES_0_13 = (
+    "runs",
+    "steps",
+    "policy_events",
+    "pending_approvals",
+    "agent_events",
+    "sandbox_events",
+    "checkpoint_events",
+    "spawns",
+    "mcp_events",
+    "memory",
+    "context_events",
+    "run_outcomes",
+    "run_policies",
+    "ledger_observations",
+)
