@@ -1,23 +1,30 @@
-"""Benchmark 4: upgrading a 0.1 store to head (`harness_store.migrate.upgrade`).
+"""Benchmark 4: upgrading a 0.1 store to head.
 
 Two 0.1 stores, built as io-harness 0.1 leaves them (tests/legacy.py `open_as(conn, "0.1")`,
 rollback journal, no indexes) and then bulk-filled: 10,000 and 1,000,000 steps, 10 per run.
-Each measured upgrade runs on a fresh copy (the copy is not timed), in this process, after a
-discarded warm-up round (so Alembic's and the chain's imports are not counted — the fixed cost
-measured is the smallest one, which makes the 1M/10k ratio the strictest). Timed with
-backup=False (the target) and separately with backup=True (the online-backup copy is O(size)).
-For reference: the same upgrade stopped at 0.13 (the chain without hs1's indexes), and a raw
-`CREATE INDEX` of hs1's steps index on the same 1M-step copy.
+Each measured upgrade runs on a fresh copy, flushed to disk before the clock starts (copying
+and flushing are not timed).
+
+- The target: `alembic -x db=… -x backup=no upgrade head`, the command a user runs, each time
+  a new process started from the repository root, as the issue names it.
+- For the breakdown, in this process (`harness_store.migrate.upgrade`, after a discarded
+  warm-up round, so imports are not counted): with backup=False and with backup=True (the
+  online-backup copy is O(size)); the chain stopped at 0.13 (no hs1 indexes: the part that must
+  stay flat, since no step rewrites a table); and a raw `CREATE INDEX` of hs1's steps index on
+  the 1M-step copy (a full scan of the table, O(n log n), the part that cannot be flat).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from .common import (
+    REPO,
     Config,
     Table,
     copy_store,
@@ -82,14 +89,17 @@ def run(cfg: Config) -> list[Table]:
     templates = {n: build_v01(cfg, n) for n in sizes}
     rounds = cfg.pick(3, 2)
     table = Table(
-        "4. Upgrade 0.1 → head (migrate.upgrade), per store",
-        ["steps", "backup", "median", "noise", "file", f"vs {small:,}", "target", "result"],
+        "4. Upgrade 0.1 → head, per store",
+        ["steps", "how", "median", "noise", "file", f"vs {small:,}", "target", "result"],
     )
     counter = iter(range(10**6))
 
-    def variant(n: int, backup: bool, revision: str = "head") -> Any:
+    def fresh(n: int) -> Path:
+        return copy_store(templates[n], cfg.work / f"upgrade-{n}-{next(counter)}.sqlite3")
+
+    def in_process(n: int, backup: bool, revision: str = "head") -> Any:
         def block() -> float:
-            path = copy_store(templates[n], cfg.work / f"upgrade-{n}-{next(counter)}.sqlite3")
+            path = fresh(n)
             start = time.perf_counter()
             report = upgrade(path, revision, backup=backup)
             elapsed = time.perf_counter() - start
@@ -102,63 +112,65 @@ def run(cfg: Config) -> list[Table]:
 
         return block
 
-    results: dict[tuple[int, bool], list[float]] = {}
-    for backup in (False, True):
-        say(f"upgrade: backup={backup}, {rounds}+1 rounds × {len(sizes)} stores")
-        got = interleaved([(str(n), variant(n, backup)) for n in sizes], rounds)
-        for n in sizes:
-            results[(n, backup)] = got[str(n)]
+    def command(n: int) -> Any:
+        def block() -> float:
+            path = fresh(n)
+            argv = [sys.executable, "-m", "alembic", "-x", f"db={path}", "-x", "backup=no"]
+            start = time.perf_counter()
+            subprocess.run([*argv, "upgrade", "head"], cwd=REPO, check=True, capture_output=True)
+            elapsed = time.perf_counter() - start
+            with sqlite3.connect(path) as conn:
+                (version,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+            conn.close()
+            if version != "hs1":
+                raise AssertionError(f"`alembic upgrade head` ended at {version}")
+            remove_store(path)
+            return elapsed
 
-    say(f"upgrade: to 0.13 only (the chain without hs1's indexes), {rounds}+1 rounds")
-    got = interleaved([(str(n), variant(n, False, "0.13")) for n in sizes], rounds)
-    chain = {n: got[str(n)] for n in sizes}
+        return block
 
-    for backup in (False, True):
-        base = results[(small, backup)]
+    def rows(how: str, got: dict[int, list[float]], target: bool = False) -> None:
         for n in sizes:
-            times = results[(n, backup)]
-            ratio = median(t / b for t, b in zip(times, base, strict=True))
-            size = templates[n].stat().st_size / 2**20
-            if n == large and not backup:
-                target, verdict = (
-                    f"≤ {RATIO_TARGET:.0f}× {small:,}",
-                    table.check(
-                        f"upgrade 0.1→head of {large:,} steps ≤ {RATIO_TARGET:.0f}× "
-                        f"that of {small:,}",
-                        ratio <= RATIO_TARGET,
-                    ),
+            times = got[n]
+            ratio = median(t / b for t, b in zip(times, got[small], strict=True))
+            target_text, verdict = "", ""
+            if target and n == large:
+                target_text = f"≤ {RATIO_TARGET:.0f}× {small:,}"
+                verdict = table.check(
+                    f"`alembic upgrade head` of {large:,} steps ≤ {RATIO_TARGET:.0f}× "
+                    f"that of {small:,}",
+                    ratio <= RATIO_TARGET,
                 )
-            else:
-                target, verdict = "", ""
+            size = templates[n].stat().st_size / 2**20
             table.add(
                 f"{n:,}",
-                "yes" if backup else "no",
+                how,
                 fmt_time(median(times)),
                 spread(times),
                 f"{size:,.0f} MiB",
                 fmt_ratio(ratio),
-                target,
+                target_text,
                 verdict,
             )
 
-    for n in sizes:
-        times = chain[n]
-        ratio = median(t / b for t, b in zip(times, chain[small], strict=True))
-        table.add(
-            f"{n:,}",
-            "no — to 0.13 only (no hs1 indexes)",
-            fmt_time(median(times)),
-            spread(times),
-            "",
-            fmt_ratio(ratio),
-            "",
-            "",
-        )
+    def measure(label: str, make: Any) -> dict[int, list[float]]:
+        say(f"upgrade: {label}, {rounds}+1 rounds × {len(sizes)} stores")
+        got = interleaved([(str(n), make(n)) for n in sizes], rounds)
+        return {n: got[str(n)] for n in sizes}
+
+    how = "`alembic upgrade head`, new process, no backup"
+    rows(how, measure("alembic command", command), target=True)
+    rows("in process, no backup", measure("in process", lambda n: in_process(n, False)))
+    rows("in process, with backup", measure("with backup", lambda n: in_process(n, True)))
+    rows(
+        "in process, to 0.13 only (no hs1 indexes)",
+        measure("to 0.13 only", lambda n: in_process(n, False, "0.13")),
+    )
 
     say("upgrade: reference timings of the index build alone")
     index_times = []
     for _ in range(rounds):
-        path = copy_store(templates[large], cfg.work / "upgrade-index.sqlite3")
+        path = fresh(large)
         conn = sqlite3.connect(path, isolation_level=None)
         start = time.perf_counter()
         conn.execute("CREATE INDEX hs_steps_run_id_step ON steps (run_id, step)")
@@ -167,7 +179,7 @@ def run(cfg: Config) -> list[Table]:
         remove_store(path)
     table.add(
         f"{large:,}",
-        "(raw CREATE INDEX steps(run_id, step) only)",
+        "raw CREATE INDEX steps(run_id, step) only",
         fmt_time(median(index_times)),
         spread(index_times),
         "",
@@ -177,7 +189,11 @@ def run(cfg: Config) -> list[Table]:
     )
     table.notes += [
         f"0.1 stores: {STEPS_PER_RUN} steps per run, result ~200 B, rollback journal; each "
-        f"upgrade on a fresh copy; {rounds} rounds after a warm-up, sizes interleaved",
+        f"upgrade on a fresh copy flushed to disk; {rounds} rounds after a warm-up, sizes "
+        "interleaved",
         "ratio = median over rounds of (time / time of the small store in the same round)",
+        "the command's time includes starting Python and importing Alembic and SQLAlchemy, "
+        "which is what a user waits for; in process, that fixed cost is gone and the index build "
+        "(a full scan of steps) dominates the large store",
     ]
     return [table]
