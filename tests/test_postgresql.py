@@ -97,3 +97,25 @@ def test_server_clock_writes_upstreams_format(pg_url: str) -> None:
         started = store.tree(run)[0].started_at
         assert started is not None and stamp.match(started)
         assert 0 <= store.elapsed_secs(run) < 60
+
+
+def test_a_store_outlives_its_server_connections_being_killed(pg_url: str) -> None:
+    """A server restart or an idle-connection reaper drops the pooled connections; the next
+    checkpoint, batch and read go through on fresh ones, and nothing is written twice."""
+    engine = create_engine(pg_url)
+    kill = text(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    with Store.open(pg_url) as store:
+        run = store.start_run("g", "f")
+        for step in (1, 2, 3):
+            store.checkpoint_step(run, StepRecord(step, "act", "ok", "p", "t", 1))
+            with engine.begin() as conn:
+                assert conn.execute(kill).all()  # the Store's pooled connection, at least
+        store.checkpoint_steps(run, [StepRecord(9, "a", "b"), StepRecord(10, "a", "b")])
+        with engine.begin() as conn:
+            conn.execute(kill)
+        assert [s.step for s in store.steps(run)] == [1, 2, 3, 9, 10]
+        assert [e.step for e in store.checkpoint_events(run)] == [1, 2, 3, 9, 10]
+    engine.dispose()

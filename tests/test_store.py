@@ -66,6 +66,7 @@ from harness_store import (
     Store,
 )
 from harness_store.errors import InvalidValueError, StoreError, UpgradeRequiredError
+from harness_store.store.runs import BULK_CHUNK
 
 TRUNCATED = "…[truncated]"
 BIG = 2**53 + 1
@@ -1833,6 +1834,36 @@ def test_a_failure_between_the_two_inserts_of_a_checkpoint_leaves_neither(
     assert [r[0] for r in up.read_at(db_target, "steps", run)] == [1, 2]
     assert [r[1] for r in up.read_at(db_target, "checkpoint_events", run)] == [1, 2]
     assert db.memory_list(ws) == []
+
+
+def test_a_batch_larger_than_one_statement_is_still_one_transaction_in_order(
+    db: Store, db_target: str
+) -> None:
+    """`checkpoint_steps` splits a long batch into statements of `BULK_CHUNK` steps (on
+    PostgreSQL); the split must not show: every row in batch order, or none of them."""
+    run = db.start_run("goal", "root")
+    size = 2 * BULK_CHUNK + 7
+    batch = [
+        StepRecord(n, "act", f"r{n}", f"p{n}", "" if n % 3 else f"t{n}", n)
+        for n in range(1, size + 1)
+    ]
+    remove = _inject_failure(db_target, "steps", "step", size)  # in the last chunk
+    try:
+        before = counts(db_target)
+        with pytest.raises(StoreError, match="injected failure"):
+            db.checkpoint_steps(run, batch)
+        assert counts(db_target) == before
+    finally:
+        remove()
+    assert db.checkpoint_steps(run, batch) == size
+    assert db.steps(run) == batch
+    steps = raw(db_target, f"SELECT step FROM steps WHERE run_id = {run} ORDER BY id")
+    events = raw(
+        db_target, f"SELECT step, kind FROM checkpoint_events WHERE run_id = {run} ORDER BY id"
+    )
+    assert [r[0] for r in steps] == list(range(1, size + 1))  # ids follow the batch order
+    assert events == [(n, "checkpoint") for n in range(1, size + 1)]
+    assert db.spent_tokens(run) == size * (size + 1) // 2
 
 
 def test_a_failure_inside_an_observation_batch_records_none_of_it(

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.engine import URL
+from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
 from ..errors import StoreError
@@ -100,6 +101,20 @@ class Backend(ABC):
 
     def translate_error(self, exc: BaseException) -> StoreError | None:
         """Map a driver error to a typed `StoreError`, or None to let it through unchanged."""
+        return None
+
+    def checkpoint_writes(self, insert_step: Insert, insert_event: Insert) -> list[ClauseElement]:
+        """The statements that write one checkpoint (a step row and its `checkpoint` event),
+        all taking the same named parameters. By default the two INSERTs, run in one
+        transaction; a backend that can do both in one atomic statement returns that."""
+        return [insert_step, insert_event]
+
+    def bulk_checkpoint_sql(
+        self, steps: Table, columns: Sequence[str], events: Table
+    ) -> str | None:
+        """One statement that checkpoints a whole batch of one run's steps from column arrays
+        (parameters: `run_id`, and a list per name in `columns`, in batch order), or None when
+        `executemany` of `checkpoint_writes` is this backend's fastest way."""
         return None
 
     def begin_write_sql(self) -> str | None:

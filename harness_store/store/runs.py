@@ -18,6 +18,13 @@ from .base import DriverStatement, StoreBase
 STEP_PAGE = 1000
 """Rows per page when `iter_steps` streams a run."""
 
+BULK_CHUNK = 5000
+"""Steps per statement when a backend checkpoints a batch from column arrays (bounds the
+size of one statement's parameters; the chunks of a batch share one transaction)."""
+
+STEP_COLUMNS = ("run_id", "step", "decision", "result", "prompt", "tool_call", "tokens")
+"""The columns a step row is written with (the rest take upstream's defaults)."""
+
 
 def step_values(run_id: int, step: StepRecord) -> dict[str, Any]:
     """A step's column values, checked against upstream's types before anything is written."""
@@ -30,6 +37,13 @@ def step_values(run_id: int, step: StepRecord) -> dict[str, Any]:
         "tool_call": check_text(step.tool_call, "tool_call"),
         "tokens": u64(step.tokens, "tokens"),
     }
+
+
+def column_arrays(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's checked step values as one list per column, for a bulk checkpoint."""
+    arrays: dict[str, Any] = {c: [row[c] for row in rows] for c in STEP_COLUMNS[1:]}
+    arrays["run_id"] = rows[0]["run_id"]
+    return arrays
 
 
 def last_step_of(run_id: int) -> Select[int]:
@@ -46,37 +60,26 @@ class RunsMixin(StoreBase):
     """The run and step half of upstream's Store."""
 
     _insert_step: DriverStatement
-    _insert_checkpoint: DriverStatement
+    _checkpoint_writes: list[DriverStatement]
+    _bulk_checkpoint: DriverStatement | None
 
     def _compile_run_statements(self) -> None:
         steps = m.table_of(m.Step)
         events = m.table_of(m.CheckpointEvent)
-        self._insert_step = DriverStatement.compile(
-            insert(steps).values(
-                {
-                    c: bindparam(c)
-                    for c in (
-                        "run_id",
-                        "step",
-                        "decision",
-                        "result",
-                        "prompt",
-                        "tool_call",
-                        "tokens",
-                    )
-                }
-            ),
-            self._engine,
+        insert_step = insert(steps).values({c: bindparam(c) for c in STEP_COLUMNS})
+        insert_event = insert(events).values(
+            run_id=bindparam("run_id"),
+            step=bindparam("step"),
+            kind=literal_column("'checkpoint'"),
+            detail=literal_column("NULL"),
         )
-        self._insert_checkpoint = DriverStatement.compile(
-            insert(events).values(
-                run_id=bindparam("run_id"),
-                step=bindparam("step"),
-                kind=literal_column("'checkpoint'"),
-                detail=literal_column("NULL"),
-            ),
-            self._engine,
-        )
+        self._insert_step = DriverStatement.compile(insert_step, self._engine)
+        self._checkpoint_writes = [
+            DriverStatement.compile(statement, self._engine)
+            for statement in self._backend.checkpoint_writes(insert_step, insert_event)
+        ]
+        bulk = self._backend.bulk_checkpoint_sql(steps, STEP_COLUMNS[1:], events)
+        self._bulk_checkpoint = None if bulk is None else DriverStatement(bulk, None)
 
     # --- starting ------------------------------------------------------------------------
 
@@ -115,12 +118,7 @@ class RunsMixin(StoreBase):
         """Durably checkpoint one completed step: its trace row and its `checkpoint` event in
         one transaction — a crash leaves both or neither, never a torn half."""
         values = step_values(run_id, step)
-        self._run_driver(
-            (
-                (self._insert_step, self._insert_step.params(values)),
-                (self._insert_checkpoint, self._insert_checkpoint.params(values)),
-            )
-        )
+        self._run_driver([(w, w.params(values)) for w in self._checkpoint_writes])
 
     def checkpoint_steps(self, run_id: int, steps: Iterable[StepRecord]) -> int:
         """Checkpoint many steps in one transaction (all or none); return how many.
@@ -131,13 +129,13 @@ class RunsMixin(StoreBase):
         rows = [step_values(run_id, s) for s in steps]
         if not rows:
             return 0
-        self._run_driver(
-            (
-                (self._insert_step, [self._insert_step.params(v) for v in rows]),
-                (self._insert_checkpoint, [self._insert_checkpoint.params(v) for v in rows]),
-            ),
-            many=True,
-        )
+        if self._bulk_checkpoint is not None:
+            bulk = self._bulk_checkpoint
+            chunks = (rows[i : i + BULK_CHUNK] for i in range(0, len(rows), BULK_CHUNK))
+            self._run_driver([(bulk, column_arrays(chunk)) for chunk in chunks])
+        else:
+            work = [(w, [w.params(v) for v in rows]) for w in self._checkpoint_writes]
+            self._run_driver(work, many=True)
         return len(rows)
 
     def steps(self, run_id: int) -> list[StepRecord]:
