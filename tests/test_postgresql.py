@@ -4,10 +4,13 @@ checkpoint-format guard on the server, and the server clock in upstream's text f
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from harness_store import ResumeError, StepRecord, Store
@@ -119,3 +122,54 @@ def test_a_store_outlives_its_server_connections_being_killed(pg_url: str) -> No
         assert [s.step for s in store.steps(run)] == [1, 2, 3, 9, 10]
         assert [e.step for e in store.checkpoint_events(run)] == [1, 2, 3, 9, 10]
     engine.dispose()
+
+
+def test_an_interrupted_checkpoint_raises_its_own_error_and_spoils_no_connection(
+    pg_url: str,
+) -> None:
+    """An exception raised while an autocommitted checkpoint is still on the wire (a signal
+    handler's timeout) must surface as itself, and the busy connection must not go back to the
+    pool in autocommit: the next transaction is still all-or-nothing."""
+    engine = create_engine(pg_url)
+
+    def count() -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT COUNT(*) FROM checkpoint_events")).scalar_one())
+
+    def alarm(*_: object) -> None:
+        raise TimeoutError("alarm")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    try:
+        with Store.open(pg_url) as store:
+            run = store.start_run("g", "f")
+            with engine.begin() as conn:
+                conn.execute(
+                    text(
+                        "CREATE FUNCTION slow() RETURNS trigger AS $$ BEGIN "
+                        "IF NEW.step = 42 THEN PERFORM pg_sleep(1.5); END IF; RETURN NEW; "
+                        "END $$ LANGUAGE plpgsql"
+                    )
+                )
+                conn.execute(
+                    text(
+                        "CREATE TRIGGER slow BEFORE INSERT ON checkpoint_events "
+                        "FOR EACH ROW EXECUTE FUNCTION slow()"
+                    )
+                )
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(TimeoutError, match="alarm"):
+                store.checkpoint_step(run, StepRecord(42, "a", "b"))
+            time.sleep(1.5)  # let the server finish the interrupted statement
+            before = count()
+            with pytest.raises(RuntimeError), store.transaction():
+                store.checkpoint_step(run, StepRecord(5, "a", "b"))
+                store.checkpoint_step(run, StepRecord(6, "a", "b"))
+                raise RuntimeError("roll back")
+            assert count() == before
+            store.checkpoint_step(run, StepRecord(7, "a", "b"))
+            assert count() == before + 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        engine.dispose()

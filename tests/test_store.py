@@ -66,7 +66,7 @@ from harness_store import (
     Store,
 )
 from harness_store.errors import InvalidValueError, StoreError, UpgradeRequiredError
-from harness_store.store.runs import BULK_CHUNK
+from harness_store.store.runs import BULK_CHUNK, BULK_CHUNK_CHARS, bulk_chunks, step_values
 
 TRUNCATED = "…[truncated]"
 BIG = 2**53 + 1
@@ -1864,6 +1864,27 @@ def test_a_batch_larger_than_one_statement_is_still_one_transaction_in_order(
     assert [r[0] for r in steps] == list(range(1, size + 1))  # ids follow the batch order
     assert events == [(n, "checkpoint") for n in range(1, size + 1)]
     assert db.spent_tokens(run) == size * (size + 1) // 2
+
+
+def test_a_batch_of_large_steps_is_split_by_size_and_still_one_transaction(
+    db: Store, db_target: str
+) -> None:
+    """Steps whose text outgrows one statement's budget (PostgreSQL refuses a message over
+    1 GB) are split by size as well as by count, still all-or-nothing."""
+    big = BULK_CHUNK_CHARS // 2 - 10
+    batch = [StepRecord(n, "act", "", chr(0x41 + n) * big, "", n) for n in (1, 2, 3)]
+    run = db.start_run("goal", "root")
+    assert [len(c) for c in bulk_chunks([step_values(run, r) for r in batch])] == [2, 1]
+    remove = _inject_failure(db_target, "steps", "step", 3)  # in the second statement
+    try:
+        before = counts(db_target)
+        with pytest.raises(StoreError, match="injected failure"):
+            db.checkpoint_steps(run, batch)
+        assert counts(db_target) == before
+    finally:
+        remove()
+    assert db.checkpoint_steps(run, batch) == 3
+    assert db.steps(run) == batch
 
 
 def test_a_failure_inside_an_observation_batch_records_none_of_it(

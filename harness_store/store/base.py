@@ -204,10 +204,11 @@ class StoreBase:
             with self._borrow() as conn:
                 pooled = conn.connection.dbapi_connection
                 assert pooled is not None
-                cursor = pooled.cursor()
                 if len(work) == 1 and not many:
-                    _execute_alone(pooled, cursor, work[0])
+                    with _autocommitted(conn) as alone:
+                        alone.cursor().execute(work[0][0].sql, work[0][1])
                     return
+                cursor = pooled.cursor()
                 try:
                     if self._begin_write is not None:
                         cursor.execute(self._begin_write)
@@ -238,16 +239,10 @@ class StoreBase:
                     if raw is None:
                         raise StoreError("this Store is closed")
                     return raw.execute(statement.sql, params).fetchall()  # type: ignore[no-any-return]
-            with self._borrow() as conn:
-                pooled: Any = conn.connection.dbapi_connection
-                pooled.autocommit = True
-                try:
-                    cursor = pooled.cursor()
-                    cursor.execute(statement.sql, params)
-                    return cursor.fetchall()  # type: ignore[no-any-return]
-                finally:
-                    if not pooled.closed:
-                        pooled.autocommit = False
+            with self._borrow() as conn, _autocommitted(conn) as pooled:
+                cursor = pooled.cursor()
+                cursor.execute(statement.sql, params)
+                return cursor.fetchall()  # type: ignore[no-any-return]
         except StoreError:
             raise
         except Exception as exc:
@@ -311,11 +306,18 @@ def _execute(cursor: Any, work: Sequence[tuple[DriverStatement, Any]], many: boo
         run(statement.sql, params)
 
 
-def _execute_alone(connection: Any, cursor: Any, item: tuple[DriverStatement, Any]) -> None:
-    """Run one statement in autocommit on a pooled driver connection, then restore it."""
-    connection.autocommit = True
+@contextmanager
+def _autocommitted(conn: Connection) -> Iterator[Any]:
+    """A borrowed connection's driver connection in autocommit, for one statement that is its
+    own transaction. Restored afterwards; a connection that cannot be restored (lost, or still
+    busy after an interrupt) is discarded, so no later borrower gets it in autocommit and the
+    statement's own error is the one raised."""
+    pooled: Any = conn.connection.dbapi_connection
+    pooled.autocommit = True
     try:
-        cursor.execute(item[0].sql, item[1])
+        yield pooled
     finally:
-        if not connection.closed:  # a lost connection keeps its first error, not this one
-            connection.autocommit = False
+        try:
+            pooled.autocommit = False
+        except Exception:
+            conn.invalidate()

@@ -19,11 +19,17 @@ STEP_PAGE = 1000
 """Rows per page when `iter_steps` streams a run."""
 
 BULK_CHUNK = 5000
-"""Steps per statement when a backend checkpoints a batch from column arrays (bounds the
-size of one statement's parameters; the chunks of a batch share one transaction)."""
+"""Most steps per statement when a backend checkpoints a batch from column arrays (the chunks
+of a batch share one transaction)."""
+
+BULK_CHUNK_CHARS = 32 * 2**20
+"""Most characters of text per such statement: at most 4 bytes each in UTF-8, this keeps one
+statement's parameters far below PostgreSQL's 1 GB message limit, whatever the steps hold."""
 
 STEP_COLUMNS = ("run_id", "step", "decision", "result", "prompt", "tool_call", "tokens")
 """The columns a step row is written with (the rest take upstream's defaults)."""
+
+STEP_TEXT_COLUMNS = ("decision", "result", "prompt", "tool_call")
 
 
 def step_values(run_id: int, step: StepRecord) -> dict[str, Any]:
@@ -37,6 +43,22 @@ def step_values(run_id: int, step: StepRecord) -> dict[str, Any]:
         "tool_call": check_text(step.tool_call, "tool_call"),
         "tokens": u64(step.tokens, "tokens"),
     }
+
+
+def bulk_chunks(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Split checked step rows into runs of at most `BULK_CHUNK` rows and, but for a single
+    larger row, `BULK_CHUNK_CHARS` characters of text."""
+    chunk: list[dict[str, Any]] = []
+    chars = 0
+    for row in rows:
+        size = sum(len(row[c]) for c in STEP_TEXT_COLUMNS)
+        if chunk and (len(chunk) == BULK_CHUNK or chars + size > BULK_CHUNK_CHARS):
+            yield chunk
+            chunk, chars = [], 0
+        chunk.append(row)
+        chars += size
+    if chunk:
+        yield chunk
 
 
 def column_arrays(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -131,8 +153,7 @@ class RunsMixin(StoreBase):
             return 0
         if self._bulk_checkpoint is not None:
             bulk = self._bulk_checkpoint
-            chunks = (rows[i : i + BULK_CHUNK] for i in range(0, len(rows), BULK_CHUNK))
-            self._run_driver([(bulk, column_arrays(chunk)) for chunk in chunks])
+            self._run_driver([(bulk, column_arrays(chunk)) for chunk in bulk_chunks(rows)])
         else:
             work = [(w, [w.params(v) for v in rows]) for w in self._checkpoint_writes]
             self._run_driver(work, many=True)
