@@ -39,6 +39,23 @@ def batches(size: int, count: int) -> list[list[Any]]:
     return [step_records(1 + i * size, size) for i in range(count)]
 
 
+def step_rows(run: int, steps: list[Any]) -> list[tuple[Any, ...]]:
+    """The steps INSERT's parameters for a batch, as a raw baseline builds them."""
+    return [(run, s.step, s.decision, s.result, s.prompt, s.tool_call, s.tokens) for s in steps]
+
+
+def store_batch_block(store: Any, run: int, it: Any) -> Any:
+    """One timed `checkpoint_steps` of the next batch from `it`."""
+
+    def block() -> float:
+        steps = next(it)
+        start = time.perf_counter()
+        store.checkpoint_steps(run, steps)
+        return time.perf_counter() - start
+
+    return block
+
+
 def add_rows(
     table: Table, backend: str, size: int, s: list[float], r: list[float], baseline: str
 ) -> None:
@@ -103,24 +120,14 @@ def run(cfg: Config) -> list[Table]:
             iter(batches(size, rounds + 1)),
         )
 
-        def store_block(store: Any = store, store_batches: Any = store_batches) -> float:
-            steps = next(store_batches)
-            start = time.perf_counter()
-            store.checkpoint_steps(RUN_ID, steps)
-            return time.perf_counter() - start
+        store_block = store_batch_block(store, RUN_ID, store_batches)
 
         def raw_block(raw: Any = raw, raw_batches: Any = raw_batches) -> float:
             steps = next(raw_batches)
             cursor = raw.cursor()
             start = time.perf_counter()
             cursor.execute("BEGIN IMMEDIATE")
-            cursor.executemany(
-                INSERT_STEP,
-                [
-                    (RUN_ID, s.step, s.decision, s.result, s.prompt, s.tool_call, s.tokens)
-                    for s in steps
-                ],
-            )
+            cursor.executemany(INSERT_STEP, step_rows(RUN_ID, steps))
             cursor.executemany(INSERT_CHECKPOINT, [(RUN_ID, s.step) for s in steps])
             raw.commit()
             elapsed = time.perf_counter() - start
@@ -171,23 +178,13 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
                 iter(batches(size, rounds + 1)) for _ in range(3)
             )
 
-            def store_block(run: int = store_run, it: Any = store_batches) -> float:
-                steps = next(it)
-                start = time.perf_counter()
-                store.checkpoint_steps(run, steps)
-                return time.perf_counter() - start
+            store_block = store_batch_block(store, store_run, store_batches)
 
             def raw_block(run: int = raw_run, it: Any = raw_batches) -> float:
                 steps = next(it)
                 start = time.perf_counter()
                 with raw.cursor() as cursor:
-                    cursor.executemany(
-                        PG_INSERT_STEP,
-                        [
-                            (run, s.step, s.decision, s.result, s.prompt, s.tool_call, s.tokens)
-                            for s in steps
-                        ],
-                    )
+                    cursor.executemany(PG_INSERT_STEP, step_rows(run, steps))
                     cursor.executemany(PG_INSERT_CHECKPOINT, [(run, s.step) for s in steps])
                 raw.commit()
                 return time.perf_counter() - start
@@ -200,10 +197,8 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
                         "COPY steps (run_id, step, decision, result, prompt, tool_call, tokens) "
                         "FROM STDIN"
                     ) as copy:
-                        for s in steps:
-                            copy.write_row(
-                                (run, s.step, s.decision, s.result, s.prompt, s.tool_call, s.tokens)
-                            )
+                        for row in step_rows(run, steps):
+                            copy.write_row(row)
                     with cursor.copy(
                         "COPY checkpoint_events (run_id, step, kind) FROM STDIN"
                     ) as copy:
