@@ -3,7 +3,9 @@
 io-harness stores carry no version table: a store's release is known only from its shape
 (tables, columns) and `user_version`. `diagnose` reads those without writing, and says what it
 found in words a person can act on: "io-harness 0.5 store (torn open of 0.7: runs.status
-present, checkpoint_events missing)". Everything here is read-only.
+present, checkpoint_events missing)". A shape is tables, columns, upstream's own indexes (by
+name; harness_store's `hs_` indexes say nothing about a release) and `user_version`.
+Everything here is read-only.
 """
 
 from __future__ import annotations
@@ -25,7 +27,18 @@ from .errors import (
     StoreAccessError,
 )
 from .formats import CHECKPOINT_FORMAT
-from .releases import HEAD, RELEASE_NAMES, REVISIONS, SHAPES, UPSTREAM_HEAD, formats_at
+from .releases import (
+    HEAD,
+    INDEXES,
+    NEWEST_KNOWN_RELEASE,
+    RELEASE_NAMES,
+    REVISIONS,
+    SHAPES,
+    STORE_RELEASE,
+    UPSTREAM_HEAD,
+    formats_at,
+    release_of_revision,
+)
 
 IGNORED_TABLES = frozenset({"sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "alembic_version"})
 """Tables that say nothing about which release wrote a store."""
@@ -39,9 +52,10 @@ class StoreKind(Enum):
     TRACKED = "tracked"
     """Has `alembic_version`: Alembic already knows its revision."""
     UPSTREAM = "upstream"
-    """An io-harness store of release 0.1–0.13, possibly torn, never seen by Alembic."""
+    """An io-harness store of a known release, possibly torn, never seen by Alembic."""
     NEWER = "newer"
-    """An io-harness store from a release after 0.13: the 0.13 shape plus tables of its own."""
+    """An io-harness store from a release newer than this package knows: the newest known
+    shape plus tables or columns of its own."""
 
 
 @dataclass(frozen=True)
@@ -54,11 +68,14 @@ class Diagnosis:
     release: str | None
     """The newest upstream release whose whole shape is present (None: not even 0.1)."""
     torn_of: str | None = None
-    """The release whose open was cut short, if the shape is between two releases."""
+    """The newest release whose shape is partly present, if the shape is between releases."""
+    partial: tuple[str, ...] = ()
+    """Every release after `release` whose shape is partly present (a torn open of a newer
+    release runs some later releases' statements before earlier ones')."""
     present: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()
-    """Tables and columns unknown to 0.13 (a newer release's), never altered."""
+    """Tables and columns unknown to the newest known release (a newer one's), never altered."""
     user_version: int = 0
     tables: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
@@ -69,9 +86,12 @@ class Diagnosis:
 
     @property
     def holds_upstream_head(self) -> bool:
-        """Whether the whole 0.13 schema the Store reads is there: at 0.13 or head, untracked
-        0.13, or a newer release's store — never torn."""
-        return self.revision in (UPSTREAM_HEAD, HEAD) and self.torn_of is None
+        """Whether the whole 0.13 schema the Store, the CLI's reads and `copy` rely on is
+        there: a store at 0.13 or any later revision (whole or torn above it), or a newer
+        release's store."""
+        if self.revision not in REVISIONS:
+            return False
+        return REVISIONS.index(self.revision) >= REVISIONS.index(STORE_RELEASE)
 
     def describe(self) -> str:
         """One line for a person: what this database is."""
@@ -82,17 +102,19 @@ class Diagnosis:
         if self.kind is StoreKind.NEWER:
             shown = ", ".join(self.extra[:6]) + (" …" if len(self.extra) > 6 else "")
             return (
-                f"io-harness store newer than {UPSTREAM_HEAD} (has {shown}); "
+                f"io-harness store newer than {NEWEST_KNOWN_RELEASE} (has {shown}); "
                 f"its {UPSTREAM_HEAD} schema is complete"
             )
         base = f"io-harness {self.release} store" if self.release else "io-harness store"
         if self.torn_of:
             detail = []
             if self.present:
-                detail.append(", ".join(self.present) + " present")
+                detail.append(_listed(self.present) + " present")
             if self.missing:
-                detail.append(", ".join(self.missing) + " missing")
-            return f"{base} (torn open of {self.torn_of}: {'; '.join(detail)})"
+                detail.append(_listed(self.missing) + " missing")
+            also = [r for r in self.partial if r != self.torn_of]
+            partly = f"; {', '.join(also)} partly present too" if also else ""
+            return f"{base} (torn open of {self.torn_of}: {'; '.join(detail)}{partly})"
         return base
 
 
@@ -104,6 +126,24 @@ def read_tables(conn: Connection) -> dict[str, frozenset[str]]:
         for name in inspector.get_table_names()
         if name not in IGNORED_TABLES and not name.startswith("sqlite_")
     }
+
+
+def read_indexes(conn: Connection, tables: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    """The names of upstream's own indexes the store has (any release's), without writing."""
+    known = set(INDEXES[RELEASE_NAMES[-1]])
+    inspector = inspect(conn)
+    names = {
+        str(index["name"])
+        for table in tables
+        for index in inspector.get_indexes(table)
+        if index["name"] in known
+    }
+    return frozenset(names)
+
+
+def _listed(items: tuple[str, ...], limit: int = 8) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" … ({len(items) - limit} more)" if len(items) > limit else "")
 
 
 def read_revision(conn: Connection) -> str | None:
@@ -127,6 +167,7 @@ def _items(shape: Mapping[str, frozenset[str]]) -> set[str]:
 
 def _release_items(name: str) -> set[str]:
     items = _items(SHAPES[name])
+    items.update(f"index {index}" for index in INDEXES[name])
     if formats_at(name):
         items.add(f"user_version {CHECKPOINT_FORMAT}")
     return items
@@ -154,11 +195,10 @@ def diagnose(conn: Connection) -> Diagnosis:
                 f"alembic_version says {revision!r}, which is not a harness_store revision "
                 f"({', '.join(REVISIONS)})"
             )
-        index = REVISIONS.index(revision)
         return Diagnosis(
             StoreKind.TRACKED,
             revision,
-            RELEASE_NAMES[min(index, len(RELEASE_NAMES) - 1)],
+            release_of_revision(revision),
             user_version=user_version,
             tables=tables,
         )
@@ -166,6 +206,7 @@ def diagnose(conn: Connection) -> Diagnosis:
         return Diagnosis(StoreKind.EMPTY, None, None, user_version=user_version, tables=tables)
 
     have = _items(tables)
+    have.update(f"index {index}" for index in read_indexes(conn, tables))
     if user_version >= CHECKPOINT_FORMAT:
         have.add(f"user_version {CHECKPOINT_FORMAT}")
     known = _release_items(UPSTREAM_HEAD)
@@ -201,7 +242,8 @@ def diagnose(conn: Connection) -> Diagnosis:
             StoreKind.UPSTREAM, newest, newest, user_version=user_version, tables=tables
         )
     start = RELEASE_NAMES.index(newest) + 1 if newest else 0
-    torn_of = next(n for n in RELEASE_NAMES[start:] if _release_items(n) & beyond)
+    partial = tuple(n for n in RELEASE_NAMES[start:] if _release_items(n) & beyond)
+    torn_of = partial[-1]
     wanted = _release_items(torn_of) - base_items
     present = tuple(_order(wanted & have))
     missing = tuple(_order(wanted - have))
@@ -210,6 +252,7 @@ def diagnose(conn: Connection) -> Diagnosis:
         newest,
         newest,
         torn_of=torn_of,
+        partial=partial,
         present=present,
         missing=missing,
         user_version=user_version,
@@ -219,7 +262,7 @@ def diagnose(conn: Connection) -> Diagnosis:
 
 def _order(items: set[str]) -> list[str]:
     """Tables before their columns, otherwise alphabetical, with a table's columns folded in."""
-    tables = {i for i in items if "." not in i and not i.startswith("user_version")}
+    tables = {i for i in items if "." not in i and not i.startswith(("user_version", "index "))}
     shown = sorted(tables) + sorted(
         i for i in items if i not in tables and i.split(".")[0] not in tables
     )

@@ -41,7 +41,7 @@ from .dialects.sqlite import WRITE
 from .engine import make_engine, resolve_target, safe_url, sqlite_path, to_url
 from .errors import StoreError, StoreNotFoundError
 from .models import Base
-from .releases import HEAD, REVISIONS
+from .releases import HEAD, REVISIONS, revision_for
 
 log = logging.getLogger("harness_store.migrate")
 
@@ -311,6 +311,10 @@ def _crosses_wal_release(context: EnvironmentContext, found: Diagnosis) -> bool:
     destination = str(opts.get("destination_rev") or "")
     if destination in ("head", "heads"):
         destination = HEAD
+    try:
+        destination = revision_for(destination)  # a release name such as "0.40"
+    except KeyError:
+        return False
     if destination not in REVISIONS:
         return False
     start = REVISIONS.index(found.revision) if found.revision in REVISIONS else -1

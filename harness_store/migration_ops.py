@@ -83,11 +83,16 @@ def drop_columns(table: str, *names: str) -> None:
             op.drop_column(table, name)
 
 
-def create_index(name: str, table: str, columns: list[str]) -> None:
-    """Create an index that is not there yet."""
+def create_index(
+    name: str, table: str, columns: list[str], *, unique: bool = False, where: str | None = None
+) -> None:
+    """Create an index that is not there yet (`where`: a partial index's condition)."""
     if not _offline() and name in _indexes(table):
         return
-    op.create_index(name, table, columns)
+    partial: dict[str, Any] = {}
+    if where is not None:
+        partial = {"sqlite_where": sa.text(where), "postgresql_where": sa.text(where)}
+    op.create_index(name, table, columns, unique=unique, **partial)
 
 
 def drop_index(name: str, table: str) -> None:

@@ -453,7 +453,8 @@ def revision_for(name: str) -> str:
     minor = int(match.group(1))
     if minor > _minor(NEWEST_KNOWN_RELEASE):
         raise KeyError(
-            f"io-harness 0.{minor} is newer than {NEWEST_KNOWN_RELEASE}, the newest release harness_store knows"
+            f"io-harness 0.{minor} is newer than {NEWEST_KNOWN_RELEASE}, "
+            "the newest release harness_store knows"
         )
     if name.startswith("v") or name.count(".") > 1:
         short = f"0.{minor}"

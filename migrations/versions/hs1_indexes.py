@@ -3,7 +3,12 @@
 Upstream has no index but primary keys and memory's UNIQUE, so its recursive tree queries scan
 `runs` once per level and every per-run read scans its table. These indexes are harness_store's
 own: named `hs_…`, additive, invisible to io-harness (whose opens only create what is missing),
-and dropped again by a downgrade to 0.13.
+and dropped again by a downgrade to 0.13. Where a later release brings an index of its own that
+makes one of these redundant, that release's revision drops ours (0.30:
+`hs_sandbox_events_run_id`).
+
+Releases 0.14 … 0.17 changed no schema: their names are this revision's branch labels, so
+`alembic upgrade 0.17` lands here.
 
 Revision ID: hs1
 Revises: 0.13
@@ -15,7 +20,7 @@ from harness_store.migration_ops import create_index, drop_index
 
 revision = "hs1"
 down_revision = "0.13"
-branch_labels = None
+branch_labels = ("0.14", "0.15", "0.16", "0.17")
 depends_on = None
 
 INDEXES: tuple[tuple[str, str, list[str]], ...] = (
