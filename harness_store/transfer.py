@@ -1,6 +1,6 @@
 """Copying a whole run store into an empty database: SQLite → PostgreSQL, and back.
 
-`copy_store(source, target)` moves every row of the fourteen io-harness 0.13 tables from one
+`copy_store(source, target)` moves every row of every io-harness table the source has from one
 store to another, ids and values unchanged, and checks the row counts of both sides at the end.
 It is what `harness-store copy SRC DST` runs.
 
@@ -13,13 +13,13 @@ What it does, in order:
    wait for the copy instead). A read-only connection cannot remove a WAL store's `-wal` and
    `-shm` side files when it closes, so those may be left beside the source; they hold no data
    and the next writer reuses them. The source is never changed — not even upgraded: it must
-   already hold the whole 0.13 schema (harness_store's head revision `hs1`, or an io-harness
+   already hold the whole 0.13 schema (harness_store's revision 0.13 or later, or an io-harness
    store of 0.13 or later), else `UpgradeRequiredError` says to upgrade it first.
 2. Refuses, with `TargetNotEmptyError` and nothing changed, a target that has any table or view.
    A SQLite target that does not exist yet is created.
 3. Builds the target's schema by running the Alembic chain (`migrate.upgrade`), exactly as a new
-   store is built: the fourteen tables, harness_store's indexes, the checkpoint-format marker,
-   the `hs1` stamp.
+   store is built: every table, harness_store's indexes, the checkpoint-format marker,
+   the head stamp.
 4. In **one transaction** on the target, per table in foreign-key order (`runs` before
    `steps`): reads the source in primary-key order, `batch_size` rows at a time, and inserts
    each batch with one `executemany` of Core `insert(table)`, ids included. Then it copies the
@@ -35,9 +35,10 @@ schema step 3 built, so the target is empty again (a SQLite file the copy create
 The one exception is the check after the commit (step 5): the data is committed by then, so it
 is reported but left in place.
 
-Only the 0.13 tables and columns are copied, because the target is a 0.13 store. Tables a newer
-io-harness added (`provider_calls`, `edits`, `sessions`, …) and columns it added to 0.13 tables
-(`memory.kind`, …) are **not** copied; they are listed in `CopyReport.skipped_tables` (with
+Every table and column the models know (every release through 0.66) is copied when the source
+has it; the target is built at head, so a source of an older release leaves the later tables
+empty and the later columns at their defaults. Tables and columns of an io-harness newer than
+this package knows are **not** copied; they are listed in `CopyReport.skipped_tables` (with
 their row counts) and `CopyReport.skipped_columns`, so nothing is dropped silently.
 
 Values are copied as the driver returns them: text byte for byte (time stamps stay upstream's
@@ -59,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, MetaData, Table, func, insert, inspect, select
+from sqlalchemy import Column, Connection, Engine, MetaData, Table, func, insert, inspect, select
 from sqlalchemy import table as table_clause
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
@@ -77,7 +78,7 @@ from .errors import (
     UpgradeRequiredError,
 )
 from .models import Base, Memory, table_of
-from .releases import HEAD, UPSTREAM_HEAD
+from .releases import HEAD, NEWEST_KNOWN_RELEASE, SHAPES, STORE_RELEASE
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -155,11 +156,12 @@ class CopyReport:
         if self.skipped_tables:
             shown = ", ".join(f"{name} ({n} rows)" for name, n in self.skipped_tables.items())
             lines.append(
-                f"not copied (tables of an io-harness newer than {UPSTREAM_HEAD}): {shown}"
+                f"not copied (tables of an io-harness newer than {NEWEST_KNOWN_RELEASE}): "
+                + shown
             )
         if self.skipped_columns:
             lines.append(
-                f"not copied (columns of an io-harness newer than {UPSTREAM_HEAD}): "
+                f"not copied (columns of an io-harness newer than {NEWEST_KNOWN_RELEASE}): "
                 + ", ".join(self.skipped_columns)
             )
         return lines
@@ -170,6 +172,8 @@ class _Plan:
     """What the source holds, read in its snapshot before any row moves."""
 
     tables: tuple[Table, ...]
+    columns: dict[str, list[Column[Any]]]
+    """Per table, the columns the source has (a source of an older release lacks later ones)."""
     counts: dict[str, int]
     skipped_tables: dict[str, int]
     skipped_columns: tuple[str, ...]
@@ -254,6 +258,16 @@ def _snapshot(conn: Connection) -> Iterator[None]:
         yield
 
 
+def copied_tables(have: Mapping[str, frozenset[str]]) -> tuple[Table, ...]:
+    """The tables a copy carries, in foreign-key order: every model's the source has."""
+    return tuple(t for t in Base.metadata.sorted_tables if t.name in have)
+
+
+def copied_columns(table: Table, have: Mapping[str, frozenset[str]]) -> list[Column[Any]]:
+    """The columns of `table` a copy carries: the model's the source has."""
+    return [c for c in table.columns if c.name in have.get(table.name, ())]
+
+
 def _count(conn: Connection, name: str) -> int:
     return int(conn.execute(select(func.count()).select_from(table_clause(name))).scalar_one())
 
@@ -264,23 +278,23 @@ def _plan(src: Connection, url: URL) -> _Plan:
     shown = where(url)
     if found.kind is StoreKind.EMPTY:
         raise SchemaError(f"{shown} holds no run store (it has no tables); nothing to copy")
-    tables = tuple(Base.metadata.sorted_tables)
     have = found.tables
-    missing = [t.name for t in tables if t.name not in have] + [
-        f"{t.name}.{c.name}"
-        for t in tables
-        if t.name in have
-        for c in t.columns
-        if c.name not in have[t.name]
+    tables = copied_tables(have)
+    needed = SHAPES[STORE_RELEASE]
+    missing = [t for t in needed if t not in have] + [
+        f"{t}.{c}" for t in needed if t in have for c in sorted(needed[t]) if c not in have[t]
     ]
     if missing:
         raise UpgradeRequiredError(
-            f"{shown}: {found.describe()}; a copy needs the io-harness {UPSTREAM_HEAD} schema "
-            f"(revision {HEAD}), and it lacks {', '.join(missing)}. A copy never changes its "
-            f"source: upgrade it first with `harness-store upgrade {shown}`, then copy it"
+            f"{shown}: {found.describe()}; a copy needs the io-harness {STORE_RELEASE} schema "
+            f"(revision {STORE_RELEASE} or later), and it lacks {', '.join(missing)}. "
+            "A copy never changes its source: upgrade it first with "
+            f"`harness-store upgrade {shown}`, then copy it"
         )
     skipped_columns = tuple(
-        f"{t.name}.{name}" for t in tables for name in sorted(have[t.name] - set(t.columns.keys()))
+        f"{t.name}.{name}"
+        for t in tables
+        for name in sorted(have[t.name] - set(t.columns.keys()))
     )
     skipped_tables = {
         name: _count(src, name)
@@ -289,6 +303,7 @@ def _plan(src: Connection, url: URL) -> _Plan:
     }
     return _Plan(
         tables=tables,
+        columns={t.name: copied_columns(t, have) for t in tables},
         counts={t.name: _count(src, t.name) for t in tables},
         skipped_tables=skipped_tables,
         skipped_columns=skipped_columns,
@@ -398,7 +413,7 @@ def _copy_table(
 ) -> int:
     """Stream one table in primary-key order, `batch_size` rows per `executemany`."""
     total = plan.counts[table.name]
-    statement = select(*table.columns).order_by(*table.primary_key.columns)
+    statement = select(*plan.columns[table.name]).order_by(*table.primary_key.columns)
     result = src.execute(statement, execution_options={"yield_per": batch_size})
     done = 0
     for batch in result.partitions(batch_size):
