@@ -156,8 +156,7 @@ class CopyReport:
         if self.skipped_tables:
             shown = ", ".join(f"{name} ({n} rows)" for name, n in self.skipped_tables.items())
             lines.append(
-                f"not copied (tables of an io-harness newer than {NEWEST_KNOWN_RELEASE}): "
-                + shown
+                f"not copied (tables of an io-harness newer than {NEWEST_KNOWN_RELEASE}): " + shown
             )
         if self.skipped_columns:
             lines.append(
@@ -292,9 +291,7 @@ def _plan(src: Connection, url: URL) -> _Plan:
             f"`harness-store upgrade {shown}`, then copy it"
         )
     skipped_columns = tuple(
-        f"{t.name}.{name}"
-        for t in tables
-        for name in sorted(have[t.name] - set(t.columns.keys()))
+        f"{t.name}.{name}" for t in tables for name in sorted(have[t.name] - set(t.columns.keys()))
     )
     skipped_tables = {
         name: _count(src, name)
