@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import legacy
-from sqlalchemy import create_engine, select
+from sqlalchemy import create_engine, insert, select
 from sqlalchemy.orm import Session
 
 from harness_store import PolicyEvent, StepRecord, Store, migrate, models
@@ -52,3 +52,48 @@ def test_models_build_the_same_tables_as_the_chain(tmp_path: Path) -> None:
         assert [name for (name,) in indexes] == sorted(models.HARNESS_INDEXES)
         conn.close()
     assert shapes[0] == shapes[1]
+
+
+def test_relationships_of_the_later_tables_navigate(store_target: str) -> None:
+    """Rows of 0.18–0.65 tables are reachable from their run, session and handle."""
+    with Store.open(store_target) as store:
+        run = store.start_run("root", "f")
+        engine = store.engine
+    with engine.begin() as conn:
+        conn.execute(
+            insert(models.table_of(models.ProviderCall)),
+            [
+                {"run_id": run, "step": 1, "attempt": n, "provider": "p", "latency_ms": 5}
+                for n in (1, 2)
+            ],
+        )
+        conn.execute(
+            insert(models.table_of(models.Session)), [{"id": 7, "root": "/r", "head_turn_id": 3}]
+        )
+        conn.execute(
+            insert(models.table_of(models.SessionTurn)),
+            [{"id": 3, "session_id": 7, "run_id": run, "prompt": "hi"}],
+        )
+        conn.execute(
+            insert(models.table_of(models.ProcessHandle)),
+            [{"run_id": run, "handle": 1, "step": 1, "line": "make", "state": "running"}],
+        )
+        conn.execute(
+            insert(models.table_of(models.HandleOutput)),
+            [{"run_id": run, "handle": h, "step": 1, "chunk": f"out {h}"} for h in (1, 2)],
+        )
+        conn.execute(
+            insert(models.table_of(models.StepTurn)), [{"run_id": run, "step": 1, "calls": "[]"}]
+        )
+    with Session(engine) as session:
+        row = session.scalars(select(models.Run).where(models.Run.id == run)).one()
+        assert [c.attempt for c in row.provider_calls] == [1, 2]
+        assert [t.calls for t in row.step_turns] == ["[]"]
+        (handle,) = row.process_handles
+        assert [o.chunk for o in handle.output] == ["out 1"]
+        chat = session.get(models.Session, 7)
+        assert chat is not None and chat.head is not None and chat.head.run.id == run
+        assert [t.prompt for t in chat.turns] == ["hi"]
+        stamp = chat.created_at
+        assert len(stamp) == 24 and stamp[10] == "T" and stamp.endswith("Z")
+    engine.dispose()
