@@ -61,6 +61,7 @@ class UpgradeReport:
     url: str
     found: Diagnosis | None = None
     before: str | None = None
+    """The revision the upgrade started from (as found once it held the lock)."""
     after: str | None = None
     stamped: str | None = None
     backup: Path | None = None
@@ -76,7 +77,9 @@ class UpgradeReport:
     @property
     def changed(self) -> bool:
         """Whether this upgrade changed the store (a revision step or a stamp)."""
-        return self.stage == "done" and (self.before != self.after or self.stamped is not None)
+        if self.stage != "done" or self.raced:
+            return False
+        return self.before != self.after or self.stamped is not None
 
     def say(self, message: str) -> None:
         """Record a line, log it (the `alembic` command shows it), pass it to `on_message`."""
@@ -379,6 +382,7 @@ def _migrate(
             # again — a concurrent upgrader may have done the work while this one waited.
             backend.lock_for_upgrade(conn)
             found = diagnose(conn)
+            report.before = found.revision
             work = _needs_stamp(found) or bool(_planned(context, found))
             if not work:
                 report.raced = had_work
