@@ -1,16 +1,21 @@
 """Running the Alembic chain: from `alembic upgrade head`, from `Store.open`, from the CLI.
 
 `migrations/env.py` hands its work to `run_environment`, so the command line and the package
-share one procedure for an online upgrade of a SQLite file store:
+share one procedure for an online upgrade or downgrade (the only commands that back up, lock,
+stamp or switch anything; `check`, `current` and the like only read):
 
 1. read what the database is (`detect.diagnose`), refusing what must be refused — unchanged;
-2. take a consistent backup with SQLite's online backup API, unless told not to;
-3. switch the file to WAL first if the plan crosses 0.12 (the switch cannot run inside a
-   transaction; doing it here keeps the upgrade itself one transaction);
-4. in one `BEGIN IMMEDIATE` transaction: diagnose again (another process may have upgraded
-   meanwhile), stamp an untracked io-harness store at the release its shape matches, and run
-   every step. A process killed anywhere leaves the store as it was; a second upgrader waits on
-   the lock and then finds the work done.
+2. when there is work, `PRAGMA quick_check` a SQLite file: a damaged one is refused, unbacked;
+3. open the write transaction (`BEGIN IMMEDIATE`; PostgreSQL's first statement takes an
+   advisory lock) and diagnose again — another upgrader may have done the work meanwhile, and
+   then this one says so and writes no backup;
+4. back up a SQLite file (`backup.take_backup`), while the lock is held;
+5. stamp an untracked io-harness store at the release its shape matches and run every step;
+6. commit; only then switch a store that reached 0.12 to WAL (it cannot run in a transaction).
+
+A process killed, or a disk filling up, before the commit leaves the store as it was (a failed
+attempt's backup is removed). A caller's own connection in a transaction is used as it is: no
+lock, backup or switch of ours, and the caller commits.
 """
 
 from __future__ import annotations
