@@ -15,7 +15,7 @@ stamp or switch anything; `check`, `current` and the like only read):
 
 A process killed, or a disk filling up, before the commit leaves the store as it was (a failed
 attempt's backup is removed). A caller's own connection in a transaction is used as it is: no
-lock, backup or switch of ours, and the caller commits.
+backup or WAL switch, and the caller commits.
 """
 
 from __future__ import annotations
