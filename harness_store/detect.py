@@ -179,15 +179,16 @@ def _delta_items(name: str) -> set[str]:
     return _release_items(name) - (_release_items(RELEASE_NAMES[index - 1]) if index else set())
 
 
-def diagnose(conn: Connection) -> Diagnosis:
+def diagnose(conn: Connection, *, refuse_newer_format: bool = True) -> Diagnosis:
     """Say what the database behind `conn` is; raise a `SchemaError` for one it must refuse.
 
-    Refused, with nothing written: a newer checkpoint format (`user_version` above 7) and a
-    database whose tables are not an io-harness store.
+    Refused, with nothing written: a database whose tables are not an io-harness store, and
+    — unless `refuse_newer_format` is false (reading, as upstream reads it) — a newer
+    checkpoint format (`user_version` above 7), which must not be upgraded.
     """
     backend = backend_for(conn)
     user_version = backend.checkpoint_format(conn)
-    if user_version > CHECKPOINT_FORMAT:
+    if user_version > CHECKPOINT_FORMAT and refuse_newer_format:
         raise NewerFormatError(
             f"checkpoint format {user_version} is newer than {CHECKPOINT_FORMAT}, the newest "
             "harness_store understands; it was written by a newer io-harness — upgrade "
@@ -281,10 +282,10 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 def check_sqlite_file(path: Path, *, writable: bool = True) -> None:
     """Refuse, before SQLite touches it, a path that cannot be a run store.
 
-    A directory, an empty (0-byte) file, a file that is not SQLite, and a truncated store each
-    raise `NotADatabaseError`; when `writable`, a file without write permission raises
-    `StoreAccessError`. The file is only read. A missing path passes: creating a store there
-    is the caller's decision.
+    A directory, a file that is not SQLite, and a truncated store each raise
+    `NotADatabaseError` (a 0-byte file passes: it is an empty database); when `writable`, a
+    file without write permission raises `StoreAccessError`. The file is only read. A
+    missing path passes: creating a store there is the caller's decision.
     """
     if not path.exists():
         return
@@ -292,10 +293,7 @@ def check_sqlite_file(path: Path, *, writable: bool = True) -> None:
         raise NotADatabaseError(f"{path} is a directory, not a run store")
     size = path.stat().st_size
     if size == 0:
-        raise NotADatabaseError(
-            f"{path} is an empty file (0 bytes), not a run store; it was left as it is "
-            "(delete it to create a new store there)"
-        )
+        return  # an empty database, as SQLite, Alembic and upstream see it: nothing to protect
     with path.open("rb") as handle:
         header = handle.read(100)
     if not header.startswith(SQLITE_HEADER):

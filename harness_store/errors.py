@@ -56,3 +56,24 @@ class StoreAccessError(StoreError, PermissionError):
 
 class RunNotFoundError(StoreError, LookupError):
     """A read that upstream answers only for an existing run was asked about a missing one."""
+
+
+class MalformedStoreError(NotADatabaseError):
+    """The file is a SQLite database whose pages are damaged (`PRAGMA quick_check` failed):
+    it cannot be upgraded, and no backup of it was written."""
+
+
+class UnfinishedTransactionError(StoreError):
+    """The store has an unfinished transaction (a hot rollback journal left by a process killed
+    mid-write) that a read-only open cannot roll back; `harness-store upgrade` or any write
+    open recovers it. Nothing was changed."""
+
+
+class UpgradeFailedError(StoreError):
+    """An upgrade failed at a named stage (`stage`: "backup", "upgrade", …), typically because
+    the disk is full; `unchanged` says whether the store was left exactly as it was."""
+
+    def __init__(self, message: str, *, stage: str, unchanged: bool) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.unchanged = unchanged

@@ -1,28 +1,31 @@
 """Running the Alembic chain: from `alembic upgrade head`, from `Store.open`, from the CLI.
 
 `migrations/env.py` hands its work to `run_environment`, so the command line and the package
-share one procedure for an online upgrade of a SQLite file store:
+share one procedure for an online upgrade or downgrade (the only commands that back up, lock,
+stamp or switch anything; `check`, `current` and the like only read):
 
 1. read what the database is (`detect.diagnose`), refusing what must be refused — unchanged;
-2. take a consistent backup with SQLite's online backup API, unless told not to;
-3. switch the file to WAL first if the plan crosses 0.12 (the switch cannot run inside a
-   transaction; doing it here keeps the upgrade itself one transaction);
-4. in one `BEGIN IMMEDIATE` transaction: diagnose again (another process may have upgraded
-   meanwhile), stamp an untracked io-harness store at the release its shape matches, and run
-   every step. A process killed anywhere leaves the store as it was; a second upgrader waits on
-   the lock and then finds the work done.
+2. when there is work, `PRAGMA quick_check` a SQLite file: a damaged one is refused, unbacked;
+3. open the write transaction (`BEGIN IMMEDIATE`; PostgreSQL's first statement takes an
+   advisory lock) and diagnose again — another upgrader may have done the work meanwhile, and
+   then this one says so and writes no backup;
+4. back up a SQLite file (`backup.take_backup`), while the lock is held;
+5. stamp an untracked io-harness store at the release its shape matches and run every step;
+6. commit; only then switch a store that reached 0.12 to WAL (it cannot run in a transaction).
+
+A process killed, or a disk filling up, before the commit leaves the store as it was (a failed
+attempt's backup is removed). A caller's own connection in a transaction is used as it is: no
+backup or WAL switch, and the caller commits.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from logging.config import fileConfig
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +38,15 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
+from .backup import discard, take_backup
 from .detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
 from .dialects import backend_for, backend_named
 from .dialects.sqlite import WRITE
 from .engine import make_engine, resolve_target, safe_url, sqlite_path, to_url
-from .errors import StoreError, StoreNotFoundError
+from .errors import MalformedStoreError, StoreError, StoreNotFoundError, UpgradeFailedError
 from .models import Base
-from .releases import HEAD, REVISIONS, revision_for
+from .preflight import is_disk_full, is_malformed, malformed_message, quick_check
+from .releases import REVISIONS
 
 log = logging.getLogger("harness_store.migrate")
 
@@ -61,15 +66,32 @@ class UpgradeReport:
     url: str
     found: Diagnosis | None = None
     before: str | None = None
+    """The revision the upgrade started from (as found once it held the lock)."""
     after: str | None = None
     stamped: str | None = None
     backup: Path | None = None
     messages: list[str] = field(default_factory=list)
+    raced: bool = False
+    """The store needed work when first looked at, but another upgrade did it while this one
+    waited for the lock: this one changed nothing and wrote no backup."""
+    stage: str = "checking"
+    """How far the upgrade got: checking, backup, upgrade, done."""
+    on_message: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
+    """Called with each line as it happens (e.g. to print `found:` before anything changes)."""
+
+    @property
+    def changed(self) -> bool:
+        """Whether this upgrade changed the store (a revision step or a stamp)."""
+        if self.stage != "done" or self.raced:
+            return False
+        return self.before != self.after or self.stamped is not None
 
     def say(self, message: str) -> None:
-        """Record a line and log it (the `alembic` command shows it)."""
+        """Record a line, log it (the `alembic` command shows it), pass it to `on_message`."""
         self.messages.append(message)
         log.info("%s", message)
+        if self.on_message is not None:
+            self.on_message(message)
 
 
 def script_location() -> str:
@@ -95,21 +117,35 @@ def alembic_config(
 
 
 def upgrade(
-    target: str | URL, revision: str = "head", *, backup: bool = True, create: bool = True
+    target: str | URL,
+    revision: str = "head",
+    *,
+    backup: bool = True,
+    create: bool = True,
+    on_message: Callable[[str], None] | None = None,
 ) -> UpgradeReport:
-    """Upgrade the store at `target` to `revision`; see the module docstring for the steps."""
+    """Upgrade the store at `target` to `revision`, creating it when absent unless
+    `create=False`; see the module docstring for the steps. `on_message` gets each line of
+    the report as it happens (the first is `found: …`, before anything is changed)."""
     config = alembic_config(target, backup=backup, create=create)
-    report = UpgradeReport(safe_url(to_url(target)))
+    report = UpgradeReport(safe_url(to_url(target)), on_message=on_message)
     config.attributes[REPORT] = report
     with _RUNNING, _typed_errors(target):
         command.upgrade(config, revision)
     return report
 
 
-def downgrade(target: str | URL, revision: str, *, backup: bool = True) -> UpgradeReport:
-    """Downgrade the store at `target` to `revision` (a release name such as "0.7")."""
-    config = alembic_config(target, backup=backup)
-    report = UpgradeReport(safe_url(to_url(target)))
+def downgrade(
+    target: str | URL,
+    revision: str,
+    *,
+    backup: bool = True,
+    on_message: Callable[[str], None] | None = None,
+) -> UpgradeReport:
+    """Downgrade the store at `target` to `revision` (a release name such as "0.7"), after a
+    backup like an upgrade's: a downgrade drops the data of the releases above `revision`."""
+    config = alembic_config(target, backup=backup, create=False)
+    report = UpgradeReport(safe_url(to_url(target)), on_message=on_message)
     config.attributes[REPORT] = report
     with _RUNNING, _typed_errors(target):
         command.downgrade(config, revision)
@@ -179,6 +215,17 @@ def _is_key(table: str, column: str) -> bool:
     return model is not None and column in model.primary_key.columns
 
 
+def configure_logging(config: Config) -> None:
+    """`fileConfig` the ini's logging, when it has any (`[loggers]`, `[handlers]` and
+    `[formatters]`); a minimal ini without them leaves logging as the caller set it."""
+    name = config.config_file_name
+    if name is None:
+        return
+    parser = config.file_config
+    if all(parser.has_section(s) for s in ("loggers", "handlers", "formatters")):
+        fileConfig(name, disable_existing_loggers=False)
+
+
 def run_environment(context: EnvironmentContext) -> None:
     """The body of `migrations/env.py`."""
     if context.is_offline_mode():
@@ -209,24 +256,26 @@ def _run_offline(context: EnvironmentContext) -> None:
 
 def _run_online(context: EnvironmentContext) -> None:
     config = context.config
+    report = config.attributes.get(REPORT)
     given = config.attributes.get("connection")
     if isinstance(given, Connection):
-        _migrate(context, given, report=config.attributes.get(REPORT))
+        _migrate(context, given, report=report)
         return
     if isinstance(given, Engine):
         with given.connect() as conn:
-            _migrate(context, conn, report=config.attributes.get(REPORT))
+            _migrate(context, conn, report=report)
         return
     url = _target(context)
     path = sqlite_path(url)
+    changing = _changes_revision(context)
     if path is not None:
         check_sqlite_file(path)
-        if not path.exists() and not config.attributes.get(CREATE, True):
+        if not path.exists() and not (changing and config.attributes.get(CREATE, True)):
             raise StoreNotFoundError(f"no run store at {path}")
         if not path.parent.is_dir():
             raise StoreNotFoundError(f"cannot create a store at {path}: no directory {path.parent}")
     engine = make_engine(url)
-    report = config.attributes.get(REPORT) or UpgradeReport(safe_url(url))
+    report = report or UpgradeReport(safe_url(url))
     backup = config.attributes.get(BACKUP, True)
     if str(context.get_x_argument(as_dictionary=True).get("backup", "")).lower() in ("no", "0"):
         backup = False
@@ -235,6 +284,30 @@ def _run_online(context: EnvironmentContext) -> None:
             _migrate(context, conn, report=report, path=path, backup=backup)
     finally:
         engine.dispose()
+
+
+def _changes_revision(context: EnvironmentContext) -> bool:
+    """Whether this command is an online upgrade or downgrade — the only ones that back up,
+    lock, stamp an untracked store or switch its journal. `check`, `current`, `stamp`,
+    `revision --autogenerate` and `--sql` runs do none of that."""
+    opts = context_opts(context)
+    fn = opts.get("fn")
+    return (
+        getattr(fn, "__name__", "") in ("upgrade", "downgrade")
+        and not opts.get("as_sql")
+        and not opts.get("dont_mutate")
+    )
+
+
+STAMPING = frozenset({"do_stamp", "do_ensure_version"})
+"""The `fn` of the Alembic commands whose job is to write `alembic_version` itself."""
+
+
+def context_opts(context: EnvironmentContext) -> dict[str, Any]:
+    """The options the Alembic command gave its environment (`fn`, `as_sql`, …)."""
+    env = getattr(context, "_proxy", context)  # `alembic.context` proxies the real one
+    opts: dict[str, Any] = env.context_opts
+    return opts
 
 
 @contextmanager
@@ -248,6 +321,26 @@ def _writing(conn: Connection, write: bool) -> Iterator[None]:
         conn.info[WRITE] = previous
 
 
+@contextmanager
+def _reading(conn: Connection) -> Iterator[None]:
+    """A transaction for reads, or the caller's when one is already open."""
+    if conn.in_transaction():
+        yield
+        return
+    with conn.begin():
+        yield
+
+
+def _planned(context: EnvironmentContext, found: Diagnosis) -> list[Any]:
+    """The steps this command would run on a store found as `found` (after its stamp)."""
+    migration = context.get_context()
+    fn = migration.opts.get("fn")
+    if fn is None:
+        return []
+    heads = (found.revision,) if found.revision is not None else ()
+    return list(fn(heads, migration))
+
+
 def _migrate(
     context: EnvironmentContext,
     conn: Connection,
@@ -256,85 +349,130 @@ def _migrate(
     path: Path | None = None,
     backup: bool = False,
 ) -> None:
+    changing = _changes_revision(context)
+    fn_name = getattr(context_opts(context).get("fn"), "__name__", "")
     context.configure(
         connection=conn,
         target_metadata=Base.metadata,
         transactional_ddl=True,
         include_object=include_object,
         process_revision_directives=ignore_key_nullability,
+        # `check`, `current`, `revision --autogenerate` must not even create alembic_version;
+        # `stamp` is asked to write it.
+        dont_mutate=not changing and fn_name not in STAMPING,
     )
-    opts = context.get_context().opts
-    mutating = not opts.get("dont_mutate") and not opts.get("as_sql")
     report = report or UpgradeReport(safe_url(conn.engine.url))
-    backend = backend_for(conn)
+    external = conn.in_transaction()
+    where = str(path) if path is not None else safe_url(conn.engine.url)
 
-    with conn.begin():
+    with _stage("checking", where), _reading(conn):
         found = diagnose(conn)
     report.found = found
     report.before = found.revision
     report.say(f"found: {found.describe()}")
-    if not mutating:
+    if not changing:
         with context.begin_transaction():
             context.run_migrations()
         return
 
-    has_work = found.kind is not StoreKind.EMPTY and not found.at_head
-    if backup and has_work and path is not None and path.exists():
-        report.backup = take_backup(conn, path, found)
-        report.say(f"backup: {report.backup}")
-    if _crosses_wal_release(context, found):
-        with conn.begin():
-            switch = backend.needs_wal_switch(conn)
-        if switch:
-            backend.switch_to_wal(conn.connection.driver_connection)
-            report.say("switched the store to WAL (io-harness 0.12)")
-
-    with _writing(conn, True), context.begin_transaction():
-        found = diagnose(conn)
-        if found.kind in (StoreKind.UPSTREAM, StoreKind.NEWER) and found.revision is not None:
-            context.get_context().stamp(context.script, found.revision)
-            report.stamped = found.revision
-            report.say(f"stamped at {found.revision}")
-        context.run_migrations()
-    with conn.begin():
+    had_work = _needs_stamp(found) or bool(_planned(context, found))
+    if had_work and path is not None:
+        with _stage("checking", where), _reading(conn):
+            quick_check(conn, where)
+    backend = backend_for(conn)
+    try:
+        with _writing(conn, True), context.begin_transaction():
+            # First statement of the write transaction: serialise upgraders (SQLite's
+            # BEGIN IMMEDIATE already has; PostgreSQL takes an advisory lock), then look
+            # again — a concurrent upgrader may have done the work while this one waited.
+            backend.lock_for_upgrade(conn)
+            found = diagnose(conn)
+            report.before = found.revision
+            work = _needs_stamp(found) or bool(_planned(context, found))
+            if not work:
+                report.raced = had_work
+                if had_work:
+                    report.say("nothing to do: another upgrade finished it while this one waited")
+            keep = work and found.kind is not StoreKind.EMPTY and path is not None
+            if keep and backup and path is not None and not external:
+                report.stage = "backup"
+                report.backup = take_backup(path, found.revision or "base")
+                report.say(f"backup: {report.backup}")
+            report.stage = "upgrade"
+            if work and _needs_stamp(found):
+                context.get_context().stamp(context.script, found.revision)  # type: ignore[arg-type]
+                report.stamped = found.revision
+                report.say(f"stamped at {found.revision}")
+            context.run_migrations()
+    except BaseException as exc:
+        failed = report.stage
+        if failed == "upgrade" and report.backup is not None:
+            # The transaction rolled back: the store is what the backup holds.
+            discard(report.backup)
+            report.backup = None
+        if failed == "upgrade" and isinstance(exc, Exception) and is_disk_full(exc):
+            raise UpgradeFailedError(
+                f"{where}: the upgrade failed while migrating ({exc}); it was rolled back, so "
+                "the store is unchanged, and its backup was removed. Free some space (the "
+                "upgrade needs about the store's size for the backup plus its journal) and "
+                "run it again",
+                stage="upgrade",
+                unchanged=True,
+            ) from exc
+        raise
+    report.stage = "done"
+    if not external:
+        _switch_to_wal_after(context, conn, report)
+    with _reading(conn):
         after = diagnose(conn)
     report.after = after.revision
     report.say(f"now at {after.revision}")
 
 
-def _crosses_wal_release(context: EnvironmentContext, found: Diagnosis) -> bool:
-    """Whether this run upgrades a store from below 0.12 to 0.12 or later."""
+def _needs_stamp(found: Diagnosis) -> bool:
+    """An untracked io-harness store is stamped at its release before the chain runs."""
+    return found.kind in (StoreKind.UPSTREAM, StoreKind.NEWER) and found.revision is not None
+
+
+@contextmanager
+def _stage(stage: str, where: str) -> Iterator[None]:
+    """Raise a damaged file as `MalformedStoreError`, whatever statement met it."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        if is_malformed(exc):
+            raise MalformedStoreError(malformed_message(where, str(exc))) from exc
+        raise
+
+
+def _switch_to_wal_after(
+    context: EnvironmentContext, conn: Connection, report: UpgradeReport
+) -> None:
+    """After an upgrade to 0.12 or later has committed, switch the file to WAL (0.12's rule).
+
+    The switch cannot run inside the upgrade's transaction; running it only after the commit
+    means a failed upgrade leaves even the file header as it was. If the switch itself fails
+    (a full disk), the store is upgraded but still in its old journal mode — io-harness and
+    `Store.open` switch it on their next open — and the report says so.
+    """
     opts = context.get_context().opts
-    fn = opts.get("fn")
-    if getattr(fn, "__name__", "") != "upgrade":
-        return False
-    destination = str(opts.get("destination_rev") or "")
-    if destination in ("head", "heads"):
-        destination = HEAD
+    if getattr(opts.get("fn"), "__name__", "") != "upgrade":
+        return
+    backend = backend_for(conn)
+    with _reading(conn):
+        revision = diagnose(conn).revision
+        switch = revision in REVISIONS and REVISIONS.index(revision) >= REVISIONS.index("0.12")
+        switch = switch and backend.needs_wal_switch(conn)
+    if not switch:
+        return
     try:
-        destination = revision_for(destination)  # a release name such as "0.40"
-    except KeyError:
-        return False
-    if destination not in REVISIONS:
-        return False
-    start = REVISIONS.index(found.revision) if found.revision in REVISIONS else -1
-    return start < REVISIONS.index("0.12") <= REVISIONS.index(destination)
-
-
-def take_backup(conn: Connection, path: Path, found: Diagnosis) -> Path:
-    """Copy the store with SQLite's online backup API before it is changed; return the copy's
-    path (`<store>.<revision>-<UTC stamp>.bak`)."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    label = found.revision or "base"
-    destination = path.with_name(f"{path.name}.{label}-{stamp}.bak")
-    partial = destination.with_name(destination.name + ".partial")
-    source = conn.connection.driver_connection
-    assert isinstance(source, sqlite3.Connection)
-    copy = sqlite3.connect(partial)
-    try:
-        source.backup(copy)
-    finally:
-        copy.close()
-    # Only a whole copy ever carries the backup's name: a kill above leaves a `.partial`.
-    os.replace(partial, destination)
-    return destination
+        backend.switch_to_wal(conn.connection.driver_connection)
+    except Exception as exc:
+        report.say(
+            f"the upgrade committed, but switching the store to WAL failed ({exc}); "
+            "io-harness or Store.open switches it on the next open"
+        )
+        return
+    report.say("switched the store to WAL (io-harness 0.12)")

@@ -119,15 +119,10 @@ def lower_checkpoint_format() -> None:
 
 
 def switch_to_wal() -> None:
-    """Switch a file store to WAL (0.12). The switch cannot run inside a transaction, so it runs
-    in an autocommit block, and only when the store is not in WAL already — harness_store's own
-    upgrade switches first, before its transaction opens, so an upgrade stays one transaction."""
-    backend = _backend()
-    statements = backend.wal_sql()
-    if not statements:
-        return
-    if not _offline() and not backend.needs_wal_switch(op.get_bind()):
-        return
-    with op.get_context().autocommit_block():
-        for statement in statements:
+    """0.12's switch of a file store to WAL. The switch cannot run inside a transaction, so
+    online it is left to `harness_store.migrate`, which switches only after the upgrade has
+    committed (a failed upgrade leaves even the file header as it was); offline (`--sql`) the
+    statement is emitted where 0.12 stands in the chain."""
+    if _offline():
+        for statement in _backend().wal_sql():
             op.execute(statement)

@@ -4,15 +4,14 @@ The target is `-x db=PATH_OR_URL`, else `$HARNESS_STORE_URL`, else `sqlite:///ru
 What the database is (fresh, an io-harness store of some release, torn, newer, foreign) is found
 out by `harness_store.detect`; the procedure lives in `harness_store.migrate.run_environment`,
 so `alembic upgrade head`, `Store.open` and `harness-store upgrade` share it.
-"""
 
-from logging.config import fileConfig
+Logging is configured from the ini only when it has logging sections: a two-line ini
+(`[alembic]` + `script_location = harness_store:migrations`) is enough to run the chain.
+"""
 
 from alembic import context
 
-from harness_store.migrate import run_environment
+from harness_store.migrate import configure_logging, run_environment
 
-if context.config.config_file_name is not None:
-    fileConfig(context.config.config_file_name, disable_existing_loggers=False)
-
+configure_logging(context.config)
 run_environment(context)

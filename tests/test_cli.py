@@ -449,7 +449,7 @@ def make_bad(kind: str, tmp_path: Path) -> Path:
 BAD = {
     "missing": "no run store at",
     "directory": "is a directory",
-    "empty-file": "empty file",
+    "empty-file": "empty database (no tables)",
     "text-file": "not a SQLite database",
     "foreign": "not an io-harness run store",
     "newer-format": "checkpoint format 8 is newer",
@@ -460,7 +460,7 @@ BAD = {
 @pytest.mark.parametrize("kind", BAD)
 @pytest.mark.parametrize("command", ["inspect", "runs", "upgrade"])
 def test_not_a_store_is_one_line_and_exit_3(tmp_path: Path, kind: str, command: str) -> None:
-    if kind == "empty-database" and command in ("inspect", "upgrade"):
+    if kind in ("empty-database", "empty-file") and command in ("inspect", "upgrade"):
         pytest.skip("an empty SQLite database is inspectable, and upgrade creates a store in it")
     path = make_bad(kind, tmp_path)
     before = digest(path) if path.is_file() else None

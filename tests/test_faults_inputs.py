@@ -80,12 +80,6 @@ def random_bytes(directory: Path, copy: Callable[[str], Path]) -> Path:
     return path
 
 
-def empty(directory: Path, copy: Callable[[str], Path]) -> Path:
-    path = directory / "empty.sqlite3"
-    path.touch()
-    return path
-
-
 def moved_fixture(directory: Path, copy: Callable[[str], Path], name: str) -> Path:
     source = copy(name)
     path = directory / source.name
@@ -159,20 +153,9 @@ def newer_format(directory: Path, copy: Callable[[str], Path]) -> Path:
     return path
 
 
-def newer_format_at_head(directory: Path, copy: Callable[[str], Path]) -> Path:
-    path = directory / "v8-head.sqlite3"
-    with Store.open(path) as store:
-        store.start_run("a run", "f.txt")
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 8")
-    conn.close()
-    return path
-
-
 BAD_FILES: dict[str, tuple[Maker, type[StoreError]]] = {
     "not-sqlite": (not_sqlite, NotADatabaseError),
     "random-bytes": (random_bytes, NotADatabaseError),
-    "empty-file": (empty, NotADatabaseError),
     "truncated-to-half": (truncated_half, NotADatabaseError),
     "truncated-in-header": (truncated_header, NotADatabaseError),
     "directory": (a_directory, NotADatabaseError),
@@ -181,7 +164,6 @@ BAD_FILES: dict[str, tuple[Maker, type[StoreError]]] = {
     "other-application": (other_application, ForeignDatabaseError),
     "other-application-with-runs": (other_application_with_runs, ForeignDatabaseError),
     "user-version-8": (newer_format, NewerFormatError),
-    "user-version-8-at-head": (newer_format_at_head, NewerFormatError),
 }
 
 

@@ -120,3 +120,7 @@ class Backend(ABC):
     def begin_write_sql(self) -> str | None:
         """The statement that opens a write transaction on a raw driver connection, if any."""
         return None
+
+    def lock_for_upgrade(self, conn: Connection) -> None:  # noqa: B027 - nothing to lock
+        """Serialise upgrades of one database: the first statement of the upgrade's
+        transaction. SQLite's `BEGIN IMMEDIATE` already holds the write lock."""

@@ -28,6 +28,10 @@ from .base import Backend
 FORMAT_TABLE = "harness_user_version"
 """PostgreSQL's stand-in for `PRAGMA user_version`: one row, one INTEGER."""
 
+UPGRADE_LOCK = (0x68735F75, 1)
+"""The transaction-scoped advisory lock (two-key form) that serialises upgrades of one
+database ('hs_u'; the two-key space never meets single-key locks)."""
+
 MEMORY_KEY_BYTES = 2600
 """What a btree entry of memory's UNIQUE(workspace, key) can hold (PostgreSQL's limit is
 about a third of an 8 KB page, after compression; this stays under it for any text)."""
@@ -155,3 +159,7 @@ class PostgreSQLBackend(Backend):
                 f"steps.run_id REFERENCES runs(id)): {message}"
             )
         return None
+
+    def lock_for_upgrade(self, conn: Connection) -> None:
+        """Wait for any other upgrader of this database, until this transaction ends."""
+        conn.execute(text(f"SELECT pg_advisory_xact_lock({UPGRADE_LOCK[0]}, {UPGRADE_LOCK[1]})"))

@@ -19,6 +19,7 @@ from ..engine import make_engine, read_only_url, sqlite_path, to_url, where
 from ..errors import StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
+from ..preflight import check_readable
 from ..releases import HEAD, UPSTREAM_HEAD
 from .events import EventsMixin
 from .memory import MemoryMixin
@@ -96,10 +97,11 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
             if not path.exists():
                 raise StoreNotFoundError(f"no run store at {path}")
             check_sqlite_file(path, writable=False)
+            check_readable(path)  # a hot journal: say so, not "readonly database"
         store = cls(read_only_url(url))
         try:
             with store._read() as conn:
-                found = diagnose(conn)
+                found = diagnose(conn, refuse_newer_format=False)
             if not found.holds_upstream_head:
                 raise UpgradeRequiredError(
                     f"{where(url)}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} "
@@ -122,9 +124,9 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
 
     def _ensure_schema(self, *, upgrade: bool, backup: bool) -> None:
         with self._read() as conn:
-            at_head = read_revision(conn) == HEAD and (
-                self._backend.checkpoint_format(conn) <= CHECKPOINT_FORMAT
-            )
+            # A newer checkpoint format at head opens, as upstream opens it; only resuming
+            # its runs is refused (`check_resumable`).
+            at_head = read_revision(conn) == HEAD
             if not at_head:
                 found = diagnose(conn)
         if not at_head:

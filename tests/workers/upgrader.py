@@ -3,7 +3,8 @@ command's own entry point.
 
     python upgrader.py MODE PATH BARRIER_DIR NAME
 
-MODE is `store` (`Store.open`, which upgrades) or `alembic` (`alembic.config.main`, what the
+MODE is `store` (`Store.open`, which upgrades), `report` (`migrate.upgrade`, printing
+`done changed=… raced=… backup=…` from its report) or `alembic` (`alembic.config.main`, what the
 `alembic` console script runs, with `-c alembic.ini -x db=PATH upgrade head`). Everything is
 imported first; then the process creates BARRIER_DIR/ready-NAME, waits for BARRIER_DIR/go and
 upgrades. Logging goes to stderr at INFO, so the parent sees every migration step it ran.
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import alembic.config
 
-import harness_store.migrate  # noqa: F401  (imported before the barrier)
+import harness_store.migrate  # imported before the barrier
 from harness_store import Store
 
 INI = Path(__file__).resolve().parents[2] / "alembic.ini"
@@ -46,6 +47,12 @@ def main() -> None:
         report = store.upgrade_report
         store.close()
         print(f"done store stamped={getattr(report, 'stamped', None)}", flush=True)
+    elif mode == "report":
+        report = harness_store.migrate.upgrade(path)
+        print(
+            f"done changed={report.changed} raced={report.raced} backup={report.backup}",
+            flush=True,
+        )
     else:
         alembic.config.main(argv=["-c", str(INI), "-x", f"db={path}", "upgrade", "head"])
         print(f"done alembic {time.monotonic() - began:.3f}", flush=True)
