@@ -331,3 +331,34 @@ def test_checkpoint_step_of_a_caller_without_a_lease_is_0_13s(store: Store) -> N
     with store.engine.connect() as conn:
         lease = conn.execute(select(m.RunLease.owner, m.RunLease.generation)).one()
     assert tuple(lease) == ("1-2-3", 4)
+
+
+# --- the pin guard under concurrent writers (real processes) ---------------------------------
+
+
+def test_a_pin_holds_against_writers_in_other_processes(store: Store, store_target: str) -> None:
+    """The pin check is part of the write statement, so once a pin commits no writer in any
+    process overwrites the entry — not even one whose write was already in flight."""
+    from workers.procs import Worker
+
+    runs = [store.start_run(f"writer {i}", "f") for i in range(3)]
+    store.memory_put(WS, "k", "before the writers", runs[0], 0)
+    workers = [Worker.script("pinned_writer.py", store_target, run, WS, "k") for run in runs]
+    try:
+        for worker in workers:
+            worker.wait_line("ready", timeout=60)
+            worker.wait_line("3", timeout=60)
+        mem = m.Memory
+        with store.engine.begin() as conn:
+            conn.execute(update(mem).where(mem.workspace == WS, mem.key == "k").values(pinned=1))
+            at_pin = conn.execute(select(mem.value).where(mem.key == "k")).scalar_one()
+        seen = [len(worker.numbers()) for worker in workers]
+        for worker, count in zip(workers, seen, strict=True):
+            worker.wait_line(str(count + 20), timeout=60)
+    finally:
+        for worker in workers:
+            worker.kill()
+    assert raw_entry(store, "k") == (at_pin, "fact", 1)
+    # Each writer run took exactly one restore point, at its first write; refusals took none.
+    taken = [(run, key, step) for run, key, step, *_ in snapshots(store)]
+    assert taken == [(runs[0], "k", 0)] + [(run, "k", 1) for run in runs[1:]]
