@@ -1,4 +1,4 @@
-"""Benchmark 4: upgrading a 0.1 store to head.
+"""Benchmark 4: upgrading a 0.1 store to head (0.65), and a no-op upgrade.
 
 Two 0.1 stores, built as io-harness 0.1 leaves them (tests/legacy.py `open_as(conn, "0.1")`,
 rollback journal, no indexes) and then bulk-filled: 10,000 and 1,000,000 steps, 10 per run.
@@ -81,8 +81,18 @@ def build_v01(cfg: Config, steps: int) -> Path:
     return path
 
 
+def rootpages(path: Path) -> dict[str, int]:
+    """Each table's and index's first page: a table rewritten by an upgrade would move."""
+    conn = sqlite3.connect(path)
+    try:
+        return dict(conn.execute("SELECT name, rootpage FROM sqlite_master WHERE rootpage > 0"))
+    finally:
+        conn.close()
+
+
 def run(cfg: Config) -> list[Table]:
     from harness_store.migrate import upgrade
+    from harness_store.releases import HEAD
 
     sizes = cfg.pick((10_000, 1_000_000), (10_000, 100_000))
     small, large = sizes
@@ -103,7 +113,7 @@ def run(cfg: Config) -> list[Table]:
             start = time.perf_counter()
             report = upgrade(path, revision, backup=backup)
             elapsed = time.perf_counter() - start
-            if report.after != ("hs1" if revision == "head" else revision):
+            if report.after != (HEAD if revision == "head" else revision):
                 raise AssertionError(f"upgrade ended at {report.after}")
             remove_store(path)
             if report.backup is not None:
@@ -115,6 +125,7 @@ def run(cfg: Config) -> list[Table]:
     def command(n: int) -> Any:
         def block() -> float:
             path = fresh(n)
+            before = rootpages(path)
             argv = [sys.executable, "-m", "alembic", "-x", f"db={path}", "-x", "backup=no"]
             start = time.perf_counter()
             subprocess.run([*argv, "upgrade", "head"], cwd=REPO, check=True, capture_output=True)
@@ -122,8 +133,10 @@ def run(cfg: Config) -> list[Table]:
             with sqlite3.connect(path) as conn:
                 (version,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
             conn.close()
-            if version != "hs1":
+            if version != HEAD:
                 raise AssertionError(f"`alembic upgrade head` ended at {version}")
+            if not before.items() <= rootpages(path).items():
+                raise AssertionError("the upgrade rewrote a table (a root page moved)")
             remove_store(path)
             return elapsed
 
@@ -163,8 +176,29 @@ def run(cfg: Config) -> list[Table]:
     rows("in process, no backup", measure("in process", lambda n: in_process(n, False)))
     rows("in process, with backup", measure("with backup", lambda n: in_process(n, True)))
     rows(
-        "in process, to 0.13 only (no hs1 indexes)",
+        "in process, to 0.13 only (no index builds)",
         measure("to 0.13 only", lambda n: in_process(n, False, "0.13")),
+    )
+
+    say("upgrade: a no-op `alembic upgrade head` on a store already at head")
+    done = fresh(large)
+    upgrade(done, backup=False)
+    noop = []
+    for _ in range(rounds):
+        argv = [sys.executable, "-m", "alembic", "-x", f"db={done}", "-x", "backup=no"]
+        start = time.perf_counter()
+        subprocess.run([*argv, "upgrade", "head"], cwd=REPO, check=True, capture_output=True)
+        noop.append(time.perf_counter() - start)
+    remove_store(done)
+    table.add(
+        f"{large:,}",
+        "no-op `alembic upgrade head` (already at head), new process",
+        fmt_time(median(noop)),
+        spread(noop),
+        "",
+        "",
+        "< 1 s",
+        table.check("a no-op `alembic upgrade head` stays under a second", median(noop) < 1.0),
     )
 
     say("upgrade: reference timings of the index build alone")
@@ -188,6 +222,7 @@ def run(cfg: Config) -> list[Table]:
         "",
     )
     table.notes += [
+        "every command run checks that no table or index moved its root page (none rewritten)",
         f"0.1 stores: {STEPS_PER_RUN} steps per run, result ~200 B, rollback journal; each "
         f"upgrade on a fresh copy flushed to disk; {rounds} rounds after a warm-up, sizes "
         "interleaved",

@@ -173,6 +173,12 @@ def _release_items(name: str) -> set[str]:
     return items
 
 
+def _delta_items(name: str) -> set[str]:
+    """What release `name` itself added to the release before it."""
+    index = RELEASE_NAMES.index(name)
+    return _release_items(name) - (_release_items(RELEASE_NAMES[index - 1]) if index else set())
+
+
 def diagnose(conn: Connection) -> Diagnosis:
     """Say what the database behind `conn` is; raise a `SchemaError` for one it must refuse.
 
@@ -242,7 +248,7 @@ def diagnose(conn: Connection) -> Diagnosis:
             StoreKind.UPSTREAM, newest, newest, user_version=user_version, tables=tables
         )
     start = RELEASE_NAMES.index(newest) + 1 if newest else 0
-    partial = tuple(n for n in RELEASE_NAMES[start:] if _release_items(n) & beyond)
+    partial = tuple(n for n in RELEASE_NAMES[start:] if _delta_items(n) & beyond)
     torn_of = partial[-1]
     wanted = _release_items(torn_of) - base_items
     present = tuple(_order(wanted & have))

@@ -24,6 +24,7 @@ from workers.procs import Worker, alembic_argv, wait_for_file
 from harness_store import StepRecord, Store
 from harness_store.errors import StoreLockedError
 from harness_store.formats import BUSY_TIMEOUT_SECONDS
+from harness_store.releases import REVISIONS
 
 WRITERS = 4
 READERS = 2
@@ -332,7 +333,7 @@ def test_two_threads_upgrade_two_stores_at_once(tmp_path: Path) -> None:
         results = attempt_all({str(p): (lambda p=p, b=barrier: open_at_once(p, b)) for p in paths})
         for path in paths:
             outcome, _ = results[str(path)]
-            if outcome != "hs1":
+            if outcome != "0.65":
                 problems.append(f"round {round_}, {path.name}: {outcome!r}")
             made = sorted(tmp_path.glob(path.name + ".*.bak"))
             if len(made) != 1:
@@ -374,7 +375,7 @@ def test_two_processes_upgrade_the_same_store(
 ) -> None:
     """Two processes start upgrading the same 50k-step 0.1 store at the same instant (a file
     barrier): one upgrades, the other waits on the lock and finds the work done. Neither fails,
-    every step runs exactly once, one `alembic_version` row = hs1, rows intact."""
+    every step runs exactly once, one `alembic_version` row = head, rows intact."""
     path = tmp_path / "runs.sqlite3"
     shutil.copyfile(big_0_1.path, path)
     barrier = tmp_path / "barrier"
@@ -392,17 +393,17 @@ def test_two_processes_upgrade_the_same_store(
         assert racer.finish(timeout=120) == 0, racer.stderr
         assert racer.lines and racer.lines[-1].startswith("done"), racer.stderr
         steps += MIGRATION_STEP.findall(racer.stderr)
-    chain = [("", "0.1")] + [(f"0.{n}", f"0.{n + 1}") for n in range(1, 13)] + [("0.13", "hs1")]
+    chain = list(zip(("", *REVISIONS[:-1]), REVISIONS, strict=True))
     applied = sorted(set(steps), key=steps.index)
     assert len(steps) == len(applied), f"a migration step ran twice: {steps}"
     assert set(applied) <= set(chain)
-    assert ("0.13", "hs1") in applied
+    assert ("0.64", "0.65") in applied
     stamps = sum(racer.stderr.count("stamped at ") for racer in racers)
     assert stamps == 1, "exactly one process stamps the untracked store"
     assert whole_revision(path, big_0_1) == "head"
     conn = connect(path)
     try:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("hs1",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0.65",)]
         for table, columns in legacy.column_names(conn).items():
             assert len(columns) == len(set(columns)), table
         assert indexes(conn) == big_0_1.head_indexes

@@ -1407,7 +1407,7 @@ def test_an_old_store_is_upgraded_on_open_with_a_backup(tmp_path: Path, release:
         assert report is not None
         assert report.before == release
         assert report.stamped == release
-        assert report.after == "hs1"
+        assert report.after == "0.65"
         backup = Path(report.backup)
         assert backup.parent == path.parent and backup.name.startswith(path.name)
         assert backup.exists()

@@ -57,7 +57,6 @@ def upgrade() -> None:
         sa.Column("lines_added", INT, nullable=False),
         sa.Column("lines_removed", INT, nullable=False),
         sa.Column("at", sa.Text(), nullable=False, server_default=datetime_now()),
-        sa.Column("hunk", sa.Text()),
     )
 
 

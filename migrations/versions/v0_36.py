@@ -50,7 +50,6 @@ def upgrade() -> None:
         sa.Column("memory_removed", sa.Text(), nullable=False),
         sa.Column("queue_cleared", sa.Text(), nullable=False),
         sa.Column("at", sa.Text(), nullable=False, server_default=stamp_now()),
-        sa.Column("undid_step", INT),
     )
     create_index(
         "memory_snapshots_entry", "memory_snapshots", ["run_id", "workspace", "key"], unique=True
