@@ -360,5 +360,5 @@ def test_a_pin_holds_against_writers_in_other_processes(store: Store, store_targ
             worker.kill()
     assert raw_entry(store, "k") == (at_pin, "fact", 1)
     # Each writer run took exactly one restore point, at its first write; refusals took none.
-    taken = [(run, key, step) for run, key, step, *_ in snapshots(store)]
+    taken = sorted((run, key, step) for run, key, step, *_ in snapshots(store))
     assert taken == [(runs[0], "k", 0)] + [(run, "k", 1) for run in runs[1:]]
