@@ -342,13 +342,16 @@ class Observation:
 
 @dataclass(frozen=True)
 class MemoryEntry:
-    """One durable memory entry of a workspace, with the run and step that wrote it."""
+    """One durable memory entry of a workspace, with the run and step that wrote it; its
+    kind (`fact` or `decision`) and whether a person pinned it (0.30)."""
 
     key: str
     value: str
     run_id: int
     step: int
     created_at: str
+    kind: str = "fact"
+    pinned: bool = False
 
 
 @dataclass(frozen=True)
@@ -374,6 +377,8 @@ class SpawnRow:
     needle: str
     max_steps: int | None = None
     deny_write: str = "[]"
+    as_name: str = ""
+    """The name the child was given in its tree (0.60); '' for a child spawned before."""
 
 
 @dataclass(frozen=True)

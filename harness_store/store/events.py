@@ -99,14 +99,18 @@ class EventsMixin(StoreBase):
         )
         return self._rows(statement, Pending)
 
-    def resolve_pending(self, request_id: int, decision: str) -> None:
-        """Mark a pending action decided, so a resume knows what the human chose."""
+    def resolve_pending(self, request_id: int, decision: str) -> bool:
+        """Decide a pending action, so a resume knows what the human chose; True if this call
+        decided it. A request is decided once (0.33): a second decision, or one for a request
+        that does not exist, changes nothing and returns False."""
+        p = m.PendingApproval
         with self._write() as conn:
-            conn.execute(
-                update(m.PendingApproval)
-                .where(m.PendingApproval.id == request_id)
+            changed = conn.execute(
+                update(p)
+                .where(p.id == request_id, p.resolved.is_(None))
                 .values(resolved=text(decision, "decision"))
-            )
+            ).rowcount
+        return bool(changed == 1)
 
     # --- agents, sandbox, checkpoints ----------------------------------------------------
 

@@ -6,7 +6,18 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, insert, literal_column, select, text, tuple_, update
+from sqlalchemy import (
+    Select,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal_column,
+    select,
+    text,
+    tuple_,
+    update,
+)
 
 from .. import models as m
 from ..errors import InvalidValueError, ResumeError, RunNotFoundError
@@ -30,6 +41,12 @@ STEP_COLUMNS = ("run_id", "step", "decision", "result", "prompt", "tool_call", "
 """The columns a step row is written with (the rest take upstream's defaults)."""
 
 STEP_TEXT_COLUMNS = ("decision", "result", "prompt", "tool_call")
+
+PAUSING_OUTCOMES = frozenset({"awaiting_approval", "awaiting_plan"})
+"""Outcomes that leave a run waiting for a person: paused, no summary (the plan gate's 0.31)."""
+
+REPLY_TURN = "reply"
+"""`runs.turn_kind` of a session turn that answered rather than acted (0.37)."""
 
 
 def step_values(run_id: int, step: StepRecord) -> dict[str, Any]:
@@ -74,8 +91,14 @@ def last_step_of(run_id: int) -> Select[int]:
 
 
 def tokens_of(run_id: int) -> Select[int]:
-    """`SUM(tokens)` of a run's steps, 0 without steps."""
-    return select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
+    """What a run spent, as upstream counts it since 0.37: a reply turn (`turn_kind` 'reply')
+    commits no steps, so its provider calls' `total_tokens`; any other run, `SUM(tokens)` of
+    its steps. 0 when there is nothing to sum."""
+    calls = m.ProviderCall
+    reply = select(m.Run.turn_kind).where(m.Run.id == run_id).scalar_subquery() == REPLY_TURN
+    by_calls = select(func.coalesce(func.sum(calls.total_tokens), 0)).where(calls.run_id == run_id)
+    by_steps = select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
+    return select(case((reply, by_calls.scalar_subquery()), else_=by_steps.scalar_subquery()))
 
 
 class RunsMixin(StoreBase):
@@ -189,7 +212,8 @@ class RunsMixin(StoreBase):
         return int(self._scalar(last_step_of(run_id)))
 
     def spent_tokens(self, run_id: int) -> int:
-        """Total tokens across the run's steps — the durable spend restored on resume."""
+        """The run's durable spend, restored on resume: its steps' tokens, or for a reply turn
+        (0.37) its provider calls' total tokens."""
         return token_sum(self._scalar(tokens_of(run_id)))
 
     def canonical_trace(self, run_id: int) -> str:
@@ -263,11 +287,11 @@ class RunsMixin(StoreBase):
     # --- finishing -----------------------------------------------------------------------
 
     def finish_run(self, run_id: int, outcome: str) -> None:
-        """Record the outcome and derive the status: `awaiting_approval` pauses the run, any
-        other outcome completes it and writes its `run_outcomes` summary — in one transaction,
-        so a crash never leaves an outcome without its summary."""
+        """Record the outcome and derive the status: `awaiting_approval` or `awaiting_plan`
+        (0.31) pauses the run, any other outcome completes it and writes its `run_outcomes`
+        summary — in one transaction, so a crash never leaves an outcome without its summary."""
         outcome = check_text(outcome, "outcome")
-        status = "paused" if outcome == "awaiting_approval" else "completed"
+        status = "paused" if outcome in PAUSING_OUTCOMES else "completed"
         with self._write() as conn:
             changed = conn.execute(
                 update(m.Run).where(m.Run.id == run_id).values(outcome=outcome, status=status)
@@ -317,8 +341,9 @@ class RunsMixin(StoreBase):
     # --- resume --------------------------------------------------------------------------
 
     def check_resumable(self, run_id: int) -> None:
-        """Raise `ResumeError` if the store's checkpoint format is newer than 7 or the run does
-        not exist. A completed run is resumable (as a no-op)."""
+        """Raise `ResumeError` if the store's checkpoint format is newer than 7, the run does
+        not exist, or it is a reply turn that was still answering (0.37: it committed no step,
+        so there is nothing to continue). A completed run is resumable (as a no-op)."""
         with self._read() as conn:
             version = self._backend.checkpoint_format(conn)
             if version > CHECKPOINT_FORMAT:
@@ -326,9 +351,16 @@ class RunsMixin(StoreBase):
                     f"checkpoint format {version} is newer than supported {CHECKPOINT_FORMAT}; "
                     "upgrade harness_store to resume this run"
                 )
-            exists = conn.execute(select(m.Run.id).where(m.Run.id == run_id)).first()
-        if exists is None:
+            found = conn.execute(
+                select(m.Run.turn_kind, m.Run.status).where(m.Run.id == run_id)
+            ).first()
+        if found is None:
             raise ResumeError(f"no run with id {run_id} in the store")
+        if tuple(found) == (REPLY_TURN, "running"):
+            raise ResumeError(
+                f"run {run_id} is a conversational turn that was answering when it stopped; it "
+                "committed no step, so there is nothing to continue — take the turn again"
+            )
 
     def record_run_policy(self, run_id: int, policy: Mapping[str, Any] | str) -> None:
         """Record the policy a run was started under (JSON text or a mapping), replacing any

@@ -119,8 +119,10 @@ class TreesMixin(StoreBase):
         needle: str,
         max_steps: int | None,
         deny_write_json: str,
+        as_name: str = "",
     ) -> None:
-        """Persist a spawned child's contract, so a replayed spawn step adopts the child."""
+        """Persist a spawned child's contract, so a replayed spawn step adopts the child; with
+        the name it was given in its tree (0.60, upstream's last argument; '' when unnamed)."""
         with self._write() as conn:
             conn.execute(
                 insert(m.Spawn).values(
@@ -132,6 +134,7 @@ class TreesMixin(StoreBase):
                     needle=text(needle, "needle"),
                     max_steps=opt_u32(max_steps, "max_steps"),
                     deny_write=text(deny_write_json, "deny_write_json"),
+                    as_name=text(as_name, "as_name"),
                 )
             )
 
@@ -139,7 +142,15 @@ class TreesMixin(StoreBase):
         """The child spawned by `parent_run_id` at `step` for `goal`, if any (the first one)."""
         s = m.Spawn
         statement = (
-            select(s.child_run_id, s.goal, s.verify_file, s.needle, s.max_steps, s.deny_write)
+            select(
+                s.child_run_id,
+                s.goal,
+                s.verify_file,
+                s.needle,
+                s.max_steps,
+                s.deny_write,
+                s.as_name,
+            )
             .where(s.parent_run_id == parent_run_id, s.step == step, s.goal == goal)
             .order_by(s.id)
             .limit(1)
