@@ -114,7 +114,8 @@ def write(st: Store) -> dict[str, int]:
     st.record_checkpoint_event(CheckpointEvent.skipped(root, 1))
     st.record_checkpoint_event(CheckpointEvent.checkpoint(root, 3))
 
-    st.record_event(root, PolicyEvent.refusal(2, "write", "secrets/key.txt").with_rule("secrets/*", "base"))  # fmt: skip
+    refusal = PolicyEvent.refusal(2, "write", "secrets/key.txt")
+    st.record_event(root, refusal.with_rule("secrets/*", "base"))
     st.record_event(root, PolicyEvent.decision(1, "write", "src/a.rs", "approve", "stdin")
                     .with_performed("src/sandbox/a.rs"))  # fmt: skip
     st.record_event(root, PolicyEvent.decision(2, "write", "src/b.rs", "approve", "remembered"))
@@ -127,8 +128,8 @@ def write(st: Store) -> dict[str, int]:
     st.resolve_pending(req3, "approve")
 
     st.record_sandbox_event(SandboxEvent.create(root, 1, "linux-namespaces"))
-    st.record_sandbox_event(SandboxEvent.exec(root, 2, "linux-namespaces",
-                                              "rustc --edition 2021 /tmp/x/main.rs -o 'a b'"))  # fmt: skip
+    argv = "rustc --edition 2021 /tmp/x/main.rs -o 'a b'"
+    st.record_sandbox_event(SandboxEvent.exec(root, 2, "linux-namespaces", argv))
     st.record_sandbox_event(SandboxEvent.cap_hit(root, 2, "cpu"))
     st.record_sandbox_event(SandboxEvent.gate_phase_failed(root, 2, "criterion-compile"))
     st.record_sandbox_event(SandboxEvent.destroy(root, 3))
