@@ -163,3 +163,14 @@ def differences(ours: Any, theirs: Any, path: str = "") -> list[str]:
     if ours != theirs or type(ours) is not type(theirs):
         return [f"{path}: harness_store {ours!r:.300} != oracle {theirs!r:.300}"]
     return []
+
+
+def refusals(value: Any, path: str = "") -> list[str]:
+    """Where a dump holds a getter's refusal (`{"error": …}`), with the message."""
+    if isinstance(value, dict):
+        if set(value) == {"error"}:
+            return [f"{path}: {value['error']}"]
+        return [r for k, v in value.items() for r in refusals(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [r for i, v in enumerate(value) for r in refusals(v, f"{path}[{i}]")]
+    return []
