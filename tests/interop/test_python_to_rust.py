@@ -93,6 +93,18 @@ def test_a_python_written_store_is_the_store_upstream_writes(
     assert stored == [(transcript["policy_json"],), (transcript["permissive_json"],)]
 
 
+def test_postgresql_reads_the_same_writes_as_upstream_reads_them(
+    py_store: Path, pg_url: str, oracles: Oracles
+) -> None:
+    """The same script through a Store on PostgreSQL reads back, field for field, as the 0.13
+    oracle reads the SQLite store it wrote (the clock aside)."""
+    with Store.open(pg_url) as store:
+        assert pywriter.write(store) == {"root": 1, "child": 2, "crash": 3, "stuck": 4}
+        ours = without_clock(harness_dump(store))
+    theirs = without_clock(oracles.dump(HEAD_RELEASE, py_store))
+    assert differences(ours, theirs) == []
+
+
 def test_upstream_resumes_python_written_runs(py_store: Path, oracles: Oracles) -> None:
     transcript = oracles.json(HEAD_RELEASE, "resume", py_store)
     # the crashed run is re-driven; the paused child is approved and continued
