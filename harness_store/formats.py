@@ -36,6 +36,7 @@ TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%fZ"
 """SQLite `strftime` format of every stamp upstream writes (`started_at`, `created_at`, …)."""
 
 U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
 I64_MAX = 2**63 - 1
 I64_MIN = -(2**63)
 
@@ -56,6 +57,26 @@ def u64(value: int, name: str) -> int:
     if not 0 <= value <= I64_MAX:
         raise InvalidValueError(f"{name} must be between 0 and {I64_MAX}, got {value}")
     return value
+
+
+def wrapped_u64(value: int, name: str) -> int:
+    """A `u64` upstream writes with a wrapping `as i64` cast (MCP `millis`, context
+    `est_tokens` and `reported_tokens`): any value up to 2⁶⁴ − 1 is taken, and the stored
+    integer is its two's-complement `i64`, exactly the bits io-harness writes."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidValueError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value <= U64_MAX:
+        raise InvalidValueError(f"{name} must be between 0 and {U64_MAX}, got {value}")
+    return value - 2**64 if value > I64_MAX else value
+
+
+def unwrapped_u64(stored: int | None) -> int | None:
+    """Read back a `wrapped_u64` column as upstream does (`as u64`): a negative integer is
+    the high half of the unsigned range."""
+    if stored is None:
+        return None
+    value = int(stored)
+    return value + 2**64 if value < 0 else value
 
 
 def i64(value: int, name: str) -> int:
@@ -79,6 +100,11 @@ def token_sum(value: Any) -> int:
 def opt_u64(value: int | None, name: str) -> int | None:
     """`u64` for an optional column."""
     return None if value is None else u64(value, name)
+
+
+def opt_wrapped_u64(value: int | None, name: str) -> int | None:
+    """`wrapped_u64` for an optional column."""
+    return None if value is None else wrapped_u64(value, name)
 
 
 def opt_u32(value: int | None, name: str) -> int | None:

@@ -19,7 +19,9 @@ def test_relationships_navigate_a_run_and_its_tree(store_target: str) -> None:
         store.checkpoint_step(root, StepRecord.new(2, "second", "ok"))
         store.checkpoint_step(root, StepRecord.new(1, "first", "ok"))
         store.record_event(root, PolicyEvent.refusal(1, "write", "secret"))
-        store.record_run_policy(root, {"tier": "strict"})
+        store.record_run_policy(
+            root, {"layers": [], "defaults": {"read": "allow", "write": "ask", "exec": "ask"}}
+        )
         store.finish_run(root, "success")
         engine = store.engine
         with Session(engine) as session:
@@ -28,7 +30,7 @@ def test_relationships_navigate_a_run_and_its_tree(store_target: str) -> None:
             assert [c.id for c in run.children] == [child]
             assert run.children[0].parent is not None and run.children[0].parent.id == root
             assert run.outcome_row is not None and run.outcome_row.success == 1
-            assert run.policy is not None and run.policy.policy == '{"tier":"strict"}'
+            assert run.policy is not None and run.policy.policy.startswith('{"layers":[],')
             assert [e.target for e in run.policy_events] == ["secret"]
             assert [e.step for e in run.checkpoint_events] == [2, 1]
             assert run.steps[0].run.id == root

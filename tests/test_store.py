@@ -1210,7 +1210,9 @@ def test_hostile_strings_round_trip_verbatim(db: Store, db_target: str) -> None:
         db.record_context_event(run, ContextEvent(1, s, s))
         db.record_spawn(run, 1, run, s, s, s, None, s)
         db.record_observations(run, [Observation(1, ObsKind.MESSAGE, s, s)])
-        db.record_run_policy(run, {"layers": [{"name": s, "rules": []}], "defaults": {}})
+        db.record_run_policy(
+            run, {"layers": [{"name": s, "rules": []}], "defaults": PERMISSIVE_POLICY["defaults"]}
+        )
         db.memory_put(s, s, s, run, 1)
         db.finish_run(run, s)
 
@@ -1227,7 +1229,10 @@ def test_hostile_strings_round_trip_verbatim(db: Store, db_target: str) -> None:
         spawn = db.find_spawn(run, 1, s)
         assert spawn is not None and (spawn.goal, spawn.needle, spawn.deny_write) == (s, s, s)
         assert db.observations(run) == [Observation(1, ObsKind.MESSAGE, s, s)]
-        assert db.run_policy(run) == {"layers": [{"name": s, "rules": []}], "defaults": {}}
+        assert db.run_policy(run) == {
+            "layers": [{"name": s, "rules": []}],
+            "defaults": PERMISSIVE_POLICY["defaults"],
+        }
         entry = db.memory_get(s, s)
         assert entry is not None and (entry.key, entry.value) == (s, s)
         assert [e.key for e in db.memory_list(s)] == [s]
@@ -1323,9 +1328,9 @@ def _range_writes(db: Store, run: int, ws: str) -> list[tuple[str, Callable[[], 
         ("draw remaining", lambda: db.record_agent_event(
             AgentEvent.budget_draw(run, 1, 0, -1))),
         ("mcp millis", lambda: db.record_mcp(
-            run, McpEvent.connected("s", "t").with_millis(I64_MAX + 1))),
+            run, McpEvent.connected("s", "t").with_millis(2**64))),
         ("context est", lambda: db.record_context_event(
-            run, ContextEvent.assembled(1, "d", I64_MAX + 1))),
+            run, ContextEvent.assembled(1, "d", 2**64))),
         ("child depth", lambda: db.start_child_run("g", "f", run, U32_MAX + 1)),
         ("child depth negative", lambda: db.start_child_run("g", "f", run, -1)),
         ("spawn max_steps", lambda: db.record_spawn(run, 1, run, "g", "v", "n", U32_MAX + 1, "[]")),
@@ -1708,7 +1713,10 @@ def test_long_memory_keys_and_nul_inside_policy_json_round_trip(db: Store, ws: s
         entry = db.memory_get(ws, key)
         assert entry is not None and entry.key == key
         assert keys(db.memory_list(ws)) == [key]
-    policy = {"layers": [{"name": "a\x00b", "rules": []}], "defaults": {}}
+    policy = {
+        "layers": [{"name": "a\x00b", "rules": []}],
+        "defaults": PERMISSIVE_POLICY["defaults"],
+    }
     db.record_run_policy(run, policy)
     assert db.run_policy(run) == policy
 

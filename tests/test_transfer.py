@@ -403,7 +403,11 @@ def build_hostile_store(path: Path) -> None:
         for i, h in enumerate(HOSTILE):
             s.memory_put(HOSTILE[5], h, HOSTILE[(i + 1) % len(HOSTILE)], root, i)
         s.memory_put(HOSTILE[6], "long", LONG, child, 1)  # cut to the cap, marker kept
-        s.record_run_policy(root, {"layers": [], "note": HOSTILE[10], "big": I64_MAX})
+        s.record_run_policy(
+            root,
+            {"layers": [{"name": HOSTILE[10], "rules": []}], "defaults": dict.fromkeys(
+                ("read", "write", "exec", "net"), "allow")},
+        )  # fmt: skip
         s.record_observations(
             root,
             [

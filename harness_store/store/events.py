@@ -9,7 +9,16 @@ from sqlalchemy import insert, select, update
 
 from .. import models as m
 from ..errors import ResumeError
-from ..formats import i64, opt_text, opt_u64, text, u32, u64
+from ..formats import (
+    i64,
+    opt_text,
+    opt_u64,
+    opt_wrapped_u64,
+    text,
+    u32,
+    unwrapped_u64,
+    wrapped_u64,
+)
 from ..records import (
     AgentEvent,
     CheckpointEvent,
@@ -188,7 +197,7 @@ class EventsMixin(StoreBase):
             server=text(e.server, "server"),
             tool=opt_text(e.tool, "tool"),
             ok=None if e.ok is None else int(bool(e.ok)),
-            millis=opt_u64(e.millis, "millis"),
+            millis=opt_wrapped_u64(e.millis, "millis"),
             detail=opt_text(e.detail, "detail"),
         )
 
@@ -203,8 +212,8 @@ class EventsMixin(StoreBase):
 
         def make(step: int, kind: str, server: str, tool: str | None, ok: int | None,
                  millis: int | None, detail: str | None) -> McpEvent:  # fmt: skip
-            return McpEvent(step, kind, server, tool, None if ok is None else bool(ok), millis,
-                            detail)  # fmt: skip
+            return McpEvent(step, kind, server, tool, None if ok is None else bool(ok),
+                            unwrapped_u64(millis), detail)  # fmt: skip
 
         return self._rows(statement, make)
 
@@ -218,8 +227,8 @@ class EventsMixin(StoreBase):
             step=u32(e.step, "step"),
             kind=text(e.kind, "kind"),
             detail=opt_text(e.detail, "detail"),
-            est_tokens=opt_u64(e.est_tokens, "est_tokens"),
-            reported_tokens=opt_u64(e.reported_tokens, "reported_tokens"),
+            est_tokens=opt_wrapped_u64(e.est_tokens, "est_tokens"),
+            reported_tokens=opt_wrapped_u64(e.reported_tokens, "reported_tokens"),
         )
 
     def record_context_reported(self, run_id: int, step: int, reported: int) -> None:
@@ -229,7 +238,7 @@ class EventsMixin(StoreBase):
             conn.execute(
                 update(c)
                 .where(c.run_id == run_id, c.step == u32(step, "step"), c.kind == "assembled")
-                .values(reported_tokens=u64(reported, "reported"))
+                .values(reported_tokens=wrapped_u64(reported, "reported"))
             )
 
     def context_events(self, run_id: int) -> list[ContextEvent]:
@@ -240,7 +249,12 @@ class EventsMixin(StoreBase):
             .where(c.run_id == run_id)
             .order_by(c.id)
         )
-        return self._rows(statement, ContextEvent)
+
+        def make(step: int, kind: str, detail: str | None, est: int | None,
+                 reported: int | None) -> ContextEvent:  # fmt: skip
+            return ContextEvent(step, kind, detail, unwrapped_u64(est), unwrapped_u64(reported))
+
+        return self._rows(statement, make)
 
     def record_observations(self, run_id: int, entries: Sequence[Observation]) -> None:
         """Append observations to the run's ledger in one transaction (all or none)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -23,6 +22,7 @@ from .. import models as m
 from ..errors import InvalidValueError, ResumeError, RunNotFoundError
 from ..formats import CHECKPOINT_FORMAT, SUCCESS_OUTCOME, i64, token_sum, u32, u64
 from ..formats import text as check_text
+from ..policy import PolicyFormatError, parse_policy, policy_document
 from ..records import RunStatus, RunSummary, StepRecord
 from .base import DriverStatement, StoreBase
 
@@ -364,35 +364,31 @@ class RunsMixin(StoreBase):
 
     def record_run_policy(self, run_id: int, policy: Mapping[str, Any] | str) -> None:
         """Record the policy a run was started under (JSON text or a mapping), replacing any
-        earlier record for the run."""
-        if isinstance(policy, str):
-            try:
-                json.loads(policy)
-            except ValueError as exc:
-                raise InvalidValueError(f"policy is not valid JSON: {exc}") from None
-            document = check_text(policy, "policy")
-        else:
-            document = json.dumps(policy, separators=(",", ":"), ensure_ascii=False)
+        earlier record for the run. It must be a policy io-harness can read back (see
+        `harness_store.policy`), and is stored as upstream serialises it; anything else
+        raises `InvalidValueError` and writes nothing."""
+        try:
+            document = policy_document(policy)
+        except PolicyFormatError as exc:
+            raise InvalidValueError(f"not a policy io-harness can read: {exc}") from None
         with self._write() as conn:
             conn.execute(
                 self._backend.replace(m.table_of(m.RunPolicy)).values(
-                    run_id=i64(run_id, "run_id"), policy=document
+                    run_id=i64(run_id, "run_id"), policy=check_text(document, "policy")
                 )
             )
 
     def run_policy(self, run_id: int) -> dict[str, Any] | None:
-        """The policy a run was started under, or None when none was recorded — never read
-        None as permissive. An unreadable record raises `ResumeError`."""
+        """The policy a run was started under, read as upstream's `Policy` (a 0.7-era policy
+        without `net` reads as `deny`), or None when none was recorded — never read None as
+        permissive. A record upstream could not read raises `ResumeError`."""
         document = self._scalar(select(m.RunPolicy.policy).where(m.RunPolicy.run_id == run_id))
         if document is None:
             return None
         try:
-            policy = json.loads(document)
-        except ValueError as exc:
+            return parse_policy(document)
+        except PolicyFormatError as exc:
             raise ResumeError(f"run {run_id} has an unreadable recorded policy: {exc}") from None
-        if not isinstance(policy, dict):
-            raise ResumeError(f"run {run_id} has a recorded policy that is not a JSON object")
-        return policy
 
 
 __all__ = ["RunsMixin", "step_values"]
