@@ -103,6 +103,11 @@ class Backend(ABC):
         """Map a driver error to a typed `StoreError`, or None to let it through unchanged."""
         return None
 
+    def transaction_aborted(self, dbapi_connection: Any) -> bool:
+        """Whether the driver connection's open transaction can only roll back (the server
+        aborted it), so that committing it would silently drop its writes."""
+        return False
+
     def checkpoint_writes(self, insert_step: Insert, insert_event: Insert) -> list[ClauseElement]:
         """The statements that write one checkpoint (a step row and its `checkpoint` event),
         all taking the same named parameters. By default the two INSERTs, run in one

@@ -21,14 +21,25 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool, StaticPool
 from sqlalchemy.sql.dml import Insert
 
-from ..errors import StoreAccessError, StoreError, StoreLockedError
+from ..errors import RunNotFoundError, StoreAccessError, StoreError, StoreLockedError
 from ..formats import BUSY_TIMEOUT_SECONDS
 from .base import Backend
 
 WRITE = "hs_write"
 """`Connection.info` key: when true, the next `begin` takes the write lock up front."""
 
+KEEP_ORPHANS = "hs_keep_orphans"
+"""`Connection.info` key: when true, the next `begin` turns foreign keys off first, so a copy
+can carry a source's orphan steps (written by a tool that left foreign keys off) unchanged."""
+
 SYNCHRONOUS = ("off", "normal", "full", "extra")
+
+SQLITE_BUSY = 5
+SQLITE_LOCKED = 6
+SQLITE_READONLY = 8
+SQLITE_CANTOPEN = 14
+SQLITE_CONSTRAINT_FOREIGNKEY = 787
+"""Result codes (https://sqlite.org/rescode.html); Python's sqlite3 reports extended codes."""
 
 
 def is_memory(url: URL) -> bool:
@@ -64,6 +75,9 @@ class SQLiteBackend(Backend):
             dbapi_conn.isolation_level = None
             busy_ms = int(BUSY_TIMEOUT_SECONDS * 1000)
             dbapi_conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            # Upstream's bundled SQLite is built with SQLITE_DEFAULT_FOREIGN_KEYS=1: a step
+            # whose run does not exist is refused there, so it is here.
+            dbapi_conn.execute("PRAGMA foreign_keys = ON")
             # FULL unless told otherwise, as upstream's durability, whatever this SQLite
             # build's compiled-in default for WAL is.
             level = (synchronous or "full").upper()
@@ -80,6 +94,8 @@ class SQLiteBackend(Backend):
                 return
             dbapi_conn = conn.connection.driver_connection
             assert dbapi_conn is not None
+            if conn.info.get(KEEP_ORPHANS):
+                dbapi_conn.execute("PRAGMA foreign_keys = OFF")  # only outside a transaction
             dbapi_conn.execute("BEGIN IMMEDIATE" if conn.info.get(WRITE) else "BEGIN")
 
     def now(self) -> str:
@@ -142,15 +158,25 @@ class SQLiteBackend(Backend):
         return str(mode).lower() != "wal"
 
     def translate_error(self, exc: BaseException) -> StoreError | None:
-        message = str(getattr(exc, "orig", exc))
-        if "database is locked" in message or "database table is locked" in message:
+        """From SQLite's (extended) result code, never its message."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if not isinstance(code, int):
+            return None
+        message = str(exc)
+        if code == SQLITE_CONSTRAINT_FOREIGNKEY:
+            return RunNotFoundError(
+                "a step names a run that is not in the store (steps.run_id REFERENCES "
+                f"runs(id), enforced as upstream's SQLite does): {message}"
+            )
+        primary = code & 0xFF
+        if primary in (SQLITE_BUSY, SQLITE_LOCKED):
             return StoreLockedError(
                 f"the store stayed locked by another writer past the busy timeout "
                 f"({BUSY_TIMEOUT_SECONDS:g} s): {message}"
             )
-        if "readonly database" in message:
+        if primary == SQLITE_READONLY:
             return StoreAccessError(f"the store cannot be written: {message}")
-        if "unable to open database" in message:
+        if primary == SQLITE_CANTOPEN:
             return StoreAccessError(f"cannot open the database file: {message}")
         return None
 

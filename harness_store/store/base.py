@@ -27,7 +27,7 @@ from sqlalchemy.sql import ClauseElement
 from .. import models as m
 from ..dialects import Backend
 from ..dialects.sqlite import WRITE
-from ..errors import RunNotFoundError, StoreError
+from ..errors import RunNotFoundError, StoreConnectionError, StoreError
 
 T = TypeVar("T")
 
@@ -136,12 +136,22 @@ class StoreBase:
 
     @contextmanager
     def _tx(self, *, write: bool) -> Iterator[Connection]:
-        """A connection inside a transaction: this thread's open one, or a new one."""
+        """A connection inside a transaction for one Store call.
+
+        Inside this thread's open `transaction()` block a write runs in its own savepoint, so
+        a failed call is undone alone and the block goes on (on PostgreSQL an error would
+        otherwise abort the whole transaction); a read joins the block as it is. Otherwise the
+        call gets its own transaction, committed when it ends."""
         active = self._active.conn
         if active is not None:
             if write and not self._active.write:
                 raise StoreError("cannot write inside a read-only transaction")
-            yield active
+            with self._translated():
+                if not write:
+                    yield active
+                    return
+                with active.begin_nested():
+                    yield active
             return
         with self._translated(), self._borrow() as conn:
             conn.info[WRITE] = write
@@ -156,11 +166,41 @@ class StoreBase:
     def transaction(self) -> Iterator[None]:
         """Group several Store writes into one atomic transaction: all of them, or none.
 
+        Each Store call inside the block is atomic on its own: one that fails leaves nothing
+        of itself, and when the caller catches its error the other calls of the block are
+        still committed at the end. An exception leaving the block rolls the whole block
+        back. A nested `transaction()` is a savepoint: all of its calls, or none of them, and
+        the outer block goes on. A transaction that cannot commit (its connection was lost,
+        the server aborted it) raises instead of ending quietly.
+
         On SQLite the write lock is taken when the block starts. Store calls made inside the
         block by the same thread join it; other threads wait for it to finish.
         """
-        with self._tx(write=True):
-            yield
+        active = self._active.conn
+        if active is not None:
+            if not self._active.write:
+                raise StoreError("cannot write inside a read-only transaction")
+            with self._translated(), active.begin_nested():
+                yield
+            return
+        with self._translated(), self._borrow() as conn:
+            conn.info[WRITE] = True
+            outer = conn.begin()
+            self._active.conn, self._active.write = conn, True
+            try:
+                yield
+            except BaseException:
+                self._active.conn, self._active.write = None, False
+                outer.rollback()
+                raise
+            self._active.conn, self._active.write = None, False
+            if self._backend.transaction_aborted(conn.connection.dbapi_connection):
+                outer.rollback()
+                raise StoreError(
+                    "the transaction was aborted by the server after an error inside the "
+                    "block; nothing of it was committed"
+                )
+            outer.commit()
 
     def _write(self) -> Any:
         return self._tx(write=True)
@@ -184,8 +224,9 @@ class StoreBase:
             if active is not None:
                 if not self._active.write:
                     raise StoreError("cannot write inside a read-only transaction")
-                cursor = active.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-                _execute(cursor, work, many)
+                with active.begin_nested():
+                    cursor = active.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+                    _execute(cursor, work, many)
                 return
             if self._raw is not None:
                 with self._lock:
@@ -205,8 +246,11 @@ class StoreBase:
                 pooled = conn.connection.dbapi_connection
                 assert pooled is not None
                 if len(work) == 1 and not many:
-                    with _autocommitted(conn) as alone:
-                        alone.cursor().execute(work[0][0].sql, work[0][1])
+                    try:
+                        with _autocommitted(conn) as alone:
+                            alone.cursor().execute(work[0][0].sql, work[0][1])
+                    except Exception as exc:
+                        self._raise_typed(exc, may_have_committed=True)
                     return
                 cursor = pooled.cursor()
                 try:
@@ -258,11 +302,18 @@ class StoreBase:
         except Exception as exc:
             self._raise_typed(exc)
 
-    def _raise_typed(self, exc: Exception) -> NoReturn:
-        """Raise `exc` as its typed `StoreError`, or unchanged when it is no database error."""
+    def _raise_typed(self, exc: Exception, *, may_have_committed: bool = False) -> NoReturn:
+        """Raise `exc` as its typed `StoreError`, or unchanged when it is no database error.
+
+        `may_have_committed` is true only for a statement that was its own commit: a lost
+        connection then cannot say whether the server kept it."""
+        if isinstance(exc, StoreError):
+            raise exc
         typed = self._typed(exc)
         if typed is None:
             raise exc
+        if isinstance(typed, StoreConnectionError):
+            typed.may_have_committed = may_have_committed
         raise typed from exc
 
     def _typed(self, exc: Exception) -> StoreError | None:
