@@ -21,7 +21,13 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool, StaticPool
 from sqlalchemy.sql.dml import Insert
 
-from ..errors import RunNotFoundError, StoreAccessError, StoreError, StoreLockedError
+from ..errors import (
+    InvalidValueError,
+    RunNotFoundError,
+    StoreAccessError,
+    StoreError,
+    StoreLockedError,
+)
 from ..formats import BUSY_TIMEOUT_SECONDS
 from .base import Backend
 
@@ -44,7 +50,10 @@ SQLITE_CONSTRAINT_FOREIGNKEY = 787
 
 def is_memory(url: URL) -> bool:
     """Whether the URL names an in-memory database (no file, no WAL, one shared connection)."""
-    return url.database in (None, "", ":memory:") or "mode=memory" in str(url)
+    if url.database in (None, "", ":memory:"):
+        return True
+    mode = url.query.get("mode")
+    return mode == "memory" or (isinstance(mode, tuple) and "memory" in mode)
 
 
 class SQLiteBackend(Backend):
@@ -55,7 +64,7 @@ class SQLiteBackend(Backend):
 
     def engine_options(self, url: URL, *, synchronous: str | None) -> dict[str, Any]:
         if synchronous is not None and synchronous.lower() not in SYNCHRONOUS:
-            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}")
+            raise InvalidValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}")
         connect_args = {"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False}
         if is_memory(url):
             return {"poolclass": StaticPool, "connect_args": connect_args}
@@ -63,7 +72,7 @@ class SQLiteBackend(Backend):
 
     def read_only_url(self, url: URL) -> URL:
         if is_memory(url):
-            raise ValueError("an in-memory SQLite database cannot be opened read-only")
+            raise InvalidValueError("an in-memory SQLite database cannot be opened read-only")
         if str(url.query.get("uri", "")).lower() in ("true", "1"):
             return url.update_query_dict({"mode": "ro"})
         uri = "file:" + quote(str(Path(str(url.database)).absolute()), safe="/")

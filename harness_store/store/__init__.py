@@ -15,8 +15,9 @@ from sqlalchemy.engine import URL
 
 from ..detect import check_sqlite_file, diagnose, read_revision
 from ..dialects import backend_named
+from ..dialects.sqlite import is_memory
 from ..engine import make_engine, read_only_url, sqlite_path, to_url, where
-from ..errors import StoreNotFoundError, UpgradeRequiredError
+from ..errors import InvalidValueError, StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
 from ..releases import HEAD, UPSTREAM_HEAD
@@ -66,6 +67,10 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         fine.
         """
         url = to_url(target)
+        if is_memory_target(url):
+            if read_only:
+                raise InvalidValueError("an in-memory store cannot be opened read-only")
+            return cls.memory(synchronous=synchronous)
         if read_only:
             return cls._open_read_only(url)
         path = sqlite_path(url)
@@ -113,9 +118,10 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         return store
 
     @classmethod
-    def memory(cls) -> Self:
-        """An in-memory store at the head schema, for tests and throwaway runs."""
-        store = cls(to_url(":memory:"))
+    def memory(cls, *, synchronous: str | None = None) -> Self:
+        """An in-memory store at the head schema, for tests and throwaway runs (also what
+        `Store.open(":memory:")` returns)."""
+        store = cls(to_url(":memory:"), synchronous=synchronous)
         with store._write() as conn:
             create_head_schema(conn)
         return store
@@ -149,6 +155,11 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
 
     def __enter__(self) -> Self:
         return self
+
+
+def is_memory_target(url: URL) -> bool:
+    """Whether the URL names an in-memory SQLite database (nothing on disk to migrate)."""
+    return url.get_backend_name() == "sqlite" and is_memory(url)
 
 
 def create_head_schema(conn: Connection) -> None:
