@@ -103,6 +103,11 @@ class Backend(ABC):
         """Map a driver error to a typed `StoreError`, or None to let it through unchanged."""
         return None
 
+    def lock_memory_workspace(self, conn: Connection, workspace: str) -> None:  # noqa: B027
+        """Serialise memory writes to one workspace until the transaction ends, so each write
+        sees the others' rows when it enforces the caps. Nothing to do where a write
+        transaction already holds the whole database (SQLite's `BEGIN IMMEDIATE`)."""
+
     def transaction_aborted(self, dbapi_connection: Any) -> bool:
         """Whether the driver connection's open transaction can only roll back (the server
         aborted it), so that committing it would silently drop its writes."""

@@ -43,6 +43,9 @@ LOST_CLASSES = frozenset({"08"})
 LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
 """admin_shutdown (pg_terminate_backend, a fast shutdown), crash_shutdown, cannot_connect_now."""
 
+MEMORY_LOCK_PREFIX = "harness_store.memory:"
+"""Advisory-lock key space of memory workspaces (hashed with the workspace name)."""
+
 CLOCK = "clock_timestamp()"
 STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
@@ -177,6 +180,14 @@ class PostgreSQLBackend(Backend):
         if sqlstate in LOST_STATES:
             return StoreConnectionError(f"the connection to the server was lost: {message}")
         return None
+
+    def lock_memory_workspace(self, conn: Connection, workspace: str) -> None:
+        """A transaction-scoped advisory lock on the workspace's name: under READ COMMITTED two
+        concurrent puts would each see only their own new row, and both keep a 65th entry."""
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"),
+            {"name": MEMORY_LOCK_PREFIX + workspace},
+        )
 
     def transaction_aborted(self, dbapi_connection: Any) -> bool:
         """psycopg's view of the connection: a transaction in error can only roll back."""

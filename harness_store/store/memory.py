@@ -36,6 +36,7 @@ class MemoryMixin(StoreBase):
         table = m.table_of(m.Memory)
         mem = m.Memory
         with self._write() as conn:
+            self._backend.lock_memory_workspace(conn, workspace)
             conn.execute(self._backend.upsert_memory(table).values(**row))
             entries = conn.execute(
                 select(mem.key, func.length(mem.value))
