@@ -108,6 +108,10 @@ class Backend(ABC):
         sees the others' rows when it enforces the caps. Nothing to do where a write
         transaction already holds the whole database (SQLite's `BEGIN IMMEDIATE`)."""
 
+    def shares_memory(self, engine: Engine) -> bool:
+        """Whether the engine's database lives only in its one connection (in-memory)."""
+        return False
+
     def transaction_aborted(self, dbapi_connection: Any) -> bool:
         """Whether the driver connection's open transaction can only roll back (the server
         aborted it), so that committing it would silently drop its writes."""

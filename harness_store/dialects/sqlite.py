@@ -166,6 +166,9 @@ class SQLiteBackend(Backend):
         mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()
         return str(mode).lower() != "wal"
 
+    def shares_memory(self, engine: Engine) -> bool:
+        return is_memory(engine.url)
+
     def translate_error(self, exc: BaseException) -> StoreError | None:
         """From SQLite's (extended) result code, never its message."""
         code = getattr(exc, "sqlite_errorcode", None)

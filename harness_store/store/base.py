@@ -11,8 +11,10 @@ of the same thread joins the one open transaction.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -78,6 +80,24 @@ class StoreBase:
         if backend.one_connection:
             self._hold()
         self._closed = False
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _after_fork(ref))
+
+    def _forked(self) -> None:
+        """In a child after `fork()`: the parent's connections are the parent's. Drop them —
+        never close them, which would end the parent's sessions or reset its transactions —
+        and take fresh ones (SQLAlchemy's documented pattern, `dispose(close=False)`)."""
+        self._lock = threading.RLock()
+        self._active = _Active()
+        if self._closed or self._backend.shares_memory(self._engine):
+            return  # an in-memory database exists only on its one connection: keep it
+        if self._held is not None:
+            _INHERITED.append(self._held)  # kept referenced, so it is never finalized here
+            self._held = None
+            self._raw = None
+        self._engine.dispose(close=False)
+        if self._backend.one_connection:
+            self._hold()
 
     @property
     def engine(self) -> Engine:
@@ -349,6 +369,17 @@ class StoreBase:
     ) -> list[T]:
         with self._read() as conn:
             return [make(*row) for row in conn.execute(statement, params or {})]
+
+
+_INHERITED: list[Connection] = []
+"""Connections a forked child inherited and dropped: referenced for the child's life so that
+garbage collection never closes (or rolls back) what is still the parent's connection."""
+
+
+def _after_fork(ref: weakref.ref[StoreBase]) -> None:
+    store = ref()
+    if store is not None:
+        store._forked()
 
 
 def _execute(cursor: Any, work: Sequence[tuple[DriverStatement, Any]], many: bool) -> None:
