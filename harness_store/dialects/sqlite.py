@@ -32,7 +32,8 @@ from ..formats import BUSY_TIMEOUT_SECONDS
 from .base import Backend
 
 WRITE = "hs_write"
-"""`Connection.info` key: when true, the next `begin` takes the write lock up front."""
+"""`Connection.info` key or execution option: when true, `begin` takes the write lock up front
+(`Store.write_engine` sets the option for ORM sessions)."""
 
 KEEP_ORPHANS = "hs_keep_orphans"
 """`Connection.info` key: when true, the next `begin` turns foreign keys off first, so a copy
@@ -99,13 +100,15 @@ class SQLiteBackend(Backend):
 
         @event.listens_for(engine, "begin")
         def on_begin(conn: Connection) -> None:
-            if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            options = conn.get_execution_options()
+            if options.get("isolation_level") == "AUTOCOMMIT":
                 return
             dbapi_conn = conn.connection.driver_connection
             assert dbapi_conn is not None
             if conn.info.get(KEEP_ORPHANS):
                 dbapi_conn.execute("PRAGMA foreign_keys = OFF")  # only outside a transaction
-            dbapi_conn.execute("BEGIN IMMEDIATE" if conn.info.get(WRITE) else "BEGIN")
+            write = conn.info.get(WRITE) or options.get(WRITE)
+            dbapi_conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
     def now(self) -> str:
         return "strftime('%Y-%m-%dT%H:%M:%fZ','now')"

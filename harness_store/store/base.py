@@ -101,8 +101,19 @@ class StoreBase:
 
     @property
     def engine(self) -> Engine:
-        """The SQLAlchemy engine behind this Store (for ORM sessions over the models)."""
+        """The SQLAlchemy engine behind this Store, for reading through ORM sessions over the
+        models. On SQLite its transactions begin deferred: a session that reads and then
+        writes fails at once if another process wrote in between — write through
+        `write_engine`."""
         return self._engine
+
+    @property
+    def write_engine(self) -> Engine:
+        """The Store's engine with write transactions: on SQLite each transaction begins with
+        `BEGIN IMMEDIATE`, so an ORM session that reads then writes waits for other writers
+        (up to the busy timeout) instead of failing on a stale read. Same as `engine` on
+        PostgreSQL. Bind sessions that write to it: `Session(store.write_engine)`."""
+        return self._engine.execution_options(**{WRITE: True})
 
     @property
     def backend(self) -> Backend:
