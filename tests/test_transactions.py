@@ -131,6 +131,8 @@ def test_a_dropped_connection_under_an_autocommitted_checkpoint_may_have_committ
                 )
                 pid = None
                 for _ in range(600):
+                    # pg_stat_activity is read once per transaction: look from a fresh one
+                    hold.execute(text("SELECT pg_stat_clear_snapshot()"))
                     pid = hold.execute(waiting).scalar()
                     if pid is not None:
                         break

@@ -166,32 +166,87 @@ class StoreBase:
                 yield conn
 
     @contextmanager
-    def _tx(self, *, write: bool) -> Iterator[Connection]:
-        """A connection inside a transaction for one Store call.
+    def _unit(self, *, write: bool, driver: bool = False, alone: bool = False) -> Iterator[Any]:
+        """The one way a Store call gets its transaction; every read and write goes through it.
 
         Inside this thread's open `transaction()` block a write runs in its own savepoint, so
         a failed call is undone alone and the block goes on (on PostgreSQL an error would
         otherwise abort the whole transaction); a read joins the block as it is. Otherwise the
-        call gets its own transaction, committed when it ends."""
-        active = self._active.conn
-        if active is not None:
-            if write and not self._active.write:
-                raise StoreError("cannot write inside a read-only transaction")
-            with self._translated():
+        call gets its own transaction (`BEGIN IMMEDIATE` for a SQLite write), committed when
+        the body ends and rolled back when it raises.
+
+        Yields a SQLAlchemy `Connection`, or with `driver=True` the driver object to run
+        pre-compiled statements on (the hot paths, with no SQLAlchemy machinery per
+        statement). `alone=True` promises one statement: on a pooled connection it then runs
+        in autocommit, atomic by itself, saving the BEGIN and COMMIT round trips. Driver
+        errors leave here as typed `StoreError`s, translated in one place.
+        """
+        if self._closed:
+            raise StoreError("this Store is closed")
+        committing = False
+        try:
+            active = self._active.conn
+            if active is not None:
+                if write and not self._active.write:
+                    raise StoreError("cannot write inside a read-only transaction")
+                unit = active.connection.dbapi_connection.cursor() if driver else active  # type: ignore[union-attr]
                 if not write:
-                    yield active
+                    yield unit
                     return
                 with active.begin_nested():
-                    yield active
-            return
-        with self._translated(), self._borrow() as conn:
-            conn.info[WRITE] = write
-            with conn.begin():
-                self._active.conn, self._active.write = conn, write
-                try:
-                    yield conn
-                finally:
-                    self._active.conn, self._active.write = None, False
+                    yield unit
+                return
+            if driver and self._raw is not None:
+                with self._lock:
+                    raw = self._raw
+                    if raw is None:
+                        raise StoreError("this Store is closed")
+                    if not write:
+                        yield raw  # no transaction open: one statement is its own snapshot
+                        return
+                    if self._begin_write is not None:
+                        raw.execute(self._begin_write)
+                    try:
+                        yield raw
+                    except BaseException:
+                        raw.rollback()
+                        raise
+                    raw.commit()
+                return
+            with self._borrow() as conn:
+                if driver:
+                    if alone:
+                        committing = write
+                        with _autocommitted(conn) as pooled:
+                            yield pooled.cursor()
+                        return
+                    pooled = conn.connection.dbapi_connection
+                    assert pooled is not None
+                    cursor = pooled.cursor()
+                    try:
+                        if self._begin_write is not None:
+                            cursor.execute(self._begin_write)
+                        yield cursor
+                    except BaseException:
+                        pooled.rollback()
+                        raise
+                    pooled.commit()
+                    return
+                conn.info[WRITE] = write
+                with conn.begin():
+                    self._active.conn, self._active.write = conn, write
+                    try:
+                        yield conn
+                    finally:
+                        self._active.conn, self._active.write = None, False
+        except StoreError:
+            raise
+        except Exception as exc:
+            self._raise_typed(exc, may_have_committed=committing)
+
+    def _tx(self, *, write: bool) -> Any:
+        """A SQLAlchemy connection inside the call's transaction (see `_unit`)."""
+        return self._unit(write=write)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -243,85 +298,17 @@ class StoreBase:
         self, work: Sequence[tuple[DriverStatement, Any]], *, many: bool = False
     ) -> None:
         """Run pre-compiled statements in one write transaction on the driver connection: the
-        hot path of checkpoints, with no SQLAlchemy execution machinery per statement.
-
-        Joins this thread's open transaction when there is one; otherwise opens its own
-        (`BEGIN IMMEDIATE` on SQLite) and commits it, or rolls it back on any failure. On a
-        pooled connection a single statement runs in autocommit: it is atomic by itself, and
-        skipping BEGIN and COMMIT saves two round trips to the server.
-        """
-        try:
-            active = self._active.conn
-            if active is not None:
-                if not self._active.write:
-                    raise StoreError("cannot write inside a read-only transaction")
-                with active.begin_nested():
-                    cursor = active.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-                    _execute(cursor, work, many)
-                return
-            if self._raw is not None:
-                with self._lock:
-                    raw = self._raw
-                    if raw is None:
-                        raise StoreError("this Store is closed")
-                    if self._begin_write is not None:
-                        raw.execute(self._begin_write)
-                    try:
-                        _execute(raw, work, many)
-                    except BaseException:
-                        raw.rollback()
-                        raise
-                    raw.commit()
-                return
-            with self._borrow() as conn:
-                pooled = conn.connection.dbapi_connection
-                assert pooled is not None
-                if len(work) == 1 and not many:
-                    try:
-                        with _autocommitted(conn) as alone:
-                            alone.cursor().execute(work[0][0].sql, work[0][1])
-                    except Exception as exc:
-                        self._raise_typed(exc, may_have_committed=True)
-                    return
-                cursor = pooled.cursor()
-                try:
-                    if self._begin_write is not None:
-                        cursor.execute(self._begin_write)
-                    _execute(cursor, work, many)
-                except BaseException:
-                    pooled.rollback()
-                    raise
-                pooled.commit()
-        except StoreError:
-            raise
-        except Exception as exc:
-            self._raise_typed(exc)
+        hot path of checkpoints (a single statement on a pooled connection in autocommit)."""
+        with self._unit(write=True, driver=True, alone=len(work) == 1 and not many) as unit:
+            run = unit.executemany if many else unit.execute
+            for statement, params in work:
+                run(statement.sql, params)
 
     def _driver_read(self, statement: DriverStatement, values: Mapping[str, Any]) -> list[Any]:
         """One pre-compiled SELECT on the driver connection, as its own snapshot: the hot read
-        path of tree aggregates, without SQLAlchemy's execution machinery or a BEGIN/COMMIT
-        round trip. Joins this thread's open transaction when there is one."""
-        params = statement.params(values)
-        try:
-            active = self._active.conn
-            if active is not None:
-                cursor: Any = active.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-                cursor.execute(statement.sql, params)
-                return list(cursor.fetchall())
-            if self._raw is not None:
-                with self._lock:
-                    raw = self._raw
-                    if raw is None:
-                        raise StoreError("this Store is closed")
-                    return raw.execute(statement.sql, params).fetchall()  # type: ignore[no-any-return]
-            with self._borrow() as conn, _autocommitted(conn) as pooled:
-                cursor = pooled.cursor()
-                cursor.execute(statement.sql, params)
-                return cursor.fetchall()  # type: ignore[no-any-return]
-        except StoreError:
-            raise
-        except Exception as exc:
-            self._raise_typed(exc)
+        path of tree aggregates."""
+        with self._unit(write=False, driver=True, alone=True) as unit:
+            return unit.execute(statement.sql, statement.params(values)).fetchall()  # type: ignore[no-any-return]
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -391,12 +378,6 @@ def _after_fork(ref: weakref.ref[StoreBase]) -> None:
     store = ref()
     if store is not None:
         store._forked()
-
-
-def _execute(cursor: Any, work: Sequence[tuple[DriverStatement, Any]], many: bool) -> None:
-    run = cursor.executemany if many else cursor.execute
-    for statement, params in work:
-        run(statement.sql, params)
 
 
 @contextmanager
