@@ -46,12 +46,18 @@ def sqlite_path(url: URL) -> Path | None:
     return Path(str(url.database))
 
 
-def make_engine(target: str | os.PathLike[str] | URL, *, synchronous: str | None = None) -> Engine:
+def make_engine(
+    target: str | os.PathLike[str] | URL,
+    *,
+    synchronous: str | None = None,
+    busy_timeout: float | None = None,
+) -> Engine:
     """An engine for the store at `target`, with the backend's pool, pragmas and hooks."""
     url = to_url(target)
     backend = backend_named(url.get_backend_name())
-    engine = create_engine(url, **backend.engine_options(url, synchronous=synchronous))
-    backend.install(engine, synchronous=synchronous)
+    options = backend.engine_options(url, synchronous=synchronous, busy_timeout=busy_timeout)
+    engine = create_engine(url, **options)
+    backend.install(engine, synchronous=synchronous, busy_timeout=busy_timeout)
     return engine
 
 

@@ -55,7 +55,9 @@ class PostgreSQLBackend(Backend):
 
     name = "postgresql"
 
-    def engine_options(self, url: URL, *, synchronous: str | None) -> dict[str, Any]:
+    def engine_options(
+        self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> dict[str, Any]:
         # A small pool per process: many agent processes share one server, and each
         # process's Store runs one write at a time per thread.
         return {"pool_size": 5, "max_overflow": 5, "pool_pre_ping": True, "pool_recycle": 1800}
@@ -66,7 +68,9 @@ class PostgreSQLBackend(Backend):
         read_only = "-c default_transaction_read_only=on"
         return url.update_query_dict({"options": f"{given} {read_only}".strip()})
 
-    def install(self, engine: Engine, *, synchronous: str | None) -> None:
+    def install(
+        self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> None:
         """Nothing per connection: psycopg begins a transaction on the first statement."""
 
     def now(self) -> str:
@@ -159,6 +163,7 @@ class PostgreSQLBackend(Backend):
 
     def translate_error(self, exc: BaseException) -> StoreError | None:
         """From psycopg's SQLSTATE (and the violated constraint's name), never its message."""
+        exc = getattr(exc, "orig", None) or exc  # a SQLAlchemy error: its driver error
         if not type(exc).__module__.startswith("psycopg"):
             return None
         sqlstate: str | None = getattr(exc, "sqlstate", None)

@@ -36,9 +36,16 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
     upgrade_report: object | None = None
     """What `open` found and did when it had to upgrade the store (a `migrate.UpgradeReport`)."""
 
-    def __init__(self, engine_url: URL, *, synchronous: str | None = None) -> None:
+    def __init__(
+        self,
+        engine_url: URL,
+        *,
+        synchronous: str | None = None,
+        busy_timeout: float | None = None,
+    ) -> None:
         backend = backend_named(engine_url.get_backend_name())
-        super().__init__(make_engine(engine_url, synchronous=synchronous), backend, engine_url)
+        engine = make_engine(engine_url, synchronous=synchronous, busy_timeout=busy_timeout)
+        super().__init__(engine, backend, engine_url, busy_timeout=busy_timeout)
         self._compile_run_statements()
         self._compile_tree_statements()
 
@@ -51,6 +58,7 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         backup: bool = True,
         synchronous: str | None = None,
         read_only: bool = False,
+        busy_timeout: float | None = None,
     ) -> Self:
         """Open (creating if absent) the store at a file path or SQLAlchemy URL.
 
@@ -60,6 +68,9 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         store already at head opens without loading Alembic. File stores are put in WAL with a
         5 s busy timeout, like upstream 0.12+. `synchronous` ("full" by default, as upstream,
         or "normal") trades durability of the last commits on power loss for speed.
+        `busy_timeout` (seconds, 5 by default as upstream; SQLite) is how long a write waits
+        for other writers before `StoreLockedError`: first in the queue harness_store's
+        writers to one file join (fair turns), then on SQLite's own lock.
 
         `read_only=True` opens a store that holds the whole 0.13 schema (at head, an
         untracked 0.13 store, or a newer release's) for reading only: nothing is upgraded,
@@ -85,7 +96,7 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
                 from ..migrate import upgrade as run_upgrade
 
                 report = run_upgrade(url, backup=False)
-        store = cls(url, synchronous=synchronous)
+        store = cls(url, synchronous=synchronous, busy_timeout=busy_timeout)
         store.upgrade_report = report
         try:
             store._ensure_schema(upgrade=upgrade, backup=backup)

@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, NoReturn, TypeVar
@@ -67,7 +67,9 @@ class _Active(threading.local):
 class StoreBase:
     """Connection handling; the concerns (runs, events, trees, memory) build on it."""
 
-    def __init__(self, engine: Engine, backend: Backend, url: URL) -> None:
+    def __init__(
+        self, engine: Engine, backend: Backend, url: URL, *, busy_timeout: float | None = None
+    ) -> None:
         self._engine = engine
         self._backend = backend
         self.url = url
@@ -77,6 +79,7 @@ class StoreBase:
         self._raw: Any = None
         """The held connection's driver connection (SQLite), for the hot path."""
         self._begin_write = backend.begin_write_sql()
+        self._queue = backend.write_queue(url, busy_timeout=busy_timeout)
         if backend.one_connection:
             self._hold()
         self._closed = False
@@ -89,6 +92,7 @@ class StoreBase:
         and take fresh ones (SQLAlchemy's documented pattern, `dispose(close=False)`)."""
         self._lock = threading.RLock()
         self._active = _Active()
+        self._queue.forked()
         if self._closed or self._backend.shares_memory(self._engine):
             return  # an in-memory database exists only on its one connection: keep it
         if self._held is not None:
@@ -141,6 +145,7 @@ class StoreBase:
         with self._lock:
             self._closed = True
             self._release()
+            self._queue.close()
             self._engine.dispose()
 
     def __enter__(self) -> StoreBase:
@@ -204,14 +209,15 @@ class StoreBase:
                     if not write:
                         yield raw  # no transaction open: one statement is its own snapshot
                         return
-                    if self._begin_write is not None:
-                        raw.execute(self._begin_write)
-                    try:
-                        yield raw
-                    except BaseException:
-                        raw.rollback()
-                        raise
-                    raw.commit()
+                    with self._queue.turn():
+                        if self._begin_write is not None:
+                            raw.execute(self._begin_write)
+                        try:
+                            yield raw
+                        except BaseException:
+                            raw.rollback()
+                            raise
+                        raw.commit()
                 return
             with self._borrow() as conn:
                 if driver:
@@ -233,7 +239,7 @@ class StoreBase:
                     pooled.commit()
                     return
                 conn.info[WRITE] = write
-                with conn.begin():
+                with self._queue.turn() if write else nullcontext(), conn.begin():
                     self._active.conn, self._active.write = conn, write
                     try:
                         yield conn
@@ -269,7 +275,7 @@ class StoreBase:
             with self._translated(), active.begin_nested():
                 yield
             return
-        with self._translated(), self._borrow() as conn:
+        with self._translated(), self._borrow() as conn, self._queue.turn():
             conn.info[WRITE] = True
             outer = conn.begin()
             self._active.conn, self._active.write = conn, True
