@@ -9,6 +9,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import URL, make_url
 
 from .dialects import backend_named
+from .dialects.sqlite import is_memory
 
 DEFAULT_URL = "sqlite:///runs.sqlite3"
 """Where a store lives when nobody says otherwise: `runs.sqlite3` in the working directory."""
@@ -28,8 +29,9 @@ def to_url(target: str | os.PathLike[str] | URL) -> URL:
             url = url.set(drivername="postgresql+psycopg")
         return url
     if raw == ":memory:":
-        return make_url("sqlite://")
-    return make_url("sqlite:///" + str(Path(raw).expanduser().absolute()))
+        return URL.create("sqlite")
+    # Built, never formatted: a file name may hold `?`, `#` or `%`, which a URL string parses.
+    return URL.create("sqlite", database=str(Path(raw).expanduser().absolute()))
 
 
 def resolve_target(explicit: str | None) -> URL:
@@ -39,19 +41,23 @@ def resolve_target(explicit: str | None) -> URL:
 
 def sqlite_path(url: URL) -> Path | None:
     """The file behind a SQLite URL, or None for memory and for other backends."""
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+    if url.get_backend_name() != "sqlite" or is_memory(url):
         return None
-    if "mode=memory" in str(url):
-        return None
-    return Path(url.database)
+    return Path(str(url.database))
 
 
-def make_engine(target: str | os.PathLike[str] | URL, *, synchronous: str | None = None) -> Engine:
+def make_engine(
+    target: str | os.PathLike[str] | URL,
+    *,
+    synchronous: str | None = None,
+    busy_timeout: float | None = None,
+) -> Engine:
     """An engine for the store at `target`, with the backend's pool, pragmas and hooks."""
     url = to_url(target)
     backend = backend_named(url.get_backend_name())
-    engine = create_engine(url, **backend.engine_options(url, synchronous=synchronous))
-    backend.install(engine, synchronous=synchronous)
+    options = backend.engine_options(url, synchronous=synchronous, busy_timeout=busy_timeout)
+    engine = create_engine(url, **options)
+    backend.install(engine, synchronous=synchronous, busy_timeout=busy_timeout)
     return engine
 
 

@@ -68,7 +68,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from .detect import StoreKind, check_sqlite_file, diagnose
 from .dialects import Backend, backend_named
 from .dialects.postgresql import FORMAT_TABLE
-from .dialects.sqlite import WRITE
+from .dialects.sqlite import KEEP_ORPHANS, WRITE
 from .engine import make_engine, read_only_url, safe_url, sqlite_path, to_url, where
 from .errors import (
     InvalidValueError,
@@ -383,6 +383,7 @@ def _fill(
     with engine.connect() as dst:
         backend = backend_named(dst.dialect.name)
         dst.info[WRITE] = True  # SQLite: take the write lock up front (BEGIN IMMEDIATE)
+        dst.info[KEEP_ORPHANS] = True  # SQLite: a faithful copy, orphan steps included
         with dst.begin():
             if progress is not None:
                 for table in plan.tables:

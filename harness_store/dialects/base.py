@@ -9,7 +9,8 @@ Store and the migrations never test a dialect name themselves.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from sqlalchemy import Connection, Engine, Table
@@ -18,6 +19,22 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
 from ..errors import StoreError
+
+
+class WriteQueue:
+    """Where a Store's write transactions wait their turn behind other processes' (no queue
+    here: the database itself serialises writers fairly)."""
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Hold this process's place at the head of the queue for one write transaction."""
+        yield
+
+    def forked(self) -> None:
+        """In a child after `fork()`: forget the parent's handle on the queue."""
+
+    def close(self) -> None:
+        """Let go of the queue for good."""
 
 
 class Backend(ABC):
@@ -29,7 +46,9 @@ class Backend(ABC):
     than borrowing from a pool per operation."""
 
     @abstractmethod
-    def engine_options(self, url: URL, *, synchronous: str | None) -> dict[str, Any]:
+    def engine_options(
+        self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> dict[str, Any]:
         """Keyword arguments for `create_engine` (pool, connect args) suited to this backend."""
 
     @abstractmethod
@@ -37,7 +56,9 @@ class Backend(ABC):
         """The same store, opened so that no statement can write to it."""
 
     @abstractmethod
-    def install(self, engine: Engine, *, synchronous: str | None) -> None:
+    def install(
+        self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> None:
         """Attach the per-connection setup (pragmas, transaction control) to an engine."""
 
     @abstractmethod
@@ -102,6 +123,24 @@ class Backend(ABC):
     def translate_error(self, exc: BaseException) -> StoreError | None:
         """Map a driver error to a typed `StoreError`, or None to let it through unchanged."""
         return None
+
+    def write_queue(self, url: URL, *, busy_timeout: float | None = None) -> WriteQueue:
+        """The queue a Store's write transactions on this database join."""
+        return WriteQueue()
+
+    def lock_memory_workspace(self, conn: Connection, workspace: str) -> None:  # noqa: B027
+        """Serialise memory writes to one workspace until the transaction ends, so each write
+        sees the others' rows when it enforces the caps. Nothing to do where a write
+        transaction already holds the whole database (SQLite's `BEGIN IMMEDIATE`)."""
+
+    def shares_memory(self, engine: Engine) -> bool:
+        """Whether the engine's database lives only in its one connection (in-memory)."""
+        return False
+
+    def transaction_aborted(self, dbapi_connection: Any) -> bool:
+        """Whether the driver connection's open transaction can only roll back (the server
+        aborted it), so that committing it would silently drop its writes."""
+        return False
 
     def checkpoint_writes(self, insert_step: Insert, insert_event: Insert) -> list[ClauseElement]:
         """The statements that write one checkpoint (a step row and its `checkpoint` event),

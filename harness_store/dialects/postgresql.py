@@ -20,6 +20,7 @@ from ..errors import (
     InvalidValueError,
     RunNotFoundError,
     StoreAccessError,
+    StoreConnectionError,
     StoreError,
     StoreLockedError,
 )
@@ -36,6 +37,19 @@ MEMORY_KEY_BYTES = 2600
 """What a btree entry of memory's UNIQUE(workspace, key) can hold (PostgreSQL's limit is
 about a third of an 8 KB page, after compression; this stays under it for any text)."""
 
+LOCKED_STATES = frozenset({"55P03", "40P01", "40001"})
+"""lock_not_available (lock timeout), deadlock_detected, serialization_failure."""
+READ_ONLY_STATE = "25006"
+FOREIGN_KEY_STATE = "23503"
+STEPS_RUN_FKEY = "steps_run_id_fkey"
+LOST_CLASSES = frozenset({"08"})
+"""Class 08: connection exceptions."""
+LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
+"""admin_shutdown (pg_terminate_backend, a fast shutdown), crash_shutdown, cannot_connect_now."""
+
+MEMORY_LOCK_PREFIX = "harness_store.memory:"
+"""Advisory-lock key space of memory workspaces (hashed with the workspace name)."""
+
 CLOCK = "clock_timestamp()"
 STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
@@ -45,7 +59,9 @@ class PostgreSQLBackend(Backend):
 
     name = "postgresql"
 
-    def engine_options(self, url: URL, *, synchronous: str | None) -> dict[str, Any]:
+    def engine_options(
+        self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> dict[str, Any]:
         # A small pool per process: many agent processes share one server, and each
         # process's Store runs one write at a time per thread.
         return {"pool_size": 5, "max_overflow": 5, "pool_pre_ping": True, "pool_recycle": 1800}
@@ -56,7 +72,9 @@ class PostgreSQLBackend(Backend):
         read_only = "-c default_transaction_read_only=on"
         return url.update_query_dict({"options": f"{given} {read_only}".strip()})
 
-    def install(self, engine: Engine, *, synchronous: str | None) -> None:
+    def install(
+        self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> None:
         """Nothing per connection: psycopg begins a transaction on the first statement."""
 
     def now(self) -> str:
@@ -148,18 +166,44 @@ class PostgreSQLBackend(Backend):
             )
 
     def translate_error(self, exc: BaseException) -> StoreError | None:
-        message = str(getattr(exc, "orig", exc))
-        if "lock timeout" in message or "deadlock detected" in message:
+        """From psycopg's SQLSTATE (and the violated constraint's name), never its message."""
+        exc = getattr(exc, "orig", None) or exc  # a SQLAlchemy error: its driver error
+        if not type(exc).__module__.startswith("psycopg"):
+            return None
+        sqlstate: str | None = getattr(exc, "sqlstate", None)
+        message = str(exc)
+        if sqlstate in LOCKED_STATES:
             return StoreLockedError(f"the store stayed locked by another writer: {message}")
-        if "read-only transaction" in message:
+        if sqlstate == READ_ONLY_STATE:
             return StoreAccessError(f"the store was opened read-only: {message}")
-        if "steps_run_id_fkey" in message:
-            return RunNotFoundError(
-                "a step names a run that is not in the store (PostgreSQL enforces "
-                f"steps.run_id REFERENCES runs(id)): {message}"
-            )
+        if sqlstate == FOREIGN_KEY_STATE:
+            constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
+            if constraint == STEPS_RUN_FKEY:
+                return RunNotFoundError(
+                    "a step names a run that is not in the store (steps.run_id REFERENCES "
+                    f"runs(id), as upstream): {message}"
+                )
+        lost = sqlstate is None and type(exc).__name__ == "OperationalError"
+        if lost or (sqlstate is not None and sqlstate[:2] in LOST_CLASSES):
+            return StoreConnectionError(f"the connection to the server was lost: {message}")
+        if sqlstate in LOST_STATES:
+            return StoreConnectionError(f"the connection to the server was lost: {message}")
         return None
 
     def lock_for_upgrade(self, conn: Connection) -> None:
         """Wait for any other upgrader of this database, until this transaction ends."""
         conn.execute(text(f"SELECT pg_advisory_xact_lock({UPGRADE_LOCK[0]}, {UPGRADE_LOCK[1]})"))
+
+    def lock_memory_workspace(self, conn: Connection, workspace: str) -> None:
+        """A transaction-scoped advisory lock on the workspace's name: under READ COMMITTED two
+        concurrent puts would each see only their own new row, and both keep a 65th entry."""
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"),
+            {"name": MEMORY_LOCK_PREFIX + workspace},
+        )
+
+    def transaction_aborted(self, dbapi_connection: Any) -> bool:
+        """psycopg's view of the connection: a transaction in error can only roll back."""
+        info = getattr(dbapi_connection, "info", None)
+        status = getattr(info, "transaction_status", None)
+        return getattr(status, "name", None) == "INERROR"

@@ -9,8 +9,13 @@ makes DDL transactional and makes a second writer wait on the busy timeout.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
+import stat
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -21,19 +26,131 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool, StaticPool
 from sqlalchemy.sql.dml import Insert
 
-from ..errors import StoreAccessError, StoreError, StoreLockedError
+from ..errors import (
+    InvalidValueError,
+    RunNotFoundError,
+    StoreAccessError,
+    StoreError,
+    StoreLockedError,
+)
 from ..formats import BUSY_TIMEOUT_SECONDS
-from .base import Backend
+from .base import Backend, WriteQueue
 
 WRITE = "hs_write"
-"""`Connection.info` key: when true, the next `begin` takes the write lock up front."""
+"""`Connection.info` key or execution option: when true, `begin` takes the write lock up front
+(`Store.write_engine` sets the option for ORM sessions)."""
+
+KEEP_ORPHANS = "hs_keep_orphans"
+"""`Connection.info` key: when true, the next `begin` turns foreign keys off first, so a copy
+can carry a source's orphan steps (written by a tool that left foreign keys off) unchanged."""
 
 SYNCHRONOUS = ("off", "normal", "full", "extra")
+
+SQLITE_BUSY = 5
+SQLITE_LOCKED = 6
+SQLITE_READONLY = 8
+SQLITE_CANTOPEN = 14
+SQLITE_CONSTRAINT_FOREIGNKEY = 787
+"""Result codes (https://sqlite.org/rescode.html); Python's sqlite3 reports extended codes."""
 
 
 def is_memory(url: URL) -> bool:
     """Whether the URL names an in-memory database (no file, no WAL, one shared connection)."""
-    return url.database in (None, "", ":memory:") or "mode=memory" in str(url)
+    if url.database in (None, "", ":memory:"):
+        return True
+    mode = url.query.get("mode")
+    return mode == "memory" or (isinstance(mode, tuple) and "memory" in mode)
+
+
+QUEUE_SUFFIX = "-writers"
+"""The side file whose `flock` orders harness_store's writers to one database file."""
+
+
+def check_busy_timeout(seconds: float | None) -> float:
+    """The busy timeout in seconds: upstream's 5 s unless given, a finite number ≥ 0."""
+    if seconds is None:
+        return BUSY_TIMEOUT_SECONDS
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+        raise InvalidValueError(f"busy_timeout must be a number of seconds ≥ 0, not {seconds!r}")
+    if seconds != seconds or seconds == float("inf"):
+        raise InvalidValueError(f"busy_timeout must be finite, not {seconds!r}")
+    return float(seconds)
+
+
+def wait_turn(fd: int, timeout: float) -> None:
+    """Take the queue's `flock`, waiting at most `timeout` (then `StoreLockedError`).
+
+    Waiters retry every millisecond or two, so whoever is waiting when the holder commits has
+    an even chance at the next turn — unlike the busy handler, whose sleeps grow to 100 ms and
+    let one writer lose for the whole timeout.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.0002
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise StoreLockedError(
+                    f"other harness_store writers held the store past the busy timeout "
+                    f"({timeout:g} s)"
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.002)
+
+
+class FileWriteQueue(WriteQueue):
+    """A fair queue in front of `BEGIN IMMEDIATE` for every harness_store writer on the host.
+
+    SQLite's busy handler sleeps and retries, so under steady contention an unlucky writer can
+    lose every race until its busy timeout ends. Here a writer first takes an exclusive `flock`
+    on a side file (`<store>-writers`) and holds it only for its write transaction: waiting
+    writers sleep in the kernel and the next one starts the moment the last commits. Writers
+    that do not know the queue (io-harness itself) are still served by the busy handler, and
+    the queue's holder is the only harness_store process competing with them. A store whose
+    directory cannot take the side file (read-only) writes without a queue.
+    """
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self._timeout = timeout
+        self._path: Path | None = Path(f"{path}{QUEUE_SUFFIX}")
+        self._store = path
+        self._fd: int | None = None
+
+    def _open(self) -> int | None:
+        if self._fd is None and self._path is not None:
+            try:
+                mode = stat.S_IMODE(self._store.stat().st_mode) & 0o666
+            except OSError:
+                mode = 0o600
+            try:
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
+            except OSError:
+                self._path = None  # e.g. a read-only directory: no queue, the busy handler
+        return self._fd
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        fd = self._open()
+        if fd is None:
+            yield
+            return
+        wait_turn(fd, self._timeout)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def forked(self) -> None:
+        # flock belongs to the open file description, which the child shares with the parent:
+        # the child opens its own (closing its copy never releases the parent's hold).
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def close(self) -> None:
+        self.forked()
 
 
 class SQLiteBackend(Backend):
@@ -42,28 +159,37 @@ class SQLiteBackend(Backend):
     name = "sqlite"
     one_connection = True
 
-    def engine_options(self, url: URL, *, synchronous: str | None) -> dict[str, Any]:
+    def engine_options(
+        self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> dict[str, Any]:
         if synchronous is not None and synchronous.lower() not in SYNCHRONOUS:
-            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}")
-        connect_args = {"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False}
+            raise InvalidValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}")
+        timeout = check_busy_timeout(busy_timeout)
+        connect_args = {"timeout": timeout, "check_same_thread": False}
         if is_memory(url):
             return {"poolclass": StaticPool, "connect_args": connect_args}
         return {"poolclass": NullPool, "connect_args": connect_args}
 
     def read_only_url(self, url: URL) -> URL:
         if is_memory(url):
-            raise ValueError("an in-memory SQLite database cannot be opened read-only")
+            raise InvalidValueError("an in-memory SQLite database cannot be opened read-only")
         if str(url.query.get("uri", "")).lower() in ("true", "1"):
             return url.update_query_dict({"mode": "ro"})
         uri = "file:" + quote(str(Path(str(url.database)).absolute()), safe="/")
         return URL.create(url.drivername, database=uri, query={"mode": "ro", "uri": "true"})
 
-    def install(self, engine: Engine, *, synchronous: str | None) -> None:
+    def install(
+        self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> None:
+        busy_ms = int(check_busy_timeout(busy_timeout) * 1000)
+
         @event.listens_for(engine, "connect")
         def on_connect(dbapi_conn: sqlite3.Connection, record: Any) -> None:
             dbapi_conn.isolation_level = None
-            busy_ms = int(BUSY_TIMEOUT_SECONDS * 1000)
             dbapi_conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            # Upstream's bundled SQLite is built with SQLITE_DEFAULT_FOREIGN_KEYS=1: a step
+            # whose run does not exist is refused there, so it is here.
+            dbapi_conn.execute("PRAGMA foreign_keys = ON")
             # FULL unless told otherwise, as upstream's durability, whatever this SQLite
             # build's compiled-in default for WAL is.
             level = (synchronous or "full").upper()
@@ -76,11 +202,15 @@ class SQLiteBackend(Backend):
 
         @event.listens_for(engine, "begin")
         def on_begin(conn: Connection) -> None:
-            if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            options = conn.get_execution_options()
+            if options.get("isolation_level") == "AUTOCOMMIT":
                 return
             dbapi_conn = conn.connection.driver_connection
             assert dbapi_conn is not None
-            dbapi_conn.execute("BEGIN IMMEDIATE" if conn.info.get(WRITE) else "BEGIN")
+            if conn.info.get(KEEP_ORPHANS):
+                dbapi_conn.execute("PRAGMA foreign_keys = OFF")  # only outside a transaction
+            write = conn.info.get(WRITE) or options.get(WRITE)
+            dbapi_conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
     def now(self) -> str:
         return "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
@@ -141,16 +271,34 @@ class SQLiteBackend(Backend):
         mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()
         return str(mode).lower() != "wal"
 
+    def write_queue(self, url: URL, *, busy_timeout: float | None = None) -> WriteQueue:
+        if is_memory(url) or str(url.query.get("mode", "")) == "ro":
+            return WriteQueue()
+        return FileWriteQueue(Path(str(url.database)).absolute(), check_busy_timeout(busy_timeout))
+
+    def shares_memory(self, engine: Engine) -> bool:
+        return is_memory(engine.url)
+
     def translate_error(self, exc: BaseException) -> StoreError | None:
-        message = str(getattr(exc, "orig", exc))
-        if "database is locked" in message or "database table is locked" in message:
-            return StoreLockedError(
-                f"the store stayed locked by another writer past the busy timeout "
-                f"({BUSY_TIMEOUT_SECONDS:g} s): {message}"
+        """From SQLite's (extended) result code, never its message."""
+        exc = getattr(exc, "orig", None) or exc  # a SQLAlchemy error: its driver error
+        code = getattr(exc, "sqlite_errorcode", None)
+        if not isinstance(code, int):
+            return None
+        message = str(exc)
+        if code == SQLITE_CONSTRAINT_FOREIGNKEY:
+            return RunNotFoundError(
+                "a step names a run that is not in the store (steps.run_id REFERENCES "
+                f"runs(id), enforced as upstream's SQLite does): {message}"
             )
-        if "readonly database" in message:
+        primary = code & 0xFF
+        if primary in (SQLITE_BUSY, SQLITE_LOCKED):
+            return StoreLockedError(
+                f"the store stayed locked by another writer past the busy timeout: {message}"
+            )
+        if primary == SQLITE_READONLY:
             return StoreAccessError(f"the store cannot be written: {message}")
-        if "unable to open database" in message:
+        if primary == SQLITE_CANTOPEN:
             return StoreAccessError(f"cannot open the database file: {message}")
         return None
 

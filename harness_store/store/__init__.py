@@ -15,8 +15,9 @@ from sqlalchemy.engine import URL
 
 from ..detect import check_sqlite_file, diagnose, read_revision
 from ..dialects import backend_named
+from ..dialects.sqlite import is_memory
 from ..engine import make_engine, read_only_url, sqlite_path, to_url, where
-from ..errors import StoreNotFoundError, UpgradeRequiredError
+from ..errors import InvalidValueError, StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
 from ..preflight import check_readable
@@ -36,9 +37,16 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
     upgrade_report: object | None = None
     """What `open` found and did when it had to upgrade the store (a `migrate.UpgradeReport`)."""
 
-    def __init__(self, engine_url: URL, *, synchronous: str | None = None) -> None:
+    def __init__(
+        self,
+        engine_url: URL,
+        *,
+        synchronous: str | None = None,
+        busy_timeout: float | None = None,
+    ) -> None:
         backend = backend_named(engine_url.get_backend_name())
-        super().__init__(make_engine(engine_url, synchronous=synchronous), backend, engine_url)
+        engine = make_engine(engine_url, synchronous=synchronous, busy_timeout=busy_timeout)
+        super().__init__(engine, backend, engine_url, busy_timeout=busy_timeout)
         self._compile_run_statements()
         self._compile_tree_statements()
 
@@ -51,6 +59,7 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         backup: bool = True,
         synchronous: str | None = None,
         read_only: bool = False,
+        busy_timeout: float | None = None,
     ) -> Self:
         """Open (creating if absent) the store at a file path or SQLAlchemy URL.
 
@@ -60,6 +69,9 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         store already at head opens without loading Alembic. File stores are put in WAL with a
         5 s busy timeout, like upstream 0.12+. `synchronous` ("full" by default, as upstream,
         or "normal") trades durability of the last commits on power loss for speed.
+        `busy_timeout` (seconds, 5 by default as upstream; SQLite) is how long a write waits
+        for other writers before `StoreLockedError`: first in the queue harness_store's
+        writers to one file join (fair turns), then on SQLite's own lock.
 
         `read_only=True` opens a store that holds the whole 0.13 schema (at head, an
         untracked 0.13 store, or a newer release's) for reading only: nothing is upgraded,
@@ -67,6 +79,10 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         fine.
         """
         url = to_url(target)
+        if is_memory_target(url):
+            if read_only:
+                raise InvalidValueError("an in-memory store cannot be opened read-only")
+            return cls.memory(synchronous=synchronous)
         if read_only:
             return cls._open_read_only(url)
         path = sqlite_path(url)
@@ -81,7 +97,7 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
                 from ..migrate import upgrade as run_upgrade
 
                 report = run_upgrade(url, backup=False)
-        store = cls(url, synchronous=synchronous)
+        store = cls(url, synchronous=synchronous, busy_timeout=busy_timeout)
         store.upgrade_report = report
         try:
             store._ensure_schema(upgrade=upgrade, backup=backup)
@@ -115,9 +131,10 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         return store
 
     @classmethod
-    def memory(cls) -> Self:
-        """An in-memory store at the head schema, for tests and throwaway runs."""
-        store = cls(to_url(":memory:"))
+    def memory(cls, *, synchronous: str | None = None) -> Self:
+        """An in-memory store at the head schema, for tests and throwaway runs (also what
+        `Store.open(":memory:")` returns)."""
+        store = cls(to_url(":memory:"), synchronous=synchronous)
         with store._write() as conn:
             create_head_schema(conn)
         return store
@@ -151,6 +168,11 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
 
     def __enter__(self) -> Self:
         return self
+
+
+def is_memory_target(url: URL) -> bool:
+    """Whether the URL names an in-memory SQLite database (nothing on disk to migrate)."""
+    return url.get_backend_name() == "sqlite" and is_memory(url)
 
 
 def create_head_schema(conn: Connection) -> None:

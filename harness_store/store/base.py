@@ -11,10 +11,12 @@ of the same thread joins the one open transaction.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, NoReturn, TypeVar
@@ -27,7 +29,7 @@ from sqlalchemy.sql import ClauseElement
 from .. import models as m
 from ..dialects import Backend
 from ..dialects.sqlite import WRITE
-from ..errors import RunNotFoundError, StoreError
+from ..errors import RunNotFoundError, StoreConnectionError, StoreError
 
 T = TypeVar("T")
 
@@ -65,7 +67,9 @@ class _Active(threading.local):
 class StoreBase:
     """Connection handling; the concerns (runs, events, trees, memory) build on it."""
 
-    def __init__(self, engine: Engine, backend: Backend, url: URL) -> None:
+    def __init__(
+        self, engine: Engine, backend: Backend, url: URL, *, busy_timeout: float | None = None
+    ) -> None:
         self._engine = engine
         self._backend = backend
         self.url = url
@@ -75,14 +79,45 @@ class StoreBase:
         self._raw: Any = None
         """The held connection's driver connection (SQLite), for the hot path."""
         self._begin_write = backend.begin_write_sql()
+        self._queue = backend.write_queue(url, busy_timeout=busy_timeout)
         if backend.one_connection:
             self._hold()
         self._closed = False
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _after_fork(ref))
+
+    def _forked(self) -> None:
+        """In a child after `fork()`: the parent's connections are the parent's. Drop them —
+        never close them, which would end the parent's sessions or reset its transactions —
+        and take fresh ones (SQLAlchemy's documented pattern, `dispose(close=False)`)."""
+        self._lock = threading.RLock()
+        self._active = _Active()
+        self._queue.forked()
+        if self._closed or self._backend.shares_memory(self._engine):
+            return  # an in-memory database exists only on its one connection: keep it
+        if self._held is not None:
+            _INHERITED.append(self._held)  # kept referenced, so it is never finalized here
+            self._held = None
+            self._raw = None
+        self._engine.dispose(close=False)
+        if self._backend.one_connection:
+            self._hold()
 
     @property
     def engine(self) -> Engine:
-        """The SQLAlchemy engine behind this Store (for ORM sessions over the models)."""
+        """The SQLAlchemy engine behind this Store, for reading through ORM sessions over the
+        models. On SQLite its transactions begin deferred: a session that reads and then
+        writes fails at once if another process wrote in between — write through
+        `write_engine`."""
         return self._engine
+
+    @property
+    def write_engine(self) -> Engine:
+        """The Store's engine with write transactions: on SQLite each transaction begins with
+        `BEGIN IMMEDIATE`, so an ORM session that reads then writes waits for other writers
+        (up to the busy timeout) instead of failing on a stale read. Same as `engine` on
+        PostgreSQL. Bind sessions that write to it: `Session(store.write_engine)`."""
+        return self._engine.execution_options(**{WRITE: True})
 
     @property
     def backend(self) -> Backend:
@@ -110,6 +145,7 @@ class StoreBase:
         with self._lock:
             self._closed = True
             self._release()
+            self._queue.close()
             self._engine.dispose()
 
     def __enter__(self) -> StoreBase:
@@ -135,32 +171,128 @@ class StoreBase:
                 yield conn
 
     @contextmanager
-    def _tx(self, *, write: bool) -> Iterator[Connection]:
-        """A connection inside a transaction: this thread's open one, or a new one."""
-        active = self._active.conn
-        if active is not None:
-            if write and not self._active.write:
-                raise StoreError("cannot write inside a read-only transaction")
-            yield active
-            return
-        with self._translated(), self._borrow() as conn:
-            conn.info[WRITE] = write
-            with conn.begin():
-                self._active.conn, self._active.write = conn, write
-                try:
-                    yield conn
-                finally:
-                    self._active.conn, self._active.write = None, False
+    def _unit(self, *, write: bool, driver: bool = False, alone: bool = False) -> Iterator[Any]:
+        """The one way a Store call gets its transaction; every read and write goes through it.
+
+        Inside this thread's open `transaction()` block a write runs in its own savepoint, so
+        a failed call is undone alone and the block goes on (on PostgreSQL an error would
+        otherwise abort the whole transaction); a read joins the block as it is. Otherwise the
+        call gets its own transaction (`BEGIN IMMEDIATE` for a SQLite write), committed when
+        the body ends and rolled back when it raises.
+
+        Yields a SQLAlchemy `Connection`, or with `driver=True` the driver object to run
+        pre-compiled statements on (the hot paths, with no SQLAlchemy machinery per
+        statement). `alone=True` promises one statement: on a pooled connection it then runs
+        in autocommit, atomic by itself, saving the BEGIN and COMMIT round trips. Driver
+        errors leave here as typed `StoreError`s, translated in one place.
+        """
+        if self._closed:
+            raise StoreError("this Store is closed")
+        committing = False
+        try:
+            active = self._active.conn
+            if active is not None:
+                if write and not self._active.write:
+                    raise StoreError("cannot write inside a read-only transaction")
+                unit = active.connection.dbapi_connection.cursor() if driver else active  # type: ignore[union-attr]
+                if not write:
+                    yield unit
+                    return
+                with active.begin_nested():
+                    yield unit
+                return
+            if driver and self._raw is not None:
+                with self._lock:
+                    raw = self._raw
+                    if raw is None:
+                        raise StoreError("this Store is closed")
+                    if not write:
+                        yield raw  # no transaction open: one statement is its own snapshot
+                        return
+                    with self._queue.turn():
+                        if self._begin_write is not None:
+                            raw.execute(self._begin_write)
+                        try:
+                            yield raw
+                        except BaseException:
+                            raw.rollback()
+                            raise
+                        raw.commit()
+                return
+            with self._borrow() as conn:
+                if driver:
+                    if alone:
+                        committing = write
+                        with _autocommitted(conn) as pooled:
+                            yield pooled.cursor()
+                        return
+                    pooled = conn.connection.dbapi_connection
+                    assert pooled is not None
+                    cursor = pooled.cursor()
+                    try:
+                        if self._begin_write is not None:
+                            cursor.execute(self._begin_write)
+                        yield cursor
+                    except BaseException:
+                        pooled.rollback()
+                        raise
+                    pooled.commit()
+                    return
+                conn.info[WRITE] = write
+                with self._queue.turn() if write else nullcontext(), conn.begin():
+                    self._active.conn, self._active.write = conn, write
+                    try:
+                        yield conn
+                    finally:
+                        self._active.conn, self._active.write = None, False
+        except StoreError:
+            raise
+        except Exception as exc:
+            self._raise_typed(exc, may_have_committed=committing)
+
+    def _tx(self, *, write: bool) -> Any:
+        """A SQLAlchemy connection inside the call's transaction (see `_unit`)."""
+        return self._unit(write=write)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Group several Store writes into one atomic transaction: all of them, or none.
 
+        Each Store call inside the block is atomic on its own: one that fails leaves nothing
+        of itself, and when the caller catches its error the other calls of the block are
+        still committed at the end. An exception leaving the block rolls the whole block
+        back. A nested `transaction()` is a savepoint: all of its calls, or none of them, and
+        the outer block goes on. A transaction that cannot commit (its connection was lost,
+        the server aborted it) raises instead of ending quietly.
+
         On SQLite the write lock is taken when the block starts. Store calls made inside the
         block by the same thread join it; other threads wait for it to finish.
         """
-        with self._tx(write=True):
-            yield
+        active = self._active.conn
+        if active is not None:
+            if not self._active.write:
+                raise StoreError("cannot write inside a read-only transaction")
+            with self._translated(), active.begin_nested():
+                yield
+            return
+        with self._translated(), self._borrow() as conn, self._queue.turn():
+            conn.info[WRITE] = True
+            outer = conn.begin()
+            self._active.conn, self._active.write = conn, True
+            try:
+                yield
+            except BaseException:
+                self._active.conn, self._active.write = None, False
+                outer.rollback()
+                raise
+            self._active.conn, self._active.write = None, False
+            if self._backend.transaction_aborted(conn.connection.dbapi_connection):
+                outer.rollback()
+                raise StoreError(
+                    "the transaction was aborted by the server after an error inside the "
+                    "block; nothing of it was committed"
+                )
+            outer.commit()
 
     def _write(self) -> Any:
         return self._tx(write=True)
@@ -172,81 +304,17 @@ class StoreBase:
         self, work: Sequence[tuple[DriverStatement, Any]], *, many: bool = False
     ) -> None:
         """Run pre-compiled statements in one write transaction on the driver connection: the
-        hot path of checkpoints, with no SQLAlchemy execution machinery per statement.
-
-        Joins this thread's open transaction when there is one; otherwise opens its own
-        (`BEGIN IMMEDIATE` on SQLite) and commits it, or rolls it back on any failure. On a
-        pooled connection a single statement runs in autocommit: it is atomic by itself, and
-        skipping BEGIN and COMMIT saves two round trips to the server.
-        """
-        try:
-            active = self._active.conn
-            if active is not None:
-                if not self._active.write:
-                    raise StoreError("cannot write inside a read-only transaction")
-                cursor = active.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-                _execute(cursor, work, many)
-                return
-            if self._raw is not None:
-                with self._lock:
-                    raw = self._raw
-                    if raw is None:
-                        raise StoreError("this Store is closed")
-                    if self._begin_write is not None:
-                        raw.execute(self._begin_write)
-                    try:
-                        _execute(raw, work, many)
-                    except BaseException:
-                        raw.rollback()
-                        raise
-                    raw.commit()
-                return
-            with self._borrow() as conn:
-                pooled = conn.connection.dbapi_connection
-                assert pooled is not None
-                if len(work) == 1 and not many:
-                    with _autocommitted(conn) as alone:
-                        alone.cursor().execute(work[0][0].sql, work[0][1])
-                    return
-                cursor = pooled.cursor()
-                try:
-                    if self._begin_write is not None:
-                        cursor.execute(self._begin_write)
-                    _execute(cursor, work, many)
-                except BaseException:
-                    pooled.rollback()
-                    raise
-                pooled.commit()
-        except StoreError:
-            raise
-        except Exception as exc:
-            self._raise_typed(exc)
+        hot path of checkpoints (a single statement on a pooled connection in autocommit)."""
+        with self._unit(write=True, driver=True, alone=len(work) == 1 and not many) as unit:
+            run = unit.executemany if many else unit.execute
+            for statement, params in work:
+                run(statement.sql, params)
 
     def _driver_read(self, statement: DriverStatement, values: Mapping[str, Any]) -> list[Any]:
         """One pre-compiled SELECT on the driver connection, as its own snapshot: the hot read
-        path of tree aggregates, without SQLAlchemy's execution machinery or a BEGIN/COMMIT
-        round trip. Joins this thread's open transaction when there is one."""
-        params = statement.params(values)
-        try:
-            active = self._active.conn
-            if active is not None:
-                cursor: Any = active.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-                cursor.execute(statement.sql, params)
-                return list(cursor.fetchall())
-            if self._raw is not None:
-                with self._lock:
-                    raw = self._raw
-                    if raw is None:
-                        raise StoreError("this Store is closed")
-                    return raw.execute(statement.sql, params).fetchall()  # type: ignore[no-any-return]
-            with self._borrow() as conn, _autocommitted(conn) as pooled:
-                cursor = pooled.cursor()
-                cursor.execute(statement.sql, params)
-                return cursor.fetchall()  # type: ignore[no-any-return]
-        except StoreError:
-            raise
-        except Exception as exc:
-            self._raise_typed(exc)
+        path of tree aggregates."""
+        with self._unit(write=False, driver=True, alone=True) as unit:
+            return unit.execute(statement.sql, statement.params(values)).fetchall()  # type: ignore[no-any-return]
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -258,11 +326,18 @@ class StoreBase:
         except Exception as exc:
             self._raise_typed(exc)
 
-    def _raise_typed(self, exc: Exception) -> NoReturn:
-        """Raise `exc` as its typed `StoreError`, or unchanged when it is no database error."""
+    def _raise_typed(self, exc: Exception, *, may_have_committed: bool = False) -> NoReturn:
+        """Raise `exc` as its typed `StoreError`, or unchanged when it is no database error.
+
+        `may_have_committed` is true only for a statement that was its own commit: a lost
+        connection then cannot say whether the server kept it."""
+        if isinstance(exc, StoreError):
+            raise exc
         typed = self._typed(exc)
         if typed is None:
             raise exc
+        if isinstance(typed, StoreConnectionError):
+            typed.may_have_committed = may_have_committed
         raise typed from exc
 
     def _typed(self, exc: Exception) -> StoreError | None:
@@ -300,10 +375,15 @@ class StoreBase:
             return [make(*row) for row in conn.execute(statement, params or {})]
 
 
-def _execute(cursor: Any, work: Sequence[tuple[DriverStatement, Any]], many: bool) -> None:
-    run = cursor.executemany if many else cursor.execute
-    for statement, params in work:
-        run(statement.sql, params)
+_INHERITED: list[Connection] = []
+"""Connections a forked child inherited and dropped: referenced for the child's life so that
+garbage collection never closes (or rolls back) what is still the parent's connection."""
+
+
+def _after_fork(ref: weakref.ref[StoreBase]) -> None:
+    store = ref()
+    if store is not None:
+        store._forked()
 
 
 @contextmanager

@@ -94,6 +94,7 @@ class MemoryMixin(StoreBase):
         self._backend.check_memory_key(workspace, key)
         point = {k: params[k] for k in ("run_id", "workspace", "key", "step")}
         with self._write() as conn:
+            self._backend.lock_memory_workspace(conn, workspace)
             recorded = conn.execute(_SNAPSHOT_TEXT, point).rowcount
             if not recorded:
                 recorded = conn.execute(_SNAPSHOT_ABSENT, point).rowcount

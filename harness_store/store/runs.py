@@ -85,6 +85,16 @@ def column_arrays(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return arrays
 
 
+def steps_of(run_id: int) -> Select[int, str, str, str, str, int, int]:
+    """A run's step rows in order, their id last (the keyset of a paged read)."""
+    s = m.Step
+    return (
+        select(s.step, s.decision, s.result, s.prompt, s.tool_call, s.tokens, s.id)
+        .where(s.run_id == run_id)
+        .order_by(s.step, s.id)
+    )
+
+
 def last_step_of(run_id: int) -> Select[int]:
     """`MAX(step)` of a run, 0 without steps: its progress (retries share a step number)."""
     return select(func.coalesce(func.max(m.Step.step), 0)).where(m.Step.run_id == run_id)
@@ -183,19 +193,20 @@ class RunsMixin(StoreBase):
         return len(rows)
 
     def steps(self, run_id: int) -> list[StepRecord]:
-        """Every step of a run, in order (`step`, then insertion)."""
-        return list(self.iter_steps(run_id))
+        """Every step of a run, in order (`step`, then insertion), read as one snapshot (one
+        statement: a paged read could mix in steps committed between its pages)."""
+        with self._read() as conn:
+            rows = conn.execute(steps_of(run_id)).all()
+        return [StepRecord(*row[:6]) for row in rows]
 
     def iter_steps(self, run_id: int, *, page: int = STEP_PAGE) -> Iterator[StepRecord]:
         """Stream a run's steps in order without loading the run: keyset pages of `page` rows,
-        each read in its own short transaction (no lock is held between pages)."""
+        each read in its own short transaction (no lock is held between pages, so steps
+        committed meanwhile may appear; `steps` is one snapshot)."""
+        if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+            raise InvalidValueError(f"page must be a positive number of rows, not {page!r}")
         s = m.Step
-        base = (
-            select(s.step, s.decision, s.result, s.prompt, s.tool_call, s.tokens, s.id)
-            .where(s.run_id == run_id)
-            .order_by(s.step, s.id)
-            .limit(page)
-        )
+        base = steps_of(run_id).limit(page)
         after: tuple[int, int] | None = None
         while True:
             query = base if after is None else base.where(tuple_(s.step, s.id) > tuple_(*after))

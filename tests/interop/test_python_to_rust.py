@@ -213,7 +213,6 @@ def test_stored_policies_read_as_upstreams_policy_reads_them(
 # --- foreign keys: fixed on another branch ---------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="fixed on branch h11-core")
 def test_steps_for_a_missing_run_are_refused_as_upstream_refuses_them(
     tmp_path: Path, oracles: Oracles
 ) -> None:
