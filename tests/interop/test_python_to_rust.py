@@ -210,7 +210,7 @@ def test_stored_policies_read_as_upstreams_policy_reads_them(
     assert upstream[runs["0.7 era, no net"]]["defaults"]["net"] == "deny"
 
 
-# --- foreign keys: fixed on another branch ---------------------------------------------------
+# --- foreign keys ---------------------------------------------------------------------------
 
 
 def test_steps_for_a_missing_run_are_refused_as_upstream_refuses_them(
