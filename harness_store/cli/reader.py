@@ -1,0 +1,125 @@
+"""Opening a store for the read commands: parse the target once, diagnose, refuse."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+from ..detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
+from ..dialects import backend_named
+from ..engine import read_only_url as engine_read_only_url
+from ..engine import sqlite_path, to_url, where
+from ..errors import (
+    NotADatabaseError,
+    SchemaError,
+    StoreNotFoundError,
+    UpgradeRequiredError,
+)
+from ..releases import UPSTREAM_HEAD
+from ..store import Store
+
+if TYPE_CHECKING:
+    pass
+from .app import EXIT_USAGE, CliError
+
+# --- opening a store read-only -----------------------------------------------------------
+
+
+def parse_target(db: str) -> URL:
+    """The URL for a path or URL argument; an unusable URL is a usage error."""
+    try:
+        url = to_url(db)
+        backend_named(url.get_backend_name())
+    except (ArgumentError, NoSuchModuleError, ValueError, SchemaError) as exc:
+        raise CliError(
+            EXIT_USAGE, f"{shown(db)} is not a usable store path or URL: {exc}"
+        ) from None
+    return url
+
+
+def shown(db: str) -> str:
+    """An argument as messages may print it: a URL's password hidden, even in a bad URL."""
+    if "://" not in db:
+        return repr(db)
+    try:
+        return repr(make_url(db).render_as_string(hide_password=True))
+    except (ArgumentError, ValueError):
+        return "the URL given" if "@" in db else repr(db)
+
+
+def check_file(path: Path) -> None:
+    """Refuse a path that is no SQLite store before SQLite opens it; a read-only file is fine."""
+    if not path.exists():
+        raise StoreNotFoundError(f"no run store at {path}")
+    check_sqlite_file(path, writable=False)
+
+
+def read_only_url(url: URL) -> URL:
+    """The same store, opened so that no statement can write to it."""
+    try:
+        return engine_read_only_url(url)
+    except ValueError as exc:
+        raise CliError(
+            EXIT_USAGE, "an in-memory SQLite database holds no store; give a file"
+        ) from exc
+
+
+def sqlite_uri(url: URL) -> bool:
+    """Whether a SQLite URL already names its file as a `file:` URI (`?uri=true`)."""
+    return str(url.query.get("uri", "")).lower() in ("true", "1")
+
+
+@dataclass
+class Reader:
+    """A store opened read-only, with what it was found to be."""
+
+    store: Store
+    url: URL
+    found: Diagnosis
+
+    @property
+    def where(self) -> str:
+        return where(self.url)
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A connection inside one read transaction."""
+        with self.store.engine.connect() as conn, conn.begin():
+            yield conn
+
+
+@contextmanager
+def open_reader(db: str, *, require_readable: bool = True) -> Iterator[Reader]:
+    """Open `db` read-only and diagnose it; refuse what cannot be read (see the exit codes)."""
+    url = parse_target(db)
+    path = sqlite_path(url)
+    if path is not None and not sqlite_uri(url):
+        check_file(path)
+    store = Store(read_only_url(url))
+    try:
+        with store.engine.connect() as conn, conn.begin():
+            reader = Reader(store, url, diagnose(conn))
+        if require_readable:
+            refuse_unreadable(reader)
+        yield reader
+    finally:
+        store.close()
+
+
+def refuse_unreadable(reader: Reader) -> None:
+    """Raise for a store the read commands cannot read without an upgrade."""
+    found = reader.found
+    if found.kind is StoreKind.EMPTY:
+        raise NotADatabaseError(f"{reader.where} is an empty database (no tables), not a run store")
+    if not found.holds_upstream_head:
+        raise UpgradeRequiredError(
+            f"{reader.where}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} schema "
+            f"— run `harness-store upgrade {reader.where}` first (nothing was changed)"
+        )
