@@ -247,7 +247,7 @@ def test_runs_of_the_interrupted_tree(fixture_copy: Copy, release: str) -> None:
 
 def test_runs_plain_is_one_line_a_run_newest_first(fixture_copy: Copy) -> None:
     lines = ok("runs", fixture_copy("io-harness-0.22.0/interrupted")).splitlines()
-    assert lines[0].split()[:8] == [
+    assert lines[0].split()[:9] == [
         "id",
         "parent",
         "status",
@@ -255,6 +255,7 @@ def test_runs_plain_is_one_line_a_run_newest_first(fixture_copy: Copy) -> None:
         "steps",
         "tokens",
         "started",
+        "(UTC)",
         "duration",
     ]
     assert [line.split()[0] for line in lines[1:]] == ["3", "2", "1"]

@@ -7,10 +7,12 @@ import os
 import sqlite3
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+from typer.core import TyperArgument
 
 from ..dialects import backend_named
 from ..errors import (
@@ -20,6 +22,7 @@ from ..errors import (
     StoreLockedError,
     StoreNotFoundError,
 )
+from ..releases import HEAD, UPSTREAM_HEAD
 
 if TYPE_CHECKING:
     pass
@@ -29,6 +32,9 @@ DEBUG_ENV = "HARNESS_STORE_DEBUG"
 """Environment variable that lets an unexpected error's traceback through."""
 
 EXIT_OTHER, EXIT_USAGE, EXIT_NOT_A_STORE, EXIT_LOCKED, EXIT_NOT_FOUND = 1, 2, 3, 4, 5
+
+MAX_INT = 2**63 - 1
+"""The largest id, step or count a store can hold; larger arguments are usage errors."""
 
 PACKAGE_DOC = sys.modules[__package__].__doc__ or "" if __package__ else ""
 """The package docstring: the summary and the exit-code table that --help shows."""
@@ -56,12 +62,54 @@ app = typer.Typer(
     epilog=EPILOG,
     add_completion=False,
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
 
+
+def _usage_name(self: TyperArgument) -> str:
+    """`DB` in usage lines, `[DB]` when optional: no braces around a required argument."""
+    name = self.display_name_raw
+    return name if self.required else f"[{name}]"
+
+
+def _no_type(self: TyperArgument, ctx: object) -> None:
+    """No `<str>`/`<int>` after an argument's name in --help: its help says what it is."""
+    return None
+
+
+TyperArgument._usage_display_name = _usage_name  # type: ignore[method-assign]
+TyperArgument.display_type_rich = _no_type  # type: ignore[method-assign, assignment]
+
+
+def show_version(value: bool) -> None:
+    """`--version`: the package's version and the newest schema it writes."""
+    if value:
+        try:
+            version = metadata.version("harness_store")
+        except metadata.PackageNotFoundError:
+            version = "unknown (not installed)"
+        sys.stdout.write(
+            f"harness-store {version} (schema revision {HEAD}, io-harness {UPSTREAM_HEAD})\n"
+        )
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=show_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Look into, upgrade and copy io-harness run stores."""
+
+
 DbArg = Annotated[str, typer.Argument(metavar="DB", help="Store file path or SQLAlchemy URL.")]
-RunArg = Annotated[int, typer.Argument(metavar="RUN", help="Run id.")]
+RunArg = Annotated[int, typer.Argument(metavar="RUN", help="Run id.", max=MAX_INT)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 

@@ -13,7 +13,7 @@ from .. import models as m
 if TYPE_CHECKING:
     pass
 from .app import EPILOG, DbArg, JsonOpt, app
-from .output import emit_json, emit_table, short_time, stderr_console, visible
+from .output import Column, emit_json, emit_table, short_time, stderr_console, visible
 from .reader import open_reader
 
 # --- memory ------------------------------------------------------------------------------
@@ -62,11 +62,11 @@ def memory_command(
         return
     emit_table(
         [
-            ("key", "left"),
-            ("run", "right"),
-            ("step", "right"),
-            ("created", "left"),
-            ("value", "left"),
+            Column("key", cut=True),
+            Column("run", "right"),
+            Column("step", "right"),
+            Column("created (UTC)"),
+            Column("value", cut=True),
         ],
         [(e.key, e.run_id, e.step, short_time(e.created_at), e.value) for e in entries],
     )

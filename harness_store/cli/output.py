@@ -6,15 +6,13 @@ import json
 import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from itertools import islice
+from typing import TextIO
 
-from rich.console import Console, JustifyMethod
-from rich.table import Table
+from rich.cells import cell_len, set_cell_size
+from rich.console import Console
 from rich.text import Text
-
-if TYPE_CHECKING:
-    pass
-
 
 PLAIN_WIDTH = 1_000_000
 """Console width for piped output, so Rich never wraps or cuts a line that is not a screen's."""
@@ -41,6 +39,11 @@ def visible(value: object) -> str:
     """A value as one line of text: control and bidi characters shown as escapes."""
     if value is None:
         return "—"
+    if type(value) is int:
+        return str(value)
+    text = str(value)
+    if text.isprintable() and BIDI_CONTROLS.isdisjoint(text):
+        return text
     return "".join(
         c.encode("unicode_escape").decode("ascii")
         if unicodedata.category(c) == "Cc" or c in BIDI_CONTROLS
@@ -54,41 +57,150 @@ def emit_json(document: object) -> None:
     sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
 
 
+def note(message: str) -> None:
+    """A remark for the person (how many more rows, nothing found) on stderr, so stdout keeps
+    only the data."""
+    sys.stderr.write(visible(message) + "\n")
+
+
+class JsonArray:
+    """A JSON array written one element at a time, so a million elements never sit in memory;
+    with `lines=True`, JSON Lines (one document a line) instead."""
+
+    def __init__(self, *, lines: bool = False, out: TextIO | None = None) -> None:
+        self.lines = lines
+        self.out = out or sys.stdout
+        self.count = 0
+
+    def __enter__(self) -> JsonArray:
+        if not self.lines:
+            self.out.write("[")
+        return self
+
+    def add(self, document: object) -> None:
+        """Write one element."""
+        text = json.dumps(document, ensure_ascii=False)
+        if self.lines:
+            self.out.write(text + "\n")
+        else:
+            self.out.write(("\n  " if self.count == 0 else ",\n  ") + text)
+        self.count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.lines:
+            self.out.write("\n]" if self.count else "]")
+        if exc[0] is None and not self.lines:
+            self.out.write("\n")
+        self.out.flush()
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: its header, alignment, and whether long values are cut to fit.
+
+    Columns that are not `cut` (ids, numbers, times) are never shortened or dropped; on a
+    terminal the `cut` ones are narrowed, widest first, and end in "…" when they do not fit.
+    """
+
+    header: str
+    justify: str = "left"
+    cut: bool = False
+
+
+FIRST_ROWS = 200
+"""Rows read before the column widths are fixed; the rest stream at those widths."""
+
+
+def fit_widths(columns: Sequence[Column], natural: list[int], total: int) -> list[int]:
+    """Column widths within `total` cells: narrow the cuttable columns, widest first."""
+    widths = list(natural)
+    spare = sum(widths) + 2 * (len(widths) - 1) - total
+    floor = [max(len(c.header), 3) if c.cut else w for c, w in zip(columns, widths, strict=True)]
+    while spare > 0:
+        candidates = [i for i, c in enumerate(columns) if c.cut and widths[i] > floor[i]]
+        if not candidates:
+            break
+        widest = max(candidates, key=lambda i: widths[i])
+        step = min(spare, widths[widest] - floor[widest])
+        widths[widest] -= step
+        spare -= step
+    return widths
+
+
+def width_of(value: str) -> int:
+    """Terminal cells `value` takes (ASCII, the common case, without Rich's table lookup)."""
+    return len(value) if value.isascii() else cell_len(value)
+
+
+def fit_cell(value: str, width: int) -> str:
+    """`value` cut to `width` cells with a trailing ellipsis when it is longer."""
+    if width_of(value) <= width:
+        return value
+    return set_cell_size(value, max(width - 1, 0)) + "…"
+
+
 def emit_table(
-    columns: Sequence[tuple[str, JustifyMethod]],
+    columns: Sequence[Column | tuple[str, str]],
     rows: Iterable[Sequence[object]],
     *,
     title: str | None = None,
-) -> None:
-    """A table: a Rich table on a terminal, aligned plain lines otherwise.
+) -> int:
+    """Print a table as it is read, one line a row; return how many rows it printed.
 
-    `columns` are (header, justify) pairs; the last column is never padded (it holds text such
-    as a goal or a decision, which may be long).
+    Widths come from the first `FIRST_ROWS` rows, so a table of a million rows starts at once
+    and holds only those in memory. On a terminal the table fits the console's width (cuttable
+    columns end in "…") and the header is bold; piped, nothing is cut. A later value wider
+    than its column is printed whole, never cut, unless its column is cuttable.
     """
+    spec = [c if isinstance(c, Column) else Column(c[0], c[1], cut=False) for c in columns]
     console = stdout_console()
-    cells = [[visible(v) for v in row] for row in rows]
-    if console.is_terminal:
-        grid = Table(title=title, title_justify="left", highlight=False)
-        for index, (header, justify) in enumerate(columns):
-            last = index == len(columns) - 1
-            grid.add_column(header, justify=justify, no_wrap=not last, overflow="fold")
-        for row in cells:
-            grid.add_row(*(Text(c) for c in row))
-        console.print(grid)
-        return
-    from rich.cells import cell_len
+    terminal = console.is_terminal
+    iterator = iter(rows)
+    first = [[visible(v) for v in row] for row in islice(iterator, FIRST_ROWS)]
+    if not first:
+        return 0
+    natural = [
+        max([width_of(c.header), *(width_of(r[i]) for r in first)]) for i, c in enumerate(spec)
+    ]
+    widths = fit_widths(spec, natural, console.width) if terminal else natural
+    out = sys.stdout
 
-    headers = [header for header, _ in columns]
-    widths = [max([cell_len(h), *(cell_len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    if title:
-        console.print(Text(title))
-    for row in [headers, *cells]:
+    last = len(spec) - 1
+    right = [c.justify == "right" for c in spec]
+    cut = [terminal and c.cut for c in spec]
+
+    def line(cells: Sequence[str]) -> str:
         parts = []
-        for i, (value, (_, justify)) in enumerate(zip(row, columns, strict=True)):
-            pad = " " * (widths[i] - cell_len(value))
-            last = i == len(columns) - 1
-            parts.append(pad + value if justify == "right" else value + ("" if last else pad))
-        console.print(Text("  ".join(parts).rstrip()))
+        for i, value in enumerate(cells):
+            if cut[i]:
+                value = fit_cell(value, widths[i])
+            if i == last and not right[i]:
+                parts.append(value)
+                continue
+            pad = " " * (widths[i] - width_of(value))
+            parts.append(pad + value if right[i] else value + pad)
+        return "  ".join(parts).rstrip()
+
+    if title:
+        out.write(title + "\n")
+    header = line([c.header for c in spec])
+    out.write(
+        ("\x1b[1m" + header + "\x1b[0m" if terminal and not console.no_color else header) + "\n"
+    )
+    count = 0
+    for cells in first:
+        out.write(line(cells) + "\n")
+        count += 1
+    for row in iterator:
+        out.write(line([visible(v) for v in row]) + "\n")
+        count += 1
+    out.flush()
+    return count
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """`1 run`, `2 runs`, `1,000 steps`."""
+    return f"{count:,} {noun if count == 1 else plural_form or noun + 's'}"
 
 
 def emit_pairs(pairs: Sequence[tuple[str, str]]) -> None:
@@ -128,5 +240,6 @@ def human_duration(ms: int | None) -> str:
 
 
 def short_time(stamp: str | None) -> str:
-    """`2026-07-31T01:39:56.041Z` as `2026-07-31 01:39:56`."""
+    """`2026-07-31T01:39:56.041Z` as `2026-07-31 01:39:56` (UTC, as upstream writes them;
+    the column headers say so)."""
     return "—" if stamp is None else stamp.replace("T", " ")[:19]

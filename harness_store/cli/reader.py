@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
@@ -76,6 +76,30 @@ def sqlite_uri(url: URL) -> bool:
     return str(url.query.get("uri", "")).lower() in ("true", "1")
 
 
+class Replaced:
+    """A SQLite `text_factory` that decodes bytes that are not UTF-8 with U+FFFD instead of
+    failing the whole read, and counts how often it had to."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, raw: bytes) -> str:
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            self.count += 1
+            return raw.decode("utf-8", "replace")
+
+    def install(self, engine: Engine) -> None:
+        """Use it on every connection `engine` opens from now on (SQLite only)."""
+        if engine.dialect.name != "sqlite":
+            return
+
+        @event.listens_for(engine, "connect")
+        def lenient(dbapi_conn: Any, record: Any) -> None:
+            dbapi_conn.text_factory = self
+
+
 @dataclass
 class Reader:
     """A store opened read-only, with what it was found to be."""
@@ -83,6 +107,7 @@ class Reader:
     store: Store
     url: URL
     found: Diagnosis
+    replaced: Replaced = field(default_factory=Replaced)
 
     @property
     def where(self) -> str:
@@ -106,6 +131,7 @@ def open_reader(db: str, *, require_readable: bool = True) -> Iterator[Reader]:
     try:
         with store.engine.connect() as conn, conn.begin():
             reader = Reader(store, url, diagnose(conn))
+        reader.replaced.install(store.engine)
         if require_readable:
             refuse_unreadable(reader)
         yield reader

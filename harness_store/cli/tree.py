@@ -15,7 +15,7 @@ from ..records import TreeNode
 if TYPE_CHECKING:
     pass
 from .app import EPILOG, DbArg, JsonOpt, RunArg, app
-from .output import emit_json, stdout_console, visible
+from .output import emit_json, plural, stdout_console, visible
 from .reader import open_reader
 
 # --- tree --------------------------------------------------------------------------------
@@ -24,8 +24,8 @@ from .reader import open_reader
 def node_label(node: TreeNode) -> str:
     """One node of the drawn tree."""
     return (
-        f"run {node.run_id}  {node.status}  {node.outcome or '—'}  {node.steps} steps  "
-        f"{node.tokens:,} tokens  {node.goal}"
+        f"run {node.run_id}  {node.status}  {node.outcome or '—'}  {plural(node.steps, 'step')}  "
+        f"{plural(node.tokens, 'token')}  {node.goal}"
     )
 
 
@@ -85,7 +85,8 @@ def tree_command(db: DbArg, run: RunArg, as_json: JsonOpt = False) -> None:
     console.print(drawn)
     console.print(
         Text(
-            f"{totals['runs']} runs, {totals['steps']} steps, {totals['tokens']:,} tokens",
+            f"{plural(totals['runs'], 'run')}, {plural(totals['steps'], 'step')}, "
+            f"{plural(totals['tokens'], 'token')}",
             style="bold" if console.is_terminal else "",
         )
     )
