@@ -256,7 +256,7 @@ def test_runs_plain_is_one_line_a_run_newest_first(fixture_copy: Copy) -> None:
         "tokens",
         "started",
         "(UTC)",
-        "duration",
+        "took",
     ]
     assert [line.split()[0] for line in lines[1:]] == ["3", "2", "1"]
 
@@ -567,11 +567,6 @@ def test_read_only_file_is_read_but_not_upgraded(born_05: Path, born_013: Path) 
     assert as_json("inspect", born_05)["shape_revision"] == "0.5"
     assert "read-only" in fails(1, "upgrade", born_05)
     assert digest(born_05) == before and backups(born_05) == []
-
-
-def test_upgrade_does_not_create_a_missing_store(tmp_path: Path) -> None:
-    fails(EXIT_NOT_A_STORE, "upgrade", tmp_path / "none.sqlite3")
-    assert list(tmp_path.iterdir()) == []
 
 
 # --- PostgreSQL --------------------------------------------------------------------------

@@ -115,13 +115,15 @@ def fit_widths(columns: Sequence[Column], natural: list[int], total: int) -> lis
     """Column widths within `total` cells: narrow the cuttable columns, widest first."""
     widths = list(natural)
     spare = sum(widths) + 2 * (len(widths) - 1) - total
-    floor = [max(len(c.header), 3) if c.cut else w for c, w in zip(columns, widths, strict=True)]
+    floor = [min(w, 3) if c.cut else w for c, w in zip(columns, widths, strict=True)]
     while spare > 0:
         candidates = [i for i, c in enumerate(columns) if c.cut and widths[i] > floor[i]]
         if not candidates:
             break
-        widest = max(candidates, key=lambda i: widths[i])
-        step = min(spare, widths[widest] - floor[widest])
+        candidates.sort(key=lambda i: widths[i], reverse=True)
+        widest = candidates[0]
+        runner_up = widths[candidates[1]] if len(candidates) > 1 else floor[widest]
+        step = min(spare, widths[widest] - max(runner_up, floor[widest])) or 1
         widths[widest] -= step
         spare -= step
     return widths

@@ -143,8 +143,8 @@ def runs_command(
     as_json: JsonOpt = False,
 ) -> None:
     """One line a run, newest first: id, parent, status, outcome, steps, tokens, started
-    (UTC), duration (recorded for runs finished by 0.12+), goal. The newest 50 unless --limit
-    or --all; a line on stderr says how many more there are. Read-only."""
+    (UTC), how long it took (recorded for runs finished by 0.12+), goal. The newest 50 unless
+    --limit or --all; a line on stderr says how many more there are. Read-only."""
     if every and limit is not None:
         raise typer.BadParameter("give --limit or --all, not both", param_hint="--all")
     wanted = None if every else limit or DEFAULT_RUNS
@@ -166,7 +166,7 @@ def runs_command(
                     Column("steps", "right"),
                     Column("tokens", "right"),
                     Column("started (UTC)"),
-                    Column("duration", "right"),
+                    Column("took", "right"),
                     Column("goal", cut=True),
                 ],
                 (
@@ -175,7 +175,7 @@ def runs_command(
                         row["parent_run_id"],
                         row["status"],
                         row["outcome"],
-                        row["steps"],
+                        f"{row['steps']:,}",
                         tokens_cell(row),
                         short_time(row["started_at"]),
                         human_duration(row["duration_ms"]),

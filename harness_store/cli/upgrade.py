@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import sys
 from contextlib import nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 from sqlalchemy.engine import URL
 
 from ..detect import StoreKind
 from ..engine import safe_url, sqlite_path, where
+from ..errors import StoreNotFoundError
 from ..releases import HEAD, REVISIONS
 
 if TYPE_CHECKING:
     from ..migrate import UpgradeReport
 from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
-from .output import emit_json, stderr_console, stdout_console
-from .reader import open_reader
+from .output import emit_json, stderr_console, visible
+from .reader import open_reader, parse_target
 
 # --- upgrade -----------------------------------------------------------------------------
 
@@ -33,30 +35,47 @@ def upgrade_command(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Detect what the store is, back it up (SQLite files), and upgrade it through the Alembic
-    chain to REV (head by default), in one transaction; report what changed."""
+    """Say what the store is, back it up (SQLite files), and upgrade it through the Alembic
+    chain to REV (head by default), in one transaction; report what changed. A path where no
+    store exists gets a new one."""
     from ..migrate import upgrade
 
     destination = HEAD if to in ("head", "heads") else to
     if destination not in REVISIONS:
         raise CliError(EXIT_USAGE, f"unknown revision {to!r}; choose one of {', '.join(REVISIONS)}")
-    with open_reader(db, require_readable=False) as reader:
-        found = reader.found
-        url = reader.url
-    if found.revision is not None and REVISIONS.index(found.revision) > REVISIONS.index(
-        destination
-    ):
-        raise CliError(
-            EXIT_USAGE,
-            f"{where(url)} is at {found.revision}, above --to {destination}; upgrade never "
-            "goes down (nothing was changed)",
+    url = parse_target(db)
+    path = sqlite_path(url)
+    say = (lambda line: None) if as_json else stdout_line
+    created = path is not None and not path.exists()
+    if path is not None and not path.exists():
+        if not path.parent.is_dir():
+            raise StoreNotFoundError(f"cannot create a store at {path}: no directory {path.parent}")
+        say(f"found: no store at {path}; creating one at {destination}")
+    elif path is not None and hot_journal(path):
+        say(
+            f"found: {path} has an unfinished transaction (a rollback journal left by a crash); "
+            "the upgrade rolls it back first"
         )
+    else:
+        with open_reader(db, require_readable=False) as reader:
+            found = reader.found
+        if found.revision is not None and REVISIONS.index(found.revision) > REVISIONS.index(
+            destination
+        ):
+            raise CliError(
+                EXIT_USAGE,
+                f"{where(url)} is at {found.revision}, above --to {destination}; upgrade never "
+                "goes down (nothing was changed)",
+            )
+        say(f"found: {found.describe()}")
     status = stderr_console()
     busy = (
         status.status(f"upgrading {where(url)} …") if status.is_terminal and not as_json else None
     )
     with busy or nullcontext():
-        report = upgrade(url, destination, backup=not no_backup, create=False)
+        report = upgrade(url, destination, backup=not no_backup, create=True)
+    raced = bool(getattr(report, "raced", False))
+    changed = not raced and (report.before != report.after or report.stamped is not None)
     if as_json:
         emit_json(
             {
@@ -66,27 +85,53 @@ def upgrade_command(
                 "after": report.after,
                 "stamped": report.stamped,
                 "backup": str(report.backup) if report.backup else None,
-                "changed": report.before != report.after or report.stamped is not None,
+                "changed": changed,
+                "nothing_to_do": not changed,
+                "raced": raced,
                 "messages": report.messages,
             }
         )
         return
-    console = stdout_console()
     for message in report.messages:
-        console.print(Text(message))
-    if report.before == report.after and report.stamped is None:
-        console.print(Text(f"{where(url)}: already at {report.after}; nothing changed"))
+        if not message.startswith("found:"):
+            say(message)
+    if raced:
+        say(
+            f"{where(url)}: nothing to do — another upgrade brought it to {report.after} while "
+            "this one waited; nothing changed"
+        )
+    elif not changed:
+        say(f"{where(url)}: nothing to do — already at {report.after}; nothing changed")
     else:
-        console.print(Text(f"upgraded {where(url)}: {report.before or 'empty'} → {report.after}"))
-    if report.backup is None:
-        console.print(Text(f"backup: {no_backup_reason(report, url, skipped=no_backup)}"))
+        say(f"upgraded {where(url)}: {report.before or 'empty'} → {report.after}")
+    if report.backup is None and created:
+        say("backup: none (a new store)")
+    elif report.backup is None:
+        say(f"backup: {no_backup_reason(report, url, skipped=no_backup, changed=changed)}")
 
 
-def no_backup_reason(report: UpgradeReport, url: URL, *, skipped: bool) -> str:
+def stdout_line(line: str) -> None:
+    """One line of the upgrade's account, written at once (it comes before the work)."""
+    sys.stdout.write(visible(line) + "\n")
+    sys.stdout.flush()
+
+
+def hot_journal(path: Path) -> bool:
+    """Whether a rollback journal beside `path` holds an unfinished transaction: a read-only
+    open cannot roll it back (SQLite calls such a journal "hot")."""
+    journal = path.with_name(path.name + "-journal")
+    try:
+        with journal.open("rb") as handle:
+            return any(handle.read(28))
+    except OSError:
+        return False
+
+
+def no_backup_reason(report: UpgradeReport, url: URL, *, skipped: bool, changed: bool) -> str:
     """Why an upgrade left no backup, in words."""
     if report.found is not None and report.found.kind is StoreKind.EMPTY:
         return "none (the database was empty)"
-    if report.before == report.after and report.stamped is None:
+    if not changed:
         return "none (nothing changed)"
     if skipped:
         return "none (--no-backup)"
