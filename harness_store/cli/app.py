@@ -23,6 +23,7 @@ from ..errors import (
     StoreNotFoundError,
 )
 from ..releases import HEAD, UPSTREAM_HEAD
+from .output import visible
 
 if TYPE_CHECKING:
     pass
@@ -159,6 +160,27 @@ def classify(exc: BaseException) -> tuple[int, str]:
     return EXIT_OTHER, f"unexpected {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for details)"
 
 
+def secrets_in(argv: Sequence[str]) -> list[str]:
+    """The passwords of URL arguments, and each `@`-separated piece of one, as typed."""
+    found = []
+    for arg in argv:
+        _, sep, rest = arg.partition("://")
+        userinfo = rest.split("/", 1)[0].rpartition("@")[0] if sep else ""
+        password = userinfo.partition(":")[2]
+        if password:
+            found.append(password)
+            found.extend(piece for piece in password.split("@") if len(piece) >= 3)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def scrubbed(message: str, argv: Sequence[str] | None = None) -> str:
+    """`message` with any password given on the command line cut out (a last guard: a driver
+    may quote the URL it was given)."""
+    for secret in secrets_in(sys.argv[1:] if argv is None else argv):
+        message = message.replace(secret, "(password hidden)")
+    return message
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command; turn every error into one line on stderr and its exit code."""
     try:
@@ -167,5 +189,5 @@ def main(argv: Sequence[str] | None = None) -> None:
         if os.environ.get(DEBUG_ENV):
             raise
         code, message = classify(exc)
-        sys.stderr.write(f"harness-store: error: {one_line(message)}\n")
+        sys.stderr.write(f"harness-store: error: {visible(scrubbed(one_line(message)))}\n")
         sys.exit(code)

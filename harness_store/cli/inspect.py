@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     pass
 from .app import EPILOG, DbArg, JsonOpt, app
 from .output import emit_json, emit_pairs, emit_table, human_size
-from .reader import Reader, open_reader
+from .reader import Reader, open_reader, suggest
 
 # --- inspect -----------------------------------------------------------------------------
 
@@ -91,7 +91,7 @@ def inspect_command(db: DbArg, as_json: JsonOpt = False) -> None:
     elif doc["kind"] == StoreKind.EMPTY.value:
         state = "no run store yet (`harness-store upgrade` would create one)"
     else:
-        state = f"below head ({HEAD}): run `harness-store upgrade {reader.where}`"
+        state = f"below head ({HEAD}): run {suggest('upgrade', reader.url)}"
         if not doc["readable"]:
             state += " before the read commands can read it"
     size = human_size(doc["size_bytes"])

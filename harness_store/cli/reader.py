@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,8 +15,8 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from ..detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
 from ..dialects import backend_named
+from ..engine import URL_ENV, safe_url, sqlite_path, to_url, where
 from ..engine import read_only_url as engine_read_only_url
-from ..engine import sqlite_path, to_url, where
 from ..errors import (
     NotADatabaseError,
     SchemaError,
@@ -34,6 +35,7 @@ from .app import EXIT_USAGE, CliError
 
 def parse_target(db: str) -> URL:
     """The URL for a path or URL argument; an unusable URL is a usage error."""
+    refuse_hidden_at(db)
     try:
         url = to_url(db)
         backend_named(url.get_backend_name())
@@ -42,6 +44,43 @@ def parse_target(db: str) -> URL:
             EXIT_USAGE, f"{shown(db)} is not a usable store path or URL: {exc}"
         ) from None
     return url
+
+
+def command_target(url: URL) -> str:
+    """How a suggested command names the store, ready to paste into a shell: a path or URL
+    quoted for the shell, or `"$HARNESS_STORE_URL"` for a URL with a password (which is never
+    printed, and a `***` in its place would not run)."""
+    path = sqlite_path(url)
+    if path is not None:
+        return shlex.quote(str(path))
+    if url.password:
+        return f'"${URL_ENV}"'
+    return shlex.quote(safe_url(url))
+
+
+def suggest(command: str, url: URL, then: str = "") -> str:
+    """A command for the person to run on this store, in backquotes, pasteable as it is, then
+    `then`, then where the URL goes when the command names it by `$HARNESS_STORE_URL`."""
+    text = f"`harness-store {command} {command_target(url)}`{then}"
+    if sqlite_path(url) is None and url.password:
+        text += f", with {URL_ENV} set to the store's URL (its password is not shown here)"
+    return text
+
+
+def refuse_hidden_at(db: str) -> None:
+    """Refuse a URL whose user or password holds a raw `@`: SQLAlchemy would take the text
+    after it for the host, and the driver's "cannot resolve host" would print a piece of the
+    password. The URL is not repeated."""
+    _, sep, rest = db.partition("://")
+    if not sep:
+        return
+    authority = rest.split("/", 1)[0]
+    if authority.count("@") > 1:
+        raise CliError(
+            EXIT_USAGE,
+            "the URL's user name or password holds an '@'; write it as %40 "
+            "(the URL is not shown: it holds a password)",
+        )
 
 
 def shown(db: str) -> str:
@@ -147,5 +186,5 @@ def refuse_unreadable(reader: Reader) -> None:
     if not found.holds_upstream_head:
         raise UpgradeRequiredError(
             f"{reader.where}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} schema "
-            f"— run `harness-store upgrade {reader.where}` first (nothing was changed)"
+            f"— run {suggest('upgrade', reader.url, ' first')} (nothing was changed)"
         )
