@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     pass
 from .app import EPILOG, DbArg, JsonOpt, app
 from .output import emit_json, emit_pairs, emit_table, human_size
-from .reader import Reader, open_reader, suggest
+from .reader import Reader, in_wal_mode, open_reader, suggest
 
 # --- inspect -----------------------------------------------------------------------------
 
@@ -39,6 +39,8 @@ def inspect_document(reader: Reader) -> dict[str, Any]:
         }
         if conn.dialect.name == "sqlite":
             journal = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()
+            if path is not None and in_wal_mode(path):
+                journal = "wal"  # an immutable open reports its own mode, not the file's
             size = path.stat().st_size if path is not None else 0
         else:
             journal = None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import URL, make_url
@@ -28,7 +30,7 @@ from ..store import Store
 
 if TYPE_CHECKING:
     pass
-from .app import EXIT_USAGE, CliError
+from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError
 
 # --- opening a store read-only -----------------------------------------------------------
 
@@ -100,6 +102,57 @@ def check_file(path: Path) -> None:
     check_sqlite_file(path, writable=False)
 
 
+def hot_journal(path: Path) -> bool:
+    """Whether a rollback journal beside `path` holds an unfinished transaction (SQLite calls
+    it "hot"): only a connection that can write rolls it back, so a read-only one fails."""
+    journal = path.with_name(path.name + "-journal")
+    try:
+        with journal.open("rb") as handle:
+            return any(handle.read(28))
+    except OSError:
+        return False
+
+
+def refuse_hot_journal(path: Path, url: URL) -> None:
+    """Explain, instead of SQLite's "attempt to write a readonly database", a store left with
+    an unfinished transaction by a crash."""
+    if hot_journal(path):
+        raise CliError(
+            EXIT_NOT_A_STORE,
+            f"{path} has an unfinished transaction (its -journal file was left by a crash); "
+            f"reading it needs that rolled back first: run {suggest('upgrade', url)} or open "
+            "it with anything that writes (nothing was changed)",
+        )
+
+
+def in_wal_mode(path: Path) -> bool:
+    """Whether the file's header says WAL (read and write versions 2)."""
+    with path.open("rb") as handle:
+        header = handle.read(20)
+    return header[18:20] == b"\x02\x02"
+
+
+def read_as_still_file(path: Path) -> bool:
+    """Whether to read a WAL store with `immutable=1`, as a file nothing changes.
+
+    When it has no `-wal`/`-shm` beside it, no connection has it open (a connection keeps them
+    while it is open), and a read-only open would create them and could not remove them; on
+    read-only media (a mounted backup) nothing can write it, and SQLite cannot create its
+    `-shm` there at all. A store in rollback-journal mode creates no side files when read."""
+    if not in_wal_mode(path):
+        return False
+    side = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    if not any(p.exists() for p in side):
+        return True
+    return not os.access(path.parent, os.W_OK)
+
+
+def immutable_url(url: URL, path: Path) -> URL:
+    """The store as a `file:` URI with `immutable=1` (the read-only open adds `mode=ro`)."""
+    uri = "file:" + quote(str(path.absolute()), safe="/")
+    return URL.create(url.drivername, database=uri, query={"immutable": "1", "uri": "true"})
+
+
 def read_only_url(url: URL) -> URL:
     """The same store, opened so that no statement can write to it."""
     try:
@@ -164,9 +217,13 @@ def open_reader(db: str, *, require_readable: bool = True) -> Iterator[Reader]:
     """Open `db` read-only and diagnose it; refuse what cannot be read (see the exit codes)."""
     url = parse_target(db)
     path = sqlite_path(url)
+    opened = url
     if path is not None and not sqlite_uri(url):
         check_file(path)
-    store = Store(read_only_url(url))
+        refuse_hot_journal(path, url)
+        if read_as_still_file(path):
+            opened = immutable_url(url, path)
+    store = Store(read_only_url(opened))
     try:
         with store.engine.connect() as conn, conn.begin():
             reader = Reader(store, url, diagnose(conn))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from contextlib import nullcontext
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
     from ..migrate import UpgradeReport
 from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .output import emit_json, stderr_console, visible
-from .reader import open_reader, parse_target
+from .reader import hot_journal, open_reader, parse_target
 
 # --- upgrade -----------------------------------------------------------------------------
 
@@ -114,17 +113,6 @@ def stdout_line(line: str) -> None:
     """One line of the upgrade's account, written at once (it comes before the work)."""
     sys.stdout.write(visible(line) + "\n")
     sys.stdout.flush()
-
-
-def hot_journal(path: Path) -> bool:
-    """Whether a rollback journal beside `path` holds an unfinished transaction: a read-only
-    open cannot roll it back (SQLite calls such a journal "hot")."""
-    journal = path.with_name(path.name + "-journal")
-    try:
-        with journal.open("rb") as handle:
-            return any(handle.read(28))
-    except OSError:
-        return False
 
 
 def no_backup_reason(report: UpgradeReport, url: URL, *, skipped: bool, changed: bool) -> str:
