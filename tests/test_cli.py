@@ -605,24 +605,30 @@ def test_copy_sqlite_to_sqlite(fixture_copy: Copy, tmp_path: Path) -> None:
     source = fixture_copy("io-harness-0.22.0/interrupted")
     before = digest(source)
     target = tmp_path / "copied.sqlite3"
-    done = cli("copy", source, target, "--batch-size", "2")
+    done = cli("copy", source, target, "--batch-size", "2", "--skip-unknown-tables")
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr
     assert "runs: 3/3 rows" in done.stderr and "steps: 4/4 rows" in done.stderr
     assert "row counts verified" in done.stdout and "provider_calls" in done.stdout
     assert digest(source) == before
     assert as_json("tree", target, "1")["tokens"] == 400
-    report = as_json("copy", source, tmp_path / "again.sqlite3")
+    report = as_json("copy", source, tmp_path / "again.sqlite3", "--skip-unknown-tables")
     assert report["counts"]["runs"] == 3 and report["counts"]["steps"] == 4
     assert report["skipped_tables"]["provider_calls"] == 4
-    line = fails(EXIT_NOT_A_STORE, "copy", source, target)
+    line = fails(EXIT_NOT_A_STORE, "copy", source, target, "--skip-unknown-tables")
     assert "copied.sqlite3" in line
 
 
 def test_copy_progress_on_a_terminal(fixture_copy: Copy, tmp_path: Path) -> None:
     pytest.importorskip("harness_store.transfer")
     source = fixture_copy("io-harness-0.22.0/populated")
-    done = cli("copy", source, tmp_path / "copied.sqlite3", env={"FORCE_COLOR": "1"})
+    done = cli(
+        "copy",
+        source,
+        tmp_path / "copied.sqlite3",
+        "--skip-unknown-tables",
+        env={"FORCE_COLOR": "1"},
+    )
     assert done.returncode == 0, done.stderr
     assert "\x1b[" in done.stderr and "ledger_observations" in done.stderr
 
@@ -630,6 +636,6 @@ def test_copy_progress_on_a_terminal(fixture_copy: Copy, tmp_path: Path) -> None
 def test_copy_sqlite_to_postgresql(fixture_copy: Copy, pg_url: str) -> None:
     pytest.importorskip("harness_store.transfer")
     source = fixture_copy("io-harness-0.22.0/populated")
-    report = as_json("copy", source, pg_url)
+    report = as_json("copy", source, pg_url, "--skip-unknown-tables")
     assert report["counts"]["steps"] == 4
     assert as_json("trace", pg_url, "1")["tokens"] == 1140

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -70,21 +72,78 @@ class CopyProgress:
             self.console.print(Text(f"{name}: {done:,}/{total:,} rows"))
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during a copy, raised where the copy is, so it cleans up as on
+    Ctrl-C (the target is emptied again)."""
+
+
+@contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into `Stopped` while the block runs."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        name = str(exc) or "Ctrl-C"
+        raise CliError(
+            EXIT_OTHER, f"copy stopped by {name}; the target was emptied again"
+        ) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 @app.command("copy", epilog=EPILOG)
 def copy_command(
     source: Annotated[str, typer.Argument(metavar="SRC", help="Store to copy from.")],
     target: Annotated[str, typer.Argument(metavar="DST", help="Store to copy into.")],
     batch_size: Annotated[
-        int, typer.Option("--batch-size", min=1, metavar="N", help="Rows per batch.")
+        int, typer.Option("--batch-size", min=1, max=1_000_000, metavar="N", help="Rows per batch.")
     ] = 1000,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Redo a copy into a target left unfinished by a killed copy (or one whose "
+            "tables hold no rows).",
+        ),
+    ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue a killed copy: its rows were never committed, so they are copied "
+            "again (the same as --replace).",
+        ),
+    ] = False,
+    skip_unknown: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unknown-tables",
+            help="Leave out tables and columns of a newer io-harness (refused otherwise).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Copy a whole store between SQLite and PostgreSQL (either way), with every row count
-    verified; a progress bar per table on a terminal."""
+    verified; a progress bar per table on a terminal. Until it commits, the target is marked
+    unfinished; a copy stopped by Ctrl-C, SIGTERM or SIGHUP empties the target again, and one
+    killed outright leaves it marked, for --replace."""
     copy_store = load_copy_store()
     parse_target(source), parse_target(target)
-    with CopyProgress(stderr_console(), quiet=as_json) as progress:
-        report = copy_store(source, target, batch_size=batch_size, progress=progress)
+    with CopyProgress(stderr_console(), quiet=as_json) as progress, stopped_by_signals():
+        report = copy_store(
+            source,
+            target,
+            batch_size=batch_size,
+            progress=progress,
+            skip_unknown_tables=skip_unknown,
+            replace=replace or resume,
+        )
     if as_json:
         emit_json(
             {

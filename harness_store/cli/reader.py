@@ -27,6 +27,7 @@ from ..errors import (
 )
 from ..releases import UPSTREAM_HEAD
 from ..store import Store
+from ..transfer import IncompleteCopyError, copy_in_progress, incomplete_copy_message
 
 if TYPE_CHECKING:
     pass
@@ -227,6 +228,8 @@ def open_reader(db: str, *, require_readable: bool = True) -> Iterator[Reader]:
     try:
         with store.engine.connect() as conn, conn.begin():
             reader = Reader(store, url, diagnose(conn))
+            if copy_in_progress(conn):
+                raise IncompleteCopyError(incomplete_copy_message(reader.where))
         reader.replaced.install(store.engine)
         if require_readable:
             refuse_unreadable(reader)

@@ -100,6 +100,7 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         try:
             with store._read() as conn:
                 found = diagnose(conn)
+                refuse_unfinished_copy(conn, url)
             if not found.holds_upstream_head:
                 raise UpgradeRequiredError(
                     f"{where(url)}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} "
@@ -122,6 +123,7 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
 
     def _ensure_schema(self, *, upgrade: bool, backup: bool) -> None:
         with self._read() as conn:
+            refuse_unfinished_copy(conn, self.url)
             at_head = read_revision(conn) == HEAD and (
                 self._backend.checkpoint_format(conn) <= CHECKPOINT_FORMAT
             )
@@ -149,6 +151,15 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
 
     def __enter__(self) -> Self:
         return self
+
+
+def refuse_unfinished_copy(conn: Connection, url: URL) -> None:
+    """Refuse a database left by a killed `copy_store` (schema, no rows): nothing may read
+    it as a store or write into it."""
+    from ..transfer import IncompleteCopyError, copy_in_progress, incomplete_copy_message
+
+    if copy_in_progress(conn):
+        raise IncompleteCopyError(incomplete_copy_message(where(url)))
 
 
 def create_head_schema(conn: Connection) -> None:
