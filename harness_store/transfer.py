@@ -60,6 +60,7 @@ outside io-harness) is not carried over; the target's next id is `MAX(id)+1` of 
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -87,7 +88,7 @@ from .detect import StoreKind, check_sqlite_file, diagnose
 from .dialects import Backend, backend_named
 from .dialects.postgresql import FORMAT_TABLE
 from .dialects.sqlite import WRITE
-from .engine import make_engine, read_only_url, safe_url, sqlite_path, to_url, where
+from .engine import URL_ENV, make_engine, read_only_url, safe_url, sqlite_path, to_url, where
 from .errors import (
     InvalidValueError,
     SchemaError,
@@ -324,7 +325,8 @@ def _plan(src: Connection, url: URL) -> _Plan:
         raise UpgradeRequiredError(
             f"{shown}: {found.describe()}; a copy needs the io-harness {UPSTREAM_HEAD} schema "
             f"(revision {HEAD}), and it lacks {', '.join(missing)}. A copy never changes its "
-            f"source: upgrade it first with `harness-store upgrade {shown}`, then copy it"
+            f"source: upgrade it first with `harness-store upgrade {_pasteable(url)}`, then "
+            "copy it"
         )
     skipped_columns = tuple(
         f"{t.name}.{name}" for t in tables for name in sorted(have[t.name] - set(t.columns.keys()))
@@ -341,6 +343,15 @@ def _plan(src: Connection, url: URL) -> _Plan:
         skipped_columns=skipped_columns,
         checkpoint_format=backend_named(src.dialect.name).checkpoint_format(src),
     )
+
+
+def _pasteable(url: URL) -> str:
+    """The store as a shell argument for a suggested command: a quoted path or URL, or
+    `"$HARNESS_STORE_URL"` for a URL whose password must not be printed."""
+    path = sqlite_path(url)
+    if path is not None:
+        return shlex.quote(str(path))
+    return f'"${URL_ENV}"' if url.password else shlex.quote(safe_url(url))
 
 
 def _refuse_unknown(plan: _Plan, url: URL) -> None:
