@@ -462,6 +462,8 @@ BAD = {
 def test_not_a_store_is_one_line_and_exit_3(tmp_path: Path, kind: str, command: str) -> None:
     if kind == "empty-database" and command in ("inspect", "upgrade"):
         pytest.skip("an empty SQLite database is inspectable, and upgrade creates a store in it")
+    if kind == "missing" and command == "upgrade":
+        pytest.skip("upgrade creates a store where none is (test_cli_terminal)")
     path = make_bad(kind, tmp_path)
     before = digest(path) if path.is_file() else None
     assert BAD[kind] in fails(EXIT_NOT_A_STORE, command, path)
