@@ -62,14 +62,15 @@ def as_json(*args: str | Path) -> Any:
     return json.loads(ok(*args, "--json"))
 
 
-def fails(code: int, *args: str | Path) -> str:
-    """Run a command that must fail with `code`: one line on stderr, no traceback."""
+def fails(code: int, *args: str | Path, said: str = "") -> str:
+    """Run a command that must fail with `code`: one line on stderr, no traceback, and on
+    stdout nothing but `said` (`upgrade` says what it found before it starts)."""
     done = cli(*args)
     assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("harness-store: error: "), done.stderr
-    assert done.stdout == ""
+    assert done.stdout.startswith(said) and done.stdout.count("\n") == bool(said), done.stdout
     return lines[0]
 
 
@@ -507,7 +508,8 @@ def test_upgrade_of_a_store_held_by_a_writer_is_exit_4(born_013: Path) -> None:
     with closing(sqlite3.connect(born_013, isolation_level=None)) as holder:
         assert holder.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         holder.execute("BEGIN IMMEDIATE")
-        assert "locked" in fails(EXIT_LOCKED, "upgrade", born_013, "--no-backup")
+        line = fails(EXIT_LOCKED, "upgrade", born_013, "--no-backup", said="found: ")
+        assert "locked" in line
         holder.execute("ROLLBACK")
     assert sql(born_013, "SELECT name FROM sqlite_master WHERE name = 'alembic_version'") == []
 
@@ -567,7 +569,7 @@ def test_read_only_file_is_read_but_not_upgraded(born_05: Path, born_013: Path) 
     assert as_json("runs", born_013)
     before = digest(born_05)
     assert as_json("inspect", born_05)["shape_revision"] == "0.5"
-    assert "read-only" in fails(1, "upgrade", born_05)
+    assert "read-only" in fails(1, "upgrade", born_05, said="found: io-harness 0.5 store")
     assert digest(born_05) == before and backups(born_05) == []
 
 
