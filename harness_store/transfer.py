@@ -29,17 +29,26 @@ What it does, in order:
    `CopyVerificationError` before anything is committed.
 5. After the commit, counts again on a fresh connection (what other clients will see).
 
+Between steps 3 and 4 a marker table (`COPY_MARKER`) is committed in the target; the
+transaction of step 4 drops it with its last statement. A target killed mid-copy (SIGKILL,
+power loss) therefore still has it: `Store.open`, and every `harness-store` reader, refuse such
+a target with `IncompleteCopyError`, and `copy_store(..., replace=True)` (`copy --replace` or
+`--resume`) empties it and copies again (its rows were never committed, so there is nothing to
+continue from).
+
 A copy that fails anywhere after step 2 — a row the target cannot store, a lost connection,
-Ctrl-C, an exception from the progress callback — rolls back the rows and then drops the
-schema step 3 built, so the target is empty again (a SQLite file the copy created is deleted).
-The one exception is the check after the commit (step 5): the data is committed by then, so it
-is reported but left in place.
+Ctrl-C (and, from the command, SIGTERM or SIGHUP), an exception from the progress callback —
+rolls back the rows and then drops the schema step 3 built, so the target is empty again (a
+SQLite file the copy created is deleted). The one exception is the check after the commit
+(step 5): the data is committed by then, so it is reported but left in place.
 
 Every table and column the models know (every release through 0.66) is copied when the source
 has it; the target is built at head, so a source of an older release leaves the later tables
 empty and the later columns at their defaults. Tables and columns of an io-harness newer than
 this package knows are **not** copied; they are listed in `CopyReport.skipped_tables` (with
-their row counts) and `CopyReport.skipped_columns`, so nothing is dropped silently.
+their row counts) and `CopyReport.skipped_columns`, so nothing is dropped silently. With
+`skip_unknown_tables=False` (the command's default) such a source is refused instead, naming
+them, before anything changes.
 
 Values are copied as the driver returns them: text byte for byte (time stamps stay upstream's
 `…T…Z` text), integers up to 2⁶³−1, NULLs as NULL. A value the target cannot hold — a NUL
@@ -53,6 +62,7 @@ outside io-harness) is not carried over; the target's next id is `MAX(id)+1` of 
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -60,7 +70,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Column, Connection, Engine, MetaData, Table, func, insert, inspect, select
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    MetaData,
+    String,
+    Table,
+    func,
+    insert,
+    inspect,
+    select,
+)
 from sqlalchemy import table as table_clause
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
@@ -69,7 +90,7 @@ from .detect import StoreKind, check_sqlite_file, diagnose
 from .dialects import Backend, backend_named
 from .dialects.postgresql import FORMAT_TABLE
 from .dialects.sqlite import KEEP_ORPHANS, WRITE
-from .engine import make_engine, read_only_url, safe_url, sqlite_path, to_url, where
+from .engine import URL_ENV, make_engine, read_only_url, safe_url, sqlite_path, to_url, where
 from .errors import (
     InvalidValueError,
     SchemaError,
@@ -85,8 +106,11 @@ __all__ = [
     "CopyError",
     "CopyReport",
     "CopyVerificationError",
+    "IncompleteCopyError",
     "Progress",
     "TargetNotEmptyError",
+    "UnknownTablesError",
+    "copy_in_progress",
     "copy_store",
 ]
 
@@ -101,12 +125,27 @@ BOOKKEEPING_TABLES = frozenset({"alembic_version", FORMAT_TABLE})
 
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
+COPY_MARKER = "harness_store_copy_in_progress"
+"""A table that exists in a target only while a copy into it is unfinished: created (and
+committed) right after the schema, dropped in the transaction that commits the rows. A target
+that still has it was left by a copy killed before its commit (SIGKILL, power loss)."""
+
 MEMORY_TABLE = table_of(Memory).name
 
 
 class TargetNotEmptyError(SchemaError):
     """The copy target already holds tables; a copy only goes into an empty database.
     Nothing was changed."""
+
+
+class IncompleteCopyError(SchemaError):
+    """The database is a copy target left unfinished by a killed copy: it has the schema but
+    none of the rows. Nothing reads or writes it; `copy --replace` (or `--resume`) redoes it."""
+
+
+class UnknownTablesError(SchemaError):
+    """The source has tables (or columns) of a newer io-harness that a 0.13 copy cannot carry;
+    refused, with nothing changed, unless told to leave them out."""
 
 
 class CopyError(StoreError):
@@ -185,6 +224,8 @@ def copy_store(
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
     progress: Progress | None = None,
+    skip_unknown_tables: bool = True,
+    replace: bool = False,
 ) -> CopyReport:
     """Copy the store at `source` into the empty database at `target`; see the module docstring.
 
@@ -198,6 +239,12 @@ def copy_store(
     `SchemaError` (source empty, foreign or of a newer checkpoint format), `StoreNotFoundError`
     (no source file), `TargetNotEmptyError` (target has tables), `CopyError` (a row could not be
     written; target emptied again) and `CopyVerificationError` (row counts differ).
+
+    With `skip_unknown_tables=False`, a source holding tables or columns of a newer io-harness
+    is refused with `UnknownTablesError` naming them, before anything changes (by default
+    they are left out and listed in the report). With `replace=True`, a target left by an
+    interrupted copy (`IncompleteCopyError` otherwise), or one whose tables hold no rows, is
+    emptied and copied into afresh; a target with rows is still refused.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -208,7 +255,9 @@ def copy_store(
     try:
         with _connected(source_engine, source_url) as src, _snapshot(src):
             plan = _plan(src, source_url)
-            _copy(src, plan, target_url, batch_size, progress)
+            if not skip_unknown_tables:
+                _refuse_unknown(plan, source_url)
+            _copy(src, plan, target_url, batch_size, progress, replace=replace)
     finally:
         source_engine.dispose()
     return CopyReport(
@@ -288,7 +337,7 @@ def _plan(src: Connection, url: URL) -> _Plan:
             f"{shown}: {found.describe()}; a copy needs the io-harness {STORE_RELEASE} schema "
             f"(revision {STORE_RELEASE} or later), and it lacks {', '.join(missing)}. "
             "A copy never changes its source: upgrade it first with "
-            f"`harness-store upgrade {shown}`, then copy it"
+            f"`harness-store upgrade {_pasteable(url)}`, then copy it"
         )
     skipped_columns = tuple(
         f"{t.name}.{name}" for t in tables for name in sorted(have[t.name] - set(t.columns.keys()))
@@ -308,7 +357,42 @@ def _plan(src: Connection, url: URL) -> _Plan:
     )
 
 
+def _pasteable(url: URL) -> str:
+    """The store as a shell argument for a suggested command: a quoted path or URL, or
+    `"$HARNESS_STORE_URL"` for a URL whose password must not be printed."""
+    path = sqlite_path(url)
+    if path is not None:
+        return shlex.quote(str(path))
+    return f'"${URL_ENV}"' if url.password else shlex.quote(safe_url(url))
+
+
+def _refuse_unknown(plan: _Plan, url: URL) -> None:
+    """Refuse a source whose tables or columns from a newer io-harness a copy would leave behind."""
+    left = [f"{name} ({n} rows)" for name, n in plan.skipped_tables.items()]
+    left += list(plan.skipped_columns)
+    if left:
+        raise UnknownTablesError(
+            f"{where(url)} has tables or columns of an io-harness newer than "
+            f"{NEWEST_KNOWN_RELEASE}, which a copy cannot carry: {', '.join(left)}. "
+            "Nothing was changed; copy with --skip-unknown-tables to leave them out"
+        )
+
+
 # --- the target --------------------------------------------------------------------------
+
+
+def copy_in_progress(conn: Connection) -> bool:
+    """Whether the database on `conn` is the target of an unfinished (killed) copy."""
+    return inspect(conn).has_table(COPY_MARKER)
+
+
+def incomplete_copy_message(shown: str) -> str:
+    """What a reader of an unfinished copy is told."""
+    return (
+        f"{shown} is an unfinished copy (the copy into it was killed before its commit): it "
+        "has the schema but none of the rows, so it is not a usable store. Run the same "
+        "`harness-store copy` again with --replace (or --resume) to redo it"
+    )
 
 
 @dataclass(frozen=True)
@@ -319,8 +403,11 @@ class _TargetBefore:
     checkpoint_format: int
 
 
-def _check_target_empty(url: URL) -> _TargetBefore:
-    """Refuse a target with tables or views; say whether a SQLite file was there already."""
+def _check_target_empty(url: URL, *, replace: bool = False) -> _TargetBefore:
+    """Refuse a target with tables or views; say whether a SQLite file was there already.
+
+    With `replace`, a target left by an interrupted copy, or whose tables hold no rows, is
+    emptied first instead."""
     path = sqlite_path(url)
     if path is not None:
         if not path.exists():
@@ -332,8 +419,17 @@ def _check_target_empty(url: URL) -> _TargetBefore:
             inspector = inspect(conn)
             names = sorted(inspector.get_table_names()) + sorted(inspector.get_view_names())
             fmt = backend_named(conn.dialect.name).checkpoint_format(conn)
+            unfinished = COPY_MARKER in names
+            rowless = not inspector.get_view_names() and all(
+                _count(conn, name) == 0 for name in names if name not in BOOKKEEPING_TABLES
+            )
     finally:
         engine.dispose()
+    if names and replace and (unfinished or rowless):
+        _empty_again(url, _TargetBefore(file_existed=True, checkpoint_format=0))
+        return _TargetBefore(file_existed=path is not None, checkpoint_format=0)
+    if unfinished:
+        raise IncompleteCopyError(incomplete_copy_message(where(url)))
     if names:
         shown = ", ".join(names[:8]) + (" …" if len(names) > 8 else "")
         raise TargetNotEmptyError(
@@ -344,10 +440,17 @@ def _check_target_empty(url: URL) -> _TargetBefore:
 
 
 def _copy(
-    src: Connection, plan: _Plan, url: URL, batch_size: int, progress: Progress | None
+    src: Connection,
+    plan: _Plan,
+    url: URL,
+    batch_size: int,
+    progress: Progress | None,
+    *,
+    replace: bool = False,
 ) -> None:
-    """Build the target's schema, copy into it in one transaction, verify; empty it on failure."""
-    before = _check_target_empty(url)
+    """Build the target's schema, mark it unfinished, copy into it in one transaction that
+    also drops the mark, verify; empty it on failure."""
+    before = _check_target_empty(url, replace=replace)
     from .migrate import upgrade  # Alembic only once there is work
 
     try:
@@ -361,6 +464,7 @@ def _copy(
             raise CopyError(f"building the schema of {where(url)} ended at {report.after}")
         engine = make_engine(url)
         try:
+            _mark_unfinished(engine, url)
             _fill(src, plan, engine, batch_size, progress)
         finally:
             engine.dispose()
@@ -398,6 +502,19 @@ def _fill(
             backend.set_checkpoint_format(dst, plan.checkpoint_format)
             backend.after_copy(dst, plan.tables)
             _compare(plan.counts, {t.name: _count(dst, t.name) for t in plan.tables}, "")
+            _marker_table().drop(dst)
+
+
+def _marker_table() -> Table:
+    return Table(COPY_MARKER, MetaData(), Column("source", String(2000)))
+
+
+def _mark_unfinished(engine: Engine, url: URL) -> None:
+    """Commit the marker saying this target's copy has not finished (see `COPY_MARKER`)."""
+    with engine.connect() as conn:
+        conn.info[WRITE] = True
+        with conn.begin():
+            _marker_table().create(conn)
 
 
 def _copy_table(

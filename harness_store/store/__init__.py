@@ -118,6 +118,7 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
         try:
             with store._read() as conn:
                 found = diagnose(conn, refuse_newer_format=False)
+                refuse_unfinished_copy(conn, url)
             if not found.holds_upstream_head:
                 raise UpgradeRequiredError(
                     f"{where(url)}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} "
@@ -141,6 +142,7 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
 
     def _ensure_schema(self, *, upgrade: bool, backup: bool) -> None:
         with self._read() as conn:
+            refuse_unfinished_copy(conn, self.url)
             # A newer checkpoint format at head opens, as upstream opens it; only resuming
             # its runs is refused (`check_resumable`).
             at_head = read_revision(conn) == HEAD
@@ -173,6 +175,15 @@ class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
 def is_memory_target(url: URL) -> bool:
     """Whether the URL names an in-memory SQLite database (nothing on disk to migrate)."""
     return url.get_backend_name() == "sqlite" and is_memory(url)
+
+
+def refuse_unfinished_copy(conn: Connection, url: URL) -> None:
+    """Refuse a database left by a killed `copy_store` (schema, no rows): nothing may read
+    it as a store or write into it."""
+    from ..transfer import IncompleteCopyError, copy_in_progress, incomplete_copy_message
+
+    if copy_in_progress(conn):
+        raise IncompleteCopyError(incomplete_copy_message(where(url)))
 
 
 def create_head_schema(conn: Connection) -> None:

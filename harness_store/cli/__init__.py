@@ -1,0 +1,39 @@
+"""`harness-store`: look into, upgrade and copy io-harness run stores from a shell.
+
+    harness-store inspect DB            what the file is: release, revision, format, size, rows
+    harness-store upgrade DB [--to REV] [--no-backup]
+    harness-store runs DB [--status S]  one line a run, newest first
+    harness-store trace DB RUN          steps, policy events, approvals, checkpoints in order
+    harness-store tree DB RUN           the agent tree under a run, with totals
+    harness-store memory DB WORKSPACE   a workspace's memory entries
+    harness-store copy SRC DST          a whole store between SQLite and PostgreSQL
+
+DB is a file path or a SQLAlchemy URL; a password in a URL is never printed. The read commands
+(inspect, runs, trace, tree, memory) open the store read-only — SQLite through a `mode=ro` URI,
+PostgreSQL with `default_transaction_read_only` — so they cannot upgrade, stamp or switch the
+journal mode of what they read. They read any store holding the whole 0.13 schema (at head, at
+0.13, or written by a newer io-harness); an older or torn store is refused with exit code 3 and a
+pointer to `harness-store upgrade`. `--json` prints machine-readable output instead of text.
+Output to a terminal is drawn with Rich; piped output is plain text without ANSI codes.
+
+Errors are one line on stderr and an exit code:
+
+    0  done
+    1  any other failure (a read-only store to upgrade, copy support missing, a driver error)
+    2  usage: bad arguments or options, an unusable URL, an unknown or lower `--to` revision
+    3  not a readable run store: no file there; not SQLite (empty file, directory, other file);
+       another application's database; a newer checkpoint format (user_version above 7); for
+       the read commands, a store older than 0.13 or torn, which needs `harness-store upgrade`
+    4  locked: another process held the store past the busy timeout (5 s)
+    5  not in the store: no run with that id
+
+Set HARNESS_STORE_DEBUG=1 to see the traceback of an unexpected error.
+"""
+
+from __future__ import annotations
+
+from . import copy, inspect, memory, runs, trace, tree, upgrade  # noqa: F401  (register commands)
+from .app import app, main
+from .reader import read_only_url
+
+__all__ = ["app", "main", "read_only_url"]

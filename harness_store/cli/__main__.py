@@ -1,0 +1,5 @@
+"""`python -m harness_store.cli`."""
+
+from . import main
+
+main()

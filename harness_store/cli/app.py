@@ -1,0 +1,193 @@
+"""The typer app, its shared arguments and exit codes, and the entry point that turns every
+error into one line on stderr."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+from typer.core import TyperArgument
+
+from ..dialects import backend_named
+from ..errors import (
+    RunNotFoundError,
+    SchemaError,
+    StoreError,
+    StoreLockedError,
+    StoreNotFoundError,
+)
+from ..releases import HEAD, UPSTREAM_HEAD
+from .output import visible
+
+if TYPE_CHECKING:
+    pass
+
+
+DEBUG_ENV = "HARNESS_STORE_DEBUG"
+"""Environment variable that lets an unexpected error's traceback through."""
+
+EXIT_OTHER, EXIT_USAGE, EXIT_NOT_A_STORE, EXIT_LOCKED, EXIT_NOT_FOUND = 1, 2, 3, 4, 5
+
+MAX_INT = 2**63 - 1
+"""The largest id, step or count a store can hold; larger arguments are usage errors."""
+
+PACKAGE_DOC = sys.modules[__package__].__doc__ or "" if __package__ else ""
+"""The package docstring: the summary and the exit-code table that --help shows."""
+
+EPILOG = (
+    "\b\nExit codes (an error is one line on stderr):\n"
+    + PACKAGE_DOC.partition("an exit code:\n\n")[2].rstrip()
+)
+"""The exit-code table of the package docstring, kept as it is laid out (`\\b`) in --help."""
+
+
+class CliError(Exception):
+    """A failure the command reports as one line with a chosen exit code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+app = typer.Typer(
+    name="harness-store",
+    help=PACKAGE_DOC.split("\n\n", 1)[0]
+    + "\n\nRead commands open the store read-only and never change it; a store older than "
+    "0.13 (or torn) must first be brought up with `harness-store upgrade` (exit code 3).",
+    epilog=EPILOG,
+    add_completion=False,
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _usage_name(self: TyperArgument) -> str:
+    """`DB` in usage lines, `[DB]` when optional: no braces around a required argument."""
+    name = self.display_name_raw
+    return name if self.required else f"[{name}]"
+
+
+def _no_type(self: TyperArgument, ctx: object) -> None:
+    """No `<str>`/`<int>` after an argument's name in --help: its help says what it is."""
+    return None
+
+
+TyperArgument._usage_display_name = _usage_name  # type: ignore[method-assign]
+TyperArgument.display_type_rich = _no_type  # type: ignore[method-assign, assignment]
+
+
+def show_version(value: bool) -> None:
+    """`--version`: the package's version and the newest schema it writes."""
+    if value:
+        try:
+            version = metadata.version("harness_store")
+        except metadata.PackageNotFoundError:
+            version = "unknown (not installed)"
+        sys.stdout.write(
+            f"harness-store {version} (schema revision {HEAD}, io-harness {UPSTREAM_HEAD})\n"
+        )
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=show_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Look into, upgrade and copy io-harness run stores."""
+
+
+DbArg = Annotated[str, typer.Argument(metavar="DB", help="Store file path or SQLAlchemy URL.")]
+RunArg = Annotated[int, typer.Argument(metavar="RUN", help="Run id.", max=MAX_INT)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+# --- errors and entry point --------------------------------------------------------------
+
+
+def one_line(message: str) -> str:
+    """A message as a single line (driver errors span several)."""
+    first = next((line for line in message.splitlines() if line.strip()), message)
+    return " ".join(first.split())
+
+
+def classify(exc: BaseException) -> tuple[int, str]:
+    """The exit code and one-line message for an error (see the module docstring)."""
+    if isinstance(exc, CliError):
+        return exc.code, str(exc)
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        return classify(exc.orig)
+    if isinstance(exc, StoreLockedError):
+        return EXIT_LOCKED, str(exc)
+    if isinstance(exc, SchemaError | StoreNotFoundError):
+        return EXIT_NOT_A_STORE, str(exc)
+    if isinstance(exc, RunNotFoundError):
+        return EXIT_NOT_FOUND, str(exc)
+    if isinstance(exc, StoreError):
+        return EXIT_OTHER, str(exc)
+    if isinstance(exc, sqlite3.Error):
+        typed = backend_named("sqlite").translate_error(exc)
+        if typed is not None:
+            return classify(typed)
+        if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
+            return EXIT_NOT_A_STORE, f"not a SQLite database: {exc}"
+        return EXIT_OTHER, f"SQLite error: {exc}"
+    if type(exc).__module__.startswith("psycopg"):
+        typed = backend_named("postgresql").translate_error(exc)
+        if typed is not None:
+            return classify(typed)
+        return EXIT_OTHER, f"PostgreSQL error: {exc}"
+    if isinstance(exc, ArgumentError | NoSuchModuleError):
+        return EXIT_USAGE, str(exc)
+    if type(exc).__name__ == "CommandError" and type(exc).__module__.startswith("alembic"):
+        return EXIT_USAGE, f"alembic: {exc}"
+    if isinstance(exc, SQLAlchemyError):
+        return EXIT_OTHER, f"database error: {exc}"
+    if isinstance(exc, OSError):
+        return EXIT_OTHER, f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+    return EXIT_OTHER, f"unexpected {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for details)"
+
+
+def secrets_in(argv: Sequence[str]) -> list[str]:
+    """The passwords of URL arguments, and each `@`-separated piece of one, as typed."""
+    found = []
+    for arg in argv:
+        _, sep, rest = arg.partition("://")
+        userinfo = rest.split("/", 1)[0].rpartition("@")[0] if sep else ""
+        password = userinfo.partition(":")[2]
+        if password:
+            found.append(password)
+            found.extend(piece for piece in password.split("@") if len(piece) >= 3)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def scrubbed(message: str, argv: Sequence[str] | None = None) -> str:
+    """`message` with any password given on the command line cut out (a last guard: a driver
+    may quote the URL it was given)."""
+    for secret in secrets_in(sys.argv[1:] if argv is None else argv):
+        message = message.replace(secret, "(password hidden)")
+    return message
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the command; turn every error into one line on stderr and its exit code."""
+    try:
+        app(args=list(argv) if argv is not None else None, prog_name="harness-store")
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        code, message = classify(exc)
+        sys.stderr.write(f"harness-store: error: {visible(scrubbed(one_line(message)))}\n")
+        sys.exit(code)

@@ -1,0 +1,163 @@
+"""`harness-store copy`: a whole store between backends."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from ..transfer import CopyReport
+from .app import EPILOG, EXIT_OTHER, CliError, JsonOpt, app
+from .output import emit_json, stderr_console, stdout_console
+from .reader import parse_target
+
+# --- copy --------------------------------------------------------------------------------
+
+
+def load_copy_store() -> Callable[..., CopyReport]:
+    """`transfer.copy_store`, imported only when `copy` runs (it is its only user)."""
+    try:
+        from ..transfer import copy_store
+    except ModuleNotFoundError as exc:
+        if exc.name != "harness_store.transfer":
+            raise
+        raise CliError(
+            EXIT_OTHER, "copy needs harness_store.transfer, which this installation lacks"
+        ) from None
+    return copy_store
+
+
+class CopyProgress:
+    """The `progress` callback of `copy_store`: a Rich bar per table on a terminal, one line
+    per finished table otherwise (on stderr, so stdout keeps only the result)."""
+
+    def __init__(self, console: Console, *, quiet: bool) -> None:
+        self.console = console
+        self.quiet = quiet
+        self.bars: Progress | None = None
+        self.tasks: dict[str, TaskID] = {}
+        self.finished: set[str] = set()
+        if console.is_terminal and not quiet:
+            self.bars = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=console,
+                transient=False,
+            )
+
+    def __enter__(self) -> CopyProgress:
+        if self.bars is not None:
+            self.bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bars is not None:
+            self.bars.stop()
+
+    def __call__(self, name: str, done: int, total: int) -> None:
+        if self.bars is not None:
+            if name not in self.tasks:
+                self.tasks[name] = self.bars.add_task(name, total=total)
+            self.bars.update(self.tasks[name], completed=done, total=total)
+        elif not self.quiet and done == total > 0 and name not in self.finished:
+            self.finished.add(name)
+            self.console.print(Text(f"{name}: {done:,}/{total:,} rows"))
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during a copy, raised where the copy is, so it cleans up as on
+    Ctrl-C (the target is emptied again)."""
+
+
+@contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into `Stopped` while the block runs."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        name = str(exc) or "Ctrl-C"
+        raise CliError(
+            EXIT_OTHER, f"copy stopped by {name}; the target was emptied again"
+        ) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@app.command("copy", epilog=EPILOG)
+def copy_command(
+    source: Annotated[str, typer.Argument(metavar="SRC", help="Store to copy from.")],
+    target: Annotated[str, typer.Argument(metavar="DST", help="Store to copy into.")],
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, max=1_000_000, metavar="N", help="Rows per batch.")
+    ] = 1000,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Redo a copy into a target left unfinished by a killed copy (or one whose "
+            "tables hold no rows).",
+        ),
+    ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue a killed copy: its rows were never committed, so they are copied "
+            "again (the same as --replace).",
+        ),
+    ] = False,
+    skip_unknown: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unknown-tables",
+            help="Leave out tables and columns of a newer io-harness (refused otherwise).",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy a whole store between SQLite and PostgreSQL (either way), with every row count
+    verified; a progress bar per table on a terminal. Until it commits, the target is marked
+    unfinished; a copy stopped by Ctrl-C, SIGTERM or SIGHUP empties the target again, and one
+    killed outright leaves it marked, for --replace."""
+    copy_store = load_copy_store()
+    parse_target(source), parse_target(target)
+    with CopyProgress(stderr_console(), quiet=as_json) as progress, stopped_by_signals():
+        report = copy_store(
+            source,
+            target,
+            batch_size=batch_size,
+            progress=progress,
+            skip_unknown_tables=skip_unknown,
+            replace=replace or resume,
+        )
+    if as_json:
+        emit_json(
+            {
+                "source": report.source,
+                "target": report.target,
+                "counts": report.counts,
+                "rows": report.rows,
+                "skipped_tables": report.skipped_tables,
+                "skipped_columns": list(report.skipped_columns),
+                "checkpoint_format": report.checkpoint_format,
+                "seconds": report.seconds,
+            }
+        )
+        return
+    console = stdout_console()
+    for line in report.describe():
+        console.print(Text(line))

@@ -1,0 +1,72 @@
+"""`harness-store memory`: a workspace's memory entries."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.text import Text
+from sqlalchemy import select
+
+from .. import models as m
+
+if TYPE_CHECKING:
+    pass
+from .app import EPILOG, DbArg, JsonOpt, app
+from .output import Column, emit_json, emit_table, short_time, stderr_console, visible
+from .reader import open_reader
+
+# --- memory ------------------------------------------------------------------------------
+
+
+@app.command("memory", epilog=EPILOG)
+def memory_command(
+    db: DbArg,
+    workspace: Annotated[str, typer.Argument(metavar="WORKSPACE", help="Workspace path.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """A workspace's memory entries, oldest first: key, value, the run and step that wrote it,
+    when. Read-only."""
+    with open_reader(db) as reader:
+        entries = reader.store.memory_list(workspace)
+        others: list[str] = []
+        if not entries and not as_json:
+            with reader.connection() as conn:
+                others = list(
+                    conn.execute(select(m.Memory.workspace).distinct().order_by(m.Memory.workspace))
+                    .scalars()
+                    .all()
+                )
+    if as_json:
+        emit_json(
+            {
+                "workspace": workspace,
+                "entries": [
+                    {
+                        "key": e.key,
+                        "value": e.value,
+                        "run_id": e.run_id,
+                        "step": e.step,
+                        "created_at": e.created_at,
+                    }
+                    for e in entries
+                ],
+            }
+        )
+        return
+    if not entries:
+        known = ", ".join(visible(w) for w in others) or "none"
+        stderr_console().print(
+            Text(f"no memory entries in workspace {visible(workspace)} (workspaces: {known})")
+        )
+        return
+    emit_table(
+        [
+            Column("key", cut=True),
+            Column("run", "right"),
+            Column("step", "right"),
+            Column("created (UTC)"),
+            Column("value", cut=True),
+        ],
+        [(e.key, e.run_id, e.step, short_time(e.created_at), e.value) for e in entries],
+    )

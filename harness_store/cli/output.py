@@ -1,0 +1,247 @@
+"""Output: consoles, tables, aligned pairs, and values made safe to print on one line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import TextIO
+
+from rich.cells import cell_len, set_cell_size
+from rich.console import Console
+from rich.text import Text
+
+PLAIN_WIDTH = 1_000_000
+"""Console width for piped output, so Rich never wraps or cuts a line that is not a screen's."""
+
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+# --- output ------------------------------------------------------------------------------
+
+
+def stdout_console() -> Console:
+    """Rich on a terminal; on a pipe, a console with no colour and no width limit."""
+    console = Console(highlight=False, emoji=False)
+    if console.is_terminal:
+        return console
+    return Console(highlight=False, emoji=False, no_color=True, width=PLAIN_WIDTH)
+
+
+def stderr_console() -> Console:
+    """Where progress displays go, so they never mix into the command's output."""
+    return Console(stderr=True, highlight=False, emoji=False)
+
+
+def visible(value: object) -> str:
+    """A value as one line of text: control and bidi characters shown as escapes."""
+    if value is None:
+        return "—"
+    if type(value) is int:
+        return str(value)
+    text = str(value)
+    if text.isprintable() and BIDI_CONTROLS.isdisjoint(text):
+        return text
+    return "".join(
+        c.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(c) == "Cc" or c in BIDI_CONTROLS
+        else c
+        for c in str(value)
+    )
+
+
+def emit_json(document: object) -> None:
+    """Print one JSON document on stdout."""
+    sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+
+
+def note(message: str) -> None:
+    """A remark for the person (how many more rows, nothing found) on stderr, so stdout keeps
+    only the data."""
+    sys.stderr.write(visible(message) + "\n")
+
+
+class JsonArray:
+    """A JSON array written one element at a time, so a million elements never sit in memory;
+    with `lines=True`, JSON Lines (one document a line) instead."""
+
+    def __init__(self, *, lines: bool = False, out: TextIO | None = None) -> None:
+        self.lines = lines
+        self.out = out or sys.stdout
+        self.count = 0
+
+    def __enter__(self) -> JsonArray:
+        if not self.lines:
+            self.out.write("[")
+        return self
+
+    def add(self, document: object) -> None:
+        """Write one element."""
+        text = json.dumps(document, ensure_ascii=False)
+        if self.lines:
+            self.out.write(text + "\n")
+        else:
+            self.out.write(("\n  " if self.count == 0 else ",\n  ") + text)
+        self.count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.lines:
+            self.out.write("\n]" if self.count else "]")
+        if exc[0] is None and not self.lines:
+            self.out.write("\n")
+        self.out.flush()
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: its header, alignment, and whether long values are cut to fit.
+
+    Columns that are not `cut` (ids, numbers, times) are never shortened or dropped; on a
+    terminal the `cut` ones are narrowed, widest first, and end in "…" when they do not fit.
+    """
+
+    header: str
+    justify: str = "left"
+    cut: bool = False
+
+
+FIRST_ROWS = 200
+"""Rows read before the column widths are fixed; the rest stream at those widths."""
+
+
+def fit_widths(columns: Sequence[Column], natural: list[int], total: int) -> list[int]:
+    """Column widths within `total` cells: narrow the cuttable columns, widest first."""
+    widths = list(natural)
+    spare = sum(widths) + 2 * (len(widths) - 1) - total
+    floor = [min(w, 3) if c.cut else w for c, w in zip(columns, widths, strict=True)]
+    while spare > 0:
+        candidates = [i for i, c in enumerate(columns) if c.cut and widths[i] > floor[i]]
+        if not candidates:
+            break
+        candidates.sort(key=lambda i: widths[i], reverse=True)
+        widest = candidates[0]
+        runner_up = widths[candidates[1]] if len(candidates) > 1 else floor[widest]
+        step = min(spare, widths[widest] - max(runner_up, floor[widest])) or 1
+        widths[widest] -= step
+        spare -= step
+    return widths
+
+
+def width_of(value: str) -> int:
+    """Terminal cells `value` takes (ASCII, the common case, without Rich's table lookup)."""
+    return len(value) if value.isascii() else cell_len(value)
+
+
+def fit_cell(value: str, width: int) -> str:
+    """`value` cut to `width` cells with a trailing ellipsis when it is longer."""
+    if width_of(value) <= width:
+        return value
+    return set_cell_size(value, max(width - 1, 0)) + "…"
+
+
+def emit_table(
+    columns: Sequence[Column | tuple[str, str]],
+    rows: Iterable[Sequence[object]],
+    *,
+    title: str | None = None,
+) -> int:
+    """Print a table as it is read, one line a row; return how many rows it printed.
+
+    Widths come from the first `FIRST_ROWS` rows, so a table of a million rows starts at once
+    and holds only those in memory. On a terminal the table fits the console's width (cuttable
+    columns end in "…") and the header is bold; piped, nothing is cut. A later value wider
+    than its column is printed whole, never cut, unless its column is cuttable.
+    """
+    spec = [c if isinstance(c, Column) else Column(c[0], c[1], cut=False) for c in columns]
+    console = stdout_console()
+    terminal = console.is_terminal
+    iterator = iter(rows)
+    first = [[visible(v) for v in row] for row in islice(iterator, FIRST_ROWS)]
+    if not first:
+        return 0
+    natural = [
+        max([width_of(c.header), *(width_of(r[i]) for r in first)]) for i, c in enumerate(spec)
+    ]
+    widths = fit_widths(spec, natural, console.width) if terminal else natural
+    out = sys.stdout
+
+    last = len(spec) - 1
+    right = [c.justify == "right" for c in spec]
+    cut = [terminal and c.cut for c in spec]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = []
+        for i, value in enumerate(cells):
+            if cut[i]:
+                value = fit_cell(value, widths[i])
+            if i == last and not right[i]:
+                parts.append(value)
+                continue
+            pad = " " * (widths[i] - width_of(value))
+            parts.append(pad + value if right[i] else value + pad)
+        return "  ".join(parts).rstrip()
+
+    if title:
+        out.write(title + "\n")
+    header = line([c.header for c in spec])
+    out.write(
+        ("\x1b[1m" + header + "\x1b[0m" if terminal and not console.no_color else header) + "\n"
+    )
+    count = 0
+    for cells in first:
+        out.write(line(cells) + "\n")
+        count += 1
+    for row in iterator:
+        out.write(line([visible(v) for v in row]) + "\n")
+        count += 1
+    out.flush()
+    return count
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """`1 run`, `2 runs`, `1,000 steps`."""
+    return f"{count:,} {noun if count == 1 else plural_form or noun + 's'}"
+
+
+def emit_pairs(pairs: Sequence[tuple[str, str]]) -> None:
+    """Label/value lines, aligned."""
+    console = stdout_console()
+    width = max(len(label) for label, _ in pairs) + 2
+    for label, value in pairs:
+        line = Text(f"{label}:".ljust(width), style="bold" if console.is_terminal else "")
+        line.append(value)
+        console.print(line)
+
+
+def human_size(size: int) -> str:
+    """Bytes with thousands separators and a binary-prefixed approximation."""
+    value, unit = float(size), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    return f"{size:,} bytes" + ("" if unit == "B" else f" ({value:.1f} {unit})")
+
+
+def human_duration(ms: int | None) -> str:
+    """Milliseconds for a person: 850ms, 12.3s, 4m05s, 2h03m."""
+    if ms is None:
+        return "—"
+    if ms < 1000:
+        return f"{ms}ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def short_time(stamp: str | None) -> str:
+    """`2026-07-31T01:39:56.041Z` as `2026-07-31 01:39:56` (UTC, as upstream writes them;
+    the column headers say so)."""
+    return "—" if stamp is None else stamp.replace("T", " ")[:19]

@@ -1,0 +1,193 @@
+"""`harness-store runs`: one line a run, newest first, streamed page by page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Annotated, Any
+
+import typer
+from sqlalchemy import Connection, func, select
+from sqlalchemy.exc import DBAPIError
+
+from .. import models as m
+from ..records import RunStatus
+from .app import EPILOG, MAX_INT, DbArg, JsonOpt, app
+from .output import (
+    Column,
+    JsonArray,
+    emit_table,
+    human_duration,
+    note,
+    plural,
+    short_time,
+)
+from .reader import Reader, open_reader
+
+DEFAULT_RUNS = 50
+"""How many runs `runs` lists without `--limit` or `--all`: the newest."""
+
+PAGE = 500
+"""Runs read per transaction: a page's totals are one grouped query."""
+
+
+def step_totals(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[int, int, bool]]:
+    """Per run: (highest step, total tokens, whether the total passed 2⁶³−1).
+
+    A run whose token sum overflows the database's integer makes the grouped query fail; then
+    each run of the page is summed on its own, and the overflowing one is summed exactly here,
+    so one such run never hides the others."""
+    s = m.Step
+    grouped = (
+        select(s.run_id, func.max(s.step), func.sum(s.tokens))
+        .where(s.run_id.in_(run_ids))
+        .group_by(s.run_id)
+    )
+    try:
+        with conn.begin_nested():
+            rows = conn.execute(grouped).all()
+        return {int(r): (int(steps or 0), int(tokens or 0), False) for r, steps, tokens in rows}
+    except DBAPIError:
+        pass
+    totals: dict[int, tuple[int, int, bool]] = {}
+    for run_id in run_ids:
+        steps = conn.execute(select(func.max(s.step)).where(s.run_id == run_id)).scalar()
+        tokens = sum(
+            int(t or 0) for t in conn.execute(select(s.tokens).where(s.run_id == run_id)).scalars()
+        )
+        totals[run_id] = (int(steps or 0), tokens, tokens > MAX_INT)
+    return totals
+
+
+def run_pages(reader: Reader, status: str | None, limit: int | None) -> Iterator[dict[str, Any]]:
+    """The runs, newest first, with their step and token totals and recorded duration; read
+    `PAGE` runs per short transaction, so `--all` over 100k runs holds one page at a time."""
+    r, o = m.Run, m.RunOutcome
+    base = (
+        select(
+            r.id,
+            r.parent_run_id,
+            r.depth,
+            r.status,
+            r.outcome,
+            r.started_at,
+            o.duration_ms,
+            o.success,
+            r.goal,
+        )
+        .outerjoin(o, o.run_id == r.id)
+        .order_by(r.id.desc())
+    )
+    if status is not None:
+        base = base.where(r.status == status)
+    left = limit
+    before: int | None = None
+    while left is None or left > 0:
+        size = PAGE if left is None else min(PAGE, left)
+        query = base.limit(size)
+        if before is not None:
+            query = query.where(r.id < before)
+        with reader.connection() as conn:
+            rows = conn.execute(query).all()
+            totals = step_totals(conn, [int(row[0]) for row in rows])
+        for row in rows:
+            steps, tokens, overflow = totals.get(row[0], (0, 0, False))
+            yield {
+                "run_id": row[0],
+                "parent_run_id": row[1],
+                "depth": row[2],
+                "status": row[3],
+                "outcome": row[4],
+                "steps": steps,
+                "tokens": tokens,
+                "tokens_overflow": overflow,
+                "started_at": row[5],
+                "duration_ms": row[6],
+                "success": None if row[7] is None else bool(row[7]),
+                "goal": row[8],
+            }
+        if len(rows) < size:
+            return
+        before = int(rows[-1][0])
+        if left is not None:
+            left -= len(rows)
+
+
+def count_runs(reader: Reader, status: str | None) -> int:
+    """How many runs the store holds (with `status`, when given)."""
+    statement = select(func.count()).select_from(m.Run)
+    if status is not None:
+        statement = statement.where(m.Run.status == status)
+    with reader.connection() as conn:
+        return int(conn.execute(statement).scalar_one())
+
+
+def tokens_cell(row: dict[str, Any]) -> str:
+    """The tokens column: the total, or `overflow` past what io-harness can store."""
+    return "overflow" if row["tokens_overflow"] else f"{row['tokens']:,}"
+
+
+@app.command("runs", epilog=EPILOG)
+def runs_command(
+    db: DbArg,
+    status: Annotated[
+        RunStatus | None,
+        typer.Option("--status", help="Only runs with this status.", case_sensitive=False),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", min=1, max=MAX_INT, metavar="N", help=f"The newest N runs ({DEFAULT_RUNS})."
+        ),
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="Every run, streamed.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """One line a run, newest first: id, parent, status, outcome, steps, tokens, started
+    (UTC), how long it took (recorded for runs finished by 0.12+), goal. The newest 50 unless
+    --limit or --all; a line on stderr says how many more there are. Read-only."""
+    if every and limit is not None:
+        raise typer.BadParameter("give --limit or --all, not both", param_hint="--all")
+    wanted = None if every else limit or DEFAULT_RUNS
+    state = status.value if status is not None else None
+    with open_reader(db) as reader:
+        rows = run_pages(reader, state, wanted)
+        if as_json:
+            with JsonArray() as array:
+                for row in rows:
+                    array.add(row)
+            shown = array.count
+        else:
+            shown = emit_table(
+                [
+                    Column("id", "right"),
+                    Column("parent", "right"),
+                    Column("status"),
+                    Column("outcome", cut=True),
+                    Column("steps", "right"),
+                    Column("tokens", "right"),
+                    Column("started (UTC)"),
+                    Column("took", "right"),
+                    Column("goal", cut=True),
+                ],
+                (
+                    (
+                        row["run_id"],
+                        row["parent_run_id"],
+                        row["status"],
+                        row["outcome"],
+                        f"{row['steps']:,}",
+                        tokens_cell(row),
+                        short_time(row["started_at"]),
+                        human_duration(row["duration_ms"]),
+                        row["goal"],
+                    )
+                    for row in rows
+                ),
+            )
+        total = count_runs(reader, state) if wanted is not None and shown == wanted else shown
+    which = f" with status {state}" if state else ""
+    if shown == 0:
+        note(f"no runs{which}")
+    elif total > shown:
+        more = total - shown
+        note(f"{plural(shown, 'run')} shown{which}; {more:,} more (--limit N or --all)")

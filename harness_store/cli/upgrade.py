@@ -1,0 +1,128 @@
+"""`harness-store upgrade`: detect, back up, migrate."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from sqlalchemy.engine import URL
+
+from ..detect import StoreKind
+from ..engine import safe_url, sqlite_path, where
+from ..errors import StoreNotFoundError
+from ..releases import HEAD, REVISIONS
+
+if TYPE_CHECKING:
+    from ..migrate import UpgradeReport
+from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
+from .output import emit_json, stderr_console, visible
+from .reader import hot_journal, open_reader, parse_target
+
+# --- upgrade -----------------------------------------------------------------------------
+
+
+@app.command("upgrade", epilog=EPILOG)
+def upgrade_command(
+    db: DbArg,
+    to: Annotated[
+        str, typer.Option("--to", metavar="REV", help=f"Target revision: {', '.join(REVISIONS)}.")
+    ] = "head",
+    no_backup: Annotated[
+        bool, typer.Option("--no-backup", help="Skip the backup copy of a SQLite file.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Say what the store is, back it up (SQLite files), and upgrade it through the Alembic
+    chain to REV (head by default), in one transaction; report what changed. A path where no
+    store exists gets a new one."""
+    from ..migrate import upgrade
+
+    destination = HEAD if to in ("head", "heads") else to
+    if destination not in REVISIONS:
+        raise CliError(EXIT_USAGE, f"unknown revision {to!r}; choose one of {', '.join(REVISIONS)}")
+    url = parse_target(db)
+    path = sqlite_path(url)
+    say = (lambda line: None) if as_json else stdout_line
+    created = path is not None and not path.exists()
+    if path is not None and not path.exists():
+        if not path.parent.is_dir():
+            raise StoreNotFoundError(f"cannot create a store at {path}: no directory {path.parent}")
+        say(f"found: no store at {path}; creating one at {destination}")
+    elif path is not None and hot_journal(path):
+        say(
+            f"found: {path} has an unfinished transaction (a rollback journal left by a crash); "
+            "the upgrade rolls it back first"
+        )
+    else:
+        with open_reader(db, require_readable=False) as reader:
+            found = reader.found
+        if found.revision is not None and REVISIONS.index(found.revision) > REVISIONS.index(
+            destination
+        ):
+            raise CliError(
+                EXIT_USAGE,
+                f"{where(url)} is at {found.revision}, above --to {destination}; upgrade never "
+                "goes down (nothing was changed)",
+            )
+        say(f"found: {found.describe()}")
+    status = stderr_console()
+    busy = (
+        status.status(f"upgrading {where(url)} …") if status.is_terminal and not as_json else None
+    )
+    with busy or nullcontext():
+        report = upgrade(url, destination, backup=not no_backup, create=True)
+    raced = bool(getattr(report, "raced", False))
+    changed = not raced and (report.before != report.after or report.stamped is not None)
+    if as_json:
+        emit_json(
+            {
+                "store": safe_url(url),
+                "found": report.found.describe() if report.found else None,
+                "before": report.before,
+                "after": report.after,
+                "stamped": report.stamped,
+                "backup": str(report.backup) if report.backup else None,
+                "changed": changed,
+                "nothing_to_do": not changed,
+                "raced": raced,
+                "messages": report.messages,
+            }
+        )
+        return
+    for message in report.messages:
+        if not message.startswith("found:"):
+            say(message)
+    if raced:
+        say(
+            f"{where(url)}: nothing to do — another upgrade brought it to {report.after} while "
+            "this one waited; nothing changed"
+        )
+    elif not changed:
+        say(f"{where(url)}: nothing to do — already at {report.after}; nothing changed")
+    else:
+        say(f"upgraded {where(url)}: {report.before or 'empty'} → {report.after}")
+    if report.backup is None and created:
+        say("backup: none (a new store)")
+    elif report.backup is None:
+        say(f"backup: {no_backup_reason(report, url, skipped=no_backup, changed=changed)}")
+
+
+def stdout_line(line: str) -> None:
+    """One line of the upgrade's account, written at once (it comes before the work)."""
+    sys.stdout.write(visible(line) + "\n")
+    sys.stdout.flush()
+
+
+def no_backup_reason(report: UpgradeReport, url: URL, *, skipped: bool, changed: bool) -> str:
+    """Why an upgrade left no backup, in words."""
+    if report.found is not None and report.found.kind is StoreKind.EMPTY:
+        return "none (the database was empty)"
+    if not changed:
+        return "none (nothing changed)"
+    if skipped:
+        return "none (--no-backup)"
+    if sqlite_path(url) is None:
+        return "none (back up a PostgreSQL database yourself, e.g. with pg_dump)"
+    return "none"
