@@ -559,6 +559,13 @@ def test_upgrade_legacy_step_by_step(born_05: Path) -> None:
     assert as_json("runs", born_05)
 
 
+def test_upgrade_to_a_release_name_lands_on_its_revision(born_05: Path) -> None:
+    """`--to` takes io-harness release names too: 0.40 changed no schema, so it means 0.37."""
+    report = as_json("upgrade", born_05, "--to", "0.40", "--no-backup")
+    assert (report["before"], report["after"]) == ("0.5", "0.37")
+    assert "newer than 0.66" in fails(EXIT_USAGE, "upgrade", born_05, "--to", "0.67")
+
+
 def test_upgrade_torn_store(torn: Path) -> None:
     out = ok("upgrade", torn)
     assert "torn open of 0.7" in out and "now at 0.65" in out

@@ -101,11 +101,6 @@ def test_package_upgrade_creates_a_store(fresh_venv: Path, tmp_path: Path) -> No
     assert revision(target) == HEAD
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the CLI's upgrade command still passes create=False and refuses a missing path "
-    "(cli.py is being reworked on another branch); remove this mark once it creates the store",
-)
 def test_harness_store_upgrade_creates_a_store(fresh_venv: Path, tmp_path: Path) -> None:
     target = tmp_path / "runs.sqlite3"
     done = run([str(fresh_venv / "bin" / "harness-store"), "upgrade", str(target)], tmp_path)

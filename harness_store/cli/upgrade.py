@@ -12,7 +12,7 @@ from sqlalchemy.engine import URL
 from ..detect import StoreKind
 from ..engine import safe_url, sqlite_path, where
 from ..errors import StoreNotFoundError
-from ..releases import HEAD, REVISIONS
+from ..releases import HEAD, NEWEST_KNOWN_RELEASE, REVISIONS, revision_for
 
 if TYPE_CHECKING:
     from ..migrate import UpgradeReport
@@ -27,7 +27,13 @@ from .reader import hot_journal, open_reader, parse_target
 def upgrade_command(
     db: DbArg,
     to: Annotated[
-        str, typer.Option("--to", metavar="REV", help=f"Target revision: {', '.join(REVISIONS)}.")
+        str,
+        typer.Option(
+            "--to",
+            metavar="REV",
+            help="Target: an io-harness release (0.40 means 0.37, the newest revision at or "
+            "below it) or a revision.",
+        ),
     ] = "head",
     no_backup: Annotated[
         bool, typer.Option("--no-backup", help="Skip the backup copy of a SQLite file.")
@@ -39,9 +45,16 @@ def upgrade_command(
     store exists gets a new one."""
     from ..migrate import upgrade
 
-    destination = HEAD if to in ("head", "heads") else to
+    try:
+        destination = HEAD if to in ("head", "heads") else revision_for(to)
+    except KeyError as exc:
+        raise CliError(EXIT_USAGE, str(exc.args[0])) from None
     if destination not in REVISIONS:
-        raise CliError(EXIT_USAGE, f"unknown revision {to!r}; choose one of {', '.join(REVISIONS)}")
+        raise CliError(
+            EXIT_USAGE,
+            f"unknown revision {to!r}; choose an io-harness release name (0.1 … "
+            f"{NEWEST_KNOWN_RELEASE}) or one of {', '.join(REVISIONS)}",
+        )
     url = parse_target(db)
     path = sqlite_path(url)
     say = (lambda line: None) if as_json else stdout_line
