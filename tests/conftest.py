@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import stat
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -103,3 +106,20 @@ def store(store_target: str) -> Iterator[Store]:
     """An open Store on each backend."""
     with Store.open(store_target) as opened:
         yield opened
+
+
+def in_newest_memory_order(
+    fixture: str, workspace: str, entries: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A fixture's recorded `memory_list` put in io-harness 0.66's order.
+
+    The fixtures' JSON records what 0.22/0.29 returned: oldest first, a same-stamp tie in id
+    order. Since 0.57 upstream breaks that tie on the key, and the Store follows the newest
+    release; the stamps come from the original fixture file.
+    """
+    source = FIXTURES / f"{fixture}.sqlite3"
+    with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as conn:
+        stamps = dict(
+            conn.execute("SELECT key, created_at FROM memory WHERE workspace = ?", (workspace,))
+        )
+    return sorted(entries, key=lambda e: (stamps[e["key"]], e["key"]))

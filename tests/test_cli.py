@@ -21,7 +21,7 @@ from typing import Any
 
 import legacy
 import pytest
-from conftest import FIXTURE_STORES, FIXTURES
+from conftest import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
@@ -392,9 +392,9 @@ def test_memory_matches_the_aggregates_fixture(fixture_copy: Copy) -> None:
     workspace = facts["composition"]["workspace"]
     doc = as_json("memory", path, workspace)
     assert doc["workspace"] == workspace
-    assert [{k: e[k] for k in ("key", "run_id", "step", "value")} for e in doc["entries"]] == facts[
-        "read_back"
-    ]["memory"]
+    assert [
+        {k: e[k] for k in ("key", "run_id", "step", "value")} for e in doc["entries"]
+    ] == in_newest_memory_order(name, workspace, facts["read_back"]["memory"])
     out = ok("memory", path, workspace)
     for key in facts["composition"]["memory_keys"]:
         assert key in out
@@ -477,7 +477,8 @@ def test_not_a_store_is_one_line_and_exit_3(tmp_path: Path, kind: str, command: 
 def test_usage_errors_are_exit_2(fixture_copy: Copy) -> None:
     path = fixture_copy("io-harness-0.22.0/populated")
     assert "not a usable store path or URL" in fails(EXIT_USAGE, "runs", "nosuchdb://x/y")
-    assert "unknown revision" in fails(EXIT_USAGE, "upgrade", path, "--to", "0.99")
+    assert "newer than 0.66" in fails(EXIT_USAGE, "upgrade", path, "--to", "0.99")
+    assert "unknown revision" in fails(EXIT_USAGE, "upgrade", path, "--to", "latest")
     done = cli("tree", path, "one")
     assert done.returncode == EXIT_USAGE and "Traceback" not in done.stderr
 

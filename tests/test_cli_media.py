@@ -37,17 +37,23 @@ def read_args(command: list[str], db: Path) -> list[str]:
 
 @pytest.fixture
 def wal_store(tmp_path: Path) -> Path:
-    """A closed WAL store: no `-wal`/`-shm` beside it, as the last writer leaves it."""
+    """A closed WAL store: no `-wal`/`-shm` beside it, as the last writer leaves it (only the
+    writers' queue file, `-writers`, which readers never touch)."""
     path = step_store(tmp_path / "closed.sqlite3", 50)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["closed.sqlite3"]
+    assert side_files(path) == ["closed.sqlite3-writers"]
     return path
+
+
+def side_files(path: Path) -> list[str]:
+    """What lies beside a store in its directory."""
+    return sorted(p.name for p in path.parent.iterdir() if p != path)
 
 
 @pytest.mark.parametrize("command", READS, ids=[c[0] for c in READS])
 def test_read_commands_leave_no_side_files(wal_store: Path, command: list[str]) -> None:
     done = run(*read_args(command, wal_store))
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in wal_store.parent.iterdir()) == ["closed.sqlite3"]
+    assert side_files(wal_store) == ["closed.sqlite3-writers"]
 
 
 def test_inspect_of_a_closed_wal_store_says_wal(wal_store: Path) -> None:

@@ -17,6 +17,7 @@ from rich.cells import cell_len
 
 from harness_store import Store
 from harness_store.records import StepRecord
+from harness_store.releases import HEAD
 
 ANSI = "\x1b["
 
@@ -86,7 +87,7 @@ def test_help_flags_version_and_usage_lines() -> None:
         assert "<str>" not in sub.stdout and "{DB}" not in sub.stdout
     version = piped("--version")
     assert version.returncode == 0
-    assert version.stdout.startswith("harness-store 0.") and "hs1" in version.stdout
+    assert version.stdout.startswith("harness-store 0.") and HEAD in version.stdout
 
 
 def test_plurals_and_utc(tmp_path: Path) -> None:
@@ -118,7 +119,7 @@ def test_upgrade_creates_a_store_where_none_is(tmp_path: Path) -> None:
     target = tmp_path / "new.sqlite3"
     done = piped("upgrade", target)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == f"found: no store at {target}; creating one at hs1"
+    assert done.stdout.splitlines()[0] == f"found: no store at {target}; creating one at {HEAD}"
     assert json.loads(piped("inspect", target, "--json").stdout)["at_head"] is True
     again = piped("upgrade", target)
     assert "nothing to do" in again.stdout

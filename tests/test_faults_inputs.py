@@ -22,7 +22,7 @@ from typing import Any
 
 import legacy
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, in_newest_memory_order
 from workers.procs import alembic_argv
 
 from harness_store import StepRecord, Store
@@ -285,8 +285,12 @@ def test_newer_io_harness_store_opens_and_reads(
             kinds = [e.kind for e in store.context_events(run["run_id"])]
             assert kinds == run["context_kinds"]
         memory = store.memory_list(composition["workspace"])
+        recorded = expected["read_back"]["memory"]
+        newest = in_newest_memory_order(
+            "io-harness-0.29.0/aggregates", composition["workspace"], recorded
+        )
         assert [(m.key, m.value, m.run_id, m.step) for m in memory] == [
-            (m["key"], m["value"], m["run_id"], m["step"]) for m in expected["read_back"]["memory"]
+            (m["key"], m["value"], m["run_id"], m["step"]) for m in newest
         ]
     assert foreign_tables(path, their_columns) == theirs, "0.29's own tables must be left alone"
 

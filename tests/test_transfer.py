@@ -19,7 +19,7 @@ from typing import Any
 
 import legacy
 import pytest
-from conftest import FIXTURE_STORES, FIXTURES, fresh_pg_database
+from conftest import FIXTURE_STORES, FIXTURES, fresh_pg_database, in_newest_memory_order
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
 
 from harness_store import (
@@ -262,7 +262,9 @@ def test_postgresql_copy_answers_what_the_aggregates_fixture_recorded(
         assert [
             {"key": e.key, "run_id": e.run_id, "step": e.step, "value": e.value}
             for e in store.memory_list(workspace)
-        ] == facts["read_back"]["memory"]
+        ] == in_newest_memory_order(
+            "io-harness-0.29.0/aggregates", workspace, facts["read_back"]["memory"]
+        )
         assert store.runs()[::-1] == facts["composition"]["run_ids"]
         for run in facts["read_back"]["runs"]:
             summary = store.run_summary(run["run_id"])

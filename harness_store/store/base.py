@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, NoReturn, TypeVar
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, inspect, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.sql import ClauseElement
@@ -80,6 +80,7 @@ class StoreBase:
         """The held connection's driver connection (SQLite), for the hot path."""
         self._begin_write = backend.begin_write_sql()
         self._queue = backend.write_queue(url, busy_timeout=busy_timeout)
+        self._columns_seen: dict[str, frozenset[str]] = {}
         if backend.one_connection:
             self._hold()
         self._closed = False
@@ -360,6 +361,16 @@ class StoreBase:
                 return None
             raise RunNotFoundError(f"no run with id {run_id} in the store")
         return row[0]
+
+    def _has_columns(self, table: str, *columns: str) -> bool:
+        """Whether the store's `table` has every one of `columns`. A read-only Store may read a
+        store of any release from 0.13 on, which lacks later columns; the answer is cached."""
+        known = self._columns_seen.get(table)
+        if known is None:
+            with self._read() as conn:
+                known = frozenset(c["name"] for c in inspect(conn).get_columns(table))
+            self._columns_seen[table] = known
+        return known.issuperset(columns)
 
     def _scalar(self, statement: ClauseElement, params: Mapping[str, Any] | None = None) -> Any:
         with self._read() as conn:

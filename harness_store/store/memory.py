@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, distinct, func, select, text
+from sqlalchemy import delete, distinct, func, null, select, text
 from sqlalchemy.orm import aliased
 
 from .. import models as m
@@ -128,9 +128,18 @@ class MemoryMixin(StoreBase):
 
     def _entries(self, workspace: str, key: str | None = None) -> list[MemoryEntry]:
         mem = m.Memory
-        statement = select(
-            mem.key, mem.value, mem.run_id, mem.step, mem.created_at, mem.kind, mem.pinned
-        ).where(mem.workspace == workspace)
+        # Before 0.30 every entry is an unpinned fact.
+        kinds = (
+            (mem.kind, mem.pinned)
+            if self._has_columns("memory", "kind", "pinned")
+            else (
+                null(),
+                null(),
+            )
+        )
+        statement = select(mem.key, mem.value, mem.run_id, mem.step, mem.created_at, *kinds).where(
+            mem.workspace == workspace
+        )
         if key is not None:
             statement = statement.where(mem.key == key)
         return self._rows(statement.order_by(mem.created_at, mem.key), memory_entry)
