@@ -25,7 +25,7 @@ from harness_store import Store
 
 from .hsdump import differences, harness_dump
 from .oracles import Oracles
-from .releases import HEAD_RELEASE, NEWER, NEWER_WRITERS, OracleRelease, ids
+from .releases import API_RELEASE, NEWER, NEWER_WRITERS, OracleRelease, ids
 from .rustdebug import parse
 from .test_releases_both_ways import alembic
 
@@ -113,7 +113,7 @@ def test_a_0_13_store_the_release_migrated_reads_as_that_release_reads_it(
     """A 0.13 store, upgraded to head here or not, then migrated by the newer release: the
     release's dump is the same either way, and harness_store reads it as the release does."""
     plain, upgraded = tmp_path / "plain.sqlite3", tmp_path / "upgraded.sqlite3"
-    oracles.run(HEAD_RELEASE, "write", plain)
+    oracles.run(API_RELEASE, "write", plain)
     shutil.copyfile(plain, upgraded)
     alembic(upgraded, "upgrade", "head")
     assert oracles.dump_text(release, upgraded) == oracles.dump_text(release, plain)
