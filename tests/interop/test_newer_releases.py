@@ -96,7 +96,9 @@ def read_only_below(needed: tuple[int, int], reason: str) -> list[Any]:
     """NEWER as test parameters, those below release `needed` marked as the divergence."""
     mark = pytest.mark.xfail(strict=True, raises=(AssertionError, StoreError), reason=reason)
     return [
-        pytest.param(r, id=r.name, marks=mark) if r.parts[:2] < needed else pytest.param(r, id=r.name)
+        pytest.param(r, id=r.name, marks=mark)
+        if r.parts[:2] < needed
+        else pytest.param(r, id=r.name)
         for r in NEWER
     ]
 

@@ -16,9 +16,10 @@ from harness_store import ContextEvent, McpEvent, StepRecord, Store
 from harness_store.errors import InvalidValueError, ResumeError, StoreError
 
 from . import pywriter
-from .hsdump import differences, harness_dump, project
+from .hsdump import differences, harness_dump, project, refusals
 from .oracles import Oracles
-from .releases import API_RELEASE
+from .releases import API_RELEASE, NEWER_WRITERS, OracleRelease, ids
+from .test_newer_releases import reads_as_the_release_does
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -231,3 +232,16 @@ def test_steps_for_a_missing_run_are_refused_as_upstream_refuses_them(
         with pytest.raises(StoreError, match=r"(?i)foreign key|no run"):
             store.record(999_999, StepRecord.new(1, "orphan", "x"))
         assert store.steps(999_999) == before == []
+
+
+@pytest.mark.parametrize("release", NEWER_WRITERS, ids=ids(NEWER_WRITERS))
+def test_the_newest_release_reads_a_python_written_store_as_harness_store_does(
+    release: OracleRelease, py_store: Path, oracles: Oracles
+) -> None:
+    """A store the Store wrote at head is opened by the newest release's own code (whose shape
+    is the head's): no getter refuses anything, and every 0.13 field reads as harness_store
+    reads it."""
+    before = oracles.dump_text(release, py_store)
+    assert refusals(json.loads(before)) == []
+    assert reads_as_the_release_does(py_store, release, oracles) == 4
+    assert oracles.dump_text(release, py_store) == before

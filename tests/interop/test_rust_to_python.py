@@ -29,7 +29,9 @@ READ_ONLY_0_13 = pytest.mark.xfail(
     "an un-upgraded 0.13 store fails with 'no such column: memory.kind'",
 )
 PARAMS = [
-    pytest.param(r, id=r.name, marks=READ_ONLY_0_13) if r == API_RELEASE else pytest.param(r, id=r.name)
+    pytest.param(r, id=r.name, marks=READ_ONLY_0_13)
+    if r == API_RELEASE
+    else pytest.param(r, id=r.name)
     for r in CLASSIC
 ]
 
