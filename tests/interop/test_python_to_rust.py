@@ -1,5 +1,6 @@
 """Python → Rust: stores written through harness_store, read and resumed by io-harness 0.13's own
-Store code (the oracle), and upstream's answers on the values where the two once diverged."""
+Store code (the oracle, whose API the Store follows), read by the newest release's (0.66's
+`dump`), and upstream's answers on the values where the two once diverged."""
 
 from __future__ import annotations
 

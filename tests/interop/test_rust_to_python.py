@@ -1,6 +1,7 @@
-"""Rust → Python: a store written by each release's own Store code (the oracle's `write`) reads
-through harness_store exactly as that release reads it — read-only where the store holds the
-whole 0.13 schema, and after `Store.open` upgrades it."""
+"""Rust → Python: a store written by each classic release's own Store code (the oracle's `write`,
+0.1 … 0.13) reads through harness_store exactly as that release reads it — read-only where the
+store holds the whole 0.13 schema, and after `Store.open` upgrades it to head. The 0.66 writer's
+store is covered in test_newer_releases.py."""
 
 from __future__ import annotations
 
