@@ -174,3 +174,22 @@ def refusals(value: Any, path: str = "") -> list[str]:
     if isinstance(value, list):
         return [r for i, v in enumerate(value) for r in refusals(v, f"{path}[{i}]")]
     return []
+
+
+def in_head_memory_order(dump: dict[str, Any]) -> dict[str, Any]:
+    """A release's dump with each workspace's memory in the order the head lists it.
+
+    Until 0.57 upstream broke `created_at` ties by row id; from 0.58 by key. harness_store at head
+    follows 0.58+, so rows written in one millisecond (tests/legacy.py writes them so) list in
+    another order than an older release lists them; the rows themselves must still agree.
+    """
+    if "memory" not in dump:  # before 0.7 there is no memory
+        return dump
+    memory = {}
+    for ws, views in dump["memory"].items():
+        order = sorted(
+            range(len(views["list"])),
+            key=lambda i: (views["list"][i]["created_at"], views["list"][i]["key"]),
+        )
+        memory[ws] = {name: [entries[i] for i in order] for name, entries in views.items()}
+    return {**dump, "memory": memory}

@@ -1,15 +1,22 @@
 """The one list of io-harness releases the interop tests run against.
 
 Each entry is a release `../shared/oracle` builds an oracle for (`crates/vX_Y_Z`, binary
-`oracle-X_Y[_Z]`). When the oracle folder gains a newer release, add it here and every
-parametrised interop test covers it; nothing else changes.
+`oracle-X_Y[_Z]`), with what its CLI offers: every oracle has `open` and `dump`; through
+0.13 (`STORE_RELEASE`) also `write` and `resume`, and its `dump` is JSON of 0.13-era getters;
+after 0.13 the `dump` is upstream's Debug rendering and only some have `write` (0.66). When the
+oracle folder gains a newer release, add it here and every parametrised interop test covers it
+as its CLI allows; nothing else changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness_store.releases import UPSTREAM_HEAD
+from harness_store.releases import STORE_RELEASE, UPSTREAM_HEAD, revision_for
+
+
+def _parts(name: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in name.split("."))
 
 
 @dataclass(frozen=True)
@@ -27,17 +34,27 @@ class OracleRelease:
 
     @property
     def parts(self) -> tuple[int, ...]:
-        return tuple(int(p) for p in self.name.split("."))
+        return _parts(self.name)
 
     @property
-    def after_upstream_head(self) -> bool:
-        """Newer than the last release harness_store's chain models (0.13 today)."""
-        return self.parts[:2] > tuple(int(p) for p in UPSTREAM_HEAD.split("."))
+    def classic(self) -> bool:
+        """Its oracle has the 0.13-era CLI: JSON `dump`, `write` and `resume` (0.1 … 0.13)."""
+        return self.parts[:2] <= _parts(STORE_RELEASE)
+
+    @property
+    def resumes(self) -> bool:
+        """Whether its oracle has `resume` (the classic CLI only)."""
+        return self.classic
 
     @property
     def revision(self) -> str:
         """The Alembic revision holding this release's schema (0.8.1 changed none: `0.8`)."""
-        return ".".join(str(p) for p in self.parts[:2])
+        return revision_for(self.name)
+
+    @property
+    def at_head(self) -> bool:
+        """Its schema is the head revision's (0.65 and 0.66 today)."""
+        return self.revision == UPSTREAM_HEAD
 
     def __str__(self) -> str:
         return self.name
@@ -77,19 +94,21 @@ RELEASES: tuple[OracleRelease, ...] = (
     OracleRelease("0.66", writes=True),
 )
 
-UP_TO_HEAD = tuple(r for r in RELEASES if not r.after_upstream_head)
-"""0.1 … 0.13: releases whose whole schema harness_store's chain has a revision for."""
+CLASSIC = tuple(r for r in RELEASES if r.classic)
+"""0.1 … 0.13: oracles with `write`, `resume` and a JSON dump; also what tests/legacy.py builds."""
 
-OLD = tuple(r for r in UP_TO_HEAD if r.revision != UPSTREAM_HEAD)
-"""0.1 … 0.12: the releases a store is upgraded from and downgraded to."""
-
-NEWER = tuple(r for r in RELEASES if r.after_upstream_head)
-"""Releases after 0.13 (0.18 … 0.66): their oracles have `open` and `dump`."""
-
-HEAD_RELEASE = next(r for r in RELEASES if r.name == UPSTREAM_HEAD)
-"""The release harness_store's Store API follows (0.13)."""
+NEWER = tuple(r for r in RELEASES if not r.classic)
+"""Releases after 0.13 (0.18 … 0.66): their oracles have `open` and `dump` (Debug rendering)."""
 
 NEWER_WRITERS = tuple(r for r in NEWER if r.writes)
+"""Newer releases whose oracle also has `write` (0.66)."""
+
+BELOW_HEAD = tuple(r for r in RELEASES if not r.at_head)
+"""Every release a head store can be downgraded to (0.1 … 0.64)."""
+
+API_RELEASE = next(r for r in RELEASES if r.name == STORE_RELEASE)
+"""The release whose Store API harness_store's `Store` and tests/interop/hsdump.py mirror (0.13):
+its oracle writes the rich stores and dumps what `harness_dump` reads."""
 
 
 def ids(releases: tuple[OracleRelease, ...]) -> list[str]:

@@ -1,6 +1,7 @@
-"""Rust → Python: a store written by each release's own Store code (the oracle's `write`) reads
-through harness_store exactly as that release reads it — read-only where the store holds the
-whole 0.13 schema, and after `Store.open` upgrades it."""
+"""Rust → Python: a store written by each classic release's own Store code (the oracle's `write`,
+0.1 … 0.13) reads through harness_store exactly as that release reads it — read-only where the
+store holds the whole 0.13 schema, and after `Store.open` upgrades it to head. The 0.66 writer's
+store is covered in test_newer_releases.py."""
 
 from __future__ import annotations
 
@@ -10,18 +11,33 @@ from pathlib import Path
 import pytest
 
 from harness_store import Store
-from harness_store.errors import UpgradeRequiredError
+from harness_store.errors import StoreError, UpgradeRequiredError
 
 from .hsdump import differences, harness_dump, project
 from .oracles import Oracles
-from .releases import HEAD_RELEASE, UP_TO_HEAD, OracleRelease, ids
+from .releases import API_RELEASE, CLASSIC, OracleRelease
 
 
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("release", UP_TO_HEAD, ids=ids(UP_TO_HEAD))
+READ_ONLY_0_13 = pytest.mark.xfail(
+    strict=True,
+    raises=StoreError,
+    reason="divergence: Store.open(read_only=True) accepts a 0.13 store (holds_upstream_head), "
+    "but memory_list/memory_get select memory.kind and memory.pinned (0.30 columns), so reading "
+    "an un-upgraded 0.13 store fails with 'no such column: memory.kind'",
+)
+PARAMS = [
+    pytest.param(r, id=r.name, marks=READ_ONLY_0_13)
+    if r == API_RELEASE
+    else pytest.param(r, id=r.name)
+    for r in CLASSIC
+]
+
+
+@pytest.mark.parametrize("release", PARAMS)
 def test_an_upstream_written_store_reads_identically(
     release: OracleRelease, tmp_path: Path, oracles: Oracles
 ) -> None:
@@ -30,7 +46,7 @@ def test_an_upstream_written_store_reads_identically(
     theirs = oracles.dump(release, path)
     assert len(theirs["run_ids"]) == 4
 
-    if release == HEAD_RELEASE:
+    if release == API_RELEASE:
         with Store.open(path, read_only=True) as store:
             assert differences(harness_dump(store, release.name), theirs) == []
     else:
@@ -43,5 +59,7 @@ def test_an_upstream_written_store_reads_identically(
         ours = harness_dump(store, release.name)
     # every field this release's API reads, as it read it before the upgrade …
     assert differences(project(ours, theirs), theirs) == []
-    # … and every field 0.13 reads, as upstream 0.13 reads the upgraded store
-    assert differences(ours, {**oracles.dump(HEAD_RELEASE, path), "release": release.name}) == []
+    # … and every field 0.13 reads, as upstream 0.13 reads the upgraded store (fields later
+    # releases added, such as memory's `kind`/`pinned`, are not 0.13's to read)
+    at_api = {**oracles.dump(API_RELEASE, path), "release": release.name}
+    assert differences(project(ours, at_api), at_api) == []
