@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import delete, distinct, func, null, select, text
-from sqlalchemy.orm import aliased
 
 from .. import models as m
 from ..formats import MEMORY_MAX_CHARS, MEMORY_MAX_ENTRIES, i64, truncate_memory_value, u32
@@ -56,10 +55,11 @@ _UPSERT = (
 
 def eviction_candidates(workspace: str) -> Any:
     """A workspace's entries in upstream's eviction order (0.56): key, length, pinned."""
-    mem, recall = m.Memory, aliased(m.MemoryRecall)
-    of_entry = (recall.workspace == mem.workspace, recall.key == mem.key)
-    runs = select(func.count(distinct(recall.run_id))).where(*of_entry).scalar_subquery()
-    last_recall = select(func.max(recall.at)).where(*of_entry).scalar_subquery()
+    # A Core alias, not `orm.aliased`: that would configure every mapper on the first put.
+    mem, recall = m.Memory, m.table_of(m.MemoryRecall).alias("recall")
+    of_entry = (recall.c.workspace == mem.workspace, recall.c.key == mem.key)
+    runs = select(func.count(distinct(recall.c.run_id))).where(*of_entry).scalar_subquery()
+    last_recall = select(func.max(recall.c.at)).where(*of_entry).scalar_subquery()
     return (
         select(mem.key, func.length(mem.value), mem.pinned)
         .where(mem.workspace == workspace)
