@@ -12,6 +12,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    null,
     select,
     text,
     tuple_,
@@ -100,14 +101,17 @@ def last_step_of(run_id: int) -> Select[int]:
     return select(func.coalesce(func.max(m.Step.step), 0)).where(m.Step.run_id == run_id)
 
 
-def tokens_of(run_id: int) -> Select[int]:
+def tokens_of(run_id: int, *, has_turns: bool = True) -> Select[int]:
     """What a run spent, as upstream counts it since 0.37: a reply turn (`turn_kind` 'reply')
     commits no steps, so its provider calls' `total_tokens`; any other run, `SUM(tokens)` of
-    its steps. 0 when there is nothing to sum."""
+    its steps. 0 when there is nothing to sum. A store from before 0.37 (`has_turns` false,
+    read-only) has no reply turns: its steps."""
+    by_steps = select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
+    if not has_turns:
+        return by_steps
     calls = m.ProviderCall
     reply = select(m.Run.turn_kind).where(m.Run.id == run_id).scalar_subquery() == REPLY_TURN
     by_calls = select(func.coalesce(func.sum(calls.total_tokens), 0)).where(calls.run_id == run_id)
-    by_steps = select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
     return select(case((reply, by_calls.scalar_subquery()), else_=by_steps.scalar_subquery()))
 
 
@@ -225,7 +229,8 @@ class RunsMixin(StoreBase):
     def spent_tokens(self, run_id: int) -> int:
         """The run's durable spend, restored on resume: its steps' tokens, or for a reply turn
         (0.37) its provider calls' total tokens."""
-        return token_sum(self._scalar(tokens_of(run_id)))
+        has_turns = self._has_columns("runs", "turn_kind")
+        return token_sum(self._scalar(tokens_of(run_id, has_turns=has_turns)))
 
     def canonical_trace(self, run_id: int) -> str:
         """The run reduced to what two identical runs must match, as diffable text (upstream's
@@ -355,6 +360,8 @@ class RunsMixin(StoreBase):
         """Raise `ResumeError` if the store's checkpoint format is newer than 7, the run does
         not exist, or it is a reply turn that was still answering (0.37: it committed no step,
         so there is nothing to continue). A completed run is resumable (as a no-op)."""
+        # Before 0.37 (a read-only Store on an older store) no run is a turn.
+        turn = m.Run.turn_kind if self._has_columns("runs", "turn_kind") else null()
         with self._read() as conn:
             version = self._backend.checkpoint_format(conn)
             if version > CHECKPOINT_FORMAT:
@@ -362,9 +369,7 @@ class RunsMixin(StoreBase):
                     f"checkpoint format {version} is newer than supported {CHECKPOINT_FORMAT}; "
                     "upgrade harness_store to resume this run"
                 )
-            found = conn.execute(
-                select(m.Run.turn_kind, m.Run.status).where(m.Run.id == run_id)
-            ).first()
+            found = conn.execute(select(turn, m.Run.status).where(m.Run.id == run_id)).first()
         if found is None:
             raise ResumeError(f"no run with id {run_id} in the store")
         if tuple(found) == (REPLY_TURN, "running"):

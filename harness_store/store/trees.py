@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import CTE, bindparam, func, insert, literal_column, select
+from sqlalchemy import CTE, bindparam, func, insert, literal, literal_column, select
 
 from .. import models as m
 from ..formats import i64, opt_u32, text, token_sum, u32
@@ -141,15 +141,11 @@ class TreesMixin(StoreBase):
     def find_spawn(self, parent_run_id: int, step: int, goal: str) -> SpawnRow | None:
         """The child spawned by `parent_run_id` at `step` for `goal`, if any (the first one)."""
         s = m.Spawn
+        # Before 0.60 (a read-only Store on an older store) a child has no name of its own.
+        as_name = s.as_name if self._has_columns("spawns", "as_name") else literal("")
         statement = (
             select(
-                s.child_run_id,
-                s.goal,
-                s.verify_file,
-                s.needle,
-                s.max_steps,
-                s.deny_write,
-                s.as_name,
+                s.child_run_id, s.goal, s.verify_file, s.needle, s.max_steps, s.deny_write, as_name
             )
             .where(s.parent_run_id == parent_run_id, s.step == step, s.goal == goal)
             .order_by(s.id)

@@ -6,8 +6,9 @@ harness_store's chain now runs to 0.65 (#14). Checked here for every newer relea
   upgrade head`), is read by the release byte-identically to before, and harness_store reads
   every 0.13 field of every run as that release's Store does;
 - the same store read read-only without the upgrade (which `Store.open(read_only=True)` accepts
-  for any store holding the 0.13 schema) reads the same. It does not yet below 0.37: see
-  `READ_ONLY_BELOW`. The round trips of each release's own stores (fresh, walked, torn) are in
+  for any store holding the 0.13 schema) reads the same: the Store's reads of later columns
+  (memory `kind`/`pinned`, 0.30; `runs.turn_kind`, 0.37) read an older store as that release
+  does. The round trips of each release's own stores (fresh, walked, torn) are in
   tests/test_releases_modern.py.
 """
 
@@ -20,7 +21,6 @@ from typing import Any
 import pytest
 
 from harness_store import Store
-from harness_store.errors import StoreError
 
 from .hsdump import differences, harness_dump
 from .oracles import Oracles
@@ -92,27 +92,7 @@ def reads_as_the_release_does(path: Path, release: OracleRelease, oracles: Oracl
     return len(theirs["run_ids"])
 
 
-def read_only_below(needed: tuple[int, int], reason: str) -> list[Any]:
-    """NEWER as test parameters, those below release `needed` marked as the divergence."""
-    mark = pytest.mark.xfail(strict=True, raises=(AssertionError, StoreError), reason=reason)
-    return [
-        pytest.param(r, id=r.name, marks=mark)
-        if r.parts[:2] < needed
-        else pytest.param(r, id=r.name)
-        for r in NEWER
-    ]
-
-
-READ_ONLY_BELOW = (
-    "divergence: Store.open(read_only=True) accepts any store holding the 0.13 schema, but the "
-    "Store's reads follow the head: memory_list/memory_get select memory.kind/pinned (added by "
-    "0.30) and check_resumable selects runs.turn_kind (added by 0.37), so on a store of an "
-    "earlier release they fail with 'no such column' instead of reading as the release does "
-    "or refusing with UpgradeRequiredError"
-)
-
-
-@pytest.mark.parametrize("release", read_only_below((0, 30), READ_ONLY_BELOW))
+@pytest.mark.parametrize("release", NEWER, ids=ids(NEWER))
 def test_a_store_the_release_creates_opens_read_only_and_upgrades_without_changing_its_dump(
     release: OracleRelease, tmp_path: Path, oracles: Oracles
 ) -> None:
@@ -127,7 +107,7 @@ def test_a_store_the_release_creates_opens_read_only_and_upgrades_without_changi
     assert reads_as_the_release_does(path, release, oracles) == 0
 
 
-@pytest.mark.parametrize("release", read_only_below((0, 37), READ_ONLY_BELOW))
+@pytest.mark.parametrize("release", NEWER, ids=ids(NEWER))
 def test_a_0_13_store_the_release_migrated_reads_as_that_release_reads_it(
     release: OracleRelease, tmp_path: Path, oracles: Oracles
 ) -> None:
