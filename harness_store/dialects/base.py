@@ -78,10 +78,6 @@ class Backend(ABC):
         """`INSERT OR REPLACE` on the primary key, as upstream writes its per-run rows."""
 
     @abstractmethod
-    def upsert_memory(self, table: Table) -> Insert:
-        """Upstream's memory write: insert, or on (workspace, key) overwrite and re-stamp."""
-
-    @abstractmethod
     def checkpoint_format(self, conn: Connection) -> int:
         """The store's checkpoint-format marker (`user_version` on SQLite)."""
 

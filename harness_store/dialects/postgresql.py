@@ -98,13 +98,6 @@ class PostgreSQLBackend(Backend):
             set_={c.name: stmt.excluded[c.name] for c in table.columns if c.name not in keys},
         )
 
-    def upsert_memory(self, table: Table) -> Insert:
-        stmt = pg_insert(table)
-        return stmt.on_conflict_do_update(
-            index_elements=["workspace", "key"],
-            set_={c: stmt.excluded[c] for c in ("value", "run_id", "step", "created_at")},
-        )
-
     def checkpoint_writes(self, insert_step: Insert, insert_event: Insert) -> list[ClauseElement]:
         """Both rows in one statement (the step INSERT as a data-modifying CTE): atomic on its
         own, so a checkpoint is one round trip in autocommit instead of BEGIN, two INSERTs and

@@ -21,7 +21,6 @@ from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, Table, event
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool, StaticPool
 from sqlalchemy.sql.dml import Insert
@@ -227,13 +226,6 @@ class SQLiteBackend(Backend):
 
     def replace(self, table: Table) -> Insert:
         return table.insert().prefix_with("OR REPLACE")
-
-    def upsert_memory(self, table: Table) -> Insert:
-        stmt = sqlite_insert(table)
-        return stmt.on_conflict_do_update(
-            index_elements=["workspace", "key"],
-            set_={c: stmt.excluded[c] for c in ("value", "run_id", "step", "created_at")},
-        )
 
     def checkpoint_format(self, conn: Connection) -> int:
         return int(conn.exec_driver_sql("PRAGMA user_version").scalar_one())
