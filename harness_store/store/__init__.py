@@ -2,7 +2,8 @@
 
 The methods, their names, argument order and row formats are upstream 0.13's, so a run
 written here resumes in io-harness and a run written there reads here. The concerns live in
-their own modules — runs and steps, events, trees, memory — and meet in this class.
+their own modules, mirroring upstream's `src/state/` split — runs, trace, approvals, agents,
+memory — and meet in this class.
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
 from ..preflight import check_readable
 from ..releases import HEAD, UPSTREAM_HEAD
-from .events import EventsMixin
+from .agents import AgentsMixin
+from .approvals import ApprovalsMixin
 from .memory import MemoryMixin
 from .runs import RunsMixin
-from .trees import TreesMixin
+from .trace import TraceMixin
 
 __all__ = ["Store"]
 
 
-class Store(RunsMixin, EventsMixin, TreesMixin, MemoryMixin):
+class Store(RunsMixin, TraceMixin, ApprovalsMixin, AgentsMixin, MemoryMixin):
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, NoReturn, TypeVar
 
-from sqlalchemy import Connection, Engine, inspect, select
+from sqlalchemy import Connection, Engine, insert, inspect, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import configure_mappers
@@ -388,6 +388,11 @@ class StoreBase:
     ) -> list[T]:
         with self._read() as conn:
             return [make(*row) for row in conn.execute(statement, params or {})]
+
+    def _append(self, model: type[m.Base], **values: object) -> None:
+        """Append one row to an ordered log table, atomically."""
+        with self._write() as conn:
+            conn.execute(insert(model).values(**values))
 
 
 _INHERITED: list[Connection] = []

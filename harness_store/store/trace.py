@@ -1,5 +1,5 @@
-"""Events of a run: policy, pending approvals, agents, sandbox, checkpoints, MCP, context, and
-the observation ledger. Each event table is an ordered log read back by `id`."""
+"""A run's trace beyond its steps: sandbox, checkpoint, MCP and context events, and the
+observation ledger. Each table is an ordered log read back by `id`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from ..errors import ResumeError
 from ..formats import (
     i64,
     opt_text,
-    opt_u64,
     opt_wrapped_u64,
     text,
     u32,
@@ -20,131 +19,18 @@ from ..formats import (
     wrapped_u64,
 )
 from ..records import (
-    AgentEvent,
     CheckpointEvent,
     ContextEvent,
     McpEvent,
     Observation,
     ObsKind,
-    Pending,
-    PolicyEvent,
     SandboxEvent,
 )
 from .base import StoreBase
 
 
-class EventsMixin(StoreBase):
-    """The event half of upstream's Store."""
-
-    def _append(self, model: type[m.Base], **values: object) -> None:
-        with self._write() as conn:
-            conn.execute(insert(model).values(**values))
-
-    # --- policy --------------------------------------------------------------------------
-
-    def record_event(self, run_id: int, e: PolicyEvent) -> None:
-        """Record a policy refusal or a human decision against a run."""
-        self._append(
-            m.PolicyEvent,
-            run_id=i64(run_id, "run_id"),
-            step=u32(e.step, "step"),
-            kind=text(e.kind, "kind"),
-            act=text(e.act, "act"),
-            target=text(e.target, "target"),
-            rule=opt_text(e.rule, "rule"),
-            layer=opt_text(e.layer, "layer"),
-            decision=opt_text(e.decision, "decision"),
-            source=opt_text(e.source, "source"),
-            performed=opt_text(e.performed, "performed"),
-        )
-
-    def events(self, run_id: int) -> list[PolicyEvent]:
-        """Every policy event of a run, in order."""
-        p = m.PolicyEvent
-        statement = (
-            select(
-                p.step, p.kind, p.act, p.target, p.rule, p.layer, p.decision, p.source, p.performed
-            )
-            .where(p.run_id == run_id)
-            .order_by(p.id)
-        )
-        return self._rows(statement, PolicyEvent)
-
-    def put_pending(
-        self, run_id: int, step: int, act: str, target: str, content: str | None = None
-    ) -> int:
-        """Persist an action awaiting a human decision; return its request id."""
-        statement = (
-            insert(m.PendingApproval)
-            .values(
-                run_id=i64(run_id, "run_id"),
-                step=u32(step, "step"),
-                act=text(act, "act"),
-                target=text(target, "target"),
-                content=opt_text(content, "content"),
-            )
-            .returning(m.PendingApproval.id)
-        )
-        with self._write() as conn:
-            return int(conn.execute(statement).scalar_one())
-
-    def pending(self, request_id: int) -> Pending | None:
-        """A pending action by request id, if there is one."""
-        p = m.PendingApproval
-        statement = select(p.id, p.run_id, p.step, p.act, p.target, p.content, p.resolved).where(
-            p.id == request_id
-        )
-        rows = self._rows(statement, Pending)
-        return rows[0] if rows else None
-
-    def pending_for_run(self, run_id: int) -> list[Pending]:
-        """Every approval request of a run, resolved or not, in order (beyond upstream: the
-        list a reviewer or the CLI shows)."""
-        p = m.PendingApproval
-        statement = (
-            select(p.id, p.run_id, p.step, p.act, p.target, p.content, p.resolved)
-            .where(p.run_id == run_id)
-            .order_by(p.id)
-        )
-        return self._rows(statement, Pending)
-
-    def resolve_pending(self, request_id: int, decision: str) -> bool:
-        """Decide a pending action, so a resume knows what the human chose; True if this call
-        decided it. A request is decided once (0.33): a second decision, or one for a request
-        that does not exist, changes nothing and returns False."""
-        p = m.PendingApproval
-        with self._write() as conn:
-            changed = conn.execute(
-                update(p)
-                .where(p.id == request_id, p.resolved.is_(None))
-                .values(resolved=text(decision, "decision"))
-            ).rowcount
-        return bool(changed == 1)
-
-    # --- agents, sandbox, checkpoints ----------------------------------------------------
-
-    def record_agent_event(self, e: AgentEvent) -> None:
-        """Record a spawn, a refused spawn, or a budget draw against the tree."""
-        self._append(
-            m.AgentEvent,
-            run_id=i64(e.run_id, "run_id"),
-            step=u32(e.step, "step"),
-            kind=text(e.kind, "kind"),
-            child_run_id=None if e.child_run_id is None else i64(e.child_run_id, "child_run_id"),
-            detail=opt_text(e.detail, "detail"),
-            tokens=opt_u64(e.tokens, "tokens"),
-            remaining=opt_u64(e.remaining, "remaining"),
-        )
-
-    def agent_events(self, run_id: int) -> list[AgentEvent]:
-        """Every agent event of a run, in order."""
-        a = m.AgentEvent
-        statement = (
-            select(a.run_id, a.step, a.kind, a.child_run_id, a.detail, a.tokens, a.remaining)
-            .where(a.run_id == run_id)
-            .order_by(a.id)
-        )
-        return self._rows(statement, AgentEvent)
+class TraceMixin(StoreBase):
+    """Upstream's `trace.rs` half of the Store (steps themselves live in `runs`)."""
 
     def record_sandbox_event(self, e: SandboxEvent) -> None:
         """Record one sandbox lifecycle event."""

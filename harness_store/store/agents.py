@@ -1,4 +1,4 @@
-"""Agent trees: parent edges, recursive aggregates, spawned-child contracts.
+"""Agent trees: agent events, parent edges, recursive aggregates, spawned-child contracts.
 
 Trees follow `runs.parent_run_id` from a root. The recursive queries use `UNION` rather than
 `UNION ALL`, so a corrupt store whose parent edges form a cycle ends the recursion instead of
@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import CTE, bindparam, func, insert, literal, literal_column, select
 
 from .. import models as m
-from ..formats import i64, opt_u32, text, token_sum, u32
-from ..records import SpawnRow, TreeNode
+from ..formats import i64, opt_text, opt_u32, opt_u64, text, token_sum, u32
+from ..records import AgentEvent, SpawnRow, TreeNode
 from .base import DriverStatement, StoreBase
 
 
@@ -59,7 +59,7 @@ def tree_queries() -> dict[str, Any]:
     }
 
 
-class TreesMixin(StoreBase):
+class AgentsMixin(StoreBase):
     """The tree half of upstream's Store, plus `tree`."""
 
     _tree_statements: dict[str, DriverStatement]
@@ -153,3 +153,26 @@ class TreesMixin(StoreBase):
         )
         rows = self._rows(statement, SpawnRow)
         return rows[0] if rows else None
+
+    def record_agent_event(self, e: AgentEvent) -> None:
+        """Record a spawn, a refused spawn, or a budget draw against the tree."""
+        self._append(
+            m.AgentEvent,
+            run_id=i64(e.run_id, "run_id"),
+            step=u32(e.step, "step"),
+            kind=text(e.kind, "kind"),
+            child_run_id=None if e.child_run_id is None else i64(e.child_run_id, "child_run_id"),
+            detail=opt_text(e.detail, "detail"),
+            tokens=opt_u64(e.tokens, "tokens"),
+            remaining=opt_u64(e.remaining, "remaining"),
+        )
+
+    def agent_events(self, run_id: int) -> list[AgentEvent]:
+        """Every agent event of a run, in order."""
+        a = m.AgentEvent
+        statement = (
+            select(a.run_id, a.step, a.kind, a.child_run_id, a.detail, a.tokens, a.remaining)
+            .where(a.run_id == run_id)
+            .order_by(a.id)
+        )
+        return self._rows(statement, AgentEvent)
