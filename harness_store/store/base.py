@@ -11,12 +11,13 @@ of the same thread joins the one open transaction.
 
 from __future__ import annotations
 
+import copy
 import os
 import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, NoReturn, TypeVar
@@ -29,8 +30,10 @@ from sqlalchemy.sql import ClauseElement
 
 from .. import models as m
 from ..dialects import Backend
+from ..dialects.base import WRITE_DEADLINE
 from ..dialects.sqlite import WRITE
 from ..errors import RunNotFoundError, StoreConnectionError, StoreError
+from .group import Call, GroupCommit
 
 T = TypeVar("T")
 
@@ -79,6 +82,9 @@ class StoreBase:
         self._held: Connection | None = None
         self._raw: Any = None
         """The held connection's driver connection (SQLite), for the hot path."""
+        self._cursor: Any = None
+        """A cursor on `_raw`, kept for the hot path's statements."""
+        self._group = GroupCommit(self._commit_calls)
         self._begin_write = backend.begin_write_sql()
         self._queue = backend.write_queue(url, busy_timeout=busy_timeout)
         self._columns_seen: dict[str, frozenset[str]] = {}
@@ -97,6 +103,7 @@ class StoreBase:
         and take fresh ones (SQLAlchemy's documented pattern, `dispose(close=False)`)."""
         self._lock = threading.RLock()
         self._active = _Active()
+        self._group = GroupCommit(self._commit_calls)
         self._queue.forked()
         if self._closed or self._backend.shares_memory(self._engine):
             return  # an in-memory database exists only on its one connection: keep it
@@ -104,6 +111,7 @@ class StoreBase:
             _INHERITED.append(self._held)  # kept referenced, so it is never finalized here
             self._held = None
             self._raw = None
+            self._cursor = None
         self._engine.dispose(close=False)
         if self._backend.one_connection:
             self._hold()
@@ -135,6 +143,7 @@ class StoreBase:
         """Take the connection this Store keeps for its life (SQLite)."""
         self._held = self._engine.connect()
         self._raw = self._held.connection.dbapi_connection
+        self._cursor = self._raw.cursor()
 
     def _release(self) -> None:
         """Give the held connection back (before an upgrade, and on close)."""
@@ -142,6 +151,7 @@ class StoreBase:
             self._held.close()
         self._held = None
         self._raw = None
+        self._cursor = None
 
     def close(self) -> None:
         """Release the Store's connections. Idempotent."""
@@ -170,6 +180,7 @@ class StoreBase:
             with self._lock:
                 if self._held is None:
                     raise StoreError("this Store is closed")
+                self._queue.settle(self._raw)
                 yield self._held
         else:
             with self._engine.connect() as conn:
@@ -212,17 +223,18 @@ class StoreBase:
                     if raw is None:
                         raise StoreError("this Store is closed")
                     if not write:
+                        self._queue.settle(raw)
                         yield raw  # no transaction open: one statement is its own snapshot
                         return
-                    with self._queue.turn():
-                        if self._begin_write is not None:
-                            raw.execute(self._begin_write)
-                        try:
-                            yield raw
-                        except BaseException:
-                            raw.rollback()
-                            raise
-                        raw.commit()
+                    self._queue.begin(self._cursor)
+                    try:
+                        yield raw
+                    except BaseException:
+                        raw.rollback()
+                        raise
+                    finally:
+                        self._queue.end()
+                    raw.commit()
                 return
             with self._borrow() as conn:
                 if driver:
@@ -244,12 +256,14 @@ class StoreBase:
                     pooled.commit()
                     return
                 conn.info[WRITE] = write
-                with self._queue.turn() if write else nullcontext(), conn.begin():
-                    self._active.conn, self._active.write = conn, write
-                    try:
-                        yield conn
-                    finally:
-                        self._active.conn, self._active.write = None, False
+                with self._queue.turn() if write else nullcontext() as deadline:
+                    conn.info[WRITE_DEADLINE] = deadline
+                    with conn.begin():
+                        self._active.conn, self._active.write = conn, write
+                        try:
+                            yield conn
+                        finally:
+                            self._active.conn, self._active.write = None, False
         except StoreError:
             raise
         except Exception as exc:
@@ -280,8 +294,9 @@ class StoreBase:
             with self._translated(), active.begin_nested():
                 yield
             return
-        with self._translated(), self._borrow() as conn, self._queue.turn():
+        with self._translated(), self._borrow() as conn, self._queue.turn() as deadline:
             conn.info[WRITE] = True
+            conn.info[WRITE_DEADLINE] = deadline
             outer = conn.begin()
             self._active.conn, self._active.write = conn, True
             try:
@@ -309,7 +324,13 @@ class StoreBase:
         self, work: Sequence[tuple[DriverStatement, Any]], *, many: bool = False
     ) -> None:
         """Run pre-compiled statements in one write transaction on the driver connection: the
-        hot path of checkpoints (a single statement on a pooled connection in autocommit)."""
+        hot path of checkpoints. On SQLite, concurrent callers are committed together (group
+        commit, see `group`); on a pooled connection a single statement runs in autocommit."""
+        if self._active.conn is None and self._cursor is not None:
+            if self._closed:
+                raise StoreError("this Store is closed")
+            self._group.submit(work, many)
+            return
         with self._unit(write=True, driver=True, alone=len(work) == 1 and not many) as unit:
             run = unit.executemany if many else unit.execute
             for statement, params in work:
@@ -320,6 +341,82 @@ class StoreBase:
         path of tree aggregates."""
         with self._unit(write=False, driver=True, alone=True) as unit:
             return unit.execute(statement.sql, statement.params(values)).fetchall()  # type: ignore[no-any-return]
+
+    def _commit_calls(self, calls: list[Call]) -> None:
+        """Commit a group of callers' writes in one transaction on the held connection: each
+        caller's statements in a savepoint of their own (none for a lone caller), so a failing
+        call is undone alone and gets its own typed error; one COMMIT for all. A failure of
+        the transaction itself (BEGIN, COMMIT) fails every call; an interruption of the
+        committing thread rolls everything back and is re-raised in that thread."""
+        with self._lock:
+            cursor = self._cursor
+            if cursor is None or self._closed:
+                for call in calls:
+                    call.error = StoreError("this Store is closed")
+                return
+            queue = self._queue
+            try:
+                queue.begin(cursor)
+            except Exception as exc:
+                for call in calls:
+                    call.error = self._error_of(exc)
+                return
+            try:
+                if len(calls) == 1:
+                    call = calls[0]
+                    try:
+                        _execute(cursor, call)
+                    except Exception as exc:
+                        cursor.connection.rollback()
+                        call.error = self._error_of(exc, interrupted=exc)
+                        return
+                else:
+                    for call in calls:
+                        cursor.execute("SAVEPOINT hs_call")
+                        try:
+                            _execute(cursor, call)
+                        except Exception as exc:
+                            if self._typed(exc) is None:
+                                raise  # not the call's own failure: the batch is interrupted
+                            cursor.execute("ROLLBACK TO hs_call")
+                            call.error = self._error_of(exc)
+                        cursor.execute("RELEASE hs_call")
+                cursor.connection.commit()
+            except BaseException as exc:
+                with suppress(Exception):  # the error that broke the batch is the one to tell
+                    cursor.connection.rollback()
+                database = isinstance(exc, StoreError) or (
+                    isinstance(exc, Exception) and self._typed(exc) is not None
+                )
+                for call in calls:
+                    call.error = (
+                        self._error_of(exc)  # type: ignore[arg-type]
+                        if database
+                        else StoreError(
+                            "not committed: the thread committing this write together with "
+                            f"others was interrupted ({type(exc).__name__})"
+                        )
+                    )
+                if database:
+                    return
+                raise
+            finally:
+                queue.end()
+
+    def _error_of(self, exc: Exception, *, interrupted: Exception | None = None) -> BaseException:
+        """A caller's own error for `exc` raised while its write was committed by any thread
+        (a new object per caller): typed when it is a database error; `interrupted` when given
+        and it is none (the call's own non-database error, raised as itself); else a
+        `StoreError` saying the write was not committed."""
+        if isinstance(exc, StoreError):
+            return copy.copy(exc)
+        typed = self._typed(exc)
+        if typed is not None:
+            typed.__cause__ = exc
+            return typed
+        if interrupted is not None:
+            return interrupted
+        return StoreError(f"not committed: {type(exc).__name__}: {exc}")
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -399,6 +496,16 @@ def _after_fork(ref: weakref.ref[StoreBase]) -> None:
     store = ref()
     if store is not None:
         store._forked()
+
+
+def _execute(cursor: Any, call: Call) -> None:
+    """Run one caller's pre-compiled statements on a driver cursor, in order."""
+    if call.many:
+        for statement, params in call.work:
+            cursor.executemany(statement.sql, params)
+    else:
+        for statement, params in call.work:
+            cursor.execute(statement.sql, params)
 
 
 @contextmanager
