@@ -60,6 +60,9 @@ class Backend(ABC):
     one_connection: ClassVar[bool] = False
     """Whether a Store keeps one connection for its life (threads take turns on it) rather
     than borrowing from a pool per operation."""
+    held_connections: ClassVar[int] = 0
+    """How many driver connections a Store keeps checked out for its hot paths (checkpoints,
+    tree aggregates) instead of borrowing a pooled one per call; 0 for none."""
 
     @abstractmethod
     def engine_options(
@@ -144,6 +147,14 @@ class Backend(ABC):
         """Serialise memory writes to one workspace until the transaction ends, so each write
         sees the others' rows when it enforces the caps. Nothing to do where a write
         transaction already holds the whole database (SQLite's `BEGIN IMMEDIATE`)."""
+
+    def connection_alive(self, dbapi_connection: Any, idle: float) -> bool:
+        """Whether a kept driver connection, unused for `idle` seconds, can be reused."""
+        return True
+
+    def connection_idle(self, dbapi_connection: Any) -> bool:
+        """Whether a kept driver connection is open and idle after a failed call (reusable)."""
+        return True
 
     def shares_memory(self, engine: Engine) -> bool:
         """Whether the engine's database lives only in its one connection (in-memory)."""

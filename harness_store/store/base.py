@@ -34,6 +34,7 @@ from ..dialects.base import WRITE_DEADLINE
 from ..dialects.sqlite import WRITE
 from ..errors import RunNotFoundError, StoreConnectionError, StoreError
 from .group import Call, GroupCommit
+from .held import HeldConnections
 
 T = TypeVar("T")
 
@@ -85,6 +86,7 @@ class StoreBase:
         self._cursor: Any = None
         """A cursor on `_raw`, kept for the hot path's statements."""
         self._group = GroupCommit(self._commit_calls)
+        self._kept = self._keep()
         self._begin_write = backend.begin_write_sql()
         self._queue = backend.write_queue(url, busy_timeout=busy_timeout)
         self._columns_seen: dict[str, frozenset[str]] = {}
@@ -105,6 +107,9 @@ class StoreBase:
         self._active = _Active()
         self._group = GroupCommit(self._commit_calls)
         self._queue.forked()
+        if self._kept is not None:
+            _INHERITED.extend(self._kept.inherited())
+            self._kept = self._keep()
         if self._closed or self._backend.shares_memory(self._engine):
             return  # an in-memory database exists only on its one connection: keep it
         if self._held is not None:
@@ -115,6 +120,11 @@ class StoreBase:
         self._engine.dispose(close=False)
         if self._backend.one_connection:
             self._hold()
+
+    def _keep(self) -> HeldConnections | None:
+        """The set of kept driver connections of a pooled backend (see `held`), if it uses one."""
+        cap = self._backend.held_connections
+        return HeldConnections(self._engine, self._backend.connection_alive, cap) if cap else None
 
     @property
     def engine(self) -> Engine:
@@ -161,6 +171,8 @@ class StoreBase:
             self._closed = True
             self._release()
             self._queue.close()
+            if self._kept is not None:
+                self._kept.close()
             self._engine.dispose()
 
     def __enter__(self) -> StoreBase:
@@ -326,11 +338,15 @@ class StoreBase:
         """Run pre-compiled statements in one write transaction on the driver connection: the
         hot path of checkpoints. On SQLite, concurrent callers are committed together (group
         commit, see `group`); on a pooled connection a single statement runs in autocommit."""
-        if self._active.conn is None and self._cursor is not None:
+        if self._active.conn is None:
             if self._closed:
                 raise StoreError("this Store is closed")
-            self._group.submit(work, many)
-            return
+            if self._cursor is not None:
+                self._group.submit(work, many)
+                return
+            if self._kept is not None:
+                self._kept_write(work, many)
+                return
         with self._unit(write=True, driver=True, alone=len(work) == 1 and not many) as unit:
             run = unit.executemany if many else unit.execute
             for statement, params in work:
@@ -339,8 +355,51 @@ class StoreBase:
     def _driver_read(self, statement: DriverStatement, values: Mapping[str, Any]) -> list[Any]:
         """One pre-compiled SELECT on the driver connection, as its own snapshot: the hot read
         path of tree aggregates."""
+        if self._active.conn is None and self._kept is not None and not self._closed:
+            held = self._kept.take()
+            reusable = False
+            try:
+                rows: list[Any] = held.cursor.execute(
+                    statement.sql, statement.params(values)
+                ).fetchall()
+                reusable = True
+                return rows
+            except Exception as exc:
+                reusable = self._backend.connection_idle(held.driver)
+                self._raise_typed(exc)
+            finally:
+                self._kept.give(held, reusable)
         with self._unit(write=False, driver=True, alone=True) as unit:
             return unit.execute(statement.sql, statement.params(values)).fetchall()  # type: ignore[no-any-return]
+
+    def _kept_write(self, work: Sequence[tuple[DriverStatement, Any]], many: bool) -> None:
+        """Pre-compiled statements on a kept connection (pooled backends): one statement in
+        autocommit, atomic by itself (one round trip), or several in one transaction. A lost
+        connection raises `StoreConnectionError`, saying whether the call may have committed
+        (an autocommitted statement may have), and is never reused."""
+        assert self._kept is not None
+        try:
+            held = self._kept.take()
+        except Exception as exc:
+            self._raise_typed(exc)
+        alone = len(work) == 1 and not many
+        reusable = False
+        try:
+            cursor = held.cursor
+            if alone:
+                statement, params = work[0]
+                cursor.execute(statement.sql, params)
+            else:
+                with held.driver.transaction():
+                    run = cursor.executemany if many else cursor.execute
+                    for statement, params in work:
+                        run(statement.sql, params)
+            reusable = True
+        except Exception as exc:
+            reusable = self._backend.connection_idle(held.driver)
+            self._raise_typed(exc, may_have_committed=alone)
+        finally:
+            self._kept.give(held, reusable)
 
     def _commit_calls(self, calls: list[Call]) -> None:
         """Commit a group of callers' writes in one transaction on the held connection: each
@@ -487,7 +546,7 @@ class StoreBase:
             return [make(*row) for row in conn.execute(statement, params or {})]
 
 
-_INHERITED: list[Connection] = []
+_INHERITED: list[Any] = []
 """Connections a forked child inherited and dropped: referenced for the child's life so that
 garbage collection never closes (or rolls back) what is still the parent's connection."""
 
