@@ -51,10 +51,14 @@ LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
 MEMORY_LOCK_PREFIX = "harness_store.memory:"
 """Advisory-lock key space of memory workspaces (hashed with the workspace name)."""
 
-PING_AFTER = 0.0002
+PING_AFTER = 0.0001
 """Seconds a kept connection may sit idle and still be reused without a ping (see
 `PostgreSQLBackend.connection_alive`): longer than the gap between a tight loop's calls,
-shorter than any other session's round trips that could end ours in between."""
+shorter than another session's round trips to end ours in between."""
+EMPTY_QUERY = 0
+"""libpq's PGRES_EMPTY_QUERY: the answer to an empty query string (the ping)."""
+CONNECTION_OK = 0
+"""libpq's CONNECTION_OK."""
 
 CLOCK = "clock_timestamp()"
 STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
@@ -224,7 +228,10 @@ class PostgreSQLBackend(Backend):
             if readable:
                 return False
             if idle > PING_AFTER:
-                dbapi_connection.execute("SELECT 1")
+                # an empty query: one round trip, no statement to parse or plan
+                pgconn = dbapi_connection.pgconn
+                result = pgconn.exec_(b"")
+                return bool(result.status == EMPTY_QUERY and pgconn.status == CONNECTION_OK)
         except Exception:
             return False
         return True
