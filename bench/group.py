@@ -204,3 +204,90 @@ def run(cfg: Config) -> list[Table]:
         "two INSERTs + COMMIT per call; waiting writers sleep in SQLite's busy handler"
     )
     return [table]
+
+
+# --- PostgreSQL: does batching concurrent callers beat per-call autocommit? -----------------
+
+
+def run_pg(cfg: Config, url: Any) -> list[Table]:
+    """Threads checkpointing through one Store on PostgreSQL (each call one autocommitted
+    statement on one of the Store's kept connections; the server flushes concurrent commits'
+    WAL together by itself) vs the same calls batched by the Store's group-commit coordinator
+    onto one connection: BEGIN, each call in its own SAVEPOINT, one COMMIT."""
+    import psycopg
+
+    from harness_store import Store
+    from harness_store.store.group import Call, GroupCommit
+
+    from .checkpoint import PG_ONE_STATEMENT
+    from .common import pg_conninfo
+
+    seconds = cfg.pick(3.0, 1.0)
+    table = Table(
+        "8.1 threads of one process checkpointing on PostgreSQL: per-call autocommit vs batched",
+        [
+            "threads",
+            "Store (per-call autocommit)",
+            "p99",
+            "batched (one transaction, a savepoint each)",
+            "p99",
+            "batched vs Store",
+        ],
+    )
+    store = Store.open(url)
+    batch_conn = psycopg.connect(pg_conninfo(url), autocommit=True)
+    cursor = batch_conn.cursor()
+
+    def commit(calls: list[Call]) -> None:
+        with batch_conn.transaction():
+            for call in calls:
+                try:
+                    with batch_conn.transaction():  # a savepoint
+                        for sql, params in call.work:
+                            cursor.execute(sql, params)
+                except psycopg.Error as exc:
+                    call.error = exc
+
+    group = GroupCommit(commit)
+    try:
+        for threads in (1, 8, 16):
+            say(f"PostgreSQL checkpoints, {threads} thread(s), {seconds:g} s each")
+            runs = [store.start_run(f"agent {k}", "f") for k in range(2 * threads)]
+
+            def batched(run: int) -> Callable[[int], None]:
+                def op(n: int) -> None:
+                    r = step_record(n + 1)
+                    row = (run, r.step, r.decision, r.result, r.prompt, r.tool_call, r.tokens)
+                    group.submit([(PG_ONE_STATEMENT, (*row, run, r.step))], False)
+
+                return op
+
+            s_ops = store_ops(store, runs[:threads])
+            b_ops = [batched(run) for run in runs[threads:]]
+            s_rates, b_rates, s_lat, b_lat = [], [], [], []
+            for _ in range(ROUNDS):
+                rate, lat = drive(s_ops, seconds / ROUNDS)
+                s_rates.append(rate)
+                s_lat += lat
+                rate, lat = drive(b_ops, seconds / ROUNDS)
+                b_rates.append(rate)
+                b_lat += lat
+            s_rate, b_rate = sum(s_rates) / ROUNDS, sum(b_rates) / ROUNDS
+            table.add(
+                threads,
+                fmt_rate(s_rate),
+                fmt_time(percentile(s_lat, 0.99)),
+                fmt_rate(b_rate),
+                fmt_time(percentile(b_lat, 0.99)),
+                fmt_ratio(b_rate / s_rate),
+            )
+    finally:
+        cursor.close()
+        batch_conn.close()
+        store.close()
+    table.notes.append(
+        f"{seconds:g} s per variant in {ROUNDS} alternating rounds; the Store keeps at most 5 "
+        "connections; the batched variant is an experiment in the benchmark (the Store's "
+        "coordinator over one psycopg connection), not a Store mode"
+    )
+    return [table]
