@@ -401,11 +401,13 @@ class StoreBase:
         finally:
             self._kept.give(held, reusable)
 
-    def _commit_calls(self, calls: list[Call]) -> None:
-        """Commit a group of callers' writes in one transaction on the held connection: each
-        caller's statements in a savepoint of their own (none for a lone caller), so a failing
-        call is undone alone and gets its own typed error; one COMMIT for all. A failure of
-        the transaction itself (BEGIN, COMMIT) fails every call; an interruption of the
+    def _commit_calls(self, calls: list[Call], late: Callable[[], list[Call]]) -> None:
+        """Commit a group of callers' writes in one transaction on the held connection, one
+        COMMIT for all. The calls run back to back (in one savepoint for the batch), joined by
+        callers that queued meanwhile (a few rounds of them) before the COMMIT; if one fails,
+        the batch is undone and run again with a savepoint per call, so the failing call is
+        undone alone and gets its own typed error. A failure of the transaction itself
+        (BEGIN, COMMIT) fails every call; an interruption of the
         committing thread rolls everything back and is re-raised in that thread."""
         with self._lock:
             cursor = self._cursor
@@ -430,16 +432,24 @@ class StoreBase:
                         call.error = self._error_of(exc, interrupted=exc)
                         return
                 else:
-                    for call in calls:
-                        cursor.execute("SAVEPOINT hs_call")
-                        try:
+                    # Optimistically all calls at once; should one fail, undo them all and
+                    # run each in a savepoint of its own, so it fails alone.
+                    cursor.execute("SAVEPOINT hs_batch")
+                    try:
+                        for call in calls:
                             _execute(cursor, call)
-                        except Exception as exc:
-                            if self._typed(exc) is None:
-                                raise  # not the call's own failure: the batch is interrupted
-                            cursor.execute("ROLLBACK TO hs_call")
-                            call.error = self._error_of(exc)
-                        cursor.execute("RELEASE hs_call")
+                        for _ in range(LATE_ROUNDS):
+                            joined = late()
+                            if not joined:
+                                break
+                            calls += joined
+                            for call in joined:
+                                _execute(cursor, call)
+                    except Exception as exc:
+                        if self._typed(exc) is None:
+                            raise  # not a call's own failure: the batch is interrupted
+                        cursor.execute("ROLLBACK TO hs_batch")
+                        self._one_by_one(cursor, calls)
                 cursor.connection.commit()
             except BaseException as exc:
                 with suppress(Exception):  # the error that broke the batch is the one to tell
@@ -461,6 +471,20 @@ class StoreBase:
                 raise
             finally:
                 queue.end()
+
+    def _one_by_one(self, cursor: Any, calls: list[Call]) -> None:
+        """Run a batch's calls each in its own savepoint: one that fails is undone alone and
+        gets its own typed error."""
+        for call in calls:
+            cursor.execute("SAVEPOINT hs_call")
+            try:
+                _execute(cursor, call)
+            except Exception as exc:
+                if self._typed(exc) is None:
+                    raise  # not the call's own failure: the batch is interrupted
+                cursor.execute("ROLLBACK TO hs_call")
+                call.error = self._error_of(exc)
+            cursor.execute("RELEASE hs_call")
 
     def _error_of(self, exc: Exception, *, interrupted: Exception | None = None) -> BaseException:
         """A caller's own error for `exc` raised while its write was committed by any thread
@@ -545,6 +569,11 @@ class StoreBase:
         with self._read() as conn:
             return [make(*row) for row in conn.execute(statement, params or {})]
 
+
+LATE_ROUNDS = 2
+"""How many times a batch takes in the callers that queued while it ran, before its COMMIT:
+they share this COMMIT instead of waiting for it and the next; bounded, so that the leading
+caller's own call is not held back indefinitely."""
 
 _INHERITED: list[Any] = []
 """Connections a forked child inherited and dropped: referenced for the child's life so that

@@ -37,10 +37,12 @@ class Call:
 class GroupCommit:
     """Leader/follower coordination of one Store's write transactions (see the module)."""
 
-    def __init__(self, commit: Callable[[list[Call]], None]) -> None:
+    def __init__(self, commit: Callable[[list[Call], Callable[[], list[Call]]], None]) -> None:
         self._commit = commit
         """Runs a batch in one transaction, setting each call's `error`; raises only for an
-        interruption of the leader itself (after setting every other call's `error`)."""
+        interruption of the leader itself (after setting every other call's `error`). Its
+        second argument takes the calls that queued meanwhile, to join them to the batch
+        before the COMMIT (the batch list is extended with them)."""
         self._gate = threading.Lock()
         self._leading = False
         self._pending: list[Call] = []
@@ -66,11 +68,18 @@ class GroupCommit:
                 return
             batch = me.batch
         try:
-            self._commit(batch)
+            self._commit(batch, self._late)
         finally:
             self._hand_over(batch, me)
         if me.error is not None:
             raise me.error
+
+    def _late(self) -> list[Call]:
+        """The callers that queued while the batch ran: they join it and its COMMIT (they
+        are woken with it)."""
+        with self._gate:
+            late, self._pending = self._pending, []
+        return late
 
     def _hand_over(self, batch: list[Call], me: Call) -> None:
         """Wake the batch's followers, and pass the lead to the first caller waiting, if any."""
@@ -81,10 +90,10 @@ class GroupCommit:
                 pending[0].batch = pending
             else:
                 self._leading = False
+        if pending:  # the next leader first: its commit is on everyone's critical path
+            assert pending[0].wake is not None
+            pending[0].wake.release()
         for call in batch:
             if call is not me:
                 assert call.wake is not None
                 call.wake.release()
-        if pending:
-            assert pending[0].wake is not None
-            pending[0].wake.release()
