@@ -213,3 +213,60 @@ def test_a_process_killed_mid_group_leaves_each_call_whole_or_absent(
             assert len(steps) >= 4, "every thread had committed a call before the kill"
     finally:
         conn.close()
+
+
+def test_a_waiting_caller_interrupted_by_a_signal_withdraws_and_leaves_no_one_hanging(
+    tmp_path: Path,
+) -> None:
+    """The main thread waits behind another thread's group (which waits on a `transaction()`
+    block of a third); a signal's exception interrupts it: its call is withdrawn (nothing of it
+    written, the exception raised as itself), and the others still commit."""
+    import signal
+    import time
+
+    with Store.open(tmp_path / "runs.sqlite3") as store:
+        run = store.start_run("g", "out.txt")
+        in_block, release = threading.Event(), threading.Event()
+
+        def block() -> None:
+            with store.transaction():
+                store.checkpoint_step(run, step(1))
+                in_block.set()
+                release.wait(30)
+
+        errors: list[BaseException] = []
+
+        def lead() -> None:
+            try:
+                store.checkpoint_step(run, step(2))  # leads a group, waits for the block
+            except BaseException as exc:
+                errors.append(exc)
+
+        holder = threading.Thread(target=block)
+        holder.start()
+        assert in_block.wait(30)
+        leader = threading.Thread(target=lead)
+        leader.start()
+        time.sleep(0.2)  # the leader is waiting for the connection
+
+        def alarm(*_: object) -> None:
+            raise TimeoutError("alarm")
+
+        previous = signal.signal(signal.SIGALRM, alarm)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(TimeoutError, match="alarm"):
+                store.checkpoint_step(run, step(3))  # a follower of the waiting leader
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            release.set()
+        holder.join(30)
+        leader.join(30)
+        assert not leader.is_alive() and errors == []
+        assert [s.step for s in store.steps(run)] == [1, 2]
+        later = threading.Thread(target=store.checkpoint_step, args=(run, step(4)), daemon=True)
+        later.start()
+        later.join(30)
+        assert not later.is_alive(), "a later call was left waiting for a leader"
+        assert [s.step for s in store.steps(run)] == [1, 2, 4]

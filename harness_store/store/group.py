@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import StoreError
+
 Work = Sequence[tuple[Any, Any]]
 """A caller's statements: (pre-compiled statement, parameters) pairs, run in order."""
 
@@ -58,21 +60,54 @@ class GroupCommit:
                 self._pending.append(me)
             else:
                 self._leading = True
+        interrupted: BaseException | None = None
         if me.wake is None:
             batch = [me]
         else:
-            me.wake.acquire()  # until the leader has committed us, or hands us the lead
+            interrupted = self._wait(me)  # until the leader has committed us, or hands us the lead
             if me.batch is None:
+                if interrupted is not None:
+                    raise interrupted
                 if me.error is not None:
                     raise me.error
                 return
             batch = me.batch
         try:
             self._commit(batch, self._late)
+        except BaseException:
+            for call in batch:
+                if call.error is None:  # interrupted before the batch could say
+                    call.error = StoreError("not committed: the committing thread was interrupted")
+            raise
         finally:
             self._hand_over(batch, me)
+        if interrupted is not None:
+            raise interrupted
         if me.error is not None:
             raise me.error
+
+    def _wait(self, me: Call) -> BaseException | None:
+        """Wait for the leader's word. An interruption (a signal's exception in the main
+        thread) withdraws the call if no leader has taken it yet, and is raised; once taken,
+        the call is seen through — its outcome awaited, or the lead it was handed taken, so
+        that no waiter is left without a leader — and the interruption is returned, to be
+        raised after."""
+        assert me.wake is not None
+        try:
+            me.wake.acquire()
+            return None
+        except BaseException as exc:
+            with self._gate:
+                if me in self._pending:
+                    self._pending.remove(me)
+                    raise
+            interrupted = exc
+        while True:
+            try:
+                me.wake.acquire()
+                return interrupted
+            except BaseException:
+                continue
 
     def _late(self) -> list[Call]:
         """The callers that queued while the batch ran: they join it and its COMMIT (they
