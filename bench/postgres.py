@@ -14,7 +14,7 @@ from .common import Config, Table, pg_database
 
 
 def run(cfg: Config) -> list[Table]:
-    from . import batch, checkpoint, trees
+    from . import batch, checkpoint, group, trees
 
     if not cfg.pg:
         raise RuntimeError("the pg benchmark needs --pg URL")
@@ -23,5 +23,6 @@ def run(cfg: Config) -> list[Table]:
     with pg_database(cfg.pg, name) as url:
         tables += checkpoint.run_pg(cfg, url)
         tables += batch.run_pg(cfg, url)
+        tables += group.run_pg(cfg, url)
     tables += trees.run_pg(cfg, cfg.pg, f"{name}_trees")
     return tables

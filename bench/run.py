@@ -2,8 +2,8 @@
 
     python -m bench.run [--quick] [--only NAME[,NAME…]] [--pg URL] [--cache DIR] [--keep]
 
-Benchmarks (names for --only): checkpoint, batch, trees, upgrade, stream, cli, pg. `pg` (1–3 on
-PostgreSQL) runs only with --pg, e.g. --pg postgresql+psycopg://postgres@127.0.0.1:5432/test:
+Benchmarks (names for --only): checkpoint, group, batch, trees, upgrade, stream, cli, pg.
+`pg` (1–3 on PostgreSQL) runs only with --pg, e.g. --pg postgresql+psycopg://postgres@127.0.0.1:5432/test:
 it creates its own scratch databases on that server and drops them afterwards.
 --quick uses small sizes and few rounds (a smoke run, under two minutes); the full run takes
 longer and builds large stores once under --cache (default bench/.cache), reused afterwards.
@@ -23,12 +23,14 @@ from pathlib import Path
 
 from .common import DEFAULT_CACHE, Config, Table, environment
 
-NAMES = ("checkpoint", "batch", "trees", "upgrade", "stream", "cli", "pg")
+NAMES = ("checkpoint", "group", "batch", "trees", "upgrade", "stream", "cli", "pg")
 
 
 def benchmark(name: str) -> Callable[[Config], list[Table]]:
     if name == "checkpoint":
         from .checkpoint import run
+    elif name == "group":
+        from .group import run
     elif name == "batch":
         from .batch import run
     elif name == "trees":

@@ -23,20 +23,7 @@ SECONDS = 10
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "synchronous",
-    [
-        pytest.param(
-            "full",
-            marks=pytest.mark.xfail(
-                raises=AssertionError,
-                reason="open in #11 (item 11): under FULL beside a plain sqlite3 writer a queued "
-                "Store writer can still outwait its busy timeout (seen in CI); not yet fair",
-            ),
-        ),
-        "normal",
-    ],
-)
+@pytest.mark.parametrize("synchronous", ["full", "normal"])
 def test_tight_loop_writers_never_time_out(tmp_path: Path, synchronous: str) -> None:
     path = tmp_path / "runs.sqlite3"
     Store.open(path).close()

@@ -20,15 +20,31 @@ from sqlalchemy.sql.dml import Insert
 
 from ..errors import StoreError
 
+WRITE_DEADLINE = "hs_write_deadline"
+"""`Connection.info` key: the `time.monotonic()` by which the next write transaction must have
+begun (set from the queue's turn, so that one busy timeout bounds the queue and the lock)."""
+
 
 class WriteQueue:
     """Where a Store's write transactions wait their turn behind other processes' (no queue
     here: the database itself serialises writers fairly)."""
 
     @contextmanager
-    def turn(self) -> Iterator[None]:
-        """Hold this process's place at the head of the queue for one write transaction."""
-        yield
+    def turn(self) -> Iterator[float | None]:
+        """Hold this process's place at the head of the queue for one write transaction;
+        yields the deadline for beginning it (None: no queue, the backend's own timeout)."""
+        yield None
+
+    def begin(self, cursor: Any) -> None:
+        """Take this process's turn and open a write transaction on a driver cursor (the hot
+        path: no context manager). Ended by `end` after the commit or rollback. Here nothing:
+        the driver opens a transaction on the first statement."""
+
+    def end(self) -> None:
+        """Give up the turn `begin` took."""
+
+    def settle(self, connection: Any) -> None:
+        """Undo what `begin` changed on a driver connection (before other uses of it)."""
 
     def forked(self) -> None:
         """In a child after `fork()`: forget the parent's handle on the queue."""
@@ -44,6 +60,9 @@ class Backend(ABC):
     one_connection: ClassVar[bool] = False
     """Whether a Store keeps one connection for its life (threads take turns on it) rather
     than borrowing from a pool per operation."""
+    held_connections: ClassVar[int] = 0
+    """How many driver connections a Store keeps checked out for its hot paths (checkpoints,
+    tree aggregates) instead of borrowing a pooled one per call; 0 for none."""
 
     @abstractmethod
     def engine_options(
@@ -128,6 +147,14 @@ class Backend(ABC):
         """Serialise memory writes to one workspace until the transaction ends, so each write
         sees the others' rows when it enforces the caps. Nothing to do where a write
         transaction already holds the whole database (SQLite's `BEGIN IMMEDIATE`)."""
+
+    def connection_alive(self, dbapi_connection: Any, idle: float) -> bool:
+        """Whether a kept driver connection, unused for `idle` seconds, can be reused."""
+        return True
+
+    def connection_idle(self, dbapi_connection: Any) -> bool:
+        """Whether a kept driver connection is open and idle after a failed call (reusable)."""
+        return True
 
     def shares_memory(self, engine: Engine) -> bool:
         """Whether the engine's database lives only in its one connection (in-memory)."""

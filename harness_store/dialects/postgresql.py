@@ -7,6 +7,7 @@ migration; upserts use `ON CONFLICT`; ids copied in explicitly are followed by `
 
 from __future__ import annotations
 
+import select
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +51,15 @@ LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
 MEMORY_LOCK_PREFIX = "harness_store.memory:"
 """Advisory-lock key space of memory workspaces (hashed with the workspace name)."""
 
+PING_AFTER = 0.0001
+"""Seconds a kept connection may sit idle and still be reused without a ping (see
+`PostgreSQLBackend.connection_alive`): longer than the gap between a tight loop's calls,
+shorter than another session's round trips to end ours in between."""
+EMPTY_QUERY = 0
+"""libpq's PGRES_EMPTY_QUERY: the answer to an empty query string (the ping)."""
+CONNECTION_OK = 0
+"""libpq's CONNECTION_OK."""
+
 CLOCK = "clock_timestamp()"
 STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
@@ -58,6 +68,8 @@ class PostgreSQLBackend(Backend):
     """The server backend: pooled connections, server clock, `ON CONFLICT` upserts."""
 
     name = "postgresql"
+    held_connections = 5
+    """The pool's size: the overflow stays for reads and transactions."""
 
     def engine_options(
         self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None
@@ -194,6 +206,40 @@ class PostgreSQLBackend(Backend):
             text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"),
             {"name": MEMORY_LOCK_PREFIX + workspace},
         )
+
+    def connection_alive(self, dbapi_connection: Any, idle: float) -> bool:
+        """Whether a kept connection can take the next statement without the risk of it
+        being lost with the session.
+
+        A session the server ended (restart, `pg_terminate_backend`, an idle reaper) has sent
+        its last message and closed its socket: an idle connection whose socket is readable is
+        dead — one `select`, no round trip. But a backend told to end a moment ago may not
+        have run yet, and a statement sent to it then fails with the session, where the
+        caller can only be told that it may have committed. So a connection that sat idle
+        longer than `PING_AFTER` is also pinged (a round trip, which the dying backend never
+        answers); one used again within it — a writer in a tight loop — is not: the chance
+        that its session was ended in that sliver is small, and if it was, the call fails
+        with a typed `StoreConnectionError`, never silently.
+        """
+        if dbapi_connection.closed or dbapi_connection.broken:
+            return False
+        try:
+            readable, _, _ = select.select([dbapi_connection.fileno()], [], [], 0)
+            if readable:
+                return False
+            if idle > PING_AFTER:
+                # an empty query: one round trip, no statement to parse or plan
+                pgconn = dbapi_connection.pgconn
+                result = pgconn.exec_(b"")
+                return bool(result.status == EMPTY_QUERY and pgconn.status == CONNECTION_OK)
+        except Exception:
+            return False
+        return True
+
+    def connection_idle(self, dbapi_connection: Any) -> bool:
+        if dbapi_connection.closed or dbapi_connection.broken:
+            return False
+        return getattr(dbapi_connection.info.transaction_status, "name", None) == "IDLE"
 
     def transaction_aborted(self, dbapi_connection: Any) -> bool:
         """psycopg's view of the connection: a transaction in error can only roll back."""

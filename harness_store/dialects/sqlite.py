@@ -33,7 +33,7 @@ from ..errors import (
     StoreLockedError,
 )
 from ..formats import BUSY_TIMEOUT_SECONDS
-from .base import Backend, WriteQueue
+from .base import WRITE_DEADLINE, Backend, WriteQueue
 
 WRITE = "hs_write"
 """`Connection.info` key or execution option: when true, `begin` takes the write lock up front
@@ -76,14 +76,26 @@ def check_busy_timeout(seconds: float | None) -> float:
     return float(seconds)
 
 
-def wait_turn(fd: int, timeout: float) -> None:
-    """Take the queue's `flock`, waiting at most `timeout` (then `StoreLockedError`).
+def is_busy(exc: BaseException) -> bool:
+    """Whether a driver error is SQLite's "another connection holds the lock" (BUSY, LOCKED)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and (code & 0xFF) in (SQLITE_BUSY, SQLITE_LOCKED)
+
+
+def locked_error(timeout: float) -> StoreLockedError:
+    """The error of a writer that waited its whole busy timeout in vain."""
+    return StoreLockedError(
+        f"the store stayed locked by other writers past the busy timeout ({timeout:g} s)"
+    )
+
+
+def wait_turn(fd: int, deadline: float, timeout: float) -> None:
+    """Take the queue's `flock`, waiting until `deadline` (then `StoreLockedError`).
 
     Waiters retry every millisecond or two, so whoever is waiting when the holder commits has
     an even chance at the next turn — unlike the busy handler, whose sleeps grow to 100 ms and
     let one writer lose for the whole timeout.
     """
-    deadline = time.monotonic() + timeout
     pause = 0.0002
     while True:
         try:
@@ -91,34 +103,63 @@ def wait_turn(fd: int, timeout: float) -> None:
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                raise StoreLockedError(
-                    f"other harness_store writers held the store past the busy timeout "
-                    f"({timeout:g} s)"
-                ) from None
+                raise locked_error(timeout) from None
             time.sleep(pause)
             pause = min(pause * 2, 0.002)
 
 
-class FileWriteQueue(WriteQueue):
+def begin_immediate(cursor: Any, deadline: float, timeout: float) -> None:
+    """`BEGIN IMMEDIATE` on a connection whose busy timeout is 0, retried every few hundred
+    microseconds until `deadline` while another connection holds the write lock.
+
+    SQLite's own busy handler sleeps 1, 2, 5, … up to 100 ms between tries: a writer that does
+    not know the queue (io-harness, a plain `sqlite3` writer) and commits in a tight loop holds
+    the lock nearly all the time, frees it for tens of microseconds between commits, and a
+    writer probing every 100 ms can miss every gap for its whole timeout (seen under FULL, where
+    each commit's fsync keeps the lock for milliseconds). Probing every ≤ 0.5 ms catches a gap
+    within a few of the other writer's commits.
+    """
+    pause = 0.00005
+    while True:
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise locked_error(timeout) from exc
+        time.sleep(pause)
+        pause = min(pause * 2, 0.0005)
+
+
+class SQLiteWriteQueue(WriteQueue):
     """A fair queue in front of `BEGIN IMMEDIATE` for every harness_store writer on the host.
 
     SQLite's busy handler sleeps and retries, so under steady contention an unlucky writer can
     lose every race until its busy timeout ends. Here a writer first takes an exclusive `flock`
     on a side file (`<store>-writers`) and holds it only for its write transaction: waiting
-    writers sleep in the kernel and the next one starts the moment the last commits. Writers
-    that do not know the queue (io-harness itself) are still served by the busy handler, and
-    the queue's holder is the only harness_store process competing with them. A store whose
-    directory cannot take the side file (read-only) writes without a queue.
+    writers retry every millisecond or two and the next one starts soon after the last commits.
+    The writer at the head of the queue then takes SQLite's lock by probing at short intervals
+    (`begin_immediate`) rather than through the busy handler, so writers that do not know the
+    queue (io-harness itself) cannot starve it either; they are still served by their own busy
+    handler. A store whose directory cannot take the side file (read-only), or an in-memory
+    one (`path` None), writes without a queue. One deadline, the busy timeout, bounds the wait
+    in the queue and on the lock together.
     """
 
-    def __init__(self, path: Path, timeout: float) -> None:
+    def __init__(self, path: Path | None, timeout: float) -> None:
         self._timeout = timeout
-        self._path: Path | None = Path(f"{path}{QUEUE_SUFFIX}")
+        self._busy_ms = int(timeout * 1000)
+        self._path: Path | None = None if path is None else Path(f"{path}{QUEUE_SUFFIX}")
         self._store = path
         self._fd: int | None = None
+        self._holding = False
+        self._nowait: Any = None
+        """The driver connection whose busy timeout `begin` set to 0 (restored by `settle`)."""
 
     def _open(self) -> int | None:
-        if self._fd is None and self._path is not None:
+        if self._fd is None and self._path is not None and self._store is not None:
             try:
                 mode = stat.S_IMODE(self._store.stat().st_mode) & 0o666
             except OSError:
@@ -130,20 +171,59 @@ class FileWriteQueue(WriteQueue):
         return self._fd
 
     @contextmanager
-    def turn(self) -> Iterator[None]:
+    def turn(self) -> Iterator[float | None]:
         fd = self._open()
+        deadline = time.monotonic() + self._timeout
         if fd is None:
-            yield
+            yield deadline
             return
-        wait_turn(fd, self._timeout)
+        wait_turn(fd, deadline, self._timeout)
         try:
-            yield
+            yield deadline
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def begin(self, cursor: Any) -> None:
+        deadline = 0.0
+        fd = self._fd if self._fd is not None else self._open()
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                deadline = time.monotonic() + self._timeout
+                wait_turn(fd, deadline, self._timeout)
+            self._holding = True
+        try:
+            connection = cursor.connection
+            if self._nowait is not connection:
+                cursor.execute("PRAGMA busy_timeout = 0")
+                self._nowait = connection
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc):
+                    raise
+                begin_immediate(cursor, deadline or time.monotonic() + self._timeout, self._timeout)
+        except BaseException:
+            self.end()
+            raise
+
+    def end(self) -> None:
+        if self._holding:
+            self._holding = False
+            assert self._fd is not None
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def settle(self, connection: Any) -> None:
+        if self._nowait is not None and self._nowait is connection:
+            connection.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            self._nowait = None
 
     def forked(self) -> None:
         # flock belongs to the open file description, which the child shares with the parent:
         # the child opens its own (closing its copy never releases the parent's hold).
+        self._holding = False
+        self._nowait = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -208,8 +288,18 @@ class SQLiteBackend(Backend):
             assert dbapi_conn is not None
             if conn.info.get(KEEP_ORPHANS):
                 dbapi_conn.execute("PRAGMA foreign_keys = OFF")  # only outside a transaction
-            write = conn.info.get(WRITE) or options.get(WRITE)
-            dbapi_conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            if not (conn.info.get(WRITE) or options.get(WRITE)):
+                dbapi_conn.execute("BEGIN")
+                return
+            # The write lock, probed at short intervals (fair against writers in tight
+            # loops), within the busy timeout; then the timeout back for the statements.
+            deadline = conn.info.pop(WRITE_DEADLINE, None) or time.monotonic() + busy_ms / 1000
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA busy_timeout = 0")
+            try:
+                begin_immediate(cursor, deadline, busy_ms / 1000)
+            finally:
+                cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
 
     def now(self) -> str:
         return "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
@@ -264,9 +354,10 @@ class SQLiteBackend(Backend):
         return str(mode).lower() != "wal"
 
     def write_queue(self, url: URL, *, busy_timeout: float | None = None) -> WriteQueue:
+        timeout = check_busy_timeout(busy_timeout)
         if is_memory(url) or str(url.query.get("mode", "")) == "ro":
-            return WriteQueue()
-        return FileWriteQueue(Path(str(url.database)).absolute(), check_busy_timeout(busy_timeout))
+            return SQLiteWriteQueue(None, timeout)
+        return SQLiteWriteQueue(Path(str(url.database)).absolute(), timeout)
 
     def shares_memory(self, engine: Engine) -> bool:
         return is_memory(engine.url)

@@ -2,60 +2,40 @@
 
 A Store reads through SQLAlchemy Core on a `Connection` and writes its hot paths (steps and
 checkpoints) as pre-compiled statements straight on the driver connection, inside the same
-kind of transaction. On SQLite a Store keeps one connection for its life, as upstream keeps one
-`rusqlite::Connection`, and threads take turns on it under a lock; write transactions begin with
-`BEGIN IMMEDIATE`, so a second process waits on the busy timeout instead of failing. On
-PostgreSQL each operation borrows a pooled connection. Inside `Store.transaction()` every call
-of the same thread joins the one open transaction.
+kind of transaction (see `driver`). On SQLite a Store keeps one connection for its life, as
+upstream keeps one `rusqlite::Connection`, and threads take turns on it under a lock (their
+concurrent checkpoints share commits: `group`); write transactions begin with `BEGIN
+IMMEDIATE`, so a second process waits on the busy timeout instead of failing. On PostgreSQL
+the hot paths run on a few kept connections (`held`) and other operations borrow a pooled
+one. Inside `Store.transaction()` every call of the same thread joins the one open
+transaction.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
-from operator import itemgetter
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, insert, inspect, select
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import configure_mappers
 from sqlalchemy.sql import ClauseElement
 
 from .. import models as m
 from ..dialects import Backend
+from ..dialects.base import WRITE_DEADLINE
 from ..dialects.sqlite import WRITE
-from ..errors import RunNotFoundError, StoreConnectionError, StoreError
+from ..errors import RunNotFoundError, StoreError
+from .driver import DriverPaths
+from .driver import DriverStatement as DriverStatement
+from .group import GroupCommit
+from .held import HeldConnections
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class DriverStatement:
-    """A Core statement compiled once for the engine's dialect, run on the driver directly."""
-
-    sql: str
-    names: tuple[str, ...] | None
-    """Parameter order for a positional paramstyle; None when the driver takes a mapping."""
-
-    @classmethod
-    def compile(cls, statement: ClauseElement, engine: Engine) -> DriverStatement:
-        compiled: Any = statement.compile(dialect=engine.dialect)
-        names = tuple(compiled.positiontup or ()) if compiled.positional else None
-        return cls(str(compiled), names)
-
-    def params(self, values: Mapping[str, Any]) -> Sequence[Any] | Mapping[str, Any]:
-        """The parameters in the form the driver wants."""
-        if self.names is None:
-            return values
-        if len(self.names) == 1:
-            return (values[self.names[0]],)
-        return itemgetter(*self.names)(values)  # type: ignore[no-any-return]
 
 
 class _Active(threading.local):
@@ -65,7 +45,7 @@ class _Active(threading.local):
     write: bool = False
 
 
-class StoreBase:
+class StoreBase(DriverPaths):
     """Connection handling; the concerns (runs, events, trees, memory) build on it."""
 
     def __init__(
@@ -79,6 +59,10 @@ class StoreBase:
         self._held: Connection | None = None
         self._raw: Any = None
         """The held connection's driver connection (SQLite), for the hot path."""
+        self._cursor: Any = None
+        """A cursor on `_raw`, kept for the hot path's statements."""
+        self._group = GroupCommit(self._commit_calls)
+        self._kept = self._keep()
         self._begin_write = backend.begin_write_sql()
         self._queue = backend.write_queue(url, busy_timeout=busy_timeout)
         self._columns_seen: dict[str, frozenset[str]] = {}
@@ -97,16 +81,26 @@ class StoreBase:
         and take fresh ones (SQLAlchemy's documented pattern, `dispose(close=False)`)."""
         self._lock = threading.RLock()
         self._active = _Active()
+        self._group = GroupCommit(self._commit_calls)
         self._queue.forked()
+        if self._kept is not None:
+            _INHERITED.extend(self._kept.inherited())
+            self._kept = self._keep()
         if self._closed or self._backend.shares_memory(self._engine):
             return  # an in-memory database exists only on its one connection: keep it
         if self._held is not None:
             _INHERITED.append(self._held)  # kept referenced, so it is never finalized here
             self._held = None
             self._raw = None
+            self._cursor = None
         self._engine.dispose(close=False)
         if self._backend.one_connection:
             self._hold()
+
+    def _keep(self) -> HeldConnections | None:
+        """The set of kept driver connections of a pooled backend (see `held`), if it uses one."""
+        cap = self._backend.held_connections
+        return HeldConnections(self._engine, self._backend.connection_alive, cap) if cap else None
 
     @property
     def engine(self) -> Engine:
@@ -135,6 +129,7 @@ class StoreBase:
         """Take the connection this Store keeps for its life (SQLite)."""
         self._held = self._engine.connect()
         self._raw = self._held.connection.dbapi_connection
+        self._cursor = self._raw.cursor()
 
     def _release(self) -> None:
         """Give the held connection back (before an upgrade, and on close)."""
@@ -142,6 +137,7 @@ class StoreBase:
             self._held.close()
         self._held = None
         self._raw = None
+        self._cursor = None
 
     def close(self) -> None:
         """Release the Store's connections. Idempotent."""
@@ -151,6 +147,8 @@ class StoreBase:
             self._closed = True
             self._release()
             self._queue.close()
+            if self._kept is not None:
+                self._kept.close()
             self._engine.dispose()
 
     def __enter__(self) -> StoreBase:
@@ -170,6 +168,7 @@ class StoreBase:
             with self._lock:
                 if self._held is None:
                     raise StoreError("this Store is closed")
+                self._queue.settle(self._raw)
                 yield self._held
         else:
             with self._engine.connect() as conn:
@@ -199,7 +198,7 @@ class StoreBase:
             if active is not None:
                 if write and not self._active.write:
                     raise StoreError("cannot write inside a read-only transaction")
-                unit = active.connection.dbapi_connection.cursor() if driver else active  # type: ignore[union-attr]
+                unit = active.connection.dbapi_connection.cursor() if driver else active
                 if not write:
                     yield unit
                     return
@@ -212,17 +211,18 @@ class StoreBase:
                     if raw is None:
                         raise StoreError("this Store is closed")
                     if not write:
+                        self._queue.settle(raw)
                         yield raw  # no transaction open: one statement is its own snapshot
                         return
-                    with self._queue.turn():
-                        if self._begin_write is not None:
-                            raw.execute(self._begin_write)
-                        try:
-                            yield raw
-                        except BaseException:
-                            raw.rollback()
-                            raise
-                        raw.commit()
+                    self._queue.begin(self._cursor)
+                    try:
+                        yield raw
+                    except BaseException:
+                        raw.rollback()
+                        raise
+                    finally:
+                        self._queue.end()
+                    raw.commit()
                 return
             with self._borrow() as conn:
                 if driver:
@@ -244,12 +244,14 @@ class StoreBase:
                     pooled.commit()
                     return
                 conn.info[WRITE] = write
-                with self._queue.turn() if write else nullcontext(), conn.begin():
-                    self._active.conn, self._active.write = conn, write
-                    try:
-                        yield conn
-                    finally:
-                        self._active.conn, self._active.write = None, False
+                with self._queue.turn() if write else nullcontext() as deadline:
+                    conn.info[WRITE_DEADLINE] = deadline
+                    with conn.begin():
+                        self._active.conn, self._active.write = conn, write
+                        try:
+                            yield conn
+                        finally:
+                            self._active.conn, self._active.write = None, False
         except StoreError:
             raise
         except Exception as exc:
@@ -280,8 +282,9 @@ class StoreBase:
             with self._translated(), active.begin_nested():
                 yield
             return
-        with self._translated(), self._borrow() as conn, self._queue.turn():
+        with self._translated(), self._borrow() as conn, self._queue.turn() as deadline:
             conn.info[WRITE] = True
+            conn.info[WRITE_DEADLINE] = deadline
             outer = conn.begin()
             self._active.conn, self._active.write = conn, True
             try:
@@ -304,57 +307,6 @@ class StoreBase:
 
     def _read(self) -> Any:
         return self._tx(write=False)
-
-    def _run_driver(
-        self, work: Sequence[tuple[DriverStatement, Any]], *, many: bool = False
-    ) -> None:
-        """Run pre-compiled statements in one write transaction on the driver connection: the
-        hot path of checkpoints (a single statement on a pooled connection in autocommit)."""
-        with self._unit(write=True, driver=True, alone=len(work) == 1 and not many) as unit:
-            run = unit.executemany if many else unit.execute
-            for statement, params in work:
-                run(statement.sql, params)
-
-    def _driver_read(self, statement: DriverStatement, values: Mapping[str, Any]) -> list[Any]:
-        """One pre-compiled SELECT on the driver connection, as its own snapshot: the hot read
-        path of tree aggregates."""
-        with self._unit(write=False, driver=True, alone=True) as unit:
-            return unit.execute(statement.sql, statement.params(values)).fetchall()  # type: ignore[no-any-return]
-
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        """Turn driver errors into typed `StoreError`s (locked, read-only, …)."""
-        try:
-            yield
-        except StoreError:
-            raise
-        except Exception as exc:
-            self._raise_typed(exc)
-
-    def _raise_typed(self, exc: Exception, *, may_have_committed: bool = False) -> NoReturn:
-        """Raise `exc` as its typed `StoreError`, or unchanged when it is no database error.
-
-        `may_have_committed` is true only for a statement that was its own commit: a lost
-        connection then cannot say whether the server kept it."""
-        if isinstance(exc, StoreError):
-            raise exc
-        typed = self._typed(exc)
-        if typed is None:
-            raise exc
-        if isinstance(typed, StoreConnectionError):
-            typed.may_have_committed = may_have_committed
-        raise typed from exc
-
-    def _typed(self, exc: Exception) -> StoreError | None:
-        """The `StoreError` for a database error, or None for an error that is not one."""
-        orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
-        typed = self._backend.translate_error(orig)
-        if typed is not None:
-            return typed
-        database_error = isinstance(exc, SQLAlchemyError | sqlite3.Error | UnicodeEncodeError)
-        if database_error or type(exc).__module__.startswith("psycopg"):
-            return StoreError(f"{type(orig).__name__}: {orig}")
-        return None
 
     def _run_column(self, run_id: int, column: Any, *, missing_ok: bool) -> Any:
         statement = select(column).where(m.Run.id == run_id)
@@ -395,7 +347,7 @@ class StoreBase:
             conn.execute(insert(model).values(**values))
 
 
-_INHERITED: list[Connection] = []
+_INHERITED: list[Any] = []
 """Connections a forked child inherited and dropped: referenced for the child's life so that
 garbage collection never closes (or rolls back) what is still the parent's connection."""
 
