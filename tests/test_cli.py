@@ -415,6 +415,31 @@ def test_memory_of_an_awkward_workspace(born_013: Path) -> None:
     assert [(e["key"], e["value"]) for e in doc["entries"]] == expected
 
 
+def test_memory_shows_kind_and_pinned(tmp_path: Path, born_013: Path) -> None:
+    """0.30's `kind` and `pinned` in `--json` and in the table; a 0.13 store, which has
+    neither column, reads as upstream reads it: facts, none pinned."""
+    path = tmp_path / "runs.sqlite3"
+    with Store.open(path) as store:
+        run = store.start_run("g", "f")
+        store.memory_put("ws", "plain", "a fact", run, 1)
+        store.memory_put("ws", "chosen", "a decision", run, 2)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE memory SET kind = 'decision', pinned = 1 WHERE key = 'chosen'")
+    entries = {e["key"]: e for e in as_json("memory", path, "ws")["entries"]}
+    assert {k: (e["kind"], e["pinned"]) for k, e in entries.items()} == {
+        "plain": ("fact", False),
+        "chosen": ("decision", True),
+    }
+    lines = ok("memory", path, "ws").splitlines()
+    header = lines[0].split()
+    assert header[:3] == ["key", "kind", "pinned"]
+    rows = {line.split()[0]: line.split() for line in lines[1:] if line.strip()}
+    assert rows["chosen"][1:3] == ["decision", "pinned"]
+    assert rows["plain"][1] == "fact" and rows["plain"][2] != "pinned"
+    old = as_json("memory", born_013, legacy.WORKSPACES[1])["entries"]
+    assert old and {(e["kind"], e["pinned"]) for e in old} == {("fact", False)}
+
+
 @pytest.mark.parametrize("command", ["trace", "tree"])
 def test_unknown_run_is_exit_5(fixture_copy: Copy, command: str) -> None:
     line = fails(EXIT_NOT_FOUND, command, fixture_copy("io-harness-0.22.0/populated"), "42")
