@@ -440,7 +440,7 @@ def steps_indexes(path: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("born", ["0.13", "0.22"])
 def test_hs2_covers_step_tokens_and_downgrades_to_hs1s_index(born: str, tmp_path: Path) -> None:
-    """hs2 replaces hs1's `steps(run_id, step)` with `steps(run_id, step, tokens)`: a run's
+    """hs2 replaces hs1's `steps(run_id, step)` with `steps(run_id, step, id, tokens)`: a run's
     token sum reads only the index. A store stamped at an upstream release after 0.13 (which
     never ran hs1; here the real 0.22 fixture) gets it too; a downgrade to 0.65 puts hs1's
     index back, rows kept."""
@@ -457,14 +457,14 @@ def test_hs2_covers_step_tokens_and_downgrades_to_hs1s_index(born: str, tmp_path
     assert ("hs_steps_run_id_step" in before) == (born == "0.13")
     report = migrate.upgrade(path, backup=False)
     assert (report.before, report.after) == ("0.65", HEAD)
-    assert list(steps_indexes(path)) == ["hs_steps_run_id_step_tokens"]
+    assert list(steps_indexes(path)) == ["hs_steps_run_id_step_id_tokens"]
     conn = connect(path)
     try:
         plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + STEP_TOKENS))
         rows = conn.execute("SELECT * FROM steps ORDER BY id").fetchall()
     finally:
         conn.close()
-    assert "COVERING INDEX hs_steps_run_id_step_tokens" in plan
+    assert "COVERING INDEX hs_steps_run_id_step_id_tokens" in plan
     migrate.downgrade(path, "0.65", backup=False)
     assert list(steps_indexes(path)) == ["hs_steps_run_id_step"]
     conn = connect(path)

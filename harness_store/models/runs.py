@@ -129,7 +129,7 @@ class Step(Base):
 
     __tablename__ = "steps"
     __table_args__ = (
-        Index("hs_steps_run_id_step_tokens", "run_id", "step", "tokens"),  # hs2
+        Index("hs_steps_run_id_step_id_tokens", "run_id", "step", "id", "tokens"),  # hs2
         AUTOINCREMENT,
     )
 
