@@ -37,7 +37,7 @@ from .common import (
     tool_call,
 )
 
-FORMAT = 1
+FORMAT = 3
 COMMAND = [sys.executable, "-m", "harness_store.cli"]
 INSERT_EVENT = (
     "INSERT INTO checkpoint_events (run_id, step, kind, detail) VALUES (?, ?, 'checkpoint', NULL)"

@@ -3,6 +3,9 @@ upstream releases 0.1 → 0.13, and `Store`, upstream's Store API over SQLite or
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from .errors import (
     ResumeError,
     SchemaError,
@@ -32,8 +35,24 @@ from .records import (
     StepRecord,
     TreeNode,
 )
-from .store import Store
-from .transfer import CopyReport, copy_store
+
+if TYPE_CHECKING:
+    from .store import Store
+    from .transfer import CopyReport, copy_store
+
+LAZY = {"Store": "store", "CopyReport": "transfer", "copy_store": "transfer"}
+"""Names imported on first use: `Store` brings the 37 models and the ORM, `copy_store` the copy
+machinery, and neither is needed by `alembic upgrade head` or the migrations it loads."""
+
+
+def __getattr__(name: str) -> object:
+    module = LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

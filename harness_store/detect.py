@@ -78,6 +78,7 @@ class Diagnosis:
     """Tables and columns unknown to the newest known release (a newer one's), never altered."""
     user_version: int = 0
     tables: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Each user table's columns; empty for a tracked store diagnosed with `shape=False`."""
 
     @property
     def at_head(self) -> bool:
@@ -179,12 +180,18 @@ def _delta_items(name: str) -> set[str]:
     return _release_items(name) - (_release_items(RELEASE_NAMES[index - 1]) if index else set())
 
 
-def diagnose(conn: Connection, *, refuse_newer_format: bool = True) -> Diagnosis:
+def diagnose(
+    conn: Connection, *, refuse_newer_format: bool = True, shape: bool = True
+) -> Diagnosis:
     """Say what the database behind `conn` is; raise a `SchemaError` for one it must refuse.
 
     Refused, with nothing written: a database whose tables are not an io-harness store, and
     — unless `refuse_newer_format` is false (reading, as upstream reads it) — a newer
     checkpoint format (`user_version` above 7), which must not be upgraded.
+
+    A store Alembic tracks is known by its `alembic_version` alone; its tables and columns
+    (`Diagnosis.tables`) are read only when `shape` is true — `inspect` shows them and `copy`
+    copies them, while an upgrade, which only needs the revision, skips reading 37 tables.
     """
     backend = backend_for(conn)
     user_version = backend.checkpoint_format(conn)
@@ -194,7 +201,6 @@ def diagnose(conn: Connection, *, refuse_newer_format: bool = True) -> Diagnosis
             "harness_store understands; it was written by a newer io-harness — upgrade "
             "harness_store instead of opening it with this one"
         )
-    tables = read_tables(conn)
     revision = read_revision(conn)
     if revision is not None:
         if revision not in REVISIONS:
@@ -207,8 +213,9 @@ def diagnose(conn: Connection, *, refuse_newer_format: bool = True) -> Diagnosis
             revision,
             release_of_revision(revision),
             user_version=user_version,
-            tables=tables,
+            tables=read_tables(conn) if shape else {},
         )
+    tables = read_tables(conn)
     if not tables:
         return Diagnosis(StoreKind.EMPTY, None, None, user_version=user_version, tables=tables)
 

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from logging.config import fileConfig
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alembic import command
 from alembic.config import Config
@@ -44,9 +44,11 @@ from .dialects import backend_for, backend_named
 from .dialects.sqlite import WRITE
 from .engine import make_engine, resolve_target, safe_url, sqlite_path, to_url
 from .errors import MalformedStoreError, StoreError, StoreNotFoundError, UpgradeFailedError
-from .models import Base
 from .preflight import is_disk_full, is_malformed, malformed_message, quick_check
 from .releases import REVISIONS
+
+if TYPE_CHECKING:
+    from sqlalchemy import MetaData
 
 log = logging.getLogger("harness_store.migrate")
 
@@ -175,12 +177,22 @@ def script_directory() -> ScriptDirectory:
 # --- env.py ------------------------------------------------------------------------------
 
 
+def models_metadata() -> MetaData:
+    """The models' metadata, imported only by the commands that compare the database with the
+    models (`check`, `revision --autogenerate`, `--sql`): an upgrade's steps are written out
+    in full and never consult it (it has no naming convention), and importing 37 models is a
+    good part of a no-op `alembic upgrade head`'s time."""
+    from .models import Base
+
+    return Base.metadata
+
+
 def include_object(
     obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
 ) -> bool:
     """Leave to newer io-harness releases what is theirs: compare only the 0.13 tables."""
     if type_ == "table":
-        return name in Base.metadata.tables
+        return name in models_metadata().tables
     return True
 
 
@@ -211,7 +223,7 @@ def ignore_key_nullability(context: Any, revision: Any, directives: list[Any]) -
 
 
 def _is_key(table: str, column: str) -> bool:
-    model = Base.metadata.tables.get(table)
+    model = models_metadata().tables.get(table)
     return model is not None and column in model.primary_key.columns
 
 
@@ -245,7 +257,7 @@ def _run_offline(context: EnvironmentContext) -> None:
     url = _target(context)
     context.configure(
         url=url,
-        target_metadata=Base.metadata,
+        target_metadata=models_metadata(),
         literal_binds=True,
         transactional_ddl=True,
         include_object=include_object,
@@ -353,7 +365,7 @@ def _migrate(
     fn_name = getattr(context_opts(context).get("fn"), "__name__", "")
     context.configure(
         connection=conn,
-        target_metadata=Base.metadata,
+        target_metadata=None if changing else models_metadata(),
         transactional_ddl=True,
         include_object=include_object,
         process_revision_directives=ignore_key_nullability,
@@ -366,7 +378,7 @@ def _migrate(
     where = str(path) if path is not None else safe_url(conn.engine.url)
 
     with _stage("checking", where), _reading(conn):
-        found = diagnose(conn)
+        found = diagnose(conn, shape=False)
     report.found = found
     report.before = found.revision
     report.say(f"found: {found.describe()}")
@@ -376,6 +388,17 @@ def _migrate(
         return
 
     had_work = _needs_stamp(found) or bool(_planned(context, found))
+    if not had_work:
+        # Already there: no write lock, no backup, no second look; only the WAL switch a
+        # store at 0.12 or later may still be owed (a journal mode changed back by hand).
+        with context.begin_transaction():
+            context.run_migrations()
+        report.stage = "done"
+        if not external:
+            _switch_to_wal_after(context, conn, report, found.revision)
+        report.after = found.revision
+        report.say(f"now at {found.revision}")
+        return
     if had_work and path is not None:
         with _stage("checking", where), _reading(conn):
             quick_check(conn, where)
@@ -386,7 +409,7 @@ def _migrate(
             # BEGIN IMMEDIATE already has; PostgreSQL takes an advisory lock), then look
             # again — a concurrent upgrader may have done the work while this one waited.
             backend.lock_for_upgrade(conn)
-            found = diagnose(conn)
+            found = diagnose(conn, shape=False)
             report.before = found.revision
             work = _needs_stamp(found) or bool(_planned(context, found))
             if not work:
@@ -421,10 +444,10 @@ def _migrate(
             ) from exc
         raise
     report.stage = "done"
-    if not external:
-        _switch_to_wal_after(context, conn, report)
     with _reading(conn):
-        after = diagnose(conn)
+        after = diagnose(conn, shape=False)
+    if not external:
+        _switch_to_wal_after(context, conn, report, after.revision)
     report.after = after.revision
     report.say(f"now at {after.revision}")
 
@@ -448,21 +471,21 @@ def _stage(stage: str, where: str) -> Iterator[None]:
 
 
 def _switch_to_wal_after(
-    context: EnvironmentContext, conn: Connection, report: UpgradeReport
+    context: EnvironmentContext, conn: Connection, report: UpgradeReport, revision: str | None
 ) -> None:
     """After an upgrade to 0.12 or later has committed, switch the file to WAL (0.12's rule).
 
     The switch cannot run inside the upgrade's transaction; running it only after the commit
     means a failed upgrade leaves even the file header as it was. If the switch itself fails
     (a full disk), the store is upgraded but still in its old journal mode — io-harness and
-    `Store.open` switch it on their next open — and the report says so.
+    `Store.open` switch it on their next open — and the report says so. `revision` is the one
+    the store is at now.
     """
     opts = context.get_context().opts
     if getattr(opts.get("fn"), "__name__", "") != "upgrade":
         return
     backend = backend_for(conn)
     with _reading(conn):
-        revision = diagnose(conn).revision
         switch = revision in REVISIONS and REVISIONS.index(revision) >= REVISIONS.index("0.12")
         switch = switch and backend.needs_wal_switch(conn)
     if not switch:

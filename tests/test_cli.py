@@ -29,6 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from harness_store import Store
 from harness_store.cli import read_only_url
 from harness_store.engine import to_url
+from harness_store.releases import HEAD
 
 Copy = Callable[[str], Path]
 
@@ -415,6 +416,31 @@ def test_memory_of_an_awkward_workspace(born_013: Path) -> None:
     assert [(e["key"], e["value"]) for e in doc["entries"]] == expected
 
 
+def test_memory_shows_kind_and_pinned(tmp_path: Path, born_013: Path) -> None:
+    """0.30's `kind` and `pinned` in `--json` and in the table; a 0.13 store, which has
+    neither column, reads as upstream reads it: facts, none pinned."""
+    path = tmp_path / "runs.sqlite3"
+    with Store.open(path) as store:
+        run = store.start_run("g", "f")
+        store.memory_put("ws", "plain", "a fact", run, 1)
+        store.memory_put("ws", "chosen", "a decision", run, 2)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE memory SET kind = 'decision', pinned = 1 WHERE key = 'chosen'")
+    entries = {e["key"]: e for e in as_json("memory", path, "ws")["entries"]}
+    assert {k: (e["kind"], e["pinned"]) for k, e in entries.items()} == {
+        "plain": ("fact", False),
+        "chosen": ("decision", True),
+    }
+    lines = ok("memory", path, "ws").splitlines()
+    header = lines[0].split()
+    assert header[:3] == ["key", "kind", "pinned"]
+    rows = {line.split()[0]: line.split() for line in lines[1:] if line.strip()}
+    assert rows["chosen"][1:3] == ["decision", "pinned"]
+    assert rows["plain"][1] == "fact" and rows["plain"][2] != "pinned"
+    old = as_json("memory", born_013, legacy.WORKSPACES[1])["entries"]
+    assert old and {(e["kind"], e["pinned"]) for e in old} == {("fact", False)}
+
+
 @pytest.mark.parametrize("command", ["trace", "tree"])
 def test_unknown_run_is_exit_5(fixture_copy: Copy, command: str) -> None:
     line = fails(EXIT_NOT_FOUND, command, fixture_copy("io-harness-0.22.0/populated"), "42")
@@ -530,16 +556,16 @@ def test_upgrade_fixture_backs_up_and_reaches_head(fixture_copy: Copy, name: str
     out = ok("upgrade", path)
     (backup,) = backups(path)
     release = "0.22" if "0.22.0" in name else "0.28"
-    assert f"backup: {backup}" in out and f"stamped at {release}" in out and "now at 0.65" in out
+    assert f"backup: {backup}" in out and f"stamped at {release}" in out and f"now at {HEAD}" in out
     after = as_json("inspect", path)
-    assert after["revision"] == "0.65" and after["at_head"] is True
+    assert after["revision"] == HEAD and after["at_head"] is True
     for table, count in before["tables"].items():
         assert after["tables"][table] == count
     assert set(after["tables"]) - set(before["tables"]) >= {"tool_attempts", "run_leases"}
     kept = as_json("inspect", backup)
     assert kept["revision"] is None and kept["tables"] == before["tables"]
     again = ok("upgrade", path)
-    assert "already at 0.65; nothing changed" in again
+    assert f"already at {HEAD}; nothing changed" in again
     assert backups(path) == [backup]
     assert as_json("runs", path) == as_json("runs", backup)
 
@@ -553,10 +579,10 @@ def test_upgrade_legacy_step_by_step(born_05: Path) -> None:
     assert "upgrade never goes down" in fails(EXIT_USAGE, "upgrade", born_05, "--to", "0.3")
     assert digest(born_05) == before
     out = ok("upgrade", born_05, "--no-backup")
-    assert "0.9 → 0.65" in out and "backup: none (--no-backup)" in out
+    assert f"0.9 → {HEAD}" in out and "backup: none (--no-backup)" in out
     assert len(backups(born_05)) == 1
     doc = as_json("inspect", born_05)
-    assert (doc["revision"], doc["journal_mode"], doc["user_version"]) == ("0.65", "wal", 7)
+    assert (doc["revision"], doc["journal_mode"], doc["user_version"]) == (HEAD, "wal", 7)
     assert as_json("runs", born_05)
 
 
@@ -569,9 +595,9 @@ def test_upgrade_to_a_release_name_lands_on_its_revision(born_05: Path) -> None:
 
 def test_upgrade_torn_store(torn: Path) -> None:
     out = ok("upgrade", torn)
-    assert "torn open of 0.7" in out and "now at 0.65" in out
+    assert "torn open of 0.7" in out and f"now at {HEAD}" in out
     assert backups(torn)
-    assert as_json("inspect", torn)["revision"] == "0.65"
+    assert as_json("inspect", torn)["revision"] == HEAD
 
 
 def test_read_only_file_is_read_but_not_upgraded(born_05: Path, born_013: Path) -> None:
@@ -598,7 +624,7 @@ def test_postgresql_store_read_only_and_password_hidden(pg_url: str) -> None:
     done = cli("inspect", url)
     assert "s3cr3t-pw" not in done.stdout + done.stderr
     if done.returncode == 0:
-        assert "***" in done.stdout and "0.65 (stamped)" in done.stdout
+        assert "***" in done.stdout and f"{HEAD} (stamped)" in done.stdout
     doc = as_json("inspect", pg_url)
     assert doc["tables"]["runs"] == 2 and doc["journal_mode"] is None
     assert [r["run_id"] for r in as_json("runs", pg_url)] == [child, root]

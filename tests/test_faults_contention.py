@@ -24,7 +24,7 @@ from workers.procs import Worker, alembic_argv, wait_for_file
 from harness_store import StepRecord, Store
 from harness_store.errors import StoreLockedError
 from harness_store.formats import BUSY_TIMEOUT_SECONDS
-from harness_store.releases import REVISIONS
+from harness_store.releases import HEAD, REVISIONS
 
 WRITERS = 4
 READERS = 2
@@ -333,7 +333,7 @@ def test_two_threads_upgrade_two_stores_at_once(tmp_path: Path) -> None:
         results = attempt_all({str(p): (lambda p=p, b=barrier: open_at_once(p, b)) for p in paths})
         for path in paths:
             outcome, _ = results[str(path)]
-            if outcome != "0.65":
+            if outcome != HEAD:
                 problems.append(f"round {round_}, {path.name}: {outcome!r}")
             made = sorted(tmp_path.glob(path.name + ".*.bak"))
             if len(made) != 1:
@@ -403,7 +403,7 @@ def test_two_processes_upgrade_the_same_store(
     assert whole_revision(path, big_0_1) == "head"
     conn = connect(path)
     try:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0.65",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD,)]
         for table, columns in legacy.column_names(conn).items():
             assert len(columns) == len(set(columns)), table
         assert indexes(conn) == big_0_1.head_indexes

@@ -36,6 +36,7 @@ from harness_store.formats import (
     MEMORY_MAX_ENTRY_CHARS,
     MEMORY_TRUNCATED,
 )
+from harness_store.releases import HEAD
 
 SEED = 20_240_611
 CHECKPOINT_KILLS = 16  # per synchronous mode: 32 in all
@@ -417,7 +418,7 @@ def whole_revision(path: Path, big: BigStore, *, typed: bool = True) -> str:
         found = indexes(conn)
         if "alembic_version" in tables:
             state = "head"
-            assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("0.65",)]
+            assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD,)]
             assert shapes == big.head_shapes
             assert user_version == 7
             assert found == big.head_indexes
@@ -497,7 +498,7 @@ def test_store_open_upgrade_killed_at_random_moments(
         states.append(("killed " if worker.killed else "finished ") + state)
         again = Worker.script("opener.py", path)
         assert again.finish(timeout=120) == 0, again.stderr
-        assert again.lines[-1] in ("opened 0.65", "opened None")
+        assert again.lines[-1] in (f"opened {HEAD}", "opened None")
         assert whole_revision(path, lineage_0_11, typed=trial == 0) == "head"
     assert any(s.startswith("killed") for s in states), states
 

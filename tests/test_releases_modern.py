@@ -34,6 +34,7 @@ from harness_store.releases import (
     RELEASE_NAMES,
     SHAPES,
     STORE_RELEASE,
+    UPSTREAM_HEAD,
     release,
     revision_for,
 )
@@ -411,11 +412,11 @@ def test_store_newer_than_every_known_release_is_stamped_and_left_alone(tmp_path
     conn.close()
     before, before_objects = {**shape(path), "rootpages": rootpages(path)}, objects(path)
     found = diagnose_file(path)
-    assert found.kind is StoreKind.NEWER and found.revision == HEAD
+    assert found.kind is StoreKind.NEWER and found.revision == UPSTREAM_HEAD
     assert set(found.extra) == {"hologram_events", "runs.mood"}
     assert "newer than 0.66" in found.describe()
     report = migrate.upgrade(path)
-    assert (report.stamped, report.after) == (HEAD, HEAD)
+    assert (report.stamped, report.after) == (UPSTREAM_HEAD, HEAD)
     assert before_objects <= objects(path)
     assert_kept(path, before, before_objects)
 

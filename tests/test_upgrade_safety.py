@@ -226,6 +226,60 @@ def test_alembic_check_backs_up_locks_and_stamps_nothing(tmp_path: Path) -> None
     assert revision(path) is None
 
 
+@pytest.mark.parametrize("how", ["alembic", "command"])
+def test_a_noop_upgrade_waits_for_no_writer(tmp_path: Path, how: str) -> None:
+    """`upgrade head` on a store already at head, while a writer holds its write lock: it
+    says nothing is to be done without waiting for the lock (it used to take it, and fail
+    as locked after the busy timeout), and writes nothing, not even a backup."""
+    path = tmp_path / "runs.sqlite3"
+    migrate.upgrade(path)
+    digest = sha256(path)
+    holder = connect(path)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        if how == "alembic":
+            argv = alembic_argv(path)
+        else:
+            argv = [sys.executable, "-m", "harness_store.cli", "upgrade", str(path)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert done.returncode == 0, done.stderr
+    assert "locked" not in done.stderr + done.stdout
+    if how == "command":
+        assert "nothing to do" in done.stdout and "backup: none (nothing changed)" in done.stdout
+    assert sha256(path) == digest
+    assert beside(path) == []
+    assert revision(path) == HEAD
+
+
+def test_a_noop_upgrade_loads_neither_models_nor_store(tmp_path: Path) -> None:
+    """What a no-op upgrade imports: the chain and detection, not the 37 models, the ORM
+    Store or the copy machinery (they were a good part of its time as a new process)."""
+    path = tmp_path / "runs.sqlite3"
+    migrate.upgrade(path)
+    probe = (
+        "import sys\n"
+        "from harness_store.cli import main\n"
+        "try:\n"
+        "    main(['upgrade', sys.argv[1]])\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "from alembic.config import main as alembic\n"
+        "alembic(['-c', sys.argv[2], '-x', 'db=' + sys.argv[1], 'upgrade', 'head'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('harness_store.models', "
+        "'harness_store.store', 'sqlalchemy.orm'))))\n"
+    )
+    ini = Path(__file__).resolve().parent.parent / "alembic.ini"
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(path), str(ini)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "nothing to do" in done.stdout
+    assert done.stdout.splitlines()[-1] == "[]"
+
+
 def test_alembic_current_does_not_create_a_store(tmp_path: Path) -> None:
     path = tmp_path / "nothing.sqlite3"
     argv = [*alembic_argv(path)[:-2], "current"]

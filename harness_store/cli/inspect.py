@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select, table
 
-from .. import models as m
 from ..detect import StoreKind, read_revision
 from ..engine import safe_url, sqlite_path
 from ..releases import HEAD
@@ -23,6 +22,8 @@ from .reader import Reader, in_wal_mode, open_reader, suggest
 
 def table_order(names: Iterable[str]) -> list[str]:
     """The 0.13 tables in the models' order, then any others alphabetically."""
+    from .. import models as m
+
     known = [name for name in m.Base.metadata.tables if name in names]
     return known + sorted(set(names) - set(known))
 
@@ -77,7 +78,7 @@ def inspect_command(db: DbArg, as_json: JsonOpt = False) -> None:
     """What this store is: the io-harness release its shape matches (or "torn open of X", or
     "newer than 0.13"), its Alembic revision, user_version, journal mode, size and rows per
     table. Read-only: the file's bytes stay the same."""
-    with open_reader(db, require_readable=False) as reader:
+    with open_reader(db, require_readable=False, shape=True) as reader:
         doc = inspect_document(reader)
     if as_json:
         emit_json(doc)

@@ -8,8 +8,6 @@ import typer
 from rich.text import Text
 from sqlalchemy import select
 
-from .. import models as m
-
 if TYPE_CHECKING:
     pass
 from .app import EPILOG, DbArg, JsonOpt, app
@@ -25,12 +23,14 @@ def memory_command(
     workspace: Annotated[str, typer.Argument(metavar="WORKSPACE", help="Workspace path.")],
     as_json: JsonOpt = False,
 ) -> None:
-    """A workspace's memory entries, oldest first: key, value, the run and step that wrote it,
-    when. Read-only."""
+    """A workspace's memory entries, oldest first: key, kind (fact or decision), whether it is
+    pinned, value, the run and step that wrote it, when. Read-only."""
     with open_reader(db) as reader:
         entries = reader.store.memory_list(workspace)
         others: list[str] = []
         if not entries and not as_json:
+            from .. import models as m
+
             with reader.connection() as conn:
                 others = list(
                     conn.execute(select(m.Memory.workspace).distinct().order_by(m.Memory.workspace))
@@ -44,6 +44,8 @@ def memory_command(
                 "entries": [
                     {
                         "key": e.key,
+                        "kind": e.kind,
+                        "pinned": e.pinned,
                         "value": e.value,
                         "run_id": e.run_id,
                         "step": e.step,
@@ -63,10 +65,23 @@ def memory_command(
     emit_table(
         [
             Column("key", cut=True),
+            Column("kind"),
+            Column("pinned"),
             Column("run", "right"),
             Column("step", "right"),
             Column("created (UTC)"),
             Column("value", cut=True),
         ],
-        [(e.key, e.run_id, e.step, short_time(e.created_at), e.value) for e in entries],
+        [
+            (
+                e.key,
+                e.kind,
+                "pinned" if e.pinned else "",
+                e.run_id,
+                e.step,
+                short_time(e.created_at),
+                e.value,
+            )
+            for e in entries
+        ],
     )

@@ -1,4 +1,8 @@
-"""Opening a store for the read commands: parse the target once, diagnose, refuse."""
+"""Opening a store for the read commands: parse the target once, diagnose, refuse.
+
+The Store (and with it the models and the ORM) is imported only when a read command opens
+one: `harness-store upgrade` looks at the store through a bare engine (`look`).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from ..detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
 from ..dialects import backend_named
-from ..engine import URL_ENV, safe_url, sqlite_path, to_url, where
+from ..engine import URL_ENV, make_engine, safe_url, sqlite_path, to_url, where
 from ..engine import read_only_url as engine_read_only_url
 from ..errors import (
     NotADatabaseError,
@@ -26,11 +30,10 @@ from ..errors import (
     UpgradeRequiredError,
 )
 from ..releases import UPSTREAM_HEAD
-from ..store import Store
-from ..transfer import IncompleteCopyError, copy_in_progress, incomplete_copy_message
+from ..transfer.marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
 
 if TYPE_CHECKING:
-    pass
+    from ..store import Store
 from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError
 
 # --- opening a store read-only -----------------------------------------------------------
@@ -213,9 +216,9 @@ class Reader:
             yield conn
 
 
-@contextmanager
-def open_reader(db: str, *, require_readable: bool = True) -> Iterator[Reader]:
-    """Open `db` read-only and diagnose it; refuse what cannot be read (see the exit codes)."""
+def reading_url(db: str) -> tuple[URL, URL]:
+    """`db` as given, and as a read opens it (read-only; `immutable=1` for a still WAL file),
+    after refusing a path that is no store or has an unfinished transaction."""
     url = parse_target(db)
     path = sqlite_path(url)
     opened = url
@@ -224,12 +227,40 @@ def open_reader(db: str, *, require_readable: bool = True) -> Iterator[Reader]:
         refuse_hot_journal(path, url)
         if read_as_still_file(path):
             opened = immutable_url(url, path)
-    store = Store(read_only_url(opened))
+    return url, read_only_url(opened)
+
+
+def diagnosed(conn: Connection, url: URL, *, shape: bool = True) -> Diagnosis:
+    """What the store on `conn` is; an unfinished copy is refused."""
+    found = diagnose(conn, shape=shape)
+    if copy_in_progress(conn):
+        raise IncompleteCopyError(incomplete_copy_message(where(url)))
+    return found
+
+
+def look(db: str) -> Diagnosis:
+    """What the store at `db` is, read as the read commands read it but through a bare
+    engine, without the Store: all `upgrade` needs to say what it found."""
+    url, opened = reading_url(db)
+    engine = make_engine(opened)
+    try:
+        with engine.connect() as conn, conn.begin():
+            return diagnosed(conn, url, shape=False)
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def open_reader(db: str, *, require_readable: bool = True, shape: bool = False) -> Iterator[Reader]:
+    """Open `db` read-only and diagnose it; refuse what cannot be read (see the exit codes).
+    `shape`: read every table's columns of a tracked store too (`inspect` shows them)."""
+    from ..store import Store
+
+    url, opened = reading_url(db)
+    store = Store(opened)
     try:
         with store.engine.connect() as conn, conn.begin():
-            reader = Reader(store, url, diagnose(conn))
-            if copy_in_progress(conn):
-                raise IncompleteCopyError(incomplete_copy_message(reader.where))
+            reader = Reader(store, url, diagnosed(conn, url, shape=shape))
         reader.replaced.install(store.engine)
         if require_readable:
             refuse_unreadable(reader)

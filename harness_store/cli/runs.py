@@ -9,7 +9,6 @@ import typer
 from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import DBAPIError
 
-from .. import models as m
 from ..records import RunStatus
 from .app import EPILOG, MAX_INT, DbArg, JsonOpt, app
 from .output import (
@@ -36,6 +35,8 @@ def step_totals(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[int
     A run whose token sum overflows the database's integer makes the grouped query fail; then
     each run of the page is summed on its own, and the overflowing one is summed exactly here,
     so one such run never hides the others."""
+    from .. import models as m
+
     s = m.Step
     grouped = (
         select(s.run_id, func.max(s.step), func.sum(s.tokens))
@@ -61,6 +62,8 @@ def step_totals(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[int
 def run_pages(reader: Reader, status: str | None, limit: int | None) -> Iterator[dict[str, Any]]:
     """The runs, newest first, with their step and token totals and recorded duration; read
     `PAGE` runs per short transaction, so `--all` over 100k runs holds one page at a time."""
+    from .. import models as m
+
     r, o = m.Run, m.RunOutcome
     base = (
         select(
@@ -114,6 +117,8 @@ def run_pages(reader: Reader, status: str | None, limit: int | None) -> Iterator
 
 def count_runs(reader: Reader, status: str | None) -> int:
     """How many runs the store holds (with `status`, when given)."""
+    from .. import models as m
+
     statement = select(func.count()).select_from(m.Run)
     if status is not None:
         statement = statement.where(m.Run.status == status)

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 import typer
 from sqlalchemy import Connection, select
 
-from .. import models as m
 from ..errors import (
     RunNotFoundError,
 )
@@ -48,6 +47,8 @@ class Entry:
 
 def run_header(reader: Reader, run_id: int) -> dict[str, Any]:
     """The run's own row; `RunNotFoundError` when there is none."""
+    from .. import models as m
+
     r = m.Run
     with reader.connection() as conn:
         row = conn.execute(
@@ -81,6 +82,8 @@ def rows_of(conn: Connection, statement: Any, step: Any, window: Window) -> Iter
 
 def policy_entries(conn: Connection, run_id: int, window: Window) -> Iterator[Entry]:
     """The run's policy refusals and decisions, in trace order."""
+    from .. import models as m
+
     p = m.PolicyEvent
     statement = (
         select(
@@ -125,6 +128,8 @@ def policy_entries(conn: Connection, run_id: int, window: Window) -> Iterator[En
 
 def approval_entries(conn: Connection, run_id: int, window: Window) -> Iterator[Entry]:
     """The run's approval requests, resolved or pending, in trace order."""
+    from .. import models as m
+
     p = m.PendingApproval
     statement = (
         select(p.id, p.step, p.act, p.target, p.content, p.resolved)
@@ -147,6 +152,8 @@ def approval_entries(conn: Connection, run_id: int, window: Window) -> Iterator[
 
 def checkpoint_entries(conn: Connection, run_id: int, window: Window) -> Iterator[Entry]:
     """The run's checkpoint, resume and skip markers, in trace order."""
+    from .. import models as m
+
     c = m.CheckpointEvent
     statement = (
         select(c.id, c.step, c.kind, c.detail).where(c.run_id == run_id).order_by(c.step, c.id)
@@ -161,6 +168,8 @@ def step_entries(
 ) -> Iterator[Entry]:
     """The run's steps within `window`; `results` adds each step's result (JSON shows it,
     the table does not)."""
+    from .. import models as m
+
     s = m.Step
     columns = [s.id, s.step, s.decision, s.tool_call, s.tokens]
     if results:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..migrate import UpgradeReport
 from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .output import emit_json, stderr_console, visible
-from .reader import hot_journal, open_reader, parse_target
+from .reader import hot_journal, look, parse_target
 
 # --- upgrade -----------------------------------------------------------------------------
 
@@ -69,8 +69,7 @@ def upgrade_command(
             "the upgrade rolls it back first"
         )
     else:
-        with open_reader(db, require_readable=False) as reader:
-            found = reader.found
+        found = look(db)
         if found.revision is not None and REVISIONS.index(found.revision) > REVISIONS.index(
             destination
         ):

@@ -103,8 +103,8 @@ HARNESS_INDEXES: tuple[str, ...] = tuple(
     for index in table.indexes
     if str(index.name).startswith("hs_")
 )
-"""Indexes harness_store adds beyond upstream (revision hs1, less those an upstream index made
-redundant since); upstream never reads them."""
+"""Indexes harness_store adds beyond upstream (revisions hs1 and hs2, less those an upstream
+index made redundant since); upstream never reads them."""
 
 
 def table_of(model: type[Base]) -> Table:

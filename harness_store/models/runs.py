@@ -128,7 +128,10 @@ class Step(Base):
     """
 
     __tablename__ = "steps"
-    __table_args__ = (Index("hs_steps_run_id_step", "run_id", "step"), AUTOINCREMENT)
+    __table_args__ = (
+        Index("hs_steps_run_id_step_id_tokens", "run_id", "step", "id", "tokens"),  # hs2
+        AUTOINCREMENT,
+    )
 
     id: Mapped[int] = rowid_key()
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness_store.releases import STORE_RELEASE, UPSTREAM_HEAD, revision_for
+from harness_store.releases import HEAD, STORE_RELEASE, revision_for
 
 
 def _parts(name: str) -> tuple[int, ...]:
@@ -53,8 +53,8 @@ class OracleRelease:
 
     @property
     def at_head(self) -> bool:
-        """Its schema is the head revision's (0.65 and 0.66 today)."""
-        return self.revision == UPSTREAM_HEAD
+        """Its revision is the head (none today: 0.65 and 0.66 are `0.65`, one below `hs2`)."""
+        return self.revision == HEAD
 
     def __str__(self) -> str:
         return self.name
@@ -104,7 +104,7 @@ NEWER_WRITERS = tuple(r for r in NEWER if r.writes)
 """Newer releases whose oracle also has `write` (0.66)."""
 
 BELOW_HEAD = tuple(r for r in RELEASES if not r.at_head)
-"""Every release a head store can be downgraded to (0.1 … 0.64)."""
+"""Every release a head store can be downgraded to (0.1 … 0.66)."""
 
 API_RELEASE = next(r for r in RELEASES if r.name == STORE_RELEASE)
 """The release whose Store API harness_store's `Store` and tests/interop/hsdump.py mirror (0.13):

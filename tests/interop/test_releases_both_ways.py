@@ -102,7 +102,11 @@ def test_downgrade_gives_a_store_the_release_opens_reads_writes_and_resumes(
         runs = [{"id": r["id"], "steps": r["steps"]} for r in dump["runs"]]
         assert differences(project(at_head["runs"], runs), runs) == []
     if release.writes:
-        assert oracles.json(release, "write", path)["runs"]["root"] == 5
+        written = oracles.json(release, "write", path)
+        if release.classic:
+            assert written["runs"]["root"] == 5
+        else:  # 0.66's writer reports a transcript of its API calls
+            assert written["transcript"]
     if release.resumes:
         oracles.json(release, "resume", path)
         after = oracles.dump(release, path)

@@ -1,0 +1,217 @@
+"""Copying a whole run store into an empty database: SQLite → PostgreSQL, and back.
+
+`copy_store(source, target)` moves every row of every io-harness table the source has from one
+store to another, ids and values unchanged, and checks the row counts of both sides at the end.
+It is what `harness-store copy SRC DST` runs.
+
+What it does, in order:
+
+1. Opens the source **read-only** (a SQLite file through `mode=ro`; PostgreSQL in a
+   `REPEATABLE READ, READ ONLY` transaction) and reads everything inside one snapshot, so a
+   store still being written by an agent is copied as of one instant (upstream's stores are in
+   WAL, so its writers carry on meanwhile; a SQLite source in rollback-journal mode makes them
+   wait for the copy instead). A read-only connection cannot remove a WAL store's `-wal` and
+   `-shm` side files when it closes, so those may be left beside the source; they hold no data
+   and the next writer reuses them. The source is never changed — not even upgraded: it must
+   already hold the whole 0.13 schema (harness_store's revision 0.13 or later, or an io-harness
+   store of 0.13 or later), else `UpgradeRequiredError` says to upgrade it first.
+2. Refuses, with `TargetNotEmptyError` and nothing changed, a target that has any table or view.
+   A SQLite target that does not exist yet is created.
+3. Builds the target's schema by running the Alembic chain (`migrate.upgrade`), exactly as a new
+   store is built: every table, harness_store's indexes, the checkpoint-format marker,
+   the head stamp.
+4. In **one transaction** on the target, per table in foreign-key order (`runs` before
+   `steps`): reads the source in primary-key order, `batch_size` rows at a time, and inserts
+   each batch with one `executemany` of Core `insert(table)`, ids included. Then it copies the
+   source's checkpoint-format marker, lets the backend move its id generators past the copied
+   ids (`Backend.after_copy`: `setval` on PostgreSQL, so the next `start_run` gets `MAX(id)+1`),
+   and counts every table on the target: a count that differs from the source's raises
+   `CopyVerificationError` before anything is committed.
+5. After the commit, counts again on a fresh connection (what other clients will see).
+
+Between steps 3 and 4 a marker table (`COPY_MARKER`) is committed in the target; the
+transaction of step 4 drops it with its last statement. A target killed mid-copy (SIGKILL,
+power loss) therefore still has it: `Store.open`, and every `harness-store` reader, refuse such
+a target with `IncompleteCopyError`, and `copy_store(..., replace=True)` (`copy --replace` or
+`--resume`) empties it and copies again (its rows were never committed, so there is nothing to
+continue from).
+
+A copy that fails anywhere after step 2 — a row the target cannot store, a lost connection,
+Ctrl-C (and, from the command, SIGTERM or SIGHUP), an exception from the progress callback —
+rolls back the rows and then drops the schema step 3 built, so the target is empty again (a
+SQLite file the copy created is deleted). The one exception is the check after the commit
+(step 5): the data is committed by then, so it is reported but left in place.
+
+Every table and column the models know (every release through 0.66) is copied when the source
+has it; the target is built at head, so a source of an older release leaves the later tables
+empty and the later columns at their defaults. Tables and columns of an io-harness newer than
+this package knows are **not** copied; they are listed in `CopyReport.skipped_tables` (with
+their row counts) and `CopyReport.skipped_columns`, so nothing is dropped silently. With
+`skip_unknown_tables=False` (the command's default) such a source is refused instead, naming
+them, before anything changes.
+
+Values are copied as the driver returns them: text byte for byte (time stamps stay upstream's
+`…T…Z` text), integers up to 2⁶³−1, NULLs as NULL. A value the target cannot hold — a NUL
+character in a SQLite text, which PostgreSQL `text` refuses — stops the copy with a
+`CopyError` naming the table, row and column.
+
+Known limit: a SQLite AUTOINCREMENT high-water mark above `MAX(id)` (left by rows deleted
+outside io-harness) is not carried over; the target's next id is `MAX(id)+1` of what was copied.
+
+The package by concern: `plan` (the source: snapshot, checks, counts), `target` (refusing,
+emptying and recounting the target), `tables` (moving the rows), `marker` (the unfinished-copy
+mark every reader checks), `report` (the report and the errors); this module runs them in order.
+The models are imported only when a copy runs, so the readers' marker check stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from sqlalchemy import Connection
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..engine import make_engine, safe_url, to_url, where
+from ..releases import HEAD
+from .marker import (
+    COPY_MARKER,
+    IncompleteCopyError,
+    copy_in_progress,
+    incomplete_copy_message,
+    mark_unfinished,
+)
+from .plan import (
+    Plan,
+    connected,
+    copied_columns,
+    copied_tables,
+    make_plan,
+    refuse_unknown,
+    snapshot,
+    source_engine,
+)
+from .report import (
+    DEFAULT_BATCH_SIZE,
+    CopyError,
+    CopyReport,
+    CopyVerificationError,
+    Progress,
+    TargetNotEmptyError,
+    UnknownTablesError,
+)
+from .tables import fill
+from .target import check_target_empty, empty_again, verify_committed
+
+__all__ = [
+    "COPY_MARKER",
+    "DEFAULT_BATCH_SIZE",
+    "CopyError",
+    "CopyReport",
+    "CopyVerificationError",
+    "IncompleteCopyError",
+    "Progress",
+    "TargetNotEmptyError",
+    "UnknownTablesError",
+    "copied_columns",
+    "copied_tables",
+    "copy_in_progress",
+    "copy_store",
+    "incomplete_copy_message",
+]
+
+
+def copy_store(
+    source: str | os.PathLike[str] | URL,
+    target: str | os.PathLike[str] | URL,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Progress | None = None,
+    skip_unknown_tables: bool = True,
+    replace: bool = False,
+) -> CopyReport:
+    """Copy the store at `source` into the empty database at `target`; see the module docstring.
+
+    `source` and `target` are file paths (SQLite) or SQLAlchemy URLs (`sqlite:///…`,
+    `postgresql://…`). `progress`, if given, is first called once per table with
+    `rows_done = 0`, in copy order and before any row is written (so every total is known up
+    front), then after each batch with the rows done so far; the last call of a table has
+    `rows_done == rows_total`.
+
+    Raises `UpgradeRequiredError` (source below the 0.13 schema; upgrade it first),
+    `SchemaError` (source empty, foreign or of a newer checkpoint format), `StoreNotFoundError`
+    (no source file), `TargetNotEmptyError` (target has tables), `CopyError` (a row could not be
+    written; target emptied again) and `CopyVerificationError` (row counts differ).
+
+    With `skip_unknown_tables=False`, a source holding tables or columns of a newer io-harness
+    is refused with `UnknownTablesError` naming them, before anything changes (by default
+    they are left out and listed in the report). With `replace=True`, a target left by an
+    interrupted copy (`IncompleteCopyError` otherwise), or one whose tables hold no rows, is
+    emptied and copied into afresh; a target with rows is still refused.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    started = time.monotonic()
+    source_url = to_url(source)
+    target_url = to_url(target)
+    engine = source_engine(source_url)
+    try:
+        with connected(engine, source_url) as src, snapshot(src):
+            plan = make_plan(src, source_url)
+            if not skip_unknown_tables:
+                refuse_unknown(plan, source_url)
+            _copy(src, plan, target_url, batch_size, progress, replace=replace)
+    finally:
+        engine.dispose()
+    return CopyReport(
+        source=safe_url(source_url),
+        target=safe_url(target_url),
+        counts=dict(plan.counts),
+        skipped_tables=dict(plan.skipped_tables),
+        skipped_columns=plan.skipped_columns,
+        checkpoint_format=plan.checkpoint_format,
+        batch_size=batch_size,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _copy(
+    src: Connection,
+    plan: Plan,
+    url: URL,
+    batch_size: int,
+    progress: Progress | None,
+    *,
+    replace: bool = False,
+) -> None:
+    """Build the target's schema, mark it unfinished, copy into it in one transaction that
+    also drops the mark, verify; empty it on failure."""
+    before = check_target_empty(url, replace=replace)
+    from ..migrate import upgrade  # Alembic only once there is work
+
+    try:
+        try:
+            report = upgrade(url, backup=False)
+        except SQLAlchemyError as exc:
+            raise CopyError(
+                f"cannot build the store schema in {where(url)}: {getattr(exc, 'orig', exc)}"
+            ) from exc
+        if report.after != HEAD:
+            raise CopyError(f"building the schema of {where(url)} ended at {report.after}")
+        engine = make_engine(url)
+        try:
+            mark_unfinished(engine)
+            fill(src, plan, engine, batch_size, progress)
+        finally:
+            engine.dispose()
+    except BaseException as exc:
+        try:
+            empty_again(url, before)
+        except Exception as cleanup:  # pragma: no cover - depends on the failure
+            exc.add_note(
+                f"harness_store: emptying {where(url)} after the failed copy also failed "
+                f"({cleanup}); it may hold a partial schema — drop its tables before retrying"
+            )
+        raise
+    verify_committed(plan, url)

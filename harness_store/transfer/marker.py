@@ -1,0 +1,49 @@
+"""The mark of an unfinished copy: a table that exists in a target only until its rows commit.
+
+Kept apart from the copy itself (and free of the models) because every reader checks it: the
+read commands, `Store.open` and `harness-store upgrade` refuse a target a killed copy left.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Connection, Engine, MetaData, String, Table, inspect
+
+from ..dialects.sqlite import WRITE
+from ..errors import SchemaError
+
+COPY_MARKER = "harness_store_copy_in_progress"
+"""A table that exists in a target only while a copy into it is unfinished: created (and
+committed) right after the schema, dropped in the transaction that commits the rows. A target
+that still has it was left by a copy killed before its commit (SIGKILL, power loss)."""
+
+
+class IncompleteCopyError(SchemaError):
+    """The database is a copy target left unfinished by a killed copy: it has the schema but
+    none of the rows. Nothing reads or writes it; `copy --replace` (or `--resume`) redoes it."""
+
+
+def copy_in_progress(conn: Connection) -> bool:
+    """Whether the database on `conn` is the target of an unfinished (killed) copy."""
+    return inspect(conn).has_table(COPY_MARKER)
+
+
+def incomplete_copy_message(shown: str) -> str:
+    """What a reader of an unfinished copy is told."""
+    return (
+        f"{shown} is an unfinished copy (the copy into it was killed before its commit): it "
+        "has the schema but none of the rows, so it is not a usable store. Run the same "
+        "`harness-store copy` again with --replace (or --resume) to redo it"
+    )
+
+
+def marker_table() -> Table:
+    """The marker as a table to create or drop."""
+    return Table(COPY_MARKER, MetaData(), Column("source", String(2000)))
+
+
+def mark_unfinished(engine: Engine) -> None:
+    """Commit the marker saying this target's copy has not finished (see `COPY_MARKER`)."""
+    with engine.connect() as conn:
+        conn.info[WRITE] = True
+        with conn.begin():
+            marker_table().create(conn)

@@ -1,0 +1,82 @@
+"""What a copy reports, and the errors it raises."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..errors import SchemaError, StoreError
+from ..releases import NEWEST_KNOWN_RELEASE
+
+DEFAULT_BATCH_SIZE = 1000
+"""Rows read and inserted per batch unless told otherwise."""
+
+Progress = Callable[[str, int, int], None]
+"""`progress(table_name, rows_done, rows_total)`, called as a copy advances."""
+
+
+class TargetNotEmptyError(SchemaError):
+    """The copy target already holds tables; a copy only goes into an empty database.
+    Nothing was changed."""
+
+
+class UnknownTablesError(SchemaError):
+    """The source has tables (or columns) of a newer io-harness that a 0.13 copy cannot carry;
+    refused, with nothing changed, unless told to leave them out."""
+
+
+class CopyError(StoreError):
+    """The copy failed while writing the target; the target was put back to empty."""
+
+
+class CopyVerificationError(CopyError):
+    """The row counts of source and target differ after the copy.
+
+    Found before the commit (the usual case), the target was emptied again like any failed
+    copy; found by the second count after the commit, the copy is left in place and the
+    message says so."""
+
+
+@dataclass(frozen=True)
+class CopyReport:
+    """What `copy_store` copied, verified and left out."""
+
+    source: str
+    """The source as a URL, password hidden."""
+    target: str
+    """The target as a URL, password hidden."""
+    counts: dict[str, int] = field(hash=False)
+    """Rows per 0.13 table, in copy order; verified equal on both sides."""
+    skipped_tables: dict[str, int] = field(default_factory=dict, hash=False)
+    """Tables of a newer io-harness in the source, with their row counts: not copied."""
+    skipped_columns: tuple[str, ...] = ()
+    """`table.column`s of a newer io-harness on 0.13 tables in the source: not copied."""
+    checkpoint_format: int = 0
+    """The checkpoint-format marker (`user_version`) copied from the source."""
+    batch_size: int = DEFAULT_BATCH_SIZE
+    seconds: float = 0.0
+    """Wall-clock time of the whole copy."""
+
+    @property
+    def rows(self) -> int:
+        """Rows copied in all."""
+        return sum(self.counts.values())
+
+    def describe(self) -> list[str]:
+        """Lines for a person: what was copied, and what was left out."""
+        lines = [
+            f"copied {self.rows} rows in {len(self.counts)} tables from {self.source} "
+            f"to {self.target} in {self.seconds:.1f} s; row counts verified on both sides",
+        ]
+        lines += [f"  {name}: {count}" for name, count in self.counts.items()]
+        if self.skipped_tables:
+            shown = ", ".join(f"{name} ({n} rows)" for name, n in self.skipped_tables.items())
+            lines.append(
+                f"not copied (tables of an io-harness newer than {NEWEST_KNOWN_RELEASE}): " + shown
+            )
+        if self.skipped_columns:
+            lines.append(
+                f"not copied (columns of an io-harness newer than {NEWEST_KNOWN_RELEASE}): "
+                + ", ".join(self.skipped_columns)
+            )
+        return lines

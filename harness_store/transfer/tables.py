@@ -1,0 +1,118 @@
+"""Moving the rows: every table in one transaction on the target, batch by batch, counted."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, insert, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..dialects import Backend, backend_named
+from ..dialects.sqlite import KEEP_ORPHANS, WRITE
+from ..errors import InvalidValueError
+from .marker import marker_table
+from .plan import Plan, count
+from .report import CopyError, CopyVerificationError, Progress
+
+MEMORY_TABLE = "memory"
+"""The table whose keys the backend checks when a batch is refused (the `Memory` model's)."""
+
+
+def fill(
+    src: Connection, plan: Plan, engine: Engine, batch_size: int, progress: Progress | None
+) -> None:
+    """Every row, the marker, the id generators, and the in-transaction count check; the
+    unfinished-copy marker is dropped by the same transaction."""
+    with engine.connect() as dst:
+        backend = backend_named(dst.dialect.name)
+        dst.info[WRITE] = True  # SQLite: take the write lock up front (BEGIN IMMEDIATE)
+        dst.info[KEEP_ORPHANS] = True  # SQLite: a faithful copy, orphan steps included
+        with dst.begin():
+            if progress is not None:
+                for table in plan.tables:
+                    progress(table.name, 0, plan.counts[table.name])
+            for table in plan.tables:
+                copied = copy_table(src, dst, table, backend, batch_size, plan, progress)
+                if copied != plan.counts[table.name]:
+                    raise CopyVerificationError(
+                        f"{table.name}: read {copied} rows from the source, which counted "
+                        f"{plan.counts[table.name]}; nothing was committed"
+                    )
+            backend.set_checkpoint_format(dst, plan.checkpoint_format)
+            backend.after_copy(dst, plan.tables)
+            compare(plan.counts, {t.name: count(dst, t.name) for t in plan.tables}, "")
+            marker_table().drop(dst)
+
+
+def copy_table(
+    src: Connection,
+    dst: Connection,
+    table: Table,
+    backend: Backend,
+    batch_size: int,
+    plan: Plan,
+    progress: Progress | None,
+) -> int:
+    """Stream one table in primary-key order, `batch_size` rows per `executemany`."""
+    total = plan.counts[table.name]
+    statement = select(*plan.columns[table.name]).order_by(*table.primary_key.columns)
+    result = src.execute(statement, execution_options={"yield_per": batch_size})
+    done = 0
+    for batch in result.partitions(batch_size):
+        rows = [row._asdict() for row in batch]
+        try:
+            dst.execute(insert(table), rows)
+        except SQLAlchemyError as exc:
+            raise CopyError(explain(table, rows, backend, exc)) from exc
+        done += len(rows)
+        if progress is not None:
+            progress(table.name, done, total)
+    return done
+
+
+def explain(
+    table: Table, rows: Sequence[Mapping[str, Any]], backend: Backend, exc: Exception
+) -> str:
+    """Why a batch could not be written, naming the row and column when it can be found."""
+    keys = [c.name for c in table.primary_key.columns]
+
+    def row_name(row: Mapping[str, Any]) -> str:
+        return ", ".join(f"{k}={row[k]}" for k in keys)
+
+    for row in rows:
+        for column, value in row.items():
+            if isinstance(value, str) and "\x00" in value:
+                return (
+                    f"{table.name}.{column} of the row {row_name(row)} holds a NUL character "
+                    f"(\\x00), which {backend.name} text cannot store; the target was emptied "
+                    "again and the source left as it is"
+                )
+        if table.name == MEMORY_TABLE:
+            try:
+                backend.check_memory_key(str(row["workspace"]), str(row["key"]))
+            except InvalidValueError as refused:
+                return (
+                    f"{table.name} row {row_name(row)}: {refused}; the target was emptied "
+                    "again and the source left as it is"
+                )
+    span = f"{row_name(rows[0])} … {row_name(rows[-1])}" if rows else "?"
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    detail = " ".join(line.strip() for line in lines[:3] if not line.startswith("["))[:500]
+    return (
+        f"{table.name}: the rows {span} could not be written to the target ({detail}); "
+        "the target was emptied again and the source left as it is"
+    )
+
+
+def compare(expected: Mapping[str, int], got: Mapping[str, int], when: str) -> None:
+    """Raise `CopyVerificationError` naming every table whose count is not the expected one."""
+    wrong = [
+        f"{name}: {expected[name]} → {got.get(name)}"
+        for name in expected
+        if got.get(name) != expected[name]
+    ]
+    if wrong:
+        raise CopyVerificationError(
+            f"row counts differ between source and target{when} ({'; '.join(wrong)})"
+        )

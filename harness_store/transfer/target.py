@@ -1,0 +1,103 @@
+"""The target of a copy: refused unless empty, emptied again after a failed copy, recounted
+after the commit. A target a killed copy left (see `marker`) is emptied by `replace` and copied
+into afresh: its rows were never committed, so there is nothing to continue from."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import MetaData, inspect
+from sqlalchemy.engine import URL
+
+from ..detect import check_sqlite_file
+from ..dialects import backend_named
+from ..dialects.sqlite import WRITE
+from ..engine import make_engine, sqlite_path, where
+from .marker import COPY_MARKER, IncompleteCopyError, incomplete_copy_message
+from .plan import BOOKKEEPING_TABLES, Plan, connected, count
+from .report import TargetNotEmptyError
+from .tables import compare
+
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+@dataclass(frozen=True)
+class TargetBefore:
+    """What the target was before the copy, so a failed copy can put it back."""
+
+    file_existed: bool
+    checkpoint_format: int
+
+
+def check_target_empty(url: URL, *, replace: bool = False) -> TargetBefore:
+    """Refuse a target with tables or views; say whether a SQLite file was there already.
+
+    With `replace`, a target left by an interrupted copy, or whose tables hold no rows, is
+    emptied first instead."""
+    path = sqlite_path(url)
+    if path is not None:
+        if not path.exists():
+            return TargetBefore(file_existed=False, checkpoint_format=0)
+        check_sqlite_file(path)
+    engine = make_engine(url)
+    try:
+        with connected(engine, url) as conn, conn.begin():
+            inspector = inspect(conn)
+            names = sorted(inspector.get_table_names()) + sorted(inspector.get_view_names())
+            fmt = backend_named(conn.dialect.name).checkpoint_format(conn)
+            unfinished = COPY_MARKER in names
+            rowless = not inspector.get_view_names() and all(
+                count(conn, name) == 0 for name in names if name not in BOOKKEEPING_TABLES
+            )
+    finally:
+        engine.dispose()
+    if names and replace and (unfinished or rowless):
+        empty_again(url, TargetBefore(file_existed=True, checkpoint_format=0))
+        return TargetBefore(file_existed=path is not None, checkpoint_format=0)
+    if unfinished:
+        raise IncompleteCopyError(incomplete_copy_message(where(url)))
+    if names:
+        shown = ", ".join(names[:8]) + (" …" if len(names) > 8 else "")
+        raise TargetNotEmptyError(
+            f"{where(url)} is not empty (it has {shown}); a copy only goes into an empty "
+            "database, so nothing was changed. Drop its tables or choose another target"
+        )
+    return TargetBefore(file_existed=path is not None, checkpoint_format=fmt)
+
+
+def verify_committed(plan: Plan, url: URL) -> None:
+    """Count the target again on a fresh connection, as other clients will see it."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn, conn.begin():
+            got = {t.name: count(conn, t.name) for t in plan.tables}
+    finally:
+        engine.dispose()
+    compare(plan.counts, got, " after the commit (the copy was committed and left in place)")
+
+
+def empty_again(url: URL, before: TargetBefore) -> None:
+    """Put a target whose copy failed back as it was: no tables (or no file at all)."""
+    path = sqlite_path(url)
+    if path is not None and not before.file_existed:
+        for candidate in (path, *(Path(f"{path}{suffix}") for suffix in SQLITE_SIDE_FILES)):
+            with suppress(FileNotFoundError):
+                candidate.unlink()
+        return
+    if path is not None and not path.exists():
+        return
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.info[WRITE] = True
+            with conn.begin():
+                backend_named(conn.dialect.name).set_checkpoint_format(
+                    conn, before.checkpoint_format
+                )
+                reflected = MetaData()
+                reflected.reflect(conn)
+                reflected.drop_all(conn)
+    finally:
+        engine.dispose()
