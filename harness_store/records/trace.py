@@ -479,12 +479,12 @@ class RunEvent:
     depth: int = 0
 
     @classmethod
-    def new(cls, run_id: int, step: int, kind: str, **fields: Any) -> Self:
+    def new(cls, run_id: int, step: int, kind: str, /, **fields: Any) -> Self:
         """An event at the root of a tree (depth 0)."""
         return cls(run_id, step, kind, dict(fields))
 
     @classmethod
-    def at_depth(cls, run_id: int, step: int, depth: int, kind: str, **fields: Any) -> Self:
+    def at_depth(cls, run_id: int, step: int, depth: int, kind: str, /, **fields: Any) -> Self:
         """An event of a run `depth` levels down a tree."""
         return cls(run_id, step, kind, dict(fields), depth)
 

@@ -87,7 +87,7 @@ def call_cost(p: Price) -> ColumnElement[Any]:
     mtok: ColumnElement[Any] = literal(0)
     for term in terms:
         mtok = mtok + term
-    cost = (mtok + 500_000) / 1_000_000
+    cost = (mtok + 500_000) // 1_000_000
     if p.per_server_tool_request:
         cost = cost + _u("server_tool_requests") * p.per_server_tool_request
     return cost
