@@ -93,6 +93,34 @@ class PriceTable:
             rest[model] = tuple(sorted(tiers, key=lambda t: t.min_prompt_tokens))
         return replace(self, tiers=rest)
 
+    @classmethod
+    def from_document(cls, document: Mapping[str, object]) -> Self:
+        """A table from upstream's serde form (`{"as_of": …, "prices": {model: {"input": …}},
+        "tiers": {model: [{"min_prompt_tokens": …, "price": {…}}]}}`): unnamed price dimensions
+        are zero, unknown fields are refused with `ValueError`, as upstream's serde refuses."""
+        if not isinstance(document, Mapping) or "as_of" not in document:
+            raise ValueError("a price table needs `as_of` (the date its prices were right)")
+        unknown = set(document) - {"as_of", "prices", "tiers"}
+        if unknown:
+            raise ValueError(f"unknown price-table fields: {sorted(unknown)}")
+        table = cls(str(document["as_of"]))
+        prices = document.get("prices") or {}
+        tiers = document.get("tiers") or {}
+        if not isinstance(prices, Mapping) or not isinstance(tiers, Mapping):
+            raise ValueError("`prices` and `tiers` must be objects keyed by model")
+        for model, price in prices.items():
+            table = table.with_(str(model), _price(price))
+        for model, rows in tiers.items():
+            if not isinstance(rows, list):
+                raise ValueError(f"the tiers of {model} must be a list")
+            parsed = []
+            for row in rows:
+                if not isinstance(row, Mapping) or set(row) != {"min_prompt_tokens", "price"}:
+                    raise ValueError(f"a tier of {model} needs min_prompt_tokens and price")
+                parsed.append(PriceTier(_count(row["min_prompt_tokens"]), _price(row["price"])))
+            table = table.with_tiers(str(model), parsed)
+        return table
+
     def price(self, model: str) -> Price | None:
         """The base price entered for `model`, if any."""
         return self.prices.get(model)
@@ -128,6 +156,24 @@ class PriceTable:
             p.per_server_tool_request
         )
         return min(micros, 2**64 - 1)
+
+
+PRICE_FIELDS = ("input", "output", "cache_read", "cache_write", "per_server_tool_request")
+
+
+def _count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+        raise ValueError(f"a price or threshold is a whole number from 0 to 2^64-1, not {value!r}")
+    return value
+
+
+def _price(value: object) -> Price:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"a price is an object of micro-units per million tokens, not {value!r}")
+    unknown = set(value) - set(PRICE_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown price fields: {sorted(unknown)}")
+    return Price(**{k: _count(v) for k, v in value.items()})
 
 
 @dataclass(frozen=True)

@@ -178,44 +178,56 @@ class AccountingMixin(StoreBase):
 
     # --- spend (0.18) --------------------------------------------------------------------
 
-    def spend_by_model(self, prices: PriceTable) -> list[Spend]:
+    def spend_by_model(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per model that served the calls, priced by `prices`; calls naming no model
-        group under "(unknown model)" and count as unpriced. Ordered by key."""
+        group under "(unknown model)" and count as unpriced. Ordered by key. `since`
+        (beyond upstream; a `YYYY-MM-DD` or stamp prefix) keeps the calls made from then on."""
         c = m.ProviderCall
         return self._spend(
-            prices, func.coalesce(c.model, UNKNOWN_MODEL), str,
+            prices, since, func.coalesce(c.model, UNKNOWN_MODEL), str,
             lambda run_id, day, call: call.model if call.model is not None else UNKNOWN_MODEL,
         )  # fmt: skip
 
-    def spend_by_day(self, prices: PriceTable) -> list[Spend]:
+    def spend_by_day(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per UTC day (`YYYY-MM-DD`, from the database clock), priced by `prices`."""
         day = func.substr(m.ProviderCall.at, 1, 10)
-        return self._spend(prices, day, str, lambda run_id, day, call: day)
+        return self._spend(prices, since, day, str, lambda run_id, day, call: day)
 
-    def spend_by_run(self, prices: PriceTable) -> list[Spend]:
+    def spend_by_run(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per run (keyed by the run id as text, in text order, as upstream keys it)."""
         return self._spend(
-            prices, m.ProviderCall.run_id.expression, str, lambda run_id, day, call: str(run_id)
+            prices,
+            since,
+            m.ProviderCall.run_id.expression,
+            str,
+            lambda run_id, day, call: str(run_id),
         )
 
     def _spend(
         self,
         prices: PriceTable,
+        since: str | None,
         key: ColumnElement[Any],
         as_key: Callable[[Any], str],
         row_key: Callable[..., str],
     ) -> list[Spend]:
+        if since is not None:
+            since = check_text(since, "since")
         try:
-            return self._spend_in_sql(prices, key, as_key)
+            return self._spend_in_sql(prices, since, key, as_key)
         except _Inexact:
             pass
         except StoreError as exc:
             if "overflow" not in str(exc) and "out of range" not in str(exc):
                 raise
-        return self._spend_exact(prices, row_key)
+        return self._spend_exact(prices, row_key, since)
 
     def _spend_in_sql(
-        self, prices: PriceTable, key: ColumnElement[Any], as_key: Callable[[Any], str]
+        self,
+        prices: PriceTable,
+        since: str | None,
+        key: ColumnElement[Any],
+        as_key: Callable[[Any], str],
     ) -> list[Spend]:
         c = m.ProviderCall
         has_usage = c.total_tokens.is_not(None)
@@ -224,6 +236,8 @@ class AccountingMixin(StoreBase):
         statement = select(
             key.label("k"), func.count(), *sums, func.sum(cost), func.count(cost)
         ).group_by(key)
+        if since is not None:
+            statement = statement.where(c.at >= since)
         with self._read() as conn:
             rows = conn.execute(statement).all()
         merged: dict[str, list[int]] = {}
@@ -240,10 +254,14 @@ class AccountingMixin(StoreBase):
             out.append(Spend(k, calls, Usage(*usage), cost_sum, calls - priced))
         return out
 
-    def _spend_exact(self, prices: PriceTable, key: Callable[..., str]) -> list[Spend]:
+    def _spend_exact(
+        self, prices: PriceTable, key: Callable[..., str], since: str | None = None
+    ) -> list[Spend]:
         c = m.ProviderCall
         columns = [getattr(c, name) for name in CALL_COLUMNS]
         statement = select(c.run_id, func.substr(c.at, 1, 10), *columns).order_by(c.id)
+        if since is not None:
+            statement = statement.where(c.at >= since)
         with self._read() as conn:
             return spend_groups(conn.execute(statement), prices, key)
 
