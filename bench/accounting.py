@@ -58,11 +58,19 @@ def prices() -> Any:
 
     table = PriceTable.new("2026-11-30")
     for i, model in enumerate(MODELS[:-1]):  # the last model is unpriced
-        table = table.with_(model, Price(input=1_000_000 + 250_000 * i, output=5_000_000 + i,
-                                         cache_read=100_000, cache_write=1_250_000,
-                                         per_server_tool_request=10_000))  # fmt: skip
-    return table.with_tiers(MODELS[0], [PriceTier(200_000, Price(input=2_000_000,
-                                                                 output=10_000_000))])  # fmt: skip
+        table = table.with_(
+            model,
+            Price(
+                input=1_000_000 + 250_000 * i,
+                output=5_000_000 + i,
+                cache_read=100_000,
+                cache_write=1_250_000,
+                per_server_tool_request=10_000,
+            ),
+        )
+    return table.with_tiers(
+        MODELS[0], [PriceTier(200_000, Price(input=2_000_000, output=10_000_000))]
+    )
 
 
 def build(cfg: Config, runs: int) -> Path:
@@ -95,15 +103,47 @@ def build(cfg: Config, runs: int) -> Path:
             for a in range(CALLS_PER_RUN):
                 model = None if rng.random() < 1 / 40 else rng.choice(MODELS)
                 if rng.random() < 1 / 30:
-                    yield (r, a + 1, 1, "p", model, None, None, None, None, None, None, None,
-                           rng.randint(50, 900), None, None, "timeout", f"{d} 10:{a:02d}:00")
+                    yield (
+                        r,
+                        a + 1,
+                        1,
+                        "p",
+                        model,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        rng.randint(50, 900),
+                        None,
+                        None,
+                        "timeout",
+                        f"{d} 10:{a:02d}:00",
+                    )
                     continue
                 prompt = rng.randint(500, 250_000)
                 completion = rng.randint(10, 4_000)
-                yield (r, a + 1, 1, "p", model, prompt, completion, prompt + completion,
-                       rng.randint(0, prompt // 2), rng.randint(0, 2_000), rng.randint(0, 500),
-                       rng.randint(0, 2), rng.randint(50, 9_000), rng.randint(20, 800),
-                       "stop", None, f"{d} 10:{a:02d}:00")  # fmt: skip
+                yield (
+                    r,
+                    a + 1,
+                    1,
+                    "p",
+                    model,
+                    prompt,
+                    completion,
+                    prompt + completion,
+                    rng.randint(0, prompt // 2),
+                    rng.randint(0, 2_000),
+                    rng.randint(0, 500),
+                    rng.randint(0, 2),
+                    rng.randint(50, 9_000),
+                    rng.randint(20, 800),
+                    "stop",
+                    None,
+                    f"{d} 10:{a:02d}:00",
+                )
 
     conn.executemany(
         "INSERT INTO provider_calls (run_id, step, attempt, provider, model, prompt_tokens, "
@@ -116,9 +156,12 @@ def build(cfg: Config, runs: int) -> Path:
     conn.executemany(
         "INSERT INTO run_outcomes (run_id, outcome, success, steps, tokens, duration_ms, "
         "finished_at) VALUES (?, ?, ?, 10, 1000, 5000, ?)",
-        ((r, o, int(o == "success"), f"{day(r % DAYS)}T11:00:00.000Z")
-         for r in finished for o in [OUTCOMES[r % len(OUTCOMES)]]),
-    )  # fmt: skip
+        (
+            (r, o, int(o == "success"), f"{day(r % DAYS)}T11:00:00.000Z")
+            for r in finished
+            for o in [OUTCOMES[r % len(OUTCOMES)]]
+        ),
+    )
     phases = ["compile", "criterion-compile", "test-run", None]
     conn.executemany(
         "INSERT INTO sandbox_events (run_id, step, kind, backend, detail) "
@@ -132,10 +175,16 @@ def build(cfg: Config, runs: int) -> Path:
     )
     conn.executemany(
         "INSERT INTO context_events (run_id, step, kind, detail) VALUES (?, 1, ?, 'x')",
-        ((r, k) for r in range(1, runs + 1)
-         for k in ["assembled", "served" if r % 25 == 0 else "assembled",
-                   "replan" if r % 40 == 0 else "assembled"]),
-    )  # fmt: skip
+        (
+            (r, k)
+            for r in range(1, runs + 1)
+            for k in [
+                "assembled",
+                "served" if r % 25 == 0 else "assembled",
+                "replan" if r % 40 == 0 else "assembled",
+            ]
+        ),
+    )
     conn.executemany(
         "INSERT INTO checkpoint_events (run_id, step, kind, detail) VALUES (?, 1, ?, NULL)",
         ((r, "resume" if r % 50 == 0 else "checkpoint") for r in range(1, runs + 1)),
@@ -185,23 +234,42 @@ def run(cfg: Config) -> list[Table]:
         return value
 
     cases: list[tuple[str, Callable[[], Any], Callable[[], Any], str]] = [
-        ("spend_by_model", lambda: store.spend_by_model(table_prices),
-         lambda: upstream_spend(lambda r, d, c: c.model or "(unknown model)"), "spend"),
-        ("spend_by_day", lambda: store.spend_by_day(table_prices),
-         lambda: upstream_spend(lambda r, d, c: d), "spend"),
-        ("spend_by_run", lambda: store.spend_by_run(table_prices),
-         lambda: upstream_spend(lambda r, d, c: str(r)), "spend"),
-    ]  # fmt: skip
+        (
+            "spend_by_model",
+            lambda: store.spend_by_model(table_prices),
+            lambda: upstream_spend(lambda r, d, c: c.model or "(unknown model)"),
+            "spend",
+        ),
+        (
+            "spend_by_day",
+            lambda: store.spend_by_day(table_prices),
+            lambda: upstream_spend(lambda r, d, c: d),
+            "spend",
+        ),
+        (
+            "spend_by_run",
+            lambda: store.spend_by_run(table_prices),
+            lambda: upstream_spend(lambda r, d, c: str(r)),
+            "spend",
+        ),
+    ]
     for name in UPSTREAM_SQL:
         cases.append((name, lambda n=name: ours_tally(n), lambda n=name: upstream_tally(n), name))
-    fetch_all = median([_timed(lambda: raw.execute(UPSTREAM_ALL_CALLS).fetchall())
-                        for _ in range(rounds)])  # fmt: skip
+    fetch_all = median(
+        [_timed(lambda: raw.execute(UPSTREAM_ALL_CALLS).fetchall()) for _ in range(rounds)]
+    )
 
     table = Table(
         f"Accounting roll-ups ({runs:,} runs, {runs * CALLS_PER_RUN:,} provider calls, SQLite)",
-        ["roll-up", "Store", "upstream's SQL (raw sqlite3)", "speed-up", "same answer",
-         "candidate plan"],
-    )  # fmt: skip
+        [
+            "roll-up",
+            "Store",
+            "upstream's SQL (raw sqlite3)",
+            "speed-up",
+            "same answer",
+            "candidate plan",
+        ],
+    )
     with store.engine.connect() as conn:
         compiled = _candidate_sql(store, table_prices, conn)
     for name, ours, theirs, _ in cases:
@@ -210,8 +278,14 @@ def run(cfg: Config) -> list[Table]:
         t_theirs = median([_timed(theirs) for _ in range(rounds)])
         sql = compiled.get(name)
         how = plan(raw, sql) if sql else "—"
-        table.add(name, fmt_time(t_ours), fmt_time(t_theirs), fmt_ratio(t_theirs / t_ours),
-                  table.check(f"{name} agrees with upstream", same), how)  # fmt: skip
+        table.add(
+            name,
+            fmt_time(t_ours),
+            fmt_time(t_theirs),
+            fmt_ratio(t_theirs / t_ours),
+            table.check(f"{name} agrees with upstream", same),
+            how,
+        )
     table.notes.append(
         f"upstream's `all_provider_calls` read alone (fetchall, no grouping): {fmt_time(fetch_all)}"
         " — what Rust pays before its grouping; the Store's spend query must read the same rows"
@@ -246,13 +320,18 @@ def _candidate_sql(store: Any, table_prices: Any, conn: Any) -> dict[str, str]:
         return str(statement.compile(conn, compile_kwargs={"literal_binds": True}))
 
     out = {}
-    for name, key in (("spend_by_model", func.coalesce(c.model, "(unknown model)")),
-                      ("spend_by_day", func.substr(c.at, 1, 10)),
-                      ("spend_by_run", c.run_id)):  # fmt: skip
+    for name, key in (
+        ("spend_by_model", func.coalesce(c.model, "(unknown model)")),
+        ("spend_by_day", func.substr(c.at, 1, 10)),
+        ("spend_by_run", c.run_id),
+    ):
         cost = price_case(table_prices)
-        sums = [func.sum(case((c.total_tokens.is_not(None), _u(n)), else_=0)) for n in USAGE_COLUMNS]
-        out[name] = text(select(key, func.count(), *sums, func.sum(cost), func.count(cost))
-                         .group_by(key))  # fmt: skip
+        sums = [
+            func.sum(case((c.total_tokens.is_not(None), _u(n)), else_=0)) for n in USAGE_COLUMNS
+        ]
+        out[name] = text(
+            select(key, func.count(), *sums, func.sum(cost), func.count(cost)).group_by(key)
+        )
     o, e = m.RunOutcome, m.SandboxEvent
     out["runs_by_outcome"] = text(select(o.outcome, func.count()).group_by(o.outcome))
     day = func.substr(o.finished_at, 1, 10)

@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     and_,
     case,
+    cast,
     exists,
     func,
     insert,
@@ -109,7 +111,7 @@ def price_case(prices: PriceTable) -> ColumnElement[Any]:
             )
         whens.append((c.model == model, rate))
     if not whens:
-        return null()
+        return cast(null(), BigInteger)  # typed: PostgreSQL cannot sum an untyped NULL
     return case((c.total_tokens.is_(None), null()), *whens, else_=null())
 
 
