@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -247,3 +248,49 @@ def test_python_written_rows_read_in_upstream_as_here(tmp_path: Path, oracle: Or
         "replans": 1,
         "resumes": 1,
     }
+
+
+HOLD = """
+import sys, time
+from harness_store import Store
+with Store.open(sys.argv[1]) as st:
+    st.acquire_lease(int(sys.argv[2]), 3600)
+    print(st.owner(), flush=True)
+"""
+
+
+def test_upstream_and_harness_store_agree_on_who_holds_a_run(
+    tmp_path: Path, oracle: Oracle
+) -> None:
+    """The oracle's script leases run 6 ("leased run"). Held by this live Python process, upstream
+    refuses it naming Python's expiry; held by a Python process that has exited, upstream takes
+    it over at once (the owner id's pid is read the same way on both sides) and its script
+    runs to the end."""
+    live = tmp_path / "live.sqlite3"
+    with Store.open(live) as store:
+        store.acquire_lease(6, 3600)
+        row = store.run_lease(6)
+        assert row is not None
+        with pytest.raises(subprocess.CalledProcessError) as refused:
+            oracle("write", live)
+        assert f"run 6 is held by another owner until {row.expires_at}" in (
+            refused.value.stdout + refused.value.stderr
+        )
+        assert store.run_lease(6) == row  # upstream changed nothing of it
+
+    dead = tmp_path / "dead.sqlite3"
+    Store.open(dead).close()
+    held = subprocess.run(
+        [sys.executable, "-c", HOLD, str(dead), "6"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    oracle("write", dead)  # takes the dead owner's run over and completes
+    dump = oracle("dump", dead)
+    leased = next(r for r in dump["runs"] if r["id"] == 6)
+    assert parse(leased["steps"])[0]["decision"] == "read_file"
+    with Store.open(dead, read_only=True) as store:
+        assert store.run_lease(6) is None  # upstream released it at the end of its script
+        assert held.stdout.strip() != store.owner()
