@@ -544,3 +544,60 @@ def test_contending_processes_see_exactly_one_winner(store: Store, store_target:
     winners = [r for r in results if "won" in r]
     assert len(winners) == 1, results
     assert {r["lost"] for r in results if "lost" in r} == {winners[0]["owner"]}
+
+
+DRIVER = """
+import sys, time
+from harness_store import LeaseConflictError, StepRecord, Store
+target, run = sys.argv[1], int(sys.argv[2])
+with Store.open(target) as st:
+    lease = st.acquire_lease(run, 0)  # lapsed at once: the other side may take it over any time
+    print("ready", flush=True)
+    step, deadline = 0, time.time() + 3
+    while time.time() < deadline:
+        step += 1
+        try:
+            st.checkpoint_step(run, StepRecord.new(step, f"gen {lease.generation}", "ok"))
+        except LeaseConflictError:
+            while True:
+                try:
+                    lease = st.acquire_lease(run, 0)  # take it back, and go on
+                    break
+                except LeaseConflictError:
+                    pass
+"""
+
+
+def test_take_overs_under_a_running_driver_leave_no_late_step(
+    store: Store, store_target: str
+) -> None:
+    """The generation check holds under concurrency: a driver checkpointing in a tight loop in
+    another process, and this one taking its run over again and again (each side takes it back),
+    never leaves a step of an old generation committed after the take-over that ended it."""
+    run = store.start_run("raced", "x")
+    driver = child_python(DRIVER, store_target, str(run))
+    assert driver.stdout is not None and driver.stdout.readline().strip() == "ready"
+    takeovers: list[tuple[int, int]] = []
+    deadline = time.time() + 2.5
+    while time.time() < deadline:
+        try:
+            lease = store.acquire_lease(run, 0)
+        except LeaseConflictError:
+            continue
+        with store.engine.connect() as conn:
+            seen = conn.execute(select(func.max(m.Step.id))).scalar() or 0
+        takeovers.append((lease.generation, seen))
+        time.sleep(0.002)
+    _, err = driver.communicate(timeout=60)
+    assert driver.returncode == 0, err
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(m.Step.id, m.Step.decision).where(m.Step.run_id == run)).all()
+    assert len(takeovers) > 5 and len(rows) > 20, (len(takeovers), len(rows))
+    late = [
+        (step_id, decision, generation)
+        for generation, seen in takeovers
+        for step_id, decision in rows
+        if step_id > seen and int(decision.split()[1]) < generation
+    ]
+    assert late == []
+    assert count(store, m.CheckpointEvent, run_id=run) == len(rows)

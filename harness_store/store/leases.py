@@ -161,7 +161,10 @@ class LeasesMixin(StoreBase):
         r = m.RunLease
         conflict: LeaseConflictError | None = None
         with self._write() as conn:
-            conn.execute(select(m.Run.id).where(m.Run.id == run_id).with_for_update())
+            # Acquires of one run take turns on the run's row. `FOR NO KEY UPDATE` on
+            # PostgreSQL: a checkpoint holding the lease row takes `KEY SHARE` on the run (its
+            # step's foreign key), which a plain `FOR UPDATE` here would deadlock against.
+            conn.execute(select(m.Run.id).where(m.Run.id == run_id).with_for_update(key_share=True))
             held = self._read_lease(conn, run_id, lock=True)
             if held is not None:
                 mine = held.owner == self._owner
