@@ -393,6 +393,21 @@ PRICES = (
 )
 
 
+def test_provider_calls_round_trip(store: Store) -> None:
+    run = store.start_run("calls", "x")
+    full = ProviderCall(
+        1, 2, "anthropic", "m", Usage(2**62, 1, 2**63 - 1, 3, 4, 5, 6), 7, 8, "stop"
+    )
+    failed = ProviderCall(2, 1, "openai", None, None, 0, None, None, "timeout")
+    store.record_provider_call(run, full)
+    store.record_provider_call(run, failed)
+    assert store.provider_calls(run) == [full, failed]
+    assert store.provider_calls(run + 1) == []
+    with pytest.raises(InvalidValueError):
+        store.record_provider_call(run, ProviderCall(1, 1, "a", "m", Usage(2**63), 0))
+    assert len(store.provider_calls(run)) == 2
+
+
 def test_spend_groupings_match_upstreams_row_by_row_pricing(store: Store) -> None:
     runs = calls_fixture(store)
     by_model = store.spend_by_model(PRICES)
@@ -601,3 +616,31 @@ def test_take_overs_under_a_running_driver_leave_no_late_step(
     ]
     assert late == []
     assert count(store, m.CheckpointEvent, run_id=run) == len(rows)
+
+
+def test_a_forked_child_is_another_driver(store_target: str) -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    with Store.open(store_target) as store:
+        run = store.start_run("forked", "x")
+        store.acquire_lease(run, 3600)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                os.close(read)
+                try:
+                    store.acquire_lease(run, 60)
+                    answer = "taken"
+                except LeaseConflictError:
+                    answer = "refused"  # the parent is alive and holds it
+                os.write(write, f"{answer} {store.owner()}".encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        answer, owner = os.read(read, 1000).decode().split()
+        os.close(read)
+        os.waitpid(pid, 0)
+        assert answer == "refused" and owner != store.owner()
+        store.checkpoint_step(run, StepRecord.new(1, "parent", "ok"))  # still the parent's
+        assert [s.decision for s in store.steps(run)] == ["parent"]

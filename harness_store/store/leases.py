@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
+import weakref
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
@@ -123,6 +124,8 @@ class LeasesMixin(StoreBase):
         self._owner = new_owner_id()
         self._leases = {}
         self._staged = {}
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _new_driver(ref))
 
     def owner(self) -> str:
         """This handle's opaque lease owner id: two Stores over one database are two owners,
@@ -248,6 +251,8 @@ class LeasesMixin(StoreBase):
         for this commit or refuses it), then the steps and their checkpoint events, the staged
         turn of the matching step, and the renewal. False when there is nothing to guard (the
         caller takes its fast path). A lost lease raises `LeaseConflictError`, nothing written."""
+        if not self._leases and not self._staged:
+            return False  # the common case, on the hot path: two empty-dict checks
         generation = self._leases.get(run_id)
         rows = list(rows)
         staged = self._staged.get(run_id)
@@ -292,3 +297,14 @@ class LeasesMixin(StoreBase):
         if current is not None and int(current) == generation:
             return None
         return self._conflict(conn, run_id)
+
+
+def _new_driver(ref: weakref.ref[LeasesMixin]) -> None:
+    """In a child after `fork()`: another process is another driver. It gets its own owner id
+    and holds none of the parent's leases (a checkpoint of a run the parent leases is then
+    refused, as upstream refuses a second handle)."""
+    store = ref()
+    if store is not None:
+        store._owner = new_owner_id()
+        store._leases = {}
+        store._staged = {}
