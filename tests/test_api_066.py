@@ -327,14 +327,14 @@ def test_follow_does_not_spin_while_idle(store: Store) -> None:
     timer = threading.Timer(0.6, stop.set)
     timer.start()
     calls = 0
-    real = store._events_after
+    real = store.events_after
 
     def counting(*args: Any) -> Any:
         nonlocal calls
         calls += 1
         return real(*args)
 
-    store._events_after = counting  # type: ignore[method-assign]
+    store.events_after = counting  # type: ignore[method-assign]
     assert list(store.follow(interval=0.2, stop=stop)) == []
     assert 2 <= calls <= 5  # one poll per interval, not a busy loop
 

@@ -67,7 +67,7 @@ def events_command(
             store = reader.store
             cursor, left = since or 0, limit
             while left is None or left > 0:
-                page = store._events_after(cursor, 1000 if left is None else min(left, 1000), run)
+                page = store.events_after(cursor, 1000 if left is None else min(left, 1000), run)
                 for c, event in page:
                     out.write(line(c, event, as_json=as_json) + "\n")
                 if not page:

@@ -98,11 +98,13 @@ class StreamMixin(StoreBase):
         )
         return self._rows(statement, lambda i, raw: (int(i), parse_event(int(i), raw)))
 
-    def _events_after(
-        self, cursor: int, limit: int, run_id: int | None
+    def events_after(
+        self, cursor: int, limit: int, run_id: int | None = None
     ) -> list[tuple[int, RunEvent]]:
+        """Events after `cursor` of every run (or of `run_id`), oldest first, at most `limit`
+        (beyond upstream, whose `events_since` reads one run): one poll of `follow`."""
         e = m.RunEvent
-        statement = select(e.id, e.json).where(e.id > cursor).order_by(e.id).limit(limit)
+        statement = select(e.id, e.json).where(e.id > cursor).order_by(e.id).limit(_limit(limit))
         if run_id is not None:
             statement = statement.where(e.run_id == run_id)
         return self._rows(statement, lambda i, raw: (int(i), parse_event(int(i), raw)))
@@ -131,7 +133,7 @@ class StreamMixin(StoreBase):
         limit = _limit(batch)
         position = self.event_cursor() if cursor is None else i64(cursor, "cursor")
         while stop is None or not stop.is_set():
-            rows = self._events_after(position, limit, run_id)
+            rows = self.events_after(position, limit, run_id)
             for row in rows:
                 yield row
                 position = row[0]
