@@ -7,6 +7,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from .errors import (
+    LeaseConflictError,
     ResumeError,
     SchemaError,
     StoreError,
@@ -20,27 +21,49 @@ from .formats import (
 )
 from .records import (
     AgentEvent,
+    AssistantTurn,
     CheckpointEvent,
+    Citation,
     ContextEvent,
+    Edit,
+    FirstTry,
+    GateAttempt,
+    GateOutcome,
+    LeaseRow,
     McpEvent,
     MemoryEntry,
     Observation,
     ObsKind,
     Pending,
     PolicyEvent,
+    Price,
+    PriceTable,
+    PriceTier,
+    ProviderCall,
+    Recovery,
+    RewindRecord,
+    RunEvent,
     RunStatus,
     RunSummary,
     SandboxEvent,
+    ServerToolCall,
+    Snapshot,
     SpawnRow,
+    Spend,
     StepRecord,
+    Tally,
+    ToolAttempt,
+    ToolCall,
+    ToolRecovery,
     TreeNode,
+    Usage,
 )
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .store import Lease, Store
     from .transfer import CopyReport, copy_store
 
-LAZY = {"Store": "store", "CopyReport": "transfer", "copy_store": "transfer"}
+LAZY = {"Lease": "store", "Store": "store", "CopyReport": "transfer", "copy_store": "transfer"}
 """Names imported on first use: `Store` brings the 37 models and the ORM, `copy_store` the copy
 machinery, and neither is needed by `alembic upgrade head` or the migrations it loads."""
 
@@ -63,24 +86,48 @@ __all__ = [
     "MEMORY_MAX_ENTRY_CHARS",
     "SUCCESS_OUTCOME",
     "AgentEvent",
+    "AssistantTurn",
     "CheckpointEvent",
+    "Citation",
     "ContextEvent",
     "CopyReport",
+    "Edit",
+    "FirstTry",
+    "GateAttempt",
+    "GateOutcome",
+    "Lease",
+    "LeaseConflictError",
+    "LeaseRow",
     "McpEvent",
     "MemoryEntry",
     "ObsKind",
     "Observation",
     "Pending",
     "PolicyEvent",
+    "Price",
+    "PriceTable",
+    "PriceTier",
+    "ProviderCall",
+    "Recovery",
     "ResumeError",
+    "RewindRecord",
+    "RunEvent",
     "RunStatus",
     "RunSummary",
     "SandboxEvent",
     "SchemaError",
+    "ServerToolCall",
+    "Snapshot",
     "SpawnRow",
+    "Spend",
     "StepRecord",
     "Store",
     "StoreError",
+    "Tally",
+    "ToolAttempt",
+    "ToolCall",
+    "ToolRecovery",
     "TreeNode",
+    "Usage",
     "copy_store",
 ]

@@ -95,3 +95,16 @@ class StoreConnectionError(StoreError, ConnectionError):
     def __init__(self, message: str, *, may_have_committed: bool = False) -> None:
         super().__init__(message)
         self.may_have_committed = may_have_committed
+
+
+class LeaseConflictError(StoreError):
+    """Another driver holds the run's lease (io-harness 0.62's `Error::Conflict`): an acquire
+    refused while a live owner's lease is unlapsed, or a renewal or leased checkpoint after a
+    takeover. Nothing was written. `owner` and `expires_at` name the holder and when its lease
+    lapses (both empty if the row vanished meanwhile)."""
+
+    def __init__(self, run_id: int, owner: str, expires_at: str) -> None:
+        super().__init__(f"run {run_id} is held by another owner until {expires_at}")
+        self.run_id = run_id
+        self.owner = owner
+        self.expires_at = expires_at

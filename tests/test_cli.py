@@ -361,9 +361,10 @@ def test_trace_matches_the_populated_fixture(fixture_copy: Copy) -> None:
         assert approval[key] == pending[key]
     checkpoints = [e for e in entries if e["type"] == "checkpoint"]
     assert len(checkpoints) == facts["checkpoint_event_count"]
-    # Within a step: the refusal before the step row, the checkpoint after it.
+    # Within a step: the refusal and the provider's answer before the step row, the checkpoint
+    # after it.
     step_two = [e["type"] for e in entries if e["step"] == 2]
-    assert step_two == ["policy", "step", "checkpoint"]
+    assert step_two == ["policy", "call", "step", "checkpoint"]
 
 
 def test_trace_shows_a_pending_approval(fixture_copy: Copy) -> None:

@@ -7,6 +7,9 @@
     harness-store tree DB RUN           the agent tree under a run, with totals
     harness-store memory DB WORKSPACE   a workspace's memory entries
     harness-store copy SRC DST          a whole store between SQLite and PostgreSQL
+    harness-store spend DB [--by model|day|run] [--since DATE] [--prices FILE]
+    harness-store events DB [--run RUN] [--since CURSOR] [--follow]   the event stream, live
+    harness-store patch DB RUN          a run's change as a patch series
 
 DB is a file path or a SQLAlchemy URL; a password in a URL is never printed. The read commands
 (inspect, runs, trace, tree, memory) open the store read-only — SQLite through a `mode=ro` URI,
@@ -32,7 +35,7 @@ Set HARNESS_STORE_DEBUG=1 to see the traceback of an unexpected error.
 
 from __future__ import annotations
 
-from . import copy, inspect, memory, runs, trace, tree, upgrade  # noqa: F401  (register commands)
+from . import copy, events, inspect, memory, runs, spend, trace, tree, upgrade  # noqa: F401  (register commands)  # noqa: F401  (the 0.66 run-level commands)
 from .app import app, main
 from .reader import read_only_url
 

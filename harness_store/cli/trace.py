@@ -19,10 +19,11 @@ from ..errors import (
 from .app import EPILOG, MAX_INT, DbArg, JsonOpt, RunArg, app
 from .output import Column, JsonArray, emit_table, note, plural, visible
 from .reader import Reader, Replaced, open_reader
+from .trace_rows import NEWER_RANKS, newer_entries
 
 # --- trace -------------------------------------------------------------------------------
 
-ENTRY_RANK = {"policy": 0, "approval": 1, "step": 2, "checkpoint": 3}
+ENTRY_RANK = {"policy": 0, "approval": 1, **NEWER_RANKS, "step": 5, "checkpoint": 7}
 """Within one step number: what happened during the step, then the step, then its checkpoint."""
 
 
@@ -193,6 +194,7 @@ def trace_entries(
         approval_entries(conn, run_id, window),
         step_entries(conn, run_id, window, results=results),
         checkpoint_entries(conn, run_id, window),
+        *newer_entries(conn, run_id, window),
         key=lambda entry: entry.key,
     )
 

@@ -23,16 +23,30 @@ from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
 from ..preflight import check_readable
 from ..releases import HEAD, UPSTREAM_HEAD
+from .accounting import AccountingMixin
 from .agents import AgentsMixin
 from .approvals import ApprovalsMixin
+from .journal import JournalMixin
+from .leases import Lease, LeasesMixin
 from .memory import MemoryMixin
 from .runs import RunsMixin
+from .stream import StreamMixin
 from .trace import TraceMixin
 
-__all__ = ["Store"]
+__all__ = ["Lease", "Store"]
 
 
-class Store(RunsMixin, TraceMixin, ApprovalsMixin, AgentsMixin, MemoryMixin):
+class Store(
+    LeasesMixin,
+    RunsMixin,
+    TraceMixin,
+    JournalMixin,
+    StreamMixin,
+    AccountingMixin,
+    ApprovalsMixin,
+    AgentsMixin,
+    MemoryMixin,
+):
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""
 
@@ -49,6 +63,7 @@ class Store(RunsMixin, TraceMixin, ApprovalsMixin, AgentsMixin, MemoryMixin):
         backend = backend_named(engine_url.get_backend_name())
         engine = make_engine(engine_url, synchronous=synchronous, busy_timeout=busy_timeout)
         super().__init__(engine, backend, engine_url, busy_timeout=busy_timeout)
+        self._init_leases()
         self._compile_run_statements()
         self._compile_tree_statements()
 

@@ -1,30 +1,40 @@
-"""A run's trace beyond its steps: sandbox, checkpoint, MCP and context events, and the
-observation ledger. Each table is an ordered log read back by `id`."""
+"""A run's trace beyond its steps: sandbox, checkpoint, MCP and context events, the observation
+ledger, edits and the run's patch, file snapshots and rewinds, citations and server tool calls
+(upstream's `trace.rs`). Gate attempts, step turns and the tool-attempt journal are in
+`journal`, the event stream in `stream`. Each table is an ordered log read back by `id`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import BigInteger, Integer, String, cast, exists, insert, literal, select, update
 
 from .. import models as m
-from ..errors import ResumeError
+from ..errors import InvalidValueError, ResumeError
 from ..formats import (
     i64,
     opt_text,
     opt_wrapped_u64,
     text,
     u32,
+    u64,
     unwrapped_u64,
     wrapped_u64,
 )
 from ..records import (
     CheckpointEvent,
+    Citation,
     ContextEvent,
+    Edit,
     McpEvent,
     Observation,
     ObsKind,
+    RewindRecord,
     SandboxEvent,
+    ServerToolCall,
+    Snapshot,
 )
 from .base import StoreBase
 
@@ -178,3 +188,210 @@ class TraceMixin(StoreBase):
                 ) from None
             out.append(Observation(step, obs_kind, target, body))
         return out
+
+    # --- edits and the patch (0.18, hunks 0.51) ------------------------------------------
+
+    def record_edit(self, run_id: int, edit: Edit) -> None:
+        """Record one file change: its line counts and the hunk it made (None: not kept)."""
+        self._append(
+            m.Edit,
+            run_id=i64(run_id, "run_id"),
+            step=u32(edit.step, "step"),
+            tool=text(edit.tool, "tool"),
+            path=text(edit.path, "path"),
+            lines_added=u64(edit.lines_added, "lines_added"),
+            lines_removed=u64(edit.lines_removed, "lines_removed"),
+            hunk=opt_text(edit.hunk, "hunk"),
+        )
+
+    def edits(self, run_id: int) -> list[Edit]:
+        """Every file change of a run, in the order made."""
+        e = m.Edit
+        statement = (
+            select(e.step, e.tool, e.path, e.lines_added, e.lines_removed, e.hunk)
+            .where(e.run_id == run_id)
+            .order_by(e.id)
+        )
+        return self._rows(statement, Edit)
+
+    def patch(self, run_id: int) -> str:
+        """The run's whole change as a patch series in step order: each edit under its own
+        `--- a/` / `+++ b/` header (later hunks count lines of the file as the earlier ones
+        left it, so the series applies in order); an edit with no hunk stays visible as a
+        `#` comment line with its counts."""
+        out = []
+        for edit in self.edits(run_id):
+            if edit.hunk is not None:
+                out.append(f"--- a/{edit.path}\n+++ b/{edit.path}\n{edit.hunk}")
+            else:
+                out.append(
+                    f"# step {edit.step} {edit.tool} {edit.path}: +{edit.lines_added} "
+                    f"-{edit.lines_removed} lines, no hunk stored\n"
+                )
+        return "".join(out)
+
+    # --- snapshots and rewinds (0.28, 0.36) ----------------------------------------------
+
+    def record_snapshot(self, run_id: int, snap: Snapshot) -> None:
+        """Keep a file as it was before the run first changed it. Only the first call for a
+        (run, path) lands — one guarded statement, so calling it at every write is right."""
+        if snap.state not in ("text", "absent", "unkept"):
+            raise InvalidValueError(
+                f"a snapshot's state is text, absent or unkept, not {snap.state!r}"
+            )
+        s = m.Snapshot
+        before = None if snap.state == "absent" else text(snap.before or "", "before")
+        values = select(
+            cast(literal(i64(run_id, "run_id")), BigInteger),
+            cast(literal(u32(snap.step, "step")), Integer),
+            cast(literal(text(snap.path, "path")), String),
+            cast(literal(before), String),
+            cast(literal(snap.state), String),
+        ).where(~exists().where(s.run_id == run_id, s.path == snap.path))
+        statement = insert(s).from_select(["run_id", "step", "path", "before", "state"], values)
+        with self._write() as conn:
+            conn.execute(statement)
+
+    def snapshot(self, run_id: int, path: str) -> Snapshot | None:
+        """The restore point of one path under one run (the earliest row), or None if the run
+        never wrote it. A state this release does not know reads as `unkept`, never `absent`
+        (which a rewind would turn into deleting the file)."""
+        s = m.Snapshot
+        statement = (
+            select(s.step, s.path, s.before, s.state)
+            .where(s.run_id == run_id, s.path == path)
+            .order_by(s.id)
+            .limit(1)
+        )
+        with self._read() as conn:
+            row = conn.execute(statement).first()
+        if row is None:
+            return None
+        step, found, before, state = row
+        if state == "text":
+            return Snapshot.text(step, found, before or "")
+        if state == "absent":
+            return Snapshot.absent(step, found)
+        if state == "unkept":
+            return Snapshot.unkept(step, found, before or "")
+        if state == "archived":
+            why = "the session was archived, so the previous contents are gone"
+        else:
+            why = f'recorded as "{state}", which this version of the store does not understand'
+        return Snapshot.unkept(step, found, why)
+
+    def snapshot_paths(self, run_id: int) -> list[str]:
+        """Every path the run kept a restore point for, in the order it first touched them."""
+        s = m.Snapshot
+        return self._rows(select(s.path).where(s.run_id == run_id).order_by(s.id), str)
+
+    def record_rewind(
+        self,
+        run_id: int,
+        files: Sequence[str],
+        memory_restored: Sequence[str],
+        memory_removed: Sequence[str],
+        queue_cleared: Sequence[tuple[int, str]],
+        undid_step: int | None = None,
+    ) -> None:
+        """Write down what one rewind did (before it does it): the files put back, memory keys
+        restored and removed, and the queued children cleared (their goals are kept)."""
+        self._append(
+            m.Rewind,
+            run_id=i64(run_id, "run_id"),
+            files=rust_json([text(f, "files") for f in files]),
+            memory_restored=rust_json([text(k, "memory_restored") for k in memory_restored]),
+            memory_removed=rust_json([text(k, "memory_removed") for k in memory_removed]),
+            queue_cleared=rust_json([text(goal, "queue_cleared") for _, goal in queue_cleared]),
+            undid_step=None if undid_step is None else u32(undid_step, "undid_step"),
+        )
+
+    def rewinds(self, run_id: int) -> list[RewindRecord]:
+        """Every rewind of a run, oldest first (an unreadable list reads as empty)."""
+        r = m.Rewind
+        statement = (
+            select(r.at, r.files, r.memory_restored, r.memory_removed, r.queue_cleared,
+                   r.undid_step)
+            .where(r.run_id == run_id)
+            .order_by(r.id)
+        )  # fmt: skip
+
+        def make(at: str, *rest: Any) -> RewindRecord:
+            files, restored, removed, cleared = (_string_list(raw) for raw in rest[:4])
+            return RewindRecord(at, files, restored, removed, cleared, rest[4])
+
+        return self._rows(statement, make)
+
+    # --- what the provider looked up (0.22) ----------------------------------------------
+
+    def record_citations(self, run_id: int, step: int, citations: Sequence[Citation]) -> None:
+        """Record the sources a completion cited at `step`, in one transaction; a URL already
+        recorded for the run and step is not written again."""
+        c = m.Citation
+        rows = [
+            (text(x.url, "url"), opt_text(x.title, "title"), opt_text(x.cited_text, "cited_text"))
+            for x in citations
+        ]
+        if not rows:
+            return
+        run_id, step = i64(run_id, "run_id"), u32(step, "step")
+        with self._write() as conn:
+            for url, title, cited in rows:
+                values = select(
+                    cast(literal(run_id), BigInteger),
+                    cast(literal(step), Integer),
+                    cast(literal(url), String),
+                    cast(literal(title), String),
+                    cast(literal(cited), String),
+                ).where(~exists().where(c.run_id == run_id, c.step == step, c.url == url))
+                columns = ["run_id", "step", "url", "title", "cited_text"]
+                conn.execute(insert(c).from_select(columns, values))
+
+    def citations(self, run_id: int) -> list[Citation]:
+        """Every source the run cited, in order (empty for a run that never searched)."""
+        c = m.Citation
+        statement = select(c.url, c.title, c.cited_text).where(c.run_id == run_id).order_by(c.id)
+        return self._rows(statement, Citation)
+
+    def record_server_tool_calls(
+        self, run_id: int, step: int, calls: Sequence[ServerToolCall]
+    ) -> None:
+        """Record the calls the provider ran on its side at `step`, failures included, in one
+        transaction."""
+        rows = [
+            {
+                "run_id": i64(run_id, "run_id"),
+                "step": u32(step, "step"),
+                "provider": text(x.provider, "provider"),
+                "tool": text(x.tool, "tool"),
+                "error": opt_text(x.error, "error"),
+            }
+            for x in calls
+        ]
+        if not rows:
+            return
+        with self._write() as conn:
+            conn.execute(insert(m.ServerToolCall), rows)
+
+    def server_tool_calls(self, run_id: int) -> list[ServerToolCall]:
+        """Every provider-side call of the run, in order."""
+        c = m.ServerToolCall
+        statement = select(c.provider, c.tool, c.error).where(c.run_id == run_id).order_by(c.id)
+        return self._rows(statement, ServerToolCall)
+
+
+def rust_json(value: Any) -> str:
+    """JSON as serde_json writes it: compact, non-ASCII kept, object keys sorted (its `Value`
+    maps are ordered by key)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def _string_list(raw: str) -> tuple[str, ...]:
+    """A stored JSON list of strings; anything else reads as empty, as upstream reads it."""
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return ()
+    return tuple(value)

@@ -1,0 +1,87 @@
+"""`harness-store spend`: what the provider calls cost, by model, day or run."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..records import MICROS_PER_UNIT, PriceTable, Spend
+from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
+from .output import Column, emit_json, emit_table, note
+from .reader import open_reader
+
+
+class By(StrEnum):
+    MODEL = "model"
+    DAY = "day"
+    RUN = "run"
+
+
+def load_prices(path: Path | None) -> PriceTable:
+    """The operator's price table (upstream's serde JSON form), or an empty one."""
+    if path is None:
+        return PriceTable.new("none")
+    try:
+        return PriceTable.from_document(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        raise CliError(EXIT_USAGE, f"cannot use {path} as a price table: {exc}") from None
+
+
+def money(micros: int) -> str:
+    return f"{micros / MICROS_PER_UNIT:,.6f}".rstrip("0").rstrip(".")
+
+
+def document(s: Spend) -> dict[str, object]:
+    return {"key": s.key, "calls": s.calls, **vars(s.usage), "cost_micros": s.cost_micros,
+            "unpriced_calls": s.unpriced_calls}  # fmt: skip
+
+
+@app.command("spend", epilog=EPILOG)
+def spend_command(
+    db: DbArg,
+    by: Annotated[By, typer.Option("--by", help="Group by model, day or run.")] = By.MODEL,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", metavar="DATE", help="Only calls from DATE on (YYYY-MM-DD)."),
+    ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            metavar="FILE",
+            help="Price table JSON, as io-harness serialises `PriceTable` "
+            '({"as_of": …, "prices": {"model": {"input": …, "output": …}}}), micro-units per '
+            "million tokens. Without it every call is unpriced.",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Provider-call spend grouped by model, day or run: calls, tokens by kind, cost of the
+    priced calls and how many could not be priced (then the cost is a floor). Cost is derived
+    from the price table at read time, never stored. Read-only."""
+    table = load_prices(prices)
+    with open_reader(db) as reader:
+        method = getattr(reader.store, f"spend_by_{by.value}")
+        groups: list[Spend] = method(table, since=since)
+    if as_json:
+        emit_json({"by": by.value, "since": since, "as_of": table.as_of,
+                   "groups": [document(s) for s in groups]})  # fmt: skip
+        return
+    emit_table(
+        [Column(by.value), Column("calls", "right"), Column("prompt", "right"),
+         Column("completion", "right"), Column("cache read", "right"),
+         Column("total tokens", "right"), Column("cost", "right"), Column("unpriced", "right")],
+        (
+            (s.key, f"{s.calls:,}", f"{s.usage.prompt_tokens:,}",
+             f"{s.usage.completion_tokens:,}", f"{s.usage.cache_read_tokens:,}",
+             f"{s.usage.total_tokens:,}", money(s.cost_micros),
+             f"{s.unpriced_calls:,}" if s.unpriced_calls else "")
+            for s in groups
+        ),
+    )  # fmt: skip
+    if prices is None:
+        note("no --prices table: every call is unpriced (cost shown as 0)")

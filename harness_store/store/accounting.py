@@ -1,0 +1,323 @@
+"""What runs cost and what a corpus of runs adds up to (upstream's `accounting.rs`): provider
+calls, spend priced by the caller's table, and the outcome, gate and recovery roll-ups.
+
+Upstream reads every provider call back and prices them in Rust. Here each spend roll-up is one
+`GROUP BY` with the price table compiled into the statement (a `CASE` on the model, tiers on the
+prompt length, rounded per call exactly as upstream rounds), so a million calls are summed by
+the database instead of crossing the driver. Should a sum not fit 64-bit SQL integers, the same
+answer is computed exactly from the rows, as upstream computes it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    and_,
+    case,
+    cast,
+    exists,
+    func,
+    insert,
+    literal,
+    null,
+    select,
+)
+
+from .. import models as m
+from ..errors import StoreError
+from ..formats import i64, opt_text, opt_u64, u32, u64
+from ..formats import text as check_text
+from ..records import (
+    NO_KEY,
+    UNKNOWN_MODEL,
+    FirstTry,
+    Price,
+    PriceTable,
+    ProviderCall,
+    Recovery,
+    Spend,
+    Tally,
+    Usage,
+)
+from .base import StoreBase
+
+USAGE_COLUMNS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "server_tool_requests",
+)
+
+CALL_COLUMNS = ("step", "attempt", "provider", "model", *USAGE_COLUMNS, "latency_ms", "ttft_ms",
+                "finish_reason", "failure")  # fmt: skip
+
+
+def make_call(*row: Any) -> ProviderCall:
+    """A `provider_calls` row (in `CALL_COLUMNS` order) as upstream reads it: a NULL
+    `total_tokens` is no usage at all, the other counters' NULLs are zeros."""
+    step, attempt, provider, model, *rest = row
+    counts, (latency, ttft, finish, failure) = rest[:7], rest[7:]
+    usage = None if counts[2] is None else Usage(*(int(c or 0) for c in counts))
+    return ProviderCall(step, attempt, provider, model, usage, latency, ttft, finish, failure)
+
+
+def _u(name: str) -> ColumnElement[int]:
+    return func.coalesce(getattr(m.ProviderCall, name), 0)
+
+
+def call_cost(p: Price) -> ColumnElement[Any]:
+    """SQL for one call's cost under `p`, rounded once per call as upstream rounds it."""
+    prompt, cache_read, cache_write = (
+        _u("prompt_tokens"),
+        _u("cache_read_tokens"),
+        _u("cache_write_tokens"),
+    )
+    fresh = prompt - cache_read - cache_write
+    terms: list[ColumnElement[Any]] = []
+    if p.input:
+        terms.append(case((fresh > 0, fresh), else_=0) * p.input)
+    for column, price in (("completion_tokens", p.output), ("cache_read_tokens", p.cache_read),
+                          ("cache_write_tokens", p.cache_write)):  # fmt: skip
+        if price:
+            terms.append(_u(column) * price)
+    mtok: ColumnElement[Any] = literal(0)
+    for term in terms:
+        mtok = mtok + term
+    cost = (mtok + 500_000) // 1_000_000
+    if p.per_server_tool_request:
+        cost = cost + _u("server_tool_requests") * p.per_server_tool_request
+    return cost
+
+
+def price_case(prices: PriceTable) -> ColumnElement[Any]:
+    """SQL for a call's cost under the table: NULL when the call has no usage, no model, or
+    no price for its model (it is then unpriced)."""
+    c = m.ProviderCall
+    prompt = _u("prompt_tokens")
+    whens: list[tuple[ColumnElement[bool], ColumnElement[Any]]] = []
+    for model, base in sorted(prices.prices.items()):
+        tiers = prices.tiers_of(model)
+        rate: ColumnElement[Any] = call_cost(base)
+        if tiers:
+            rate = case(
+                *[(prompt >= t.min_prompt_tokens, call_cost(t.price)) for t in reversed(tiers)],
+                else_=call_cost(base),
+            )
+        whens.append((c.model == model, rate))
+    if not whens:
+        return cast(null(), BigInteger)  # typed: PostgreSQL cannot sum an untyped NULL
+    return case((c.total_tokens.is_(None), null()), *whens, else_=null())
+
+
+def spend_groups(
+    rows: Iterable[tuple[Any, ...]], prices: PriceTable, key: Callable[..., str]
+) -> list[Spend]:
+    """Upstream's way, exactly: every call keyed by `key(run_id, day, call)`, summed and priced
+    in Python, groups in key order."""
+    groups: dict[str, list[ProviderCall]] = {}
+    for run_id, day, *call in rows:
+        made = make_call(*call)
+        groups.setdefault(key(run_id, day, made), []).append(made)
+    return [group(k, groups[k], prices) for k in sorted(groups)]
+
+
+def group(key: str, calls: list[ProviderCall], prices: PriceTable) -> Spend:
+    """One group's sums and cost; a call with no usage, model or price is unpriced."""
+    sums = [0] * 7
+    cost = unpriced = 0
+    for call in calls:
+        if call.usage is None:
+            unpriced += 1
+            continue
+        u = call.usage
+        for i, value in enumerate((u.prompt_tokens, u.completion_tokens, u.total_tokens,
+                                   u.cache_read_tokens, u.cache_write_tokens,
+                                   u.reasoning_tokens, u.server_tool_requests)):  # fmt: skip
+            sums[i] += value
+        micros = None if call.model is None else prices.cost_micros(call.model, u)
+        if micros is None:
+            unpriced += 1
+        else:
+            cost += micros
+    return Spend(key, len(calls), Usage(*sums), cost, unpriced)
+
+
+class AccountingMixin(StoreBase):
+    """Provider calls and the roll-ups over them and over finished runs."""
+
+    def record_provider_call(self, run_id: int, call: ProviderCall) -> None:
+        """Record one attempt at a provider call, answered or failed alike."""
+        u = call.usage
+        counts = {c: None if u is None else u64(getattr(u, c), c) for c in USAGE_COLUMNS}
+        values = dict(
+            run_id=i64(run_id, "run_id"),
+            step=u32(call.step, "step"),
+            attempt=u32(call.attempt, "attempt"),
+            provider=check_text(call.provider, "provider"),
+            model=opt_text(call.model, "model"),
+            **counts,
+            latency_ms=u64(call.latency_ms, "latency_ms"),
+            ttft_ms=opt_u64(call.ttft_ms, "ttft_ms"),
+            finish_reason=opt_text(call.finish_reason, "finish_reason"),
+            failure=opt_text(call.failure, "failure"),
+        )
+        with self._write() as conn:
+            conn.execute(insert(m.ProviderCall).values(**values))
+
+    def provider_calls(self, run_id: int) -> list[ProviderCall]:
+        """Every provider call of a run, in order (empty for a run from before 0.18: an
+        unrecorded run is not a free one)."""
+        c = m.ProviderCall
+        columns = [getattr(c, name) for name in CALL_COLUMNS]
+        statement = select(*columns).where(c.run_id == run_id).order_by(c.id)
+        return self._rows(statement, make_call)
+
+    # --- spend (0.18) --------------------------------------------------------------------
+
+    def spend_by_model(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
+        """Spend per model that served the calls, priced by `prices`; calls naming no model
+        group under "(unknown model)" and count as unpriced. Ordered by key. `since`
+        (beyond upstream; a `YYYY-MM-DD` or stamp prefix) keeps the calls made from then on."""
+        c = m.ProviderCall
+        return self._spend(
+            prices, since, func.coalesce(c.model, UNKNOWN_MODEL), str,
+            lambda run_id, day, call: call.model if call.model is not None else UNKNOWN_MODEL,
+        )  # fmt: skip
+
+    def spend_by_day(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
+        """Spend per UTC day (`YYYY-MM-DD`, from the database clock), priced by `prices`."""
+        day = func.substr(m.ProviderCall.at, 1, 10)
+        return self._spend(prices, since, day, str, lambda run_id, day, call: day)
+
+    def spend_by_run(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
+        """Spend per run (keyed by the run id as text, in text order, as upstream keys it)."""
+        return self._spend(
+            prices,
+            since,
+            m.ProviderCall.run_id.expression,
+            str,
+            lambda run_id, day, call: str(run_id),
+        )
+
+    def _spend(
+        self,
+        prices: PriceTable,
+        since: str | None,
+        key: ColumnElement[Any],
+        as_key: Callable[[Any], str],
+        row_key: Callable[..., str],
+    ) -> list[Spend]:
+        if since is not None:
+            since = check_text(since, "since")
+        try:
+            return self._spend_in_sql(prices, since, key, as_key)
+        except _Inexact:
+            pass
+        except StoreError as exc:
+            if "overflow" not in str(exc) and "out of range" not in str(exc):
+                raise
+        return self._spend_exact(prices, row_key, since)
+
+    def _spend_in_sql(
+        self,
+        prices: PriceTable,
+        since: str | None,
+        key: ColumnElement[Any],
+        as_key: Callable[[Any], str],
+    ) -> list[Spend]:
+        c = m.ProviderCall
+        has_usage = c.total_tokens.is_not(None)
+        cost = price_case(prices)
+        sums = [func.sum(case((has_usage, _u(name)), else_=0)) for name in USAGE_COLUMNS]
+        statement = select(
+            key.label("k"), func.count(), *sums, func.sum(cost), func.count(cost)
+        ).group_by(key)
+        if since is not None:
+            statement = statement.where(c.at >= since)
+        with self._read() as conn:
+            rows = conn.execute(statement).all()
+        merged: dict[str, list[int]] = {}
+        for k, calls, *rest in rows:
+            values = [calls, *rest]
+            if any(isinstance(v, float) for v in values):
+                raise _Inexact  # SQLite turned an overflowing integer into a REAL
+            into = merged.setdefault(as_key(k), [0] * 10)
+            for i, v in enumerate(values):
+                into[i] += int(v or 0)
+        out = []
+        for k in sorted(merged):
+            calls, *usage, cost_sum, priced = merged[k]
+            out.append(Spend(k, calls, Usage(*usage), cost_sum, calls - priced))
+        return out
+
+    def _spend_exact(
+        self, prices: PriceTable, key: Callable[..., str], since: str | None = None
+    ) -> list[Spend]:
+        c = m.ProviderCall
+        columns = [getattr(c, name) for name in CALL_COLUMNS]
+        statement = select(c.run_id, func.substr(c.at, 1, 10), *columns).order_by(c.id)
+        if since is not None:
+            statement = statement.where(c.at >= since)
+        with self._read() as conn:
+            return spend_groups(conn.execute(statement), prices, key)
+
+    # --- roll-ups over finished runs (0.30) ----------------------------------------------
+
+    def _tally(self, statement: Any) -> list[Tally]:
+        with self._read() as conn:
+            rows = conn.execute(statement).all()
+        rows.sort(key=lambda r: (r[0] is not None, r[0] or ""))
+        return [Tally(NO_KEY if k is None else str(k), int(n)) for k, n in rows]
+
+    def runs_by_outcome(self) -> list[Tally]:
+        """Finished runs per outcome string (raw outcomes, not a success flag), by outcome."""
+        o = m.RunOutcome
+        return self._tally(select(o.outcome, func.count()).group_by(o.outcome))
+
+    def runs_by_day(self) -> list[Tally]:
+        """Finished runs per UTC day they finished on (the clock `spend_by_day` uses)."""
+        day = func.substr(m.RunOutcome.finished_at, 1, 10)
+        return self._tally(select(day, func.count()).group_by(day))
+
+    def first_try(self) -> FirstTry:
+        """Finished runs, those that succeeded, and those that succeeded with no
+        `gate_phase_failed` sandbox event (one index probe per run)."""
+        o, e = m.RunOutcome, m.SandboxEvent
+        failed = exists().where(e.run_id == o.run_id, e.kind == "gate_phase_failed")
+        clean = case((and_(o.success == 1, ~failed), 1), else_=0)
+        statement = select(
+            func.count(), func.coalesce(func.sum(o.success), 0), func.coalesce(func.sum(clean), 0)
+        )
+        with self._read() as conn:
+            runs, succeeded, first = conn.execute(statement).one()
+        return FirstTry(int(runs), int(succeeded), int(first))
+
+    def gate_failures_by_phase(self) -> list[Tally]:
+        """Failed gate phases, counted per failure (not per run), by phase."""
+        e = m.SandboxEvent
+        statement = (
+            select(e.detail, func.count()).where(e.kind == "gate_phase_failed").group_by(e.detail)
+        )
+        return self._tally(statement)
+
+    def recovery(self) -> Recovery:
+        """How many provider fallbacks (`served` context events), replans and resumes."""
+        x, k = m.ContextEvent, m.CheckpointEvent
+        statement = select(
+            select(func.count()).where(x.kind == "served").scalar_subquery(),
+            select(func.count()).where(x.kind == "replan").scalar_subquery(),
+            select(func.count()).where(k.kind == "resume").scalar_subquery(),
+        )
+        with self._read() as conn:
+            fallbacks, replans, resumes = conn.execute(statement).one()
+        return Recovery(int(fallbacks), int(replans), int(resumes))
+
+
+class _Inexact(Exception):
+    """The database's integer sums overflowed into floating point."""

@@ -1,0 +1,310 @@
+"""Who drives a run (io-harness 0.62): one lease per run, with an owner, a generation raised on
+every take-over, and a time to live. A Store handle is one owner; a handle holding a run's
+lease checkpoints that run only while it still holds it, checked inside the checkpoint's own
+transaction so a driver taken over mid-step writes nothing."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import weakref
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Self
+
+from sqlalchemy import Connection, delete, insert, literal_column, select, text, update
+
+from .. import models as m
+from ..errors import LeaseConflictError
+from ..formats import i64
+from ..records import AssistantTurn, LeaseRow
+from .base import StoreBase
+
+_OWNER_SEQ = itertools.count()
+
+
+def new_owner_id() -> str:
+    """A fresh opaque owner id in upstream's shape, `pid-nanos-seq`: its pid is what lets
+    either side (Rust or Python) tell a dead owner's lease from a live one."""
+    return f"{os.getpid()}-{time.time_ns()}-{next(_OWNER_SEQ)}"
+
+
+def owner_is_alive(owner: str) -> bool:
+    """Whether the process that took a lease still runs (`kill(pid, 0)`); an owner id this
+    cannot read, or a process it may not signal, counts as alive."""
+    try:
+        pid = int(owner.split("-", 1)[0])
+    except ValueError:
+        return True
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def _stamp(value: str) -> datetime:
+    """A stored `%Y-%m-%dT%H:%M:%fZ` (or `YYYY-MM-DD HH:MM:SS`) stamp as a UTC datetime."""
+    cleaned = value.rstrip("Z").replace("T", " ")
+    return datetime.fromisoformat(cleaned).replace(tzinfo=UTC)
+
+
+def _format(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def lease_row(run_id: int, row: Any, now: str) -> LeaseRow:
+    """A lease row with its expiry, computed as upstream's SQL does on the database's clock:
+    `expires_at` is `renewed_at + ttl_secs`, and it has lapsed once whole seconds now less
+    whole seconds at renewal reach the ttl."""
+    owner, generation, acquired_at, renewed_at, ttl = row
+    renewed = _stamp(renewed_at)
+    expires_at = _format(renewed + timedelta(seconds=int(ttl)))
+    elapsed = int(_stamp(now).timestamp()) - int(renewed.timestamp())
+    return LeaseRow(
+        run_id,
+        owner,
+        int(generation),
+        acquired_at,
+        renewed_at,
+        expires_at,
+        int(ttl),
+        elapsed >= int(ttl),
+    )
+
+
+class Lease:
+    """A run lease this Store handle holds. Release it with `release()`, or by leaving a
+    `with` block (Python's stand-in for upstream's release on drop); an unreleased lease lapses
+    after its ttl, or at once when its process is gone."""
+
+    def __init__(self, store: LeasesMixin, run_id: int, generation: int) -> None:
+        self._store = store
+        self.run_id = run_id
+        self.generation = generation
+        self.released = False
+
+    def renew(self) -> None:
+        """Extend the lease at its generation; `LeaseConflictError` once taken over."""
+        self._store.renew_lease(self.run_id, self.generation)
+
+    def release(self) -> None:
+        """Give the run up now (no row is left: anyone may acquire it)."""
+        self.released = True
+        self._store.release_lease(self.run_id, self.generation)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.released:
+            self.release()
+
+    def __repr__(self) -> str:
+        return (
+            f"Lease(run_id={self.run_id}, generation={self.generation}, "
+            f"owner={self._store.owner()!r}, released={self.released})"
+        )
+
+
+class LeasesMixin(StoreBase):
+    """`owner`, `acquire_lease`, `renew_lease`, `release_lease`, `run_lease`, and the check
+    `checkpoint_step` makes for a run this handle leases."""
+
+    _owner: str
+    _leases: dict[int, int]
+    _staged: dict[int, AssistantTurn]
+
+    def _init_leases(self) -> None:
+        self._owner = new_owner_id()
+        self._leases = {}
+        self._staged = {}
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _new_driver(ref))
+
+    def owner(self) -> str:
+        """This handle's opaque lease owner id: two Stores over one database are two owners,
+        in one process or not."""
+        return self._owner
+
+    def _read_lease(self, conn: Connection, run_id: int, *, lock: bool = False) -> LeaseRow | None:
+        r = m.RunLease
+        statement: Any = select(
+            r.owner,
+            r.generation,
+            r.acquired_at,
+            r.renewed_at,
+            r.ttl_secs,
+            literal_column(self._backend.now()),
+        ).where(r.run_id == run_id)
+        if lock:
+            statement = statement.with_for_update()
+        row = conn.execute(statement).first()
+        return None if row is None else lease_row(run_id, row[:5], row[5])
+
+    def _conflict(self, conn: Connection, run_id: int) -> LeaseConflictError:
+        row = self._read_lease(conn, run_id)
+        if row is None:
+            return LeaseConflictError(run_id, "", "")
+        return LeaseConflictError(run_id, row.owner, row.expires_at)
+
+    def acquire_lease(self, run_id: int, ttl_secs: int) -> Lease:
+        """Take the lease on a run: free, already this handle's (generation kept), lapsed, or
+        held by a process that is gone (both take-overs: generation + 1). Refused with
+        `LeaseConflictError` while another live owner's lease is unlapsed. Decision and write
+        are one transaction, the write a compare-and-swap on the row decided on, and
+        concurrent acquires of one run take turns on the run's row: exactly one wins."""
+        run_id = i64(run_id, "run_id")
+        ttl = i64(ttl_secs, "ttl_secs")
+        r = m.RunLease
+        conflict: LeaseConflictError | None = None
+        with self._write() as conn:
+            # Acquires of one run take turns on the run's row. `FOR NO KEY UPDATE` on
+            # PostgreSQL: a checkpoint holding the lease row takes `KEY SHARE` on the run (its
+            # step's foreign key), which a plain `FOR UPDATE` here would deadlock against.
+            conn.execute(select(m.Run.id).where(m.Run.id == run_id).with_for_update(key_share=True))
+            held = self._read_lease(conn, run_id, lock=True)
+            if held is not None:
+                mine = held.owner == self._owner
+                if not mine and not held.expired and owner_is_alive(held.owner):
+                    conflict = LeaseConflictError(run_id, held.owner, held.expires_at)
+            if conflict is None:
+                if held is None:
+                    taken = conn.execute(
+                        insert(r).values(
+                            run_id=run_id, owner=self._owner, generation=1, ttl_secs=ttl
+                        )
+                    ).rowcount
+                else:
+                    bump = 0 if held.owner == self._owner else 1
+                    now = text(self._backend.now())
+                    taken = conn.execute(
+                        update(r)
+                        .where(
+                            r.run_id == run_id,
+                            r.owner == held.owner,
+                            r.generation == held.generation,
+                        )
+                        .values(
+                            owner=self._owner,
+                            generation=r.generation + bump,
+                            acquired_at=r.acquired_at if bump == 0 else now,
+                            renewed_at=now,
+                            ttl_secs=ttl,
+                        )
+                    ).rowcount
+                if taken == 0:
+                    conflict = self._conflict(conn, run_id)
+                else:
+                    generation = int(
+                        conn.execute(select(r.generation).where(r.run_id == run_id)).scalar_one()
+                    )
+        if conflict is not None:
+            raise conflict
+        self._leases[run_id] = generation
+        return Lease(self, run_id, generation)
+
+    def renew_lease(self, run_id: int, generation: int) -> None:
+        """Extend this handle's lease at `generation`; `LeaseConflictError` once the run was
+        taken over (renewing is no way back in)."""
+        r = m.RunLease
+        with self._write() as conn:
+            renewed = conn.execute(
+                update(r)
+                .where(r.run_id == run_id, r.owner == self._owner, r.generation == generation)
+                .values(renewed_at=text(self._backend.now()))
+            ).rowcount
+            conflict = None if renewed else self._conflict(conn, run_id)
+        if conflict is not None:
+            raise conflict
+
+    def release_lease(self, run_id: int, generation: int) -> None:
+        """Release this handle's lease at `generation` (the row goes: released is not expired).
+        Releasing a lease no longer held is a no-op, not an error."""
+        if self._leases.get(run_id) == generation:
+            del self._leases[run_id]
+            self._staged.pop(run_id, None)
+        r = m.RunLease
+        with self._write() as conn:
+            conn.execute(
+                delete(r).where(
+                    r.run_id == run_id, r.owner == self._owner, r.generation == generation
+                )
+            )
+
+    def run_lease(self, run_id: int) -> LeaseRow | None:
+        """Who holds a run now and whether that lease lapsed (on the database's clock); None
+        when the run has no lease."""
+        with self._read() as conn:
+            return self._read_lease(conn, run_id)
+
+    # --- the checkpoint's side -----------------------------------------------------------
+
+    def _guarded_checkpoint(self, run_id: int, rows: Iterable[dict[str, Any]]) -> bool:
+        """Checkpoint `rows` of a run this handle leases, or whose step has a staged turn, in
+        one transaction: the lease's generation checked first (row locked, so a take-over waits
+        for this commit or refuses it), then the steps and their checkpoint events, the staged
+        turn of the matching step, and the renewal. False when there is nothing to guard (the
+        caller takes its fast path). A lost lease raises `LeaseConflictError`, nothing written."""
+        if not self._leases and not self._staged:
+            return False  # the common case, on the hot path: two empty-dict checks
+        generation = self._leases.get(run_id)
+        rows = list(rows)
+        staged = self._staged.get(run_id)
+        matches = staged is not None and any(r["step"] == staged.step for r in rows)
+        turn = staged if matches else None
+        if generation is None and turn is None:
+            return False
+        conflict = None
+        with self._write() as conn:
+            if generation is not None:
+                conflict = self._check_lease(conn, run_id, generation)
+            if conflict is None:
+                for row in rows:
+                    conn.execute(insert(m.Step).values(**row))
+                    conn.execute(
+                        insert(m.CheckpointEvent).values(
+                            run_id=run_id, step=row["step"], kind="checkpoint", detail=None
+                        )
+                    )
+                if turn is not None:
+                    self._write_step_turn(conn, run_id, turn)  # type: ignore[attr-defined]
+                if generation is not None:
+                    r = m.RunLease
+                    conn.execute(
+                        update(r)
+                        .where(r.run_id == run_id, r.owner == self._owner)
+                        .values(renewed_at=text(self._backend.now()))
+                    )
+        if conflict is not None:
+            raise conflict
+        return True
+
+    def _check_lease(
+        self, conn: Connection, run_id: int, generation: int
+    ) -> LeaseConflictError | None:
+        """Inside a write: None while this handle still holds `run_id` at `generation` (the
+        lease row then stays locked to the commit), else the conflict to raise."""
+        r = m.RunLease
+        current = conn.execute(
+            select(r.generation).where(r.run_id == run_id, r.owner == self._owner).with_for_update()
+        ).scalar()
+        if current is not None and int(current) == generation:
+            return None
+        return self._conflict(conn, run_id)
+
+
+def _new_driver(ref: weakref.ref[LeasesMixin]) -> None:
+    """In a child after `fork()`: another process is another driver. It gets its own owner id
+    and holds none of the parent's leases (a checkpoint of a run the parent leases is then
+    refused, as upstream refuses a second handle)."""
+    store = ref()
+    if store is not None:
+        store._owner = new_owner_id()
+        store._leases = {}
+        store._staged = {}
