@@ -95,3 +95,8 @@ class StoreConnectionError(StoreError, ConnectionError):
     def __init__(self, message: str, *, may_have_committed: bool = False) -> None:
         super().__init__(message)
         self.may_have_committed = may_have_committed
+
+
+class HeadConflictError(StoreError):
+    """A conditional session-head move found the head moved by another writer (upstream's
+    `Error::Conflict` from `set_session_head_if`); nothing was changed."""

@@ -1,9 +1,10 @@
 """`Store`: io-harness's run store API in Python, over SQLite or PostgreSQL.
 
-The methods, their names, argument order and row formats are upstream 0.13's, so a run
+The methods, their names, argument order and row formats are upstream's (0.13's, and 0.66's
+for memory, questions and plans, sessions and retention, mailbox, queue and handles), so a run
 written here resumes in io-harness and a run written there reads here. The concerns live in
-their own modules, mirroring upstream's `src/state/` split — runs, trace, approvals, agents,
-memory — and meet in this class.
+their own modules, mirroring upstream's `src/state/` split — runs, trace, approvals (+ questions),
+agents (+ mailbox), memory (+ notes), sessions (+ retention) — and meet in this class.
 """
 
 from __future__ import annotations
@@ -25,14 +26,30 @@ from ..preflight import check_readable
 from ..releases import HEAD, UPSTREAM_HEAD
 from .agents import AgentsMixin
 from .approvals import ApprovalsMixin
+from .mailbox import MailboxMixin
 from .memory import MemoryMixin
+from .notes import NotesMixin
+from .questions import QuestionsMixin
+from .retention import RetentionMixin
 from .runs import RunsMixin
+from .sessions import SessionsMixin
 from .trace import TraceMixin
 
 __all__ = ["Store"]
 
 
-class Store(RunsMixin, TraceMixin, ApprovalsMixin, AgentsMixin, MemoryMixin):
+class Store(
+    RunsMixin,
+    TraceMixin,
+    ApprovalsMixin,
+    QuestionsMixin,
+    AgentsMixin,
+    MailboxMixin,
+    MemoryMixin,
+    NotesMixin,
+    SessionsMixin,
+    RetentionMixin,
+):
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""
 
