@@ -199,30 +199,40 @@ class RetentionMixin(StoreBase):
     def sweep_sessions(self, before: str, *, dry_run: bool = False) -> Pruned:
         """Delete every session created before `before` (an ISO date or stamp, compared as
         upstream compares it, as text), except those holding a run that can still resume
-        (running or paused), which are listed in `refused`."""
-        s, r = table("sessions"), table("runs")
+        (running or paused), which are listed in `refused`. One transaction."""
         with self._write() if not dry_run else self._read() as conn:
-            candidates = [
-                int(i)
-                for i in conn.execute(
-                    select(s.c.id).where(s.c.created_at < before).order_by(s.c.id)
-                ).scalars()
-            ]
-            doomed: list[int] = []
-            refused: list[int] = []
-            for session in candidates:
-                runs = self._session_runs(conn, [session])
-                live = 0
-                for part in chunks(runs):
-                    live += int(
-                        conn.execute(
-                            select(func.count())
-                            .select_from(r)
-                            .where(r.c.id.in_(part), r.c.status.in_(("running", "paused")))
-                        ).scalar()
-                    )
-                (refused if live else doomed).append(session)
+            doomed, refused = self._sweep_candidates(conn, before)
             return self._prune_in(conn, doomed, refused, dry_run=dry_run)
+
+    def sweep_candidates(self, before: str) -> tuple[list[int], list[int]]:
+        """The sessions `sweep_sessions(before)` would delete, and those it would keep because
+        a run of theirs can resume (beyond upstream: what a pruning tool shows first)."""
+        with self._read() as conn:
+            return self._sweep_candidates(conn, before)
+
+    def _sweep_candidates(self, conn: Any, before: str) -> tuple[list[int], list[int]]:
+        s, r = table("sessions"), table("runs")
+        candidates = [
+            int(i)
+            for i in conn.execute(
+                select(s.c.id).where(s.c.created_at < before).order_by(s.c.id)
+            ).scalars()
+        ]
+        doomed: list[int] = []
+        refused: list[int] = []
+        for session in candidates:
+            runs = self._session_runs(conn, [session])
+            live = 0
+            for part in chunks(runs):
+                live += int(
+                    conn.execute(
+                        select(func.count())
+                        .select_from(r)
+                        .where(r.c.id.in_(part), r.c.status.in_(("running", "paused")))
+                    ).scalar()
+                )
+            (refused if live else doomed).append(session)
+        return doomed, refused
 
     def _prune(self, sessions: list[int], refused: list[int], *, dry_run: bool) -> Pruned:
         with self._write() if not dry_run else self._read() as conn:
