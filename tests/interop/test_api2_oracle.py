@@ -133,3 +133,40 @@ def test_questions_and_plans_upstream_stores_as_json_read_as_upstream_reads_them
         [],
         [],
     ]
+
+
+def test_the_shell_commands_answer_what_upstream_left_open_and_upstream_reads_it(
+    tmp_path: Path, oracles: Oracles
+) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "cli.sqlite3"
+    oracles.run(NEWEST, "write", path)
+    with Store.open(path, backup=False) as store:
+        plan = store.put_plan(1, 4, Plan([PlanStep.new("port")]))
+
+    def cli(*args: object) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "harness_store.cli", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+
+    cli("answer", path, 1, "yes, go on", "--by", "carol")
+    cli("approve", path, 1, "--deny")
+    cli("approve", path, 1, "--plan", "--cancel", "--by", "carol")
+    after = oracles.dump(NEWEST, path)
+    root = after["runs"][0]
+    assert parse(root["unresolved_approvals"]) == []
+    assert parse(after["pending"][1])["resolved"] == "deny"
+    answered = parse(after["question"][1])
+    assert (answered["answer"], answered["answered_by"]) == ("yes, go on", "carol")
+    decided = [p for p in parse(root["plans"]) if p["id"] == plan][0]
+    assert (decided["verdict"], decided["decided_by"], decided["resolved"]) == (
+        "Cancel",
+        "carol",
+        True,
+    )
