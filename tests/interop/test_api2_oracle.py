@@ -164,7 +164,7 @@ def test_the_shell_commands_answer_what_upstream_left_open_and_upstream_reads_it
     assert parse(after["pending"][1])["resolved"] == "deny"
     answered = parse(after["question"][1])
     assert (answered["answer"], answered["answered_by"]) == ("yes, go on", "carol")
-    decided = [p for p in parse(root["plans"]) if p["id"] == plan][0]
+    decided = next(p for p in parse(root["plans"]) if p["id"] == plan)
     assert (decided["verdict"], decided["decided_by"], decided["resolved"]) == (
         "Cancel",
         "carol",
