@@ -128,3 +128,16 @@ def test_the_queue_and_addresses_span_the_tree(store: Store) -> None:
     assert store.tree_addresses(root) == [("helper", child), ("root", root)]
     assert store.tree_addresses(child) == [("helper", child), ("root", child)]
     assert store.dequeue_agent(root, 1, "a") and not store.dequeue_agent(root, 1, "a")
+
+
+def test_the_tree_shows_each_agents_mailbox_and_queue(store: Store) -> None:
+    root = store.start_run("root", "f")
+    child = store.start_child_run("child", "f", root, 1)
+    store.send_message(root, child, "root", 1, "one")
+    store.send_message(root, child, "root", 1, "two")
+    store.send_message(child, root, "helper", 1, "back")
+    store.read_messages(root)
+    store.enqueue_agent(child, 2, "grandchild", 2)
+    nodes = {n.run_id: n for n in store.tree(root)}
+    assert (nodes[root].messages, nodes[root].unread, nodes[root].queued) == (1, 0, 0)
+    assert (nodes[child].messages, nodes[child].unread, nodes[child].queued) == (2, 2, 1)

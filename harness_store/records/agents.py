@@ -63,6 +63,12 @@ class TreeNode:
     tokens: int
     """`SUM(steps.tokens)` of this run alone."""
     started_at: str | None
+    messages: int = 0
+    """Messages sent to this agent through the tree's mailbox (0.60)."""
+    unread: int = 0
+    """Of those, how many it has not read yet."""
+    queued: int = 0
+    """Children queued under this agent, waiting to be spawned (0.32)."""
 
 
 @dataclass(frozen=True)
