@@ -10,9 +10,10 @@ characters of text columns (what deleting would free), not pages.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, and_, delete, func, literal, or_, select, update
+from sqlalchemy import Table, and_, bindparam, delete, func, literal, or_, select, update
 from sqlalchemy.sql.sqltypes import LargeBinary, String
 
 from .. import models as m
@@ -56,6 +57,7 @@ RUN_TABLES: tuple[tuple[str, str], ...] = (
 )
 """Every table keyed to a run, with its key: what a session's deletion removes (upstream's
 list, in upstream's order; the mailbox by recipient, both ends being in one tree)."""
+SNAPSHOTS = [name for name, _ in RUN_TABLES].index("snapshots")
 
 _FACT_COLUMNS = frozenset(
     [
@@ -130,6 +132,50 @@ def nonempty(columns: Sequence[Any]) -> Any:
     return or_(*(func.coalesce(func.length(c), 0) > 0 for c in columns))
 
 
+@cache
+def delete_statement(name: str, key: str) -> Any:
+    """`DELETE FROM name WHERE key IN (:ids)`, built once."""
+    t = table(name)
+    return delete(t).where(t.c[key].in_(bindparam("ids", expanding=True)))
+
+
+@cache
+def tally_statement(scope: str) -> Any:
+    """One SELECT counting the rows and text characters of every table a deletion touches,
+    for the ids in the expanding parameter `ids`: the session tables (`scope` "sessions") or
+    the runs and every run-keyed table ("runs"). Built once; a scalar subquery per table."""
+    if scope == "sessions":
+        parts = [("session_turns", "session_id"), ("sessions", "id")]
+    else:
+        parts = [("runs", "id"), *RUN_TABLES]
+    ids: Any = bindparam("ids", expanding=True)
+    columns = []
+    for name, key in parts:
+        t = table(name)
+        columns.append(
+            select(func.count()).select_from(t).where(t.c[key].in_(ids)).scalar_subquery()
+        )
+        cols = text_columns(name)
+        chars = select(text_chars(cols)).where(t.c[key].in_(ids)) if cols else select(literal(0))
+        columns.append(chars.scalar_subquery())
+    return select(*columns)
+
+
+def tally(conn: Any, scope: str, ids: Sequence[int]) -> list[tuple[int, int]]:
+    """(rows, characters) per table of `scope` for these ids, summed over chunks of ids."""
+    statement = tally_statement(scope)
+    totals: list[tuple[int, int]] | None = None
+    for part in chunks(ids):
+        row = conn.execute(statement, {"ids": part}).one()
+        pairs = [(int(row[i] or 0), int(row[i + 1] or 0)) for i in range(0, len(row), 2)]
+        totals = (
+            pairs
+            if totals is None
+            else [(a + c, b + d) for (a, b), (c, d) in zip(totals, pairs, strict=True)]
+        )
+    return totals or []
+
+
 class RetentionMixin(StoreBase):
     """Upstream's `sessions.rs`, second half, with `store_size` and `compact`."""
 
@@ -178,16 +224,12 @@ class RetentionMixin(StoreBase):
             if conn.execute(select(s.c.id).where(s.c.id == session_id)).first() is None:
                 return None
             runs = self._session_runs(conn, [session_id])
-            turns = self._count(conn, "session_turns", "session_id", [session_id])
-            rows = turns + 1
-            chars = self._chars(conn, "session_turns", "session_id", [session_id])
-            chars += self._chars(conn, "sessions", "id", [session_id])
+            (turns, turn_chars), (_, session_chars) = tally(conn, "sessions", [session_id])
+            rows, chars = turns + 1, turn_chars + session_chars
             if runs:
-                rows += len(runs)
-                chars += self._chars(conn, "runs", "id", runs)
-                for name, key in RUN_TABLES:
-                    rows += self._count(conn, name, key, runs)
-                    chars += self._chars(conn, name, key, runs)
+                counted = tally(conn, "runs", runs)
+                rows += sum(n for n, _ in counted)
+                chars += sum(c for _, c in counted)
         return SessionSize(session_id, turns, len(runs), rows, chars)
 
     def delete_session(self, session_id: int, *, dry_run: bool = False) -> Pruned:
@@ -250,27 +292,22 @@ class RetentionMixin(StoreBase):
         if not found:
             return Pruned(refused=refused)
         runs = self._session_runs(conn, found)
-        turns = self._count(conn, "session_turns", "session_id", found)
-        rows = turns + len(found)
-        chars = self._chars(conn, "session_turns", "session_id", found)
-        chars += self._chars(conn, "sessions", "id", found)
+        (turns, turn_chars), (_, session_chars) = tally(conn, "sessions", found)
+        rows, chars = turns + len(found), turn_chars + session_chars
         restore_points = 0
         if runs:
-            rows += len(runs)
-            chars += self._chars(conn, "runs", "id", runs)
-            restore_points = self._count(conn, "snapshots", "run_id", runs)
-            for name, key in RUN_TABLES:
-                rows += self._count(conn, name, key, runs)
-                chars += self._chars(conn, name, key, runs)
+            counted = tally(conn, "runs", runs)
+            rows += sum(n for n, _ in counted)
+            chars += sum(c for _, c in counted)
+            restore_points = counted[1 + SNAPSHOTS][0]
         if not dry_run:
             work = [(name, key, runs) for name, key in RUN_TABLES] if runs else []
             if runs:
                 work.append(("runs", "id", runs))
             work += [("session_turns", "session_id", found), ("sessions", "id", found)]
             for name, key, ids in work:
-                t = table(name)
                 for part in chunks(ids):
-                    conn.execute(delete(t).where(t.c[key].in_(part)))
+                    conn.execute(delete_statement(name, key), {"ids": part})
         return Pruned(len(found), turns, len(runs), rows, chars, restore_points, refused)
 
     def archive_session(self, session_id: int, *, dry_run: bool = False) -> Archived:
