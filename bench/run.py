@@ -4,7 +4,8 @@
 
 Benchmarks (names for --only): checkpoint, batch, trees, upgrade, stream, cli, pg, retention.
 `pg` (1–3 on PostgreSQL) runs only with --pg, e.g.
---pg postgresql+psycopg://postgres@127.0.0.1:5432/test: it creates its own scratch databases on that server and drops them afterwards.
+--pg postgresql+psycopg://postgres@127.0.0.1:5432/test: it creates its own scratch databases
+on that server and drops them afterwards.
 --quick uses small sizes and few rounds (a smoke run, under two minutes); the full run takes
 longer and builds large stores once under --cache (default bench/.cache), reused afterwards.
 """
