@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import CTE, bindparam, case, func, insert, literal, literal_column, select
+from sqlalchemy import CTE, bindparam, func, insert, literal, literal_column, select
 from sqlalchemy import inspect as sa_inspect
 
 from .. import models as m
@@ -58,7 +58,27 @@ def tree_queries() -> dict[str, Any]:
         )
         .select_from(tree.join(r, r.c.id == tree.c.id))
         .order_by(r.c.id),
+        "mail": mailbox_query(tree),
     }
+
+
+def mailbox_query(tree: CTE) -> Any:
+    """Per run of the tree that has any: messages received, unread, children queued — three
+    index probes per run (agent_messages_to, agent_queue_entry)."""
+    zero: Any = literal_column("0")
+    a = m.table_of(m.AgentMessage)
+    q = m.table_of(m.AgentQueueEntry)
+    messages = select(func.count()).where(a.c.to_run_id == tree.c.id).scalar_subquery()
+    unread = (
+        select(func.count())
+        .where(a.c.to_run_id == tree.c.id, a.c.read_at.is_(None))
+        .scalar_subquery()
+    )
+    queued = select(func.count()).where(q.c.parent_run_id == tree.c.id).scalar_subquery()
+    found = select(
+        tree.c.id, messages.label("messages"), unread.label("unread"), queued.label("queued")
+    ).subquery()
+    return select(found).where((found.c.messages > zero) | (found.c.queued > zero))
 
 
 class AgentsMixin(StoreBase):
@@ -129,27 +149,15 @@ class AgentsMixin(StoreBase):
     def _tree_mailboxes(self, root: int) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
         """Per run of the tree: (messages, unread) and queued children; empty for a store from
         before the mailbox (0.60) or the queue (0.32), which a read-only Store may read."""
+        if not (self._has_table("agent_messages") and self._has_table("agent_queue")):
+            return {}, {}
         mail: dict[int, tuple[int, int]] = {}
         queue: dict[int, int] = {}
-        tree = tree_ids(root)
-        with self._read() as conn:
-            if self._has_table("agent_messages"):
-                a = m.table_of(m.AgentMessage)
-                unread = func.sum(case((a.c.read_at.is_(None), 1), else_=0))
-                statement = (
-                    select(a.c.to_run_id, func.count(), unread)
-                    .join(tree, a.c.to_run_id == tree.c.id)
-                    .group_by(a.c.to_run_id)
-                )
-                mail = {int(r): (int(n), int(u or 0)) for r, n, u in conn.execute(statement)}
-            if self._has_table("agent_queue"):
-                q = m.table_of(m.AgentQueueEntry)
-                statement = (
-                    select(q.c.parent_run_id, func.count())
-                    .join(tree, q.c.parent_run_id == tree.c.id)
-                    .group_by(q.c.parent_run_id)
-                )
-                queue = {int(r): int(n) for r, n in conn.execute(statement)}
+        for run, messages, unread, queued in self._tree_read("mail", root):
+            if messages:
+                mail[int(run)] = (int(messages), int(unread))
+            if queued:
+                queue[int(run)] = int(queued)
         return mail, queue
 
     def _has_table(self, name: str) -> bool:
