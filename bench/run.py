@@ -3,8 +3,9 @@
     python -m bench.run [--quick] [--only NAME[,NAME…]] [--pg URL] [--cache DIR] [--keep]
 
 Benchmarks (names for --only): checkpoint, group, batch, trees, upgrade, stream, cli, accounting,
-pg. `pg` (1–3 on PostgreSQL) runs only with --pg, e.g. --pg postgresql+psycopg://postgres@127.0.0.1:5432/test:
-it creates its own scratch databases on that server and drops them afterwards.
+retention, pg. `pg` (1–3 on PostgreSQL) runs only with --pg, e.g.
+--pg postgresql+psycopg://postgres@127.0.0.1:5432/test: it creates its own scratch databases
+on that server and drops them afterwards.
 --quick uses small sizes and few rounds (a smoke run, under two minutes); the full run takes
 longer and builds large stores once under --cache (default bench/.cache), reused afterwards.
 """
@@ -23,7 +24,18 @@ from pathlib import Path
 
 from .common import DEFAULT_CACHE, Config, Table, environment
 
-NAMES = ("checkpoint", "group", "batch", "trees", "upgrade", "stream", "cli", "accounting", "pg")
+NAMES = (
+    "checkpoint",
+    "group",
+    "batch",
+    "trees",
+    "upgrade",
+    "stream",
+    "cli",
+    "accounting",
+    "retention",
+    "pg",
+)
 
 
 def benchmark(name: str) -> Callable[[Config], list[Table]]:
@@ -45,6 +57,8 @@ def benchmark(name: str) -> Callable[[Config], list[Table]]:
         from .accounting import run
     elif name == "pg":
         from .postgres import run
+    elif name == "retention":
+        from .retention import run
     else:
         raise ValueError(name)
     return run

@@ -108,3 +108,8 @@ class LeaseConflictError(StoreError):
         self.run_id = run_id
         self.owner = owner
         self.expires_at = expires_at
+
+
+class HeadConflictError(StoreError):
+    """A conditional session-head move found the head moved by another writer (upstream's
+    `Error::Conflict` from `set_session_head_if`); nothing was changed."""

@@ -10,6 +10,11 @@
     harness-store spend DB [--by model|day|run] [--since DATE] [--prices FILE]
     harness-store events DB [--run RUN] [--since CURSOR] [--follow]   the event stream, live
     harness-store patch DB RUN          a run's change as a patch series
+    harness-store approve DB RUN        decide a paused run's actions (--deny) or plans (--plan)
+    harness-store answer DB RUN ANSWER  answer a paused run's open question
+    harness-store size DB               bytes in use and free, sessions, runs, largest tables
+    harness-store prune DB --before DATE [--dry-run] [--archive] [--yes]
+    harness-store compact DB [--yes]    give the space deletions freed back (VACUUM)
 
 DB is a file path or a SQLAlchemy URL; a password in a URL is never printed. The read commands
 (inspect, runs, trace, tree, memory) open the store read-only — SQLite through a `mode=ro` URI,
@@ -28,14 +33,26 @@ Errors are one line on stderr and an exit code:
        another application's database; a newer checkpoint format (user_version above 7); for
        the read commands, a store older than 0.13 or torn, which needs `harness-store upgrade`
     4  locked: another process held the store past the busy timeout (5 s)
-    5  not in the store: no run with that id
+    5  not in the store: no run with that id (or nothing open to approve or answer)
 
 Set HARNESS_STORE_DEBUG=1 to see the traceback of an unexpected error.
 """
 
 from __future__ import annotations
 
-from . import copy, events, inspect, memory, runs, spend, trace, tree, upgrade  # noqa: F401  (register commands)  # noqa: F401  (the 0.66 run-level commands)
+from . import (  # noqa: F401  (register commands)
+    copy,
+    decide,
+    events,
+    inspect,
+    memory,
+    retention,
+    runs,
+    spend,
+    trace,
+    tree,
+    upgrade,
+)
 from .app import app, main
 from .reader import read_only_url
 

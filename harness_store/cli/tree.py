@@ -25,8 +25,18 @@ def node_label(node: TreeNode) -> str:
     """One node of the drawn tree."""
     return (
         f"run {node.run_id}  {node.status}  {node.outcome or '—'}  {plural(node.steps, 'step')}  "
-        f"{plural(node.tokens, 'token')}  {node.goal}"
+        f"{plural(node.tokens, 'token')}{mailbox(node)}  {node.goal}"
     )
+
+
+def mailbox(node: TreeNode) -> str:
+    """The agent's mailbox and queue, when it has either."""
+    out = ""
+    if node.messages:
+        out += f"  mail {node.unread}/{node.messages} unread"
+    if node.queued:
+        out += f"  {node.queued} queued"
+    return out
 
 
 @app.command("tree", epilog=EPILOG)
@@ -62,6 +72,9 @@ def tree_command(db: DbArg, run: RunArg, as_json: JsonOpt = False) -> None:
                         "steps": n.steps,
                         "tokens": n.tokens,
                         "started_at": n.started_at,
+                        "messages": n.messages,
+                        "unread": n.unread,
+                        "queued": n.queued,
                         "children": [c.run_id for c in children.get(n.run_id, [])],
                     }
                     for n in nodes

@@ -186,3 +186,13 @@ class Backend(ABC):
     def lock_for_upgrade(self, conn: Connection) -> None:  # noqa: B027 - nothing to lock
         """Serialise upgrades of one database: the first statement of the upgrade's
         transaction. SQLite's `BEGIN IMMEDIATE` already holds the write lock."""
+
+    def footprint(self, conn: Connection) -> tuple[int, int, list[tuple[str, int]]]:
+        """The store's bytes in use and free, and the bytes of each table and index (empty
+        where the database cannot say) — `Store.store_size`."""
+        return 0, 0, []
+
+    def vacuum(self, dbapi_connection: Any) -> None:
+        """Run `VACUUM` on a driver connection with no transaction open (it cannot run in
+        one) — `Store.compact`."""
+        dbapi_connection.execute("VACUUM")

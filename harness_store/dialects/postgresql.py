@@ -246,3 +246,29 @@ class PostgreSQLBackend(Backend):
         info = getattr(dbapi_connection, "info", None)
         status = getattr(info, "transaction_status", None)
         return getattr(status, "name", None) == "INERROR"
+
+    def footprint(self, conn: Connection) -> tuple[int, int, list[tuple[str, int]]]:
+        """The database's size on disk; free bytes are what `VACUUM` would make reusable, the
+        dead tuples' share of each table (an estimate from the statistics); sizes of the
+        schema's tables and indexes."""
+        total = int(
+            conn.exec_driver_sql("SELECT pg_database_size(current_database())").scalar() or 0
+        )
+        free = conn.exec_driver_sql(
+            "SELECT COALESCE(SUM(pg_relation_size(relid) * n_dead_tup "
+            "/ GREATEST(n_live_tup + n_dead_tup, 1)), 0) FROM pg_stat_user_tables"
+        ).scalar()
+        rows = conn.exec_driver_sql(
+            "SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i')"
+        ).all()
+        return total, int(free or 0), [(str(n), int(b)) for n, b in rows]
+
+    def vacuum(self, dbapi_connection: Any) -> None:
+        """`VACUUM` refuses a transaction block: run it in autocommit, then restore."""
+        dbapi_connection.autocommit = True
+        try:
+            dbapi_connection.execute("VACUUM")
+        finally:
+            dbapi_connection.autocommit = False

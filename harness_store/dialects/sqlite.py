@@ -387,3 +387,18 @@ class SQLiteBackend(Backend):
 
     def begin_write_sql(self) -> str | None:
         return "BEGIN IMMEDIATE"
+
+    def footprint(self, conn: Connection) -> tuple[int, int, list[tuple[str, int]]]:
+        """Pages in use and on the freelist, and pages per b-tree from `dbstat` (as upstream;
+        a SQLite built without it gives no breakdown)."""
+        page = int(conn.exec_driver_sql("PRAGMA page_size").scalar() or 0)
+        pages = int(conn.exec_driver_sql("PRAGMA page_count").scalar() or 0)
+        free = int(conn.exec_driver_sql("PRAGMA freelist_count").scalar() or 0)
+        try:
+            with conn.begin_nested():
+                rows = conn.exec_driver_sql(
+                    "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name"
+                ).all()
+        except Exception:
+            rows = []
+        return page * pages, page * free, [(str(n), max(int(b or 0), 0)) for n, b in rows]

@@ -4,7 +4,7 @@ Field names, defaults and named constructors follow io-harness's Store, so code 
 against the Rust API reads the same in Python: `StepRecord.new(1, "act", "ok")`,
 `PolicyEvent.refusal(2, "write", "secrets/key.txt").with_rule("secrets/*", "base")`. Builders
 (`with_*`, `at_step`) return a new record; records are never mutated. One module per concern,
-as the Store's own modules: runs, trace, approvals, agents, memory.
+as the Store's own modules: runs, trace, approvals, agents, memory, sessions.
 """
 
 from .accounting import (
@@ -21,11 +21,31 @@ from .accounting import (
     Tally,
     Usage,
 )
-from .agents import AgentEvent, SpawnRow, TreeNode
-from .approvals import Pending, PolicyEvent
+from .agents import AgentEvent, AgentMessage, ProcessHandle, SpawnRow, TreeNode
+from .approvals import (
+    Pending,
+    PendingPlan,
+    PendingQuestion,
+    Plan,
+    PlanStep,
+    PlanVerdict,
+    PolicyEvent,
+    Question,
+)
 from .leases import LeaseRow
-from .memory import MemoryEntry
+from .memory import (
+    MemoryEntry,
+    MemoryForget,
+    MemoryLimits,
+    MemoryRecall,
+    MemorySnapshot,
+    MemoryWrite,
+    Summary,
+    TodoItem,
+    TodoState,
+)
 from .runs import RunStatus, RunSummary, StepRecord
+from .sessions import Archived, Pruned, SessionSize, StoreSize, Turn
 from .trace import (
     AssistantTurn,
     CheckpointEvent,
@@ -52,6 +72,8 @@ __all__ = [
     "NO_KEY",
     "UNKNOWN_MODEL",
     "AgentEvent",
+    "AgentMessage",
+    "Archived",
     "AssistantTurn",
     "CheckpointEvent",
     "Citation",
@@ -63,14 +85,27 @@ __all__ = [
     "LeaseRow",
     "McpEvent",
     "MemoryEntry",
+    "MemoryForget",
+    "MemoryLimits",
+    "MemoryRecall",
+    "MemorySnapshot",
+    "MemoryWrite",
     "ObsKind",
     "Observation",
     "Pending",
+    "PendingPlan",
+    "PendingQuestion",
+    "Plan",
+    "PlanStep",
+    "PlanVerdict",
     "PolicyEvent",
     "Price",
     "PriceTable",
     "PriceTier",
+    "ProcessHandle",
     "ProviderCall",
+    "Pruned",
+    "Question",
     "Recovery",
     "RewindRecord",
     "RunEvent",
@@ -78,14 +113,20 @@ __all__ = [
     "RunSummary",
     "SandboxEvent",
     "ServerToolCall",
+    "SessionSize",
     "Snapshot",
     "SpawnRow",
     "Spend",
     "StepRecord",
+    "StoreSize",
+    "Summary",
     "Tally",
+    "TodoItem",
+    "TodoState",
     "ToolAttempt",
     "ToolCall",
     "ToolRecovery",
     "TreeNode",
+    "Turn",
     "Usage",
 ]

@@ -63,3 +63,37 @@ class TreeNode:
     tokens: int
     """`SUM(steps.tokens)` of this run alone."""
     started_at: str | None
+    messages: int = 0
+    """Messages sent to this agent through the tree's mailbox (0.60)."""
+    unread: int = 0
+    """Of those, how many it has not read yet."""
+    queued: int = 0
+    """Children queued under this agent, waiting to be spawned (0.32)."""
+
+
+@dataclass(frozen=True)
+class AgentMessage:
+    """A message one agent of a tree sent another (0.60), and when the recipient read it."""
+
+    id: int
+    from_run_id: int
+    to_run_id: int
+    from_name: str
+    step: int
+    body: str
+    sent_at: str
+    read_at: str | None
+
+
+@dataclass(frozen=True)
+class ProcessHandle:
+    """A background process an agent started (0.25): its command line, pids, state
+    (`running`, `exited`, `killed`, `orphaned` …), exit code and why it ended."""
+
+    handle: int
+    step: int
+    line: str
+    pids: list[int]
+    state: str
+    code: int | None
+    reason: str | None

@@ -1,9 +1,10 @@
 """`Store`: io-harness's run store API in Python, over SQLite or PostgreSQL.
 
-The methods, their names, argument order and row formats are upstream 0.13's, so a run
+The methods, their names, argument order and row formats are upstream's (0.13's, and 0.66's
+for memory, questions and plans, sessions and retention, mailbox, queue and handles), so a run
 written here resumes in io-harness and a run written there reads here. The concerns live in
-their own modules, mirroring upstream's `src/state/` split — runs, trace, approvals, agents,
-memory — and meet in this class.
+their own modules, mirroring upstream's `src/state/` split — runs, trace, approvals (+ questions),
+agents (+ mailbox), memory (+ notes), sessions (+ retention) — and meet in this class.
 """
 
 from __future__ import annotations
@@ -28,8 +29,13 @@ from .agents import AgentsMixin
 from .approvals import ApprovalsMixin
 from .journal import JournalMixin
 from .leases import Lease, LeasesMixin
+from .mailbox import MailboxMixin
 from .memory import MemoryMixin
+from .notes import NotesMixin
+from .questions import QuestionsMixin
+from .retention import RetentionMixin
 from .runs import RunsMixin
+from .sessions import SessionsMixin
 from .stream import StreamMixin
 from .trace import TraceMixin
 
@@ -46,6 +52,11 @@ class Store(
     ApprovalsMixin,
     AgentsMixin,
     MemoryMixin,
+    QuestionsMixin,
+    MailboxMixin,
+    NotesMixin,
+    SessionsMixin,
+    RetentionMixin,
 ):
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""

@@ -7,9 +7,11 @@ hanging the reader; on a real tree the two give the same rows.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import CTE, bindparam, func, insert, literal, literal_column, select
+from sqlalchemy import inspect as sa_inspect
 
 from .. import models as m
 from ..formats import i64, opt_text, opt_u32, opt_u64, text, token_sum, u32
@@ -56,15 +58,37 @@ def tree_queries() -> dict[str, Any]:
         )
         .select_from(tree.join(r, r.c.id == tree.c.id))
         .order_by(r.c.id),
+        "mail": mailbox_query(tree),
     }
+
+
+def mailbox_query(tree: CTE) -> Any:
+    """Per run of the tree that has any: messages received, unread, children queued — three
+    index probes per run (agent_messages_to, agent_queue_entry)."""
+    zero: Any = literal_column("0")
+    a = m.table_of(m.AgentMessage)
+    q = m.table_of(m.AgentQueueEntry)
+    messages = select(func.count()).where(a.c.to_run_id == tree.c.id).scalar_subquery()
+    unread = (
+        select(func.count())
+        .where(a.c.to_run_id == tree.c.id, a.c.read_at.is_(None))
+        .scalar_subquery()
+    )
+    queued = select(func.count()).where(q.c.parent_run_id == tree.c.id).scalar_subquery()
+    found = select(
+        tree.c.id, messages.label("messages"), unread.label("unread"), queued.label("queued")
+    ).subquery()
+    return select(found).where((found.c.messages > zero) | (found.c.queued > zero))
 
 
 class AgentsMixin(StoreBase):
     """The tree half of upstream's Store, plus `tree`."""
 
     _tree_statements: dict[str, DriverStatement]
+    _tables_seen: dict[str, bool]
 
     def _compile_tree_statements(self) -> None:
+        self._tables_seen = {}
         self._tree_statements = {
             name: DriverStatement.compile(query, self._engine)
             for name, query in tree_queries().items()
@@ -100,12 +124,50 @@ class AgentsMixin(StoreBase):
         return int(self._tree_read("count", root)[0][0])
 
     def tree(self, root: int) -> list[TreeNode]:
-        """Every run of the tree with parent, depth, status, outcome, steps and tokens — in
-        one query, ordered by id. Empty when `root` does not exist."""
-        return [
+        """Every run of the tree with parent, depth, status, outcome, steps and tokens, and
+        its mailbox (messages, unread) and queue (children waiting) — ordered by id. Empty
+        when `root` does not exist."""
+        nodes = [
             TreeNode(r[0], r[1], r[2], r[3], r[4], r[5], int(r[6]), token_sum(r[7]), r[8])
             for r in self._tree_read("tree", root)
         ]
+        if not nodes:
+            return nodes
+        mail, queue = self._tree_mailboxes(root)
+        return [
+            replace(
+                n,
+                messages=mail.get(n.run_id, (0, 0))[0],
+                unread=mail.get(n.run_id, (0, 0))[1],
+                queued=queue.get(n.run_id, 0),
+            )
+            if n.run_id in mail or n.run_id in queue
+            else n
+            for n in nodes
+        ]
+
+    def _tree_mailboxes(self, root: int) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
+        """Per run of the tree: (messages, unread) and queued children; empty for a store from
+        before the mailbox (0.60) or the queue (0.32), which a read-only Store may read."""
+        if not (self._has_table("agent_messages") and self._has_table("agent_queue")):
+            return {}, {}
+        mail: dict[int, tuple[int, int]] = {}
+        queue: dict[int, int] = {}
+        for run, messages, unread, queued in self._tree_read("mail", root):
+            if messages:
+                mail[int(run)] = (int(messages), int(unread))
+            if queued:
+                queue[int(run)] = int(queued)
+        return mail, queue
+
+    def _has_table(self, name: str) -> bool:
+        """Whether the store has this table (a read-only Store may read an older release)."""
+        known = self._tables_seen.get(name)
+        if known is None:
+            with self._read() as conn:
+                known = sa_inspect(conn).has_table(name)
+            self._tables_seen[name] = known
+        return known
 
     # --- spawns --------------------------------------------------------------------------
 

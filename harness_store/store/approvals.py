@@ -100,3 +100,14 @@ class ApprovalsMixin(StoreBase):
                 .values(resolved=text(decision, "decision"))
             ).rowcount
         return bool(changed == 1)
+
+    def unresolved_approvals(self, run_id: int) -> list[Pending]:
+        """The approval requests of a run still awaiting a decision, in order: what a person
+        is asked on resume."""
+        p = m.PendingApproval
+        statement = (
+            select(p.id, p.run_id, p.step, p.act, p.target, p.content, p.resolved)
+            .where(p.run_id == run_id, p.resolved.is_(None))
+            .order_by(p.id)
+        )
+        return self._rows(statement, Pending)

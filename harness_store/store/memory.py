@@ -15,12 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, distinct, func, null, select, text
+from sqlalchemy import delete, distinct, func, insert, null, select, text, update
 
 from .. import models as m
-from ..formats import MEMORY_MAX_CHARS, MEMORY_MAX_ENTRIES, i64, truncate_memory_value, u32
+from ..errors import InvalidValueError
+from ..formats import MEMORY_TRUNCATED, i64, u32
 from ..formats import text as check_text
-from ..records import MemoryEntry
+from ..records import (
+    MemoryEntry,
+    MemoryForget,
+    MemoryLimits,
+    MemoryRecall,
+    MemorySnapshot,
+    MemoryWrite,
+)
 from .base import StoreBase
 
 FACT = "fact"
@@ -53,6 +61,66 @@ _UPSERT = (
 )
 
 
+_FORGET_POINT = text(
+    "INSERT INTO memory_snapshots (run_id, workspace, key, step, before, kind, state) "
+    "VALUES (:run_id, :workspace, :key, :step, :before, :kind, 'text') "
+    "ON CONFLICT (run_id, workspace, key) DO NOTHING"
+)
+KINDS = (FACT, DECISION)
+SIMILAR_PERCENT = 60
+"""How much of two notes' words must be shared for one to restate the other (0.57)."""
+
+
+def truncate_value(value: str, cap: int) -> str:
+    """Cut a value to `cap` characters ending in the marker, as upstream: a cap shorter than
+    the marker leaves the marker alone."""
+    if len(value) <= cap:
+        return value
+    return value[: max(cap - len(MEMORY_TRUNCATED), 0)] + MEMORY_TRUNCATED
+
+
+def memory_tokens(value: str) -> set[str]:
+    """The words of a note that count for similarity: runs of letters and digits of three
+    characters or more, lowercased."""
+    words: list[str] = []
+    word: list[str] = []
+    for ch in value + " ":
+        if ch.isalnum():
+            word.append(ch)
+        elif word:
+            words.append("".join(word))
+            word = []
+    return {w.lower() for w in words if len(w) >= 3}
+
+
+def memory_overlap(a: set[str], b: set[str]) -> tuple[int, int]:
+    """Shared words and words in either note."""
+    shared = len(a & b)
+    return shared, len(a) + len(b) - shared
+
+
+def memory_is_similar(a: set[str], b: set[str]) -> bool:
+    """Whether two notes share at least 60% of their words."""
+    shared, total = memory_overlap(a, b)
+    return total > 0 and shared * 100 >= total * SIMILAR_PERCENT
+
+
+def check_limits(limits: MemoryLimits) -> MemoryLimits:
+    """Caps are counts: negative ones are refused (upstream's are `usize`)."""
+    for name in ("max_entries", "max_chars", "max_entry_chars"):
+        value = getattr(limits, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidValueError(f"MemoryLimits.{name} must be an int >= 0, got {value!r}")
+    return limits
+
+
+def check_kind(kind: str) -> str:
+    """A memory kind: `fact` or `decision`."""
+    if kind not in KINDS:
+        raise InvalidValueError(f"memory kind must be 'fact' or 'decision', got {kind!r}")
+    return kind
+
+
 def eviction_candidates(workspace: str) -> Any:
     """A workspace's entries in upstream's eviction order (0.56): key, length, pinned."""
     # A Core alias, not `orm.aliased`: that would configure every mapper on the first put.
@@ -83,13 +151,36 @@ class MemoryMixin(StoreBase):
         """Write or replace `key` in `workspace` as a fact; return the keys evicted to hold the
         caps, in eviction order. A pinned entry is left as it is and nothing is evicted (the
         return is `[]`, as upstream's, which cannot tell that refusal from a plain write)."""
+        return self.memory_write(workspace, key, value, run_id, step, FACT).evicted
+
+    def memory_write(
+        self, workspace: str, key: str, value: str, run_id: int, step: int, kind: str = FACT
+    ) -> MemoryWrite:
+        """Write or replace `key` as `kind` (`fact` or `decision`) under the default caps,
+        saying whether a pin refused it (0.30) — `memory_put` with the answer kept."""
+        return self.memory_write_with(workspace, key, value, run_id, step, kind, MemoryLimits())
+
+    def memory_write_with(
+        self,
+        workspace: str,
+        key: str,
+        value: str,
+        run_id: int,
+        step: int,
+        kind: str,
+        limits: MemoryLimits,
+    ) -> MemoryWrite:
+        """`memory_write` under caps the caller chose (0.56): the value is cut to
+        `limits.max_entry_chars` (marked), then the least-proven unpinned entries go until the
+        workspace holds at most `max_entries` entries and `max_chars` characters."""
+        check_limits(limits)
         params = {
             "workspace": check_text(workspace, "workspace"),
             "key": check_text(key, "key"),
-            "value": truncate_memory_value(check_text(value, "value")),
+            "value": truncate_value(check_text(value, "value"), limits.max_entry_chars),
             "run_id": i64(run_id, "run_id"),
             "step": u32(step, "step"),
-            "kind": FACT,
+            "kind": check_kind(kind),
         }
         self._backend.check_memory_key(workspace, key)
         point = {k: params[k] for k in ("run_id", "workspace", "key", "step")}
@@ -103,10 +194,12 @@ class MemoryMixin(StoreBase):
                 if recorded:
                     del point["step"]
                     conn.execute(_DROP_SNAPSHOT, point)
-                return []
-            return self._enforce_caps(conn, workspace, key)
+                return MemoryWrite(refused=True)
+            return MemoryWrite(evicted=self._enforce_caps(conn, workspace, key, limits))
 
-    def _enforce_caps(self, conn: Any, workspace: str, keep: str) -> list[str]:
+    def _enforce_caps(
+        self, conn: Any, workspace: str, keep: str, limits: MemoryLimits
+    ) -> list[str]:
         """Evict the least-proven entries until both caps hold; never `keep` nor a pinned one,
         though pinned entries count (pinning everything cannot raise the ceiling)."""
         entries = conn.execute(eviction_candidates(workspace)).all()
@@ -114,7 +207,7 @@ class MemoryMixin(StoreBase):
         chars = sum(max(int(n), 0) for _, n, _ in entries)
         evicted: list[str] = []
         for entry_key, length, pinned in entries:
-            if count <= MEMORY_MAX_ENTRIES and chars <= MEMORY_MAX_CHARS:
+            if count <= limits.max_entries and chars <= limits.max_chars:
                 break
             if entry_key == keep or pinned == 1:
                 continue
@@ -125,6 +218,80 @@ class MemoryMixin(StoreBase):
             mem = m.Memory
             conn.execute(delete(mem).where(mem.workspace == workspace, mem.key.in_(evicted)))
         return evicted
+
+    def memory_similar(self, workspace: str, key: str, value: str) -> MemoryEntry | None:
+        """The entry of `workspace`, under another key, that `value` most restates (0.57): at
+        least 60% of the two notes' words shared; most shared words wins, a tie goes to the
+        entry `memory_list` returns first. Computed here, no model involved."""
+        tokens = memory_tokens(value)
+        if not tokens:
+            return None
+        best: tuple[int, MemoryEntry] | None = None
+        for entry in self.memory_list(workspace):
+            if entry.key == key:
+                continue
+            other = memory_tokens(entry.value)
+            if not memory_is_similar(tokens, other):
+                continue
+            shared, _ = memory_overlap(tokens, other)
+            if best is None or shared > best[0]:
+                best = (shared, entry)
+        return None if best is None else best[1]
+
+    def memory_pin(self, workspace: str, key: str, pinned: bool) -> bool:
+        """Pin or unpin one entry (0.30): a pinned entry is neither overwritten by a run nor
+        evicted. True when the entry exists."""
+        mem = m.Memory
+        with self._write() as conn:
+            changed = conn.execute(
+                update(mem)
+                .where(mem.workspace == workspace, mem.key == key)
+                .values(pinned=1 if pinned else 0)
+            ).rowcount
+        return bool(changed)
+
+    def record_memory_recall(self, run_id: int, step: int, workspace: str, keys: list[str]) -> None:
+        """Record that a run drew on these keys at `step`: one row per key per recall, the
+        evidence eviction ranks by (crate-internal upstream, where the context assembler
+        writes it; public here so a Python harness can too)."""
+        rows = [
+            {
+                "run_id": i64(run_id, "run_id"),
+                "step": u32(step, "step"),
+                "workspace": check_text(workspace, "workspace"),
+                "key": check_text(k, "key"),
+            }
+            for k in keys
+        ]
+        if rows:
+            with self._write() as conn:
+                conn.execute(insert(m.MemoryRecall), rows)
+
+    def memory_recalls(self, run_id: int) -> list[MemoryRecall]:
+        """Which entries a run drew on, in recall order; a key once per recall (0.30)."""
+        r = m.MemoryRecall
+        statement = (
+            select(r.run_id, r.step, r.workspace, r.key, r.at)
+            .where(r.run_id == run_id)
+            .order_by(r.id)
+        )
+        return self._rows(statement, MemoryRecall)
+
+    def memory_snapshots(self, run_id: int) -> list[MemorySnapshot]:
+        """What every entry this run changed looked like before its first change (0.36), in
+        order: the restore points a rewind puts back. An unknown state reads as a value."""
+        s = m.MemorySnapshot
+        statement = (
+            select(s.workspace, s.key, s.before, s.kind, s.step, s.state)
+            .where(s.run_id == run_id)
+            .order_by(s.id)
+        )
+        return self._rows(
+            statement,
+            lambda ws, key, before, kind, step, state: MemorySnapshot(
+                ws, key, before, kind, int(step), state == "absent"
+            ),
+        )
 
     def _entries(self, workspace: str, key: str | None = None) -> list[MemoryEntry]:
         mem = m.Memory
@@ -153,6 +320,34 @@ class MemoryMixin(StoreBase):
         """One entry of `workspace` by key, if it holds one."""
         found = self._entries(workspace, key)
         return found[0] if found else None
+
+    def memory_forget(self, workspace: str, key: str, run_id: int, step: int) -> MemoryForget:
+        """Remove one entry on a run's behalf (0.56): refused for a pinned entry; otherwise
+        the run's restore point is taken first (a rewind puts the entry back) and the entry's
+        recalls go with it."""
+        mem, recall = m.Memory, m.MemoryRecall
+        point = {
+            "run_id": i64(run_id, "run_id"),
+            "workspace": check_text(workspace, "workspace"),
+            "key": check_text(key, "key"),
+            "step": u32(step, "step"),
+        }
+        with self._write() as conn:
+            self._backend.lock_memory_workspace(conn, workspace)
+            row = conn.execute(
+                select(mem.value, mem.kind, mem.pinned).where(
+                    mem.workspace == workspace, mem.key == key
+                )
+            ).first()
+            if row is None:
+                return MemoryForget.ABSENT
+            if row.pinned == 1:
+                return MemoryForget.PINNED
+            kind = DECISION if row.kind == DECISION else FACT
+            conn.execute(_FORGET_POINT, {**point, "before": row.value, "kind": kind})
+            conn.execute(delete(mem).where(mem.workspace == workspace, mem.key == key))
+            conn.execute(delete(recall).where(recall.workspace == workspace, recall.key == key))
+        return MemoryForget.REMOVED
 
     def memory_delete(self, workspace: str, key: str) -> bool:
         """Forget one entry; True when an entry was removed. Its recalls and restore points

@@ -1,0 +1,382 @@
+"""Retention (0.58): how big a session and the store are, deleting and sweeping sessions,
+archiving a session's words, compacting the file.
+
+A session owns every run of every turn's tree (children included), and every row keyed to those
+runs in `RUN_TABLES` — the same list upstream deletes from. A deletion or an archive is one
+transaction: all of it or none of it, never an orphan in any table. Sizes count rows and the
+characters of text columns (what deleting would free), not pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Table, and_, bindparam, delete, func, literal, or_, select, update
+from sqlalchemy.sql.sqltypes import LargeBinary, String
+
+from .. import models as m
+from ..records import Archived, Pruned, SessionSize, StoreSize
+from .base import StoreBase
+
+RUN_TABLES: tuple[tuple[str, str], ...] = (
+    ("steps", "run_id"),
+    ("policy_events", "run_id"),
+    ("pending_approvals", "run_id"),
+    ("agent_events", "run_id"),
+    ("sandbox_events", "run_id"),
+    ("checkpoint_events", "run_id"),
+    ("spawns", "parent_run_id"),
+    ("mcp_events", "run_id"),
+    ("memory_recalls", "run_id"),
+    ("memory_snapshots", "run_id"),
+    ("context_events", "run_id"),
+    ("run_outcomes", "run_id"),
+    ("run_policies", "run_id"),
+    ("ledger_observations", "run_id"),
+    ("provider_calls", "run_id"),
+    ("edits", "run_id"),
+    ("todos", "run_id"),
+    ("pending_questions", "run_id"),
+    ("citations", "run_id"),
+    ("server_tool_calls", "run_id"),
+    ("process_handles", "run_id"),
+    ("handle_output", "run_id"),
+    ("snapshots", "run_id"),
+    ("plans", "run_id"),
+    ("agent_queue", "parent_run_id"),
+    ("run_events", "run_id"),
+    ("rewinds", "run_id"),
+    ("gate_attempts", "run_id"),
+    ("summaries", "run_id"),
+    ("agent_messages", "to_run_id"),
+    ("run_leases", "run_id"),
+    ("step_turns", "run_id"),
+    ("tool_attempts", "run_id"),
+)
+"""Every table keyed to a run, with its key: what a session's deletion removes (upstream's
+list, in upstream's order; the mailbox by recipient, both ends being in one tree)."""
+SNAPSHOTS = [name for name, _ in RUN_TABLES].index("snapshots")
+
+_FACT_COLUMNS = frozenset(
+    [
+        "kind",
+        "act",
+        "state",
+        "status",
+        "outcome",
+        "verdict",
+        "source",
+        "layer",
+        "rule",
+        "provider",
+        "model",
+        "finish_reason",
+        "tool",
+        "path",
+        "at",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "workspace",
+        "turn_kind",
+    ]
+)
+_FACT_IN_TABLE = frozenset(
+    {
+        ("runs", "file"),
+        ("policy_events", "decision"),
+        ("sessions", "root"),
+        ("snapshots", "path"),
+        ("edits", "path"),
+        ("policy_events", "target"),
+        ("ledger_observations", "target"),
+        ("memory_recalls", "key"),
+        ("memory_snapshots", "key"),
+    }
+)
+CHUNK = 500
+"""Ids per `IN (…)` list, well under every backend's bound-parameter limit."""
+
+
+def is_fact_column(table: str, column: str) -> bool:
+    """Whether an archive keeps this column: what a row is, what was decided, where and when
+    — never the words (a prompt, a reply, a goal, output)."""
+    return column in _FACT_COLUMNS or (table, column) in _FACT_IN_TABLE
+
+
+def table(name: str) -> Table:
+    return m.Base.metadata.tables[name]
+
+
+def text_columns(name: str) -> list[Any]:
+    """A table's TEXT and BLOB columns, as upstream sizes them."""
+    return [c for c in table(name).columns if isinstance(c.type, String | LargeBinary)]
+
+
+def chunks(ids: Sequence[int]) -> Iterator[list[int]]:
+    for i in range(0, len(ids), CHUNK):
+        yield list(ids[i : i + CHUNK])
+
+
+def text_chars(columns: Sequence[Any]) -> Any:
+    """`SUM(LENGTH(c))` over columns, 0 when empty."""
+    total: Any = literal(0)
+    for c in columns:
+        total = total + func.coalesce(func.sum(func.length(c)), 0)
+    return total
+
+
+def nonempty(columns: Sequence[Any]) -> Any:
+    return or_(*(func.coalesce(func.length(c), 0) > 0 for c in columns))
+
+
+@cache
+def delete_statement(name: str, key: str) -> Any:
+    """`DELETE FROM name WHERE key IN (:ids)`, built once."""
+    t = table(name)
+    return delete(t).where(t.c[key].in_(bindparam("ids", expanding=True)))
+
+
+@cache
+def tally_statement(scope: str) -> Any:
+    """One SELECT counting the rows and text characters of every table a deletion touches,
+    for the ids in the expanding parameter `ids`: the session tables (`scope` "sessions") or
+    the runs and every run-keyed table ("runs"). Built once; a scalar subquery per table."""
+    if scope == "sessions":
+        parts = [("session_turns", "session_id"), ("sessions", "id")]
+    else:
+        parts = [("runs", "id"), *RUN_TABLES]
+    ids: Any = bindparam("ids", expanding=True)
+    columns = []
+    for name, key in parts:
+        t = table(name)
+        columns.append(
+            select(func.count()).select_from(t).where(t.c[key].in_(ids)).scalar_subquery()
+        )
+        cols = text_columns(name)
+        chars = select(text_chars(cols)).where(t.c[key].in_(ids)) if cols else select(literal(0))
+        columns.append(chars.scalar_subquery())
+    return select(*columns)
+
+
+def tally(conn: Any, scope: str, ids: Sequence[int]) -> list[tuple[int, int]]:
+    """(rows, characters) per table of `scope` for these ids, summed over chunks of ids."""
+    statement = tally_statement(scope)
+    totals: list[tuple[int, int]] | None = None
+    for part in chunks(ids):
+        row = conn.execute(statement, {"ids": part}).one()
+        pairs = [(int(row[i] or 0), int(row[i + 1] or 0)) for i in range(0, len(row), 2)]
+        totals = (
+            pairs
+            if totals is None
+            else [(a + c, b + d) for (a, b), (c, d) in zip(totals, pairs, strict=True)]
+        )
+    return totals or []
+
+
+class RetentionMixin(StoreBase):
+    """Upstream's `sessions.rs`, second half, with `store_size` and `compact`."""
+
+    @staticmethod
+    def _session_runs(conn: Any, sessions: Sequence[int]) -> list[int]:
+        """Every run of the sessions' turns and their whole trees, ascending."""
+        if not sessions:
+            return []
+        t, r = table("session_turns"), table("runs")
+        start = (
+            select(t.c.run_id.label("id"))
+            .where(t.c.session_id.in_(list(sessions)))
+            .cte("tree", recursive=True)
+        )
+        tree = start.union(select(r.c.id).join(start, r.c.parent_run_id == start.c.id))
+        return [int(i) for i in conn.execute(select(tree.c.id).order_by(tree.c.id)).scalars()]
+
+    @staticmethod
+    def _count(conn: Any, name: str, key: str, ids: Sequence[int]) -> int:
+        t = table(name)
+        total = 0
+        for part in chunks(ids):
+            total += int(
+                conn.execute(select(func.count()).select_from(t).where(t.c[key].in_(part))).scalar()
+            )
+        return total
+
+    @staticmethod
+    def _chars(
+        conn: Any, name: str, key: str, ids: Sequence[int], columns: Sequence[Any] | None = None
+    ) -> int:
+        t = table(name)
+        cols = text_columns(name) if columns is None else list(columns)
+        if not cols:
+            return 0
+        total = 0
+        for part in chunks(ids):
+            total += int(conn.execute(select(text_chars(cols)).where(t.c[key].in_(part))).scalar())
+        return total
+
+    def session_size(self, session_id: int) -> SessionSize | None:
+        """What a session holds: turns, runs, rows in every table and characters of text —
+        what `delete_session` would remove. None for no such session."""
+        s = table("sessions")
+        with self._read() as conn:
+            if conn.execute(select(s.c.id).where(s.c.id == session_id)).first() is None:
+                return None
+            runs = self._session_runs(conn, [session_id])
+            (turns, turn_chars), (_, session_chars) = tally(conn, "sessions", [session_id])
+            rows, chars = turns + 1, turn_chars + session_chars
+            if runs:
+                counted = tally(conn, "runs", runs)
+                rows += sum(n for n, _ in counted)
+                chars += sum(c for _, c in counted)
+        return SessionSize(session_id, turns, len(runs), rows, chars)
+
+    def delete_session(self, session_id: int, *, dry_run: bool = False) -> Pruned:
+        """Delete a session, its turns, every run of theirs and every row keyed to those runs,
+        in one transaction; say what went. `dry_run=True` says what would go and changes
+        nothing (beyond upstream)."""
+        return self._prune([session_id], [], dry_run=dry_run)
+
+    def sweep_sessions(self, before: str, *, dry_run: bool = False) -> Pruned:
+        """Delete every session created before `before` (an ISO date or stamp, compared as
+        upstream compares it, as text), except those holding a run that can still resume
+        (running or paused), which are listed in `refused`. One transaction."""
+        with self._write() if not dry_run else self._read() as conn:
+            doomed, refused = self._sweep_candidates(conn, before)
+            return self._prune_in(conn, doomed, refused, dry_run=dry_run)
+
+    def sweep_candidates(self, before: str) -> tuple[list[int], list[int]]:
+        """The sessions `sweep_sessions(before)` would delete, and those it would keep because
+        a run of theirs can resume (beyond upstream: what a pruning tool shows first)."""
+        with self._read() as conn:
+            return self._sweep_candidates(conn, before)
+
+    def _sweep_candidates(self, conn: Any, before: str) -> tuple[list[int], list[int]]:
+        s, r = table("sessions"), table("runs")
+        candidates = [
+            int(i)
+            for i in conn.execute(
+                select(s.c.id).where(s.c.created_at < before).order_by(s.c.id)
+            ).scalars()
+        ]
+        doomed: list[int] = []
+        refused: list[int] = []
+        for session in candidates:
+            runs = self._session_runs(conn, [session])
+            live = 0
+            for part in chunks(runs):
+                live += int(
+                    conn.execute(
+                        select(func.count())
+                        .select_from(r)
+                        .where(r.c.id.in_(part), r.c.status.in_(("running", "paused")))
+                    ).scalar()
+                )
+            (refused if live else doomed).append(session)
+        return doomed, refused
+
+    def _prune(self, sessions: list[int], refused: list[int], *, dry_run: bool) -> Pruned:
+        with self._write() if not dry_run else self._read() as conn:
+            return self._prune_in(conn, sessions, refused, dry_run=dry_run)
+
+    def _prune_in(
+        self, conn: Any, sessions: list[int], refused: list[int], *, dry_run: bool
+    ) -> Pruned:
+        s = table("sessions")
+        found: list[int] = []
+        for part in chunks(sessions):
+            found += [
+                int(i) for i in conn.execute(select(s.c.id).where(s.c.id.in_(part))).scalars()
+            ]
+        if not found:
+            return Pruned(refused=refused)
+        runs = self._session_runs(conn, found)
+        (turns, turn_chars), (_, session_chars) = tally(conn, "sessions", found)
+        rows, chars = turns + len(found), turn_chars + session_chars
+        restore_points = 0
+        if runs:
+            counted = tally(conn, "runs", runs)
+            rows += sum(n for n, _ in counted)
+            chars += sum(c for _, c in counted)
+            restore_points = counted[1 + SNAPSHOTS][0]
+        if not dry_run:
+            work = [(name, key, runs) for name, key in RUN_TABLES] if runs else []
+            if runs:
+                work.append(("runs", "id", runs))
+            work += [("session_turns", "session_id", found), ("sessions", "id", found)]
+            for name, key, ids in work:
+                for part in chunks(ids):
+                    conn.execute(delete_statement(name, key), {"ids": part})
+        return Pruned(len(found), turns, len(runs), rows, chars, restore_points, refused)
+
+    def archive_session(self, session_id: int, *, dry_run: bool = False) -> Archived:
+        """Keep a session's shape and facts but clear its words: every text column that is not
+        a fact (what a row is, what was decided, where, when) of its turns, runs and their
+        rows becomes '', and its file restore points are marked archived. One transaction."""
+        s = table("sessions")
+        with self._write() if not dry_run else self._read() as conn:
+            if conn.execute(select(s.c.id).where(s.c.id == session_id)).first() is None:
+                return Archived()
+            runs = self._session_runs(conn, [session_id])
+            turns = self._count(conn, "session_turns", "session_id", [session_id])
+            work = [("session_turns", "session_id", [session_id]), ("runs", "id", runs)]
+            work += [(name, key, runs) for name, key in RUN_TABLES]
+            rows = chars = 0
+            for name, key, ids in work:
+                if not ids:
+                    continue
+                t = table(name)
+                cols = [c for c in text_columns(name) if not is_fact_column(name, c.name)]
+                if not cols:
+                    continue
+                cleared = 0
+                for part in chunks(ids):
+                    where = and_(t.c[key].in_(part), nonempty(cols))
+                    cleared += int(conn.execute(select(text_chars(cols)).where(where)).scalar())
+                if cleared == 0:
+                    continue
+                for part in chunks(ids):
+                    rows += int(
+                        conn.execute(
+                            select(func.count())
+                            .select_from(t)
+                            .where(t.c[key].in_(part), nonempty(cols))
+                        ).scalar()
+                    )
+                    if not dry_run:
+                        conn.execute(
+                            update(t).where(t.c[key].in_(part)).values({c.name: "" for c in cols})
+                        )
+                chars += cleared
+            if runs and not dry_run:
+                snaps = table("snapshots")
+                for part in chunks(runs):
+                    conn.execute(
+                        update(snaps).where(snaps.c.run_id.in_(part)).values(state="archived")
+                    )
+        return Archived(turns, rows, chars)
+
+    def store_size(self) -> StoreSize:
+        """The store's footprint: bytes in use and free, sessions and runs, and bytes per table
+        and index, largest first (SQLite pages through `dbstat`; PostgreSQL relation sizes)."""
+        s, r = table("sessions"), table("runs")
+        with self._read() as conn:
+            file_bytes, free_bytes, tables = self._backend.footprint(conn)
+            sessions = int(conn.execute(select(func.count()).select_from(s)).scalar())
+            runs = int(conn.execute(select(func.count()).select_from(r)).scalar())
+        tables.sort(key=lambda item: (-item[1], item[0]))
+        return StoreSize(file_bytes, free_bytes, sessions, runs, tables)
+
+    def compact(self) -> int:
+        """Give the space deletions freed back: SQLite `VACUUM` rewrites the file; PostgreSQL
+        `VACUUM` marks dead rows' space reusable (the files shrink only at their tail; `VACUUM
+        FULL` would lock every table). Returns how many bytes the store shrank by."""
+        before = self.store_size().file_bytes
+        with self._translated(), self._borrow() as conn, self._queue.turn():
+            raw = conn.connection.dbapi_connection
+            if raw is not None and getattr(raw, "in_transaction", False):
+                raw.commit()
+            self._backend.vacuum(raw)
+        after = self.store_size().file_bytes
+        return max(before - after, 0)
