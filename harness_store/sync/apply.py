@@ -1,0 +1,396 @@
+"""Sending one origin's snapshot into the destination, inside the caller's transaction.
+
+`OriginSync.run` reads every table of the source snapshot through its rule (`rules.RULES`):
+state tables row by row against the hashes recorded last time, append tables from the
+high-water mark on. Links are remapped through the id maps of runs, sessions and turns, which
+grow as this sync inserts. Nothing is committed here: the caller commits the rows, the id maps
+and the marks together, so a sync killed at any point leaves the destination as the last
+completed sync of this origin left it, and the next sync redoes the whole difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    insert,
+    select,
+    update,
+)
+
+from .report import TableCounts
+from .rows import Unlinked, digest, model_table, remap, source_columns, source_key, source_select
+from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
+from .tables import IDS, MARKS
+
+Entry = list[Any]
+"""An id-map entry: `[dest_id, dest_sub, hash]`."""
+
+BATCH = 5000
+
+
+def insert_returning_ids(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert `rows` (all with the same columns) in batches and return each one's new id, in
+    the order given.
+
+    RETURNING of a multi-row INSERT does not promise its order, and these tables' nullable
+    upstream-shaped ids cannot serve SQLAlchemy as an ordering sentinel, so each returned id
+    comes back with the values it was inserted with and is matched to them; rows with equal
+    values are interchangeable, so any matching among them is right.
+    """
+    if not rows:
+        return []
+    columns = list(rows[0])
+    statement = insert(table).returning(table.c.id, *(table.c[c] for c in columns))
+    waiting: dict[tuple[Any, ...], list[int]] = {}
+    for returned in conn.execute(statement, rows):
+        waiting.setdefault(tuple(returned[1:]), []).append(int(returned[0]))
+    return [waiting[tuple(row[c] for c in columns)].pop() for row in rows]
+
+
+class OriginSync:
+    """One origin's sync: loads its id maps and marks, writes the difference, saves them."""
+
+    def __init__(
+        self,
+        src: Connection,
+        dst: Connection,
+        origin_id: int,
+        have: Mapping[str, frozenset[str]],
+        counts: TableCounts,
+        on_rows: Callable[[int], None] | None = None,
+        batch_size: int = BATCH,
+    ) -> None:
+        self.src, self.dst, self.origin_id, self.have = src, dst, origin_id, have
+        self.counts, self.on_rows, self.batch_size = counts, on_rows, batch_size
+        self.maps: dict[str, dict[int, Entry]] = {}
+        self.ids: dict[str, dict[int, int]] = {RUNS: {}, SESSIONS: {}, TURNS: {}}
+        self.hwm: dict[str, int] = {}
+        self.fixups: list[tuple[Rule, tuple[int, int | None], str, str, int]] = []
+        self.reload_runs: set[int] = set()
+        self.gone_runs: dict[int, int] = {}
+        self.map_new: list[dict[str, Any]] = []
+        self.map_changed: list[dict[str, Any]] = []
+        self.map_gone: list[dict[str, Any]] = []
+
+    # --- the whole origin ------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Send everything that changed since the last sync of this origin."""
+        self._load()
+        for rule in RULES:
+            if rule.table not in self.have:
+                continue
+            if rule.kind == "state":
+                self._sync_state(rule)
+            else:
+                self._sync_append(rule)
+        self._apply_fixups()
+        self._delete_gone_runs()
+        self._save()
+
+    def _load(self) -> None:
+        rows = self.dst.execute(
+            select(IDS.c.tbl, IDS.c.src_id, IDS.c.dest_id, IDS.c.dest_sub, IDS.c.hash).where(
+                IDS.c.origin_id == self.origin_id
+            )
+        )
+        for tbl, src_id, dest_id, dest_sub, hashed in rows:
+            self.maps.setdefault(tbl, {})[int(src_id)] = [dest_id, dest_sub, hashed]
+            if tbl in self.ids and dest_id is not None:
+                self.ids[tbl][int(src_id)] = int(dest_id)
+        marks = self.dst.execute(
+            select(MARKS.c.tbl, MARKS.c.hwm).where(MARKS.c.origin_id == self.origin_id)
+        )
+        self.hwm = {str(tbl): int(hwm) for tbl, hwm in marks}
+
+    def _sent(self, rows: int) -> None:
+        if self.on_rows is not None and rows:
+            self.on_rows(rows)
+
+    # --- state tables ----------------------------------------------------------------------
+
+    def _sync_state(self, rule: Rule) -> None:
+        table = model_table(rule)
+        columns = source_columns(rule, self.have)
+        old = self.maps.setdefault(rule.table, {})
+        seen: set[int] = set()
+        new: list[tuple[int, int, dict[str, Any]]] = []
+        changed: list[tuple[int, int, dict[str, Any]]] = []
+        for mapping in self.src.execute(source_select(rule, columns)).mappings():
+            row = dict(mapping)
+            key = source_key(rule, row)
+            seen.add(key)
+            hashed = digest(tuple(row.values()))
+            entry = old.get(key)
+            if entry is None:
+                new.append((key, hashed, row))
+            elif entry[2] != hashed:
+                changed.append((key, hashed, row))
+        gone = [k for k, e in old.items() if k not in seen and e[2] is not None]
+        if rule.table == RUNS:
+            self._runs_gone(gone)
+        else:
+            self._delete_rows(rule, table, [old[k] for k in gone])
+            for key in gone:
+                self.map_gone.append({"t": rule.table, "s": key})
+                del old[key]
+            self.counts.deleted[rule.table] += len(gone)
+        if rule.replace:
+            self._delete_rows(rule, table, [old[k] for k, _, _ in changed])
+            self._insert_state(rule, table, [(k, h, r, True) for k, h, r in changed])
+        else:
+            self._update_state(rule, table, changed)
+        self._insert_state(rule, table, [(k, h, r, False) for k, h, r in new])
+
+    def _dest_where(self, rule: Rule, table: Table) -> ColumnElement[bool]:
+        """The WHERE that finds a central row from bound `k` (and `k2`, the step)."""
+        if rule.key == "rowid":
+            return and_(table.c.run_id == bindparam("k"), table.c.step == bindparam("k2"))
+        column = table.c.run_id if rule.key == "run" else table.c.id
+        return column == bindparam("k")
+
+    def _delete_rows(self, rule: Rule, table: Table, entries: Iterable[Entry]) -> None:
+        params = [{"k": e[0], "k2": e[1]} for e in entries if e[0] is not None]
+        if params:
+            self.dst.execute(delete(table).where(self._dest_where(rule, table)), params)
+
+    def _runs_gone(self, gone: list[int]) -> None:
+        """Runs deleted in the source (a pruned session): their rows go at the end; their id
+        map stays (hash NULL) so rows that outlive them (memory) still link."""
+        entries = self.maps[RUNS]
+        for key in gone:
+            entry = entries[key]
+            self.gone_runs[key] = int(entry[0])
+            entry[2] = None
+            self.map_changed.append(
+                {"t": RUNS, "s": key, "d": entry[0], "d2": entry[1], "h": None}
+            )
+
+    def _remap(self, rule: Rule, table: Table, row: dict[str, Any], later: list[Any]) -> Any:
+        nullable = {c: bool(table.c[c].nullable) for c in rule.links}
+        return remap(rule, row, self.ids, nullable, later)
+
+    def _update_state(
+        self, rule: Rule, table: Table, changed: list[tuple[int, int, dict[str, Any]]]
+    ) -> None:
+        if not changed:
+            return
+        old = self.maps[rule.table]
+        by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for key, hashed, row in changed:
+            entry = old[key]
+            later: list[tuple[str, int]] = []
+            try:
+                values = self._remap(rule, table, row, later)
+            except Unlinked:
+                self.counts.orphans[rule.table] += 1
+                continue
+            if rule.table == RUNS:
+                goal = digest((row.get("goal"),))
+                if entry[1] != goal:
+                    self.reload_runs.add(key)
+                entry[1] = goal
+            entry[2] = hashed
+            dest_key = (int(entry[0]), entry[1] if rule.key == "rowid" else None)
+            for column, source in later:
+                self.fixups.append((rule, dest_key, column, rule.links[column], source))
+            params = {f"v_{c}": v for c, v in values.items()}
+            params.update(k=entry[0], k2=entry[1])
+            by_columns.setdefault(tuple(values), []).append(params)
+            self.map_changed.append(
+                {"t": rule.table, "s": key, "d": entry[0], "d2": entry[1], "h": hashed}
+            )
+        for columns, params in by_columns.items():
+            statement = (
+                update(table)
+                .where(self._dest_where(rule, table))
+                .values({c: bindparam(f"v_{c}") for c in columns})
+            )
+            self.dst.execute(statement, params)
+            self.counts.updated[rule.table] += len(params)
+            self._sent(len(params))
+
+    def _insert_state(
+        self, rule: Rule, table: Table, items: list[tuple[int, int, dict[str, Any], bool]]
+    ) -> None:
+        if not items:
+            return
+        old = self.maps[rule.table]
+        ready: list[tuple[int, int, dict[str, Any], bool, dict[str, Any], list[Any]]] = []
+        for key, hashed, row, existed in items:
+            later: list[tuple[str, int]] = []
+            try:
+                values = self._remap(rule, table, row, later)
+            except Unlinked:
+                self.counts.orphans[rule.table] += 1
+                if existed:  # its central row was deleted above: forget it
+                    self.map_gone.append({"t": rule.table, "s": key})
+                    del old[key]
+                continue
+            ready.append((key, hashed, row, existed, values, later))
+        if not ready:
+            return
+        if rule.table == "memory":
+            dest_ids = [self._insert_memory(table, values) for *_, values, _ in ready]
+        elif rule.key == "id":
+            dest_ids = list(insert_returning_ids(self.dst, table, [v for *_, v, _ in ready]))
+        else:
+            self.dst.execute(insert(table), [values for *_, values, _ in ready])
+            dest_ids = [int(values["run_id"]) for *_, values, _ in ready]
+        for (key, hashed, row, existed, values, later), dest_id in zip(ready, dest_ids, strict=True):
+            if rule.key == "rowid":
+                sub: int | None = int(values["step"])
+            elif rule.table == RUNS:
+                sub = digest((row.get("goal"),))
+            else:
+                sub = None
+            if dest_id is not None and rule.table in self.ids:
+                self.ids[rule.table][key] = dest_id
+            old[key] = [dest_id, sub, hashed]
+            change = {"t": rule.table, "s": key, "d": dest_id, "d2": sub, "h": hashed}
+            (self.map_changed if existed else self.map_new).append(change)
+            if dest_id is not None:
+                dest_key = (dest_id, sub if rule.key == "rowid" else None)
+                for column, source in later:
+                    self.fixups.append((rule, dest_key, column, rule.links[column], source))
+        if rule.replace and any(existed for *_, existed, _, _ in ready):
+            n = sum(1 for *_, existed, _, _ in ready if existed)
+            self.counts.updated[rule.table] += n
+            self.counts.inserted[rule.table] += len(ready) - n
+        else:
+            self.counts.inserted[rule.table] += len(ready)
+        self._sent(len(ready))
+
+    def _insert_memory(self, table: Table, values: dict[str, Any]) -> int | None:
+        """Insert a memory entry; one (workspace, key) is held centrally once, so an entry
+        another origin holds is replaced when this one is as new or newer (its origin's map
+        then says shadowed), and this one is shadowed when it is older."""
+        held = self.dst.execute(
+            select(table.c.id, table.c.created_at).where(
+                table.c.workspace == values["workspace"], table.c.key == values["key"]
+            )
+        ).first()
+        if held is not None:
+            if str(values["created_at"]) < str(held.created_at):
+                return None
+            self.dst.execute(delete(table).where(table.c.id == held.id))
+            self.dst.execute(
+                update(IDS)
+                .where(IDS.c.tbl == "memory", IDS.c.dest_id == held.id)
+                .values(dest_id=None)
+            )
+        return int(self.dst.execute(insert(table).values(values).returning(table.c.id)).scalar_one())
+
+    # --- append tables ---------------------------------------------------------------------
+
+    def _sync_append(self, rule: Rule) -> None:
+        table = model_table(rule)
+        columns = source_columns(rule, self.have)
+        assert rule.run_column is not None
+        hwm = self.hwm.get(rule.table, 0)
+        source_run = table.c[rule.run_column]
+        if self.reload_runs and hwm:
+            dest_runs = [self.ids[RUNS][r] for r in self.reload_runs if r in self.ids[RUNS]]
+            self.dst.execute(delete(table).where(table.c[rule.run_column].in_(dest_runs)))
+            statement = (
+                select(*columns)
+                .where(source_run.in_(sorted(self.reload_runs)), table.c.id <= hwm)
+                .order_by(table.c.id)
+            )
+            self._send(rule, table, statement, reloaded=True)
+        statement = select(*columns).where(table.c.id > hwm).order_by(table.c.id)
+        top = self._send(rule, table, statement, reloaded=False)
+        if top > hwm:
+            self.hwm[rule.table] = top
+
+    def _send(self, rule: Rule, table: Table, statement: Any, *, reloaded: bool) -> int:
+        """Stream rows of an append table into the destination; the highest id read."""
+        top = 0
+        nullable = {c: bool(table.c[c].nullable) for c in rule.links}
+        result = self.src.execute(statement, execution_options={"yield_per": self.batch_size})
+        target = self.counts.updated if reloaded else self.counts.inserted
+        for batch in result.mappings().partitions(self.batch_size):
+            params = []
+            for mapping in batch:
+                row = dict(mapping)
+                top = max(top, int(row["id"]))
+                try:
+                    params.append(remap(rule, row, self.ids, nullable, []))
+                except Unlinked:
+                    self.counts.orphans[rule.table] += 1
+            if params:
+                self.dst.execute(insert(table), params)
+                target[rule.table] += len(params)
+                self._sent(len(params))
+        return top
+
+    # --- after every table -----------------------------------------------------------------
+
+    def _apply_fixups(self) -> None:
+        """Set the links that named rows sent later in this sync (a session's head turn)."""
+        for rule, (dest_id, sub), column, target, source in self.fixups:
+            mapped = self.ids[target].get(source)
+            if mapped is None:
+                self.counts.orphans[f"{rule.table}.{column}"] += 1
+                continue
+            table = model_table(rule)
+            self.dst.execute(
+                update(table).where(self._dest_where(rule, table)).values({column: mapped}),
+                {"k": dest_id, "k2": sub},
+            )
+
+    def _delete_gone_runs(self) -> None:
+        """Delete centrally the runs deleted in the source, with their append rows (their
+        state rows went with the tables' own deletions)."""
+        if not self.gone_runs:
+            return
+        dest = sorted(self.gone_runs.values())
+        for rule in RULES:
+            if rule.kind != "append" or rule.table not in self.have:
+                continue
+            table = model_table(rule)
+            assert rule.run_column is not None
+            gone = self.dst.execute(delete(table).where(table.c[rule.run_column].in_(dest)))
+            self.counts.deleted[rule.table] += max(gone.rowcount, 0)
+        runs = model_table(RULES[0])
+        self.dst.execute(delete(runs).where(runs.c.id.in_(dest)))
+        self.counts.deleted[RUNS] += len(dest)
+
+    def _save(self) -> None:
+        """Write the id maps' changes and the high-water marks."""
+        o = self.origin_id
+        if self.map_new:
+            self.dst.execute(
+                insert(IDS),
+                [
+                    {"origin_id": o, "tbl": m["t"], "src_id": m["s"], "dest_id": m["d"],
+                     "dest_sub": m["d2"], "hash": m["h"]}
+                    for m in self.map_new
+                ],
+            )
+        where = and_(
+            IDS.c.origin_id == o, IDS.c.tbl == bindparam("t"), IDS.c.src_id == bindparam("s")
+        )
+        if self.map_changed:
+            self.dst.execute(
+                update(IDS)
+                .where(where)
+                .values(dest_id=bindparam("d"), dest_sub=bindparam("d2"), hash=bindparam("h")),
+                self.map_changed,
+            )
+        if self.map_gone:
+            self.dst.execute(delete(IDS).where(where), self.map_gone)
+        self.dst.execute(delete(MARKS).where(MARKS.c.origin_id == o))
+        if self.hwm:
+            self.dst.execute(
+                insert(MARKS),
+                [{"origin_id": o, "tbl": t, "hwm": h} for t, h in sorted(self.hwm.items())],
+            )

@@ -1,0 +1,82 @@
+"""Reading source rows and turning them into central ones: the columns both sides have, the
+row hash, and link remapping."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Column, Table, literal_column, select
+from sqlalchemy.sql import Select
+
+from ..models import Base
+from .rules import Rule
+
+ROWID = "_hs_rowid"
+"""The label under which a `rowid`-keyed table's SQLite rowid is read."""
+
+
+def model_table(rule: Rule) -> Table:
+    """The model's Core table of a rule."""
+    return Base.metadata.tables[rule.table]
+
+
+def source_columns(rule: Rule, have: Mapping[str, frozenset[str]]) -> list[Column[Any]]:
+    """The model's columns the source has (an older release's store lacks later ones)."""
+    return [c for c in model_table(rule).columns if c.name in have.get(rule.table, ())]
+
+
+def source_select(rule: Rule, columns: Sequence[Column[Any]]) -> Select[Any]:
+    """A SELECT of the columns, keyed as the rule tracks rows (the rowid added when it is the
+    key), in key order."""
+    table = model_table(rule)
+    if rule.key == "rowid":
+        rowid = literal_column("rowid")
+        return select(rowid.label(ROWID), *columns).order_by(rowid)
+    return select(*columns).order_by(*table.primary_key.columns)
+
+
+def digest(values: Sequence[Any]) -> int:
+    """A 64-bit hash of a row's values (signed, to fit a BIGINT)."""
+    raw = repr(tuple(values)).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
+
+
+def source_key(rule: Rule, row: Mapping[str, Any]) -> int:
+    """The source's key of a row: its id, its run's id, or its rowid."""
+    if rule.key == "rowid":
+        return int(row[ROWID])
+    if rule.key == "run":
+        return int(row["run_id"])
+    return int(row["id"])
+
+
+class Unlinked(Exception):
+    """A row whose NOT NULL link names a row the origin has not sent."""
+
+
+def remap(
+    rule: Rule,
+    row: Mapping[str, Any],
+    ids: Mapping[str, Mapping[int, int]],
+    nullable: Mapping[str, bool],
+    later: list[tuple[str, int]],
+) -> dict[str, Any]:
+    """The row with its id dropped (the destination assigns one) and every link remapped.
+
+    A nullable link to a row not sent yet is written NULL and listed in `later` as
+    `(column, source id)`, to be set once that row is there; a NOT NULL one raises `Unlinked`.
+    """
+    out = {k: v for k, v in row.items() if k != ROWID and not (k == "id" and rule.key == "id")}
+    for column, target in rule.links.items():
+        value = out.get(column)
+        if value is None:
+            continue
+        mapped = ids[target].get(int(value))
+        if mapped is None:
+            if not nullable[column]:
+                raise Unlinked(column)
+            later.append((column, int(value)))
+        out[column] = mapped
+    return out
