@@ -242,3 +242,38 @@ def test_oracle_store_of_every_table_mirrors(store_target: str, tmp_path: Path) 
         assert mirror_problems(store_target, path) == []
     assert count(store_target, Memory) == 4  # the same workspace keys, held once
     assert sync(paths, store_target).rows == 0
+
+
+def test_command_syncs_reports_and_lists_origins(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    from clirun import COMMAND, environ, on_terminal
+
+    a, b, dest = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3", tmp_path / "dest.sqlite3"
+    write_source(a, runs=1, tag="a")
+    write_source(b, runs=1, tag="b")
+    done = subprocess.run(
+        [*COMMAND, "sync", str(a), str(b), str(dest)], capture_output=True, text=True,
+        env=environ(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "synced 2 stores" in done.stdout and done.stdout.count("(new origin)") == 2
+    again = subprocess.run(
+        [*COMMAND, "sync", str(a), str(b), str(dest), "--json"], capture_output=True,
+        text=True, env=environ(),
+    )
+    assert json.loads(again.stdout)["rows"] == 0
+    listed = subprocess.run(
+        [*COMMAND, "origins", str(dest), "--json"], capture_output=True, text=True, env=environ()
+    )
+    assert [o["path"] for o in json.loads(listed.stdout)] == [str(a), str(b)]
+    code, screen = on_terminal("sync", a, b, dest)
+    assert code == 0 and "stores" in screen and "nothing new" in screen
+    usage = subprocess.run([*COMMAND, "sync", str(dest)], capture_output=True, text=True)
+    assert usage.returncode == 2
+    missing = subprocess.run(
+        [*COMMAND, "sync", str(tmp_path / "nope.sqlite3"), str(dest)], capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 3 and "nope.sqlite3" in missing.stderr

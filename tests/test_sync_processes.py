@@ -114,6 +114,7 @@ def test_a_live_writer_is_read_as_a_snapshot_and_caught_up_next_time(
 ) -> None:
     src = tmp_path / "live.sqlite3"
     write_source(src, runs=1)
+    sync([src], store_target)  # the destination's schema, built before the race starts
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(src), "6"], stdout=subprocess.PIPE, text=True
     )

@@ -7,6 +7,8 @@
     harness-store tree DB RUN           the agent tree under a run, with totals
     harness-store memory DB WORKSPACE   a workspace's memory entries
     harness-store copy SRC DST          a whole store between SQLite and PostgreSQL
+    harness-store sync SRC... DST       many stores into one, incrementally [--mark] [--dry-run]
+    harness-store origins DB            the stores synced into a store
 
 DB is a file path or a SQLAlchemy URL; a password in a URL is never printed. The read commands
 (inspect, runs, trace, tree, memory) open the store read-only — SQLite through a `mode=ro` URI,
@@ -32,7 +34,7 @@ Set HARNESS_STORE_DEBUG=1 to see the traceback of an unexpected error.
 
 from __future__ import annotations
 
-from . import copy, inspect, memory, runs, trace, tree, upgrade  # noqa: F401  (register commands)
+from . import copy, inspect, memory, runs, sync, trace, tree, upgrade  # noqa: F401  (register commands)
 from .app import app, main
 from .reader import read_only_url
 
