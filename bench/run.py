@@ -2,7 +2,7 @@
 
     python -m bench.run [--quick] [--only NAME[,NAME…]] [--pg URL] [--cache DIR] [--keep]
 
-Benchmarks (names for --only): checkpoint, batch, trees, upgrade, stream, cli, pg. `pg` (1–3 on
+Benchmarks (names for --only): checkpoint, batch, trees, upgrade, stream, cli, pg, sync (needs --pg). `pg` (1–3 on
 PostgreSQL) runs only with --pg, e.g. --pg postgresql+psycopg://postgres@127.0.0.1:5432/test:
 it creates its own scratch databases on that server and drops them afterwards.
 --quick uses small sizes and few rounds (a smoke run, under two minutes); the full run takes
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .common import DEFAULT_CACHE, Config, Table, environment
 
-NAMES = ("checkpoint", "batch", "trees", "upgrade", "stream", "cli", "pg")
+NAMES = ("checkpoint", "batch", "trees", "upgrade", "stream", "cli", "pg", "sync")
 
 
 def benchmark(name: str) -> Callable[[Config], list[Table]]:
@@ -41,6 +41,8 @@ def benchmark(name: str) -> Callable[[Config], list[Table]]:
         from .cli import run
     elif name == "pg":
         from .postgres import run
+    elif name == "sync":
+        from .sync import run
     else:
         raise ValueError(name)
     return run

@@ -159,3 +159,10 @@ class Backend(ABC):
     def lock_for_upgrade(self, conn: Connection) -> None:  # noqa: B027 - nothing to lock
         """Serialise upgrades of one database: the first statement of the upgrade's
         transaction. SQLite's `BEGIN IMMEDIATE` already holds the write lock."""
+
+    def bulk_insert(
+        self, conn: Connection, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """Insert many rows (tuples in `columns` order) in the connection's transaction, the
+        backend's fastest way; ids are left to the database (sync's append tables)."""
+        conn.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])

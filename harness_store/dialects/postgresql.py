@@ -200,3 +200,15 @@ class PostgreSQLBackend(Backend):
         info = getattr(dbapi_connection, "info", None)
         status = getattr(info, "transaction_status", None)
         return getattr(status, "name", None) == "INERROR"
+
+    def bulk_insert(
+        self, conn: Connection, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """`COPY … FROM STDIN` on the connection's own driver connection, so inside its
+        transaction: several times the rows per second of `executemany`."""
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        names = ", ".join(f'"{c}"' for c in columns)
+        with driver.cursor() as cursor, cursor.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy:
+            for row in rows:
+                copy.write_row(row)

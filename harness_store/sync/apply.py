@@ -20,11 +20,13 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    func,
     insert,
     select,
     update,
 )
 
+from ..dialects import backend_named
 from .report import TableCounts
 from .rows import Unlinked, digest, model_table, remap, source_columns, source_key, source_select
 from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
@@ -69,10 +71,13 @@ class OriginSync:
         batch_size: int = BATCH,
     ) -> None:
         self.src, self.dst, self.origin_id, self.have = src, dst, origin_id, have
+        self.backend = backend_named(dst.dialect.name)
         self.counts, self.on_rows, self.batch_size = counts, on_rows, batch_size
         self.maps: dict[str, dict[int, Entry]] = {}
         self.ids: dict[str, dict[int, int]] = {RUNS: {}, SESSIONS: {}, TURNS: {}}
         self.hwm: dict[str, int] = {}
+        self.hwm_loaded: dict[str, int] = {}
+        self.tops: dict[str, int] = {}
         self.fixups: list[tuple[Rule, tuple[int, int | None], str, str, int]] = []
         self.reload_runs: set[int] = set()
         self.gone_runs: dict[int, int] = {}
@@ -85,6 +90,7 @@ class OriginSync:
     def run(self) -> None:
         """Send everything that changed since the last sync of this origin."""
         self._load()
+        self.tops = self._append_tops()
         for rule in RULES:
             if rule.table not in self.have:
                 continue
@@ -110,6 +116,18 @@ class OriginSync:
             select(MARKS.c.tbl, MARKS.c.hwm).where(MARKS.c.origin_id == self.origin_id)
         )
         self.hwm = {str(tbl): int(hwm) for tbl, hwm in marks}
+        self.hwm_loaded = dict(self.hwm)
+
+    def _append_tops(self) -> dict[str, int]:
+        """The highest id of every append table, in one query: a table whose top is at its
+        mark has nothing new (the common case of a sync with nothing new)."""
+        tables = [model_table(r) for r in RULES if r.kind == "append" and r.table in self.have]
+        if not tables:
+            return {}
+        tops = self.src.execute(
+            select(*(select(func.max(t.c.id)).scalar_subquery().label(t.name) for t in tables))
+        ).one()
+        return {t.name: int(top or 0) for t, top in zip(tables, tops, strict=True)}
 
     def _sent(self, rows: int) -> None:
         if self.on_rows is not None and rows:
@@ -306,6 +324,8 @@ class OriginSync:
                 .order_by(table.c.id)
             )
             self._send(rule, table, statement, reloaded=True)
+        if self.tops.get(rule.table, 0) <= hwm:
+            return
         statement = select(*columns).where(table.c.id > hwm).order_by(table.c.id)
         top = self._send(rule, table, statement, reloaded=False)
         if top > hwm:
@@ -317,19 +337,31 @@ class OriginSync:
         nullable = {c: bool(table.c[c].nullable) for c in rule.links}
         result = self.src.execute(statement, execution_options={"yield_per": self.batch_size})
         target = self.counts.updated if reloaded else self.counts.inserted
-        for batch in result.mappings().partitions(self.batch_size):
-            params = []
-            for mapping in batch:
-                row = dict(mapping)
-                top = max(top, int(row["id"]))
+        names = [c for c in result.keys() if c != "id"]
+        links = [(names.index(c), self.ids[t], nullable[c]) for c, t in rule.links.items()
+                 if c in names]
+        id_at = list(result.keys()).index("id")
+        keep = [i for i, c in enumerate(result.keys()) if c != "id"]
+        for batch in result.partitions(self.batch_size):
+            rows = []
+            for row in batch:
+                top = max(top, int(row[id_at]))
+                values = [row[i] for i in keep]
                 try:
-                    params.append(remap(rule, row, self.ids, nullable, []))
+                    for at, ids, may_be_null in links:
+                        if values[at] is not None:
+                            mapped = ids.get(values[at])
+                            if mapped is None and not may_be_null:
+                                raise Unlinked(names[at])
+                            values[at] = mapped
                 except Unlinked:
                     self.counts.orphans[rule.table] += 1
-            if params:
-                self.dst.execute(insert(table), params)
-                target[rule.table] += len(params)
-                self._sent(len(params))
+                    continue
+                rows.append(values)
+            if rows:
+                self.backend.bulk_insert(self.dst, table, names, rows)
+                target[rule.table] += len(rows)
+                self._sent(len(rows))
         return top
 
     # --- after every table -----------------------------------------------------------------
@@ -388,6 +420,8 @@ class OriginSync:
             )
         if self.map_gone:
             self.dst.execute(delete(IDS).where(where), self.map_gone)
+        if self.hwm == self.hwm_loaded:
+            return
         self.dst.execute(delete(MARKS).where(MARKS.c.origin_id == o))
         if self.hwm:
             self.dst.execute(

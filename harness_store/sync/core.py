@@ -8,12 +8,17 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Connection, Engine, select, update
+from sqlalchemy import Connection, Engine, inspect, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.util import LRUCache
 
-from ..detect import StoreKind, check_sqlite_file, diagnose
+from ..detect import IGNORED_TABLES, StoreKind, check_sqlite_file, diagnose, read_revision
+from ..dialects import backend_named
+from ..formats import CHECKPOINT_FORMAT
+from ..models import Base
 from ..dialects.sqlite import WRITE
 from ..engine import make_engine, read_only_url, safe_url, sqlite_path, to_url, where
 from ..errors import (
@@ -28,6 +33,10 @@ from .report import OriginReport, Progress, SyncReport, TableCounts
 from .tables import ORIGINS, SYNC_METADATA
 
 Source = str | os.PathLike[str]
+
+SOURCE_STATEMENTS: LRUCache[Any, Any] = LRUCache(1000)
+"""Compiled statements shared by every source's engine (each source has its own engine, whose
+own cache would start empty)."""
 
 
 def now_stamp() -> str:
@@ -59,10 +68,10 @@ def sync(
     started = time.monotonic()
     dest_url = to_url(dest)
     paths = [_source_path(s) for s in sources]
-    _prepare_dest(dest_url)
     engine = make_engine(dest_url)
     reports = []
     try:
+        _prepare_dest(engine, dest_url)
         for index, path in enumerate(paths):
             label = str(path)
             if progress is not None:
@@ -97,19 +106,31 @@ def _source_path(source: Source) -> Path:
     return path
 
 
-def _prepare_dest(url: URL) -> None:
-    """Create or upgrade the destination store (as `Store.open` does) and sync's own tables."""
+def _prepare_dest(engine: Engine, url: URL) -> None:
+    """Create or upgrade the destination store (as `Store.open` does) and sync's own tables.
+
+    A destination a sync prepared before (at head, sync's tables there, no unfinished copy)
+    is known from one look and not opened again."""
+    from ..releases import HEAD
+    from ..transfer import copy_in_progress
+
+    with engine.connect() as conn, conn.begin():
+        names = set(inspect(conn).get_table_names())
+        ready = (
+            SYNC_METADATA.tables.keys() <= names
+            and "alembic_version" in names
+            and read_revision(conn) == HEAD
+            and not copy_in_progress(conn)
+        )
+    if ready:
+        return
     from ..store import Store
 
     Store.open(url).close()
-    engine = make_engine(url)
-    try:
-        with engine.connect() as conn:
-            conn.info[WRITE] = True
-            with conn.begin():
-                SYNC_METADATA.create_all(conn, checkfirst=True)
-    finally:
-        engine.dispose()
+    with engine.connect() as conn:
+        conn.info[WRITE] = True
+        with conn.begin():
+            SYNC_METADATA.create_all(conn, checkfirst=True)
 
 
 @contextmanager
@@ -117,12 +138,19 @@ def _snapshot(engine: Engine) -> Iterator[Connection]:
     """One read-only transaction on the source: every read of the sync sees one instant."""
     with engine.connect() as conn:
         conn.info[WRITE] = False
+        conn.execution_options(compiled_cache=SOURCE_STATEMENTS)
         with conn.begin():
             yield conn
 
 
 def _check_source(conn: Connection, path: Path) -> dict[str, frozenset[str]]:
-    """The source's tables and columns; refuse what is not a store of 0.13 or later."""
+    """The source's tables and columns; refuse what is not a store of 0.13 or later.
+
+    A store of exactly the head shape (the common case) is known from one query; anything
+    else goes through `detect.diagnose`, which names what it found."""
+    fast = _head_shaped(conn)
+    if fast is not None:
+        return fast
     found = diagnose(conn)
     if found.kind is StoreKind.EMPTY:
         raise SchemaError(f"{path} holds no run store (it has no tables); nothing to sync")
@@ -133,6 +161,28 @@ def _check_source(conn: Connection, path: Path) -> dict[str, frozenset[str]]:
             f"{path}`, then sync it"
         )
     return dict(found.tables)
+
+
+HEAD_SHAPE = {
+    name: frozenset(table.columns.keys()) for name, table in Base.metadata.tables.items()
+}
+
+
+def _head_shaped(conn: Connection) -> dict[str, frozenset[str]] | None:
+    """The source's tables when they are exactly the head's (and its checkpoint format is one
+    harness_store reads), else None."""
+    if backend_named(conn.dialect.name).checkpoint_format(conn) > CHECKPOINT_FORMAT:
+        return None
+    found: dict[str, set[str]] = {}
+    rows = conn.exec_driver_sql(
+        "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
+        "WHERE m.type = 'table'"
+    )
+    for table, column in rows:
+        if table not in IGNORED_TABLES and not table.startswith("sqlite_"):
+            found.setdefault(table, set()).add(column)
+    shape = {name: frozenset(columns) for name, columns in found.items()}
+    return shape if shape == HEAD_SHAPE else None
 
 
 def _sync_one(
@@ -146,17 +196,17 @@ def _sync_one(
     started = time.monotonic()
     src_engine = make_engine(read_only_url(path))
     try:
-        with _snapshot(src_engine) as src:
-            _check_source(src, path)
-            marked = origins.read_mark(src)
-        if mark and not marked and not dry_run:
-            with engine.connect() as dst, dst.begin():
-                marked = origins.adopt_for_mark(dst, origins.identify(path, None))
-            origins.write_mark(path, marked)
-        ident = origins.identify(path, marked)
+        if mark and not dry_run:
+            with _snapshot(src_engine) as src:
+                _check_source(src, path)
+                marked = origins.read_mark(src)
+            if not marked:
+                with engine.connect() as dst, dst.begin():
+                    marked = origins.adopt_for_mark(dst, origins.identify(path, None))
+                origins.write_mark(path, marked)
         for attempt in (1, 2):
             try:
-                return _send(src_engine, engine, ident, path, dry_run, on_rows, batch_size, started)
+                return _send(src_engine, engine, path, dry_run, on_rows, batch_size, started)
             except IntegrityError:
                 if attempt == 2:  # another sync registered this origin meanwhile: once more
                     raise
@@ -168,7 +218,6 @@ def _sync_one(
 def _send(
     src_engine: Engine,
     engine: Engine,
-    ident: origins.SourceIdentity,
     path: Path,
     dry_run: bool,
     on_rows: Callable[[int], None],
@@ -178,22 +227,22 @@ def _send(
     counts = TableCounts()
     with _snapshot(src_engine) as src, engine.connect() as dst:
         have = _check_source(src, path)
+        ident = origins.identify(path, origins.read_mark(src))
         dst.info[WRITE] = True
         transaction = dst.begin()
         try:
             now = now_stamp()
             origin = origins.register(dst, ident, now)
-            dst.execute(select(ORIGINS.c.id).where(ORIGINS.c.id == origin.id).with_for_update())
             first = src.execute(select_first_run()).first() if "runs" in have else None
             anchor = f"{first[0]}:{first[1] or ''}" if first is not None else None
             if origin.anchor and not ident.mark and _anchor_differs(src, origin.anchor):
                 origins.retire(dst, origin.id)
                 origin = origins.register(dst, ident, now)
             OriginSync(src, dst, origin.id, have, counts, on_rows, batch_size).run()
-            values: dict[str, object] = {"synced_at": now, "syncs": ORIGINS.c.syncs + 1}
             if origin.anchor is None and anchor is not None:
-                values["anchor"] = anchor
-            dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(**values))
+                dst.execute(
+                    update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor)
+                )
         except BaseException:
             transaction.rollback()
             raise

@@ -105,8 +105,8 @@ def find(dst: Connection, ident: SourceIdentity) -> tuple[int, str, str | None] 
 
 
 def register(dst: Connection, ident: SourceIdentity, now: str) -> Origin:
-    """The origin of `ident` in the destination, registered now if it is new; where the
-    source was seen is brought up to date."""
+    """The origin of `ident` in the destination, registered now if it is new, its row locked
+    until the transaction ends; where and when the source was seen is brought up to date."""
     found = find(dst, ident)
     seen = {
         "identity": ident.key,
@@ -117,11 +117,18 @@ def register(dst: Connection, ident: SourceIdentity, now: str) -> Origin:
         "marked": 1 if ident.mark else 0,
     }
     if found is not None:
-        dst.execute(update(ORIGINS).where(ORIGINS.c.id == found[0]).values(**seen))
+        # the UPDATE also locks the origin's row: a concurrent sync of it waits its turn
+        dst.execute(
+            update(ORIGINS)
+            .where(ORIGINS.c.id == found[0])
+            .values(synced_at=now, syncs=ORIGINS.c.syncs + 1, **seen)
+        )
         return Origin(found[0], found[1], found[2], created=False)
     value = ident.mark or str(uuid.uuid4())
     new_id = dst.execute(
-        ORIGINS.insert().values(uuid=value, first_synced_at=now, **seen).returning(ORIGINS.c.id)
+        ORIGINS.insert()
+        .values(uuid=value, first_synced_at=now, synced_at=now, syncs=1, **seen)
+        .returning(ORIGINS.c.id)
     ).scalar_one()
     return Origin(int(new_id), value, None, created=True)
 
