@@ -2,7 +2,8 @@
 
     python -m bench.run [--quick] [--only NAME[,NAME…]] [--pg URL] [--cache DIR] [--keep]
 
-Benchmarks (names for --only): checkpoint, batch, trees, upgrade, stream, cli, pg, sync (needs --pg). `pg` (1–3 on
+Benchmarks (names for --only): checkpoint, batch, trees, upgrade, stream, cli, pg, sync.
+`sync` (8) needs --pg too. `pg` (1–3 on
 PostgreSQL) runs only with --pg, e.g. --pg postgresql+psycopg://postgres@127.0.0.1:5432/test:
 it creates its own scratch databases on that server and drops them afterwards.
 --quick uses small sizes and few rounds (a smoke run, under two minutes); the full run takes

@@ -62,8 +62,15 @@ def copy_baseline(sources: list[Path], url: Any) -> int:
         "runs": ("id", "goal", "file", "outcome", "status", "started_at"),
         "steps": ("run_id", "step", "decision", "result", "prompt", "tool_call", "tokens"),
         "checkpoint_events": ("run_id", "step", "kind", "detail"),
-        "run_outcomes": ("run_id", "outcome", "success", "steps", "tokens", "duration_ms",
-                         "finished_at"),
+        "run_outcomes": (
+            "run_id",
+            "outcome",
+            "success",
+            "steps",
+            "tokens",
+            "duration_ms",
+            "finished_at",
+        ),
     }
     rows = 0
     with psycopg.connect(pg_conninfo(url)) as conn:
@@ -74,9 +81,7 @@ def copy_baseline(sources: list[Path], url: Any) -> int:
                     for table, columns in tables.items():
                         query = f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid"
                         key = 0 if columns[0] in ("id", "run_id") else None
-                        with cursor.copy(
-                            f"COPY {table} ({', '.join(columns)}) FROM STDIN"
-                        ) as copy:
+                        with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
                             for row in src.execute(query):
                                 if key is not None:
                                     row = (row[0] + offset, *row[1:])

@@ -31,7 +31,11 @@ def write_source(path: Path, *, runs: int = 3, steps: int = 5, tag: str = "") ->
             root = store.start_run(f"goal {tag}{n}", f"/src/{tag}{n}.rs")
             child = store.start_child_run(f"child {tag}{n}", "/src/c.rs", root, 1)
             store.checkpoint_steps(
-                root, [StepRecord.new(i, f"d{tag}{n}.{i}", "ok").with_trace("p", "t", i) for i in range(1, steps + 1)]
+                root,
+                [
+                    StepRecord.new(i, f"d{tag}{n}.{i}", "ok").with_trace("p", "t", i)
+                    for i in range(1, steps + 1)
+                ],
             )
             store.checkpoint_steps(child, [StepRecord.new(1, "c", "ok").with_trace("p", "t", 7)])
             store.put_pending(root, 1, "write", f"/tmp/{tag}{n}", "x")

@@ -13,15 +13,14 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
+from synccheck import add_session, mirror_problems, write_source
 
-from harness_store import Store, StepRecord
+from harness_store import StepRecord, Store
 from harness_store.detect import StoreKind, diagnose
 from harness_store.engine import make_engine, read_only_url
 from harness_store.errors import StoreNotFoundError, UpgradeRequiredError
 from harness_store.models import Memory, Run, Step, table_of
 from harness_store.sync import RULES, central_run, list_origins, origin_runs, source_run, sync
-
-from synccheck import add_session, mirror_problems, write_source
 
 
 def count(dest: str, model: type) -> int:
@@ -37,7 +36,9 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_two_stores_mirror_and_a_second_sync_sends_nothing(store_target: str, tmp_path: Path) -> None:
+def test_two_stores_mirror_and_a_second_sync_sends_nothing(
+    store_target: str, tmp_path: Path
+) -> None:
     a, b = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3"
     write_source(a, tag="a")
     write_source(b, tag="b")
@@ -204,8 +205,10 @@ def test_refusals(tmp_path: Path) -> None:
         sync([tmp_path / "missing.sqlite3"], dest)
     old = tmp_path / "old.sqlite3"
     with closing(sqlite3.connect(old)) as conn:
-        conn.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, goal TEXT NOT NULL,"
-                     " file TEXT NOT NULL, outcome TEXT)")
+        conn.execute(
+            "CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, goal TEXT NOT NULL,"
+            " file TEXT NOT NULL, outcome TEXT)"
+        )
         conn.execute(
             "CREATE TABLE steps (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id INTEGER NOT NULL "
             "REFERENCES runs(id), step INTEGER NOT NULL, decision TEXT NOT NULL, "
@@ -218,9 +221,8 @@ def test_refusals(tmp_path: Path) -> None:
 def test_oracle_store_of_every_table_mirrors(store_target: str, tmp_path: Path) -> None:
     """io-harness 0.66's own Store writes a store touching every table; two of them sync
     into one, and the second sync sends nothing."""
-    from interop.oracles import OracleUnavailable, build
-
     from conftest import SHARED
+    from interop.oracles import OracleUnavailable, build
 
     try:
         folder = build(SHARED / "oracle")
@@ -231,8 +233,9 @@ def test_oracle_store_of_every_table_mirrors(store_target: str, tmp_path: Path) 
     paths = []
     for name in ("x", "y"):
         path = tmp_path / f"{name}.sqlite3"
-        subprocess.run([str(folder / "oracle-0_66"), "write", str(path)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [str(folder / "oracle-0_66"), "write", str(path)], check=True, capture_output=True
+        )
         paths.append(path)
     report = sync(paths, store_target, mark=True)
     assert diagnose_kind(paths[0]) is StoreKind.UPSTREAM  # the mark is no unknown table
@@ -254,14 +257,18 @@ def test_command_syncs_reports_and_lists_origins(tmp_path: Path) -> None:
     write_source(a, runs=1, tag="a")
     write_source(b, runs=1, tag="b")
     done = subprocess.run(
-        [*COMMAND, "sync", str(a), str(b), str(dest)], capture_output=True, text=True,
+        [*COMMAND, "sync", str(a), str(b), str(dest)],
+        capture_output=True,
+        text=True,
         env=environ(),
     )
     assert done.returncode == 0, done.stderr
     assert "synced 2 stores" in done.stdout and done.stdout.count("(new origin)") == 2
     again = subprocess.run(
-        [*COMMAND, "sync", str(a), str(b), str(dest), "--json"], capture_output=True,
-        text=True, env=environ(),
+        [*COMMAND, "sync", str(a), str(b), str(dest), "--json"],
+        capture_output=True,
+        text=True,
+        env=environ(),
     )
     assert json.loads(again.stdout)["rows"] == 0
     listed = subprocess.run(
@@ -273,7 +280,8 @@ def test_command_syncs_reports_and_lists_origins(tmp_path: Path) -> None:
     usage = subprocess.run([*COMMAND, "sync", str(dest)], capture_output=True, text=True)
     assert usage.returncode == 2
     missing = subprocess.run(
-        [*COMMAND, "sync", str(tmp_path / "nope.sqlite3"), str(dest)], capture_output=True,
+        [*COMMAND, "sync", str(tmp_path / "nope.sqlite3"), str(dest)],
+        capture_output=True,
         text=True,
     )
     assert missing.returncode == 3 and "nope.sqlite3" in missing.stderr

@@ -11,13 +11,12 @@ import time
 from pathlib import Path
 
 from sqlalchemy import func, select
+from synccheck import mirror_problems, write_source
 
 from harness_store import StepRecord, Store
 from harness_store.engine import make_engine, read_only_url
 from harness_store.models import CheckpointEvent, Step, table_of
 from harness_store.sync import origin_runs, sync
-
-from synccheck import mirror_problems, write_source
 
 SYNC = """
 import sys
@@ -39,7 +38,8 @@ with Store.open(path, synchronous="normal") as store:
     while time.monotonic() < end:
         run = store.start_run(f"live {n}", "/live.rs")
         for step in range(1, 21):
-            store.checkpoint_step(run, StepRecord.new(step, f"d{step}", "ok").with_trace("p", "t", 1))
+            record = StepRecord.new(step, f"d{step}", "ok").with_trace("p", "t", 1)
+            store.checkpoint_step(run, record)
         store.finish_run(run, "success")
         n += 1
 print("wrote", n, flush=True)
@@ -105,8 +105,11 @@ def consistent(dest: str) -> list[str]:
             )
     finally:
         engine.dispose()
-    return [f"run {r}: {n} steps, {per_event.get(r)} markers" for r, n in per_step.items()
-            if per_event.get(r) != n]
+    return [
+        f"run {r}: {n} steps, {per_event.get(r)} markers"
+        for r, n in per_step.items()
+        if per_event.get(r) != n
+    ]
 
 
 def test_a_live_writer_is_read_as_a_snapshot_and_caught_up_next_time(

@@ -105,7 +105,9 @@ def sync_command(
     from ..sync import sync
 
     if len(stores) < 2:
-        raise typer.BadParameter("give at least one source and the destination", param_hint="SRC... DST")
+        raise typer.BadParameter(
+            "give at least one source and the destination", param_hint="SRC... DST"
+        )
     *sources, dest = stores
     for store in stores:
         parse_target(store)

@@ -209,6 +209,9 @@ class PostgreSQLBackend(Backend):
         driver = conn.connection.driver_connection
         assert driver is not None
         names = ", ".join(f'"{c}"' for c in columns)
-        with driver.cursor() as cursor, cursor.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy:
+        with (
+            driver.cursor() as cursor,
+            cursor.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy,
+        ):
             for row in rows:
                 copy.write_row(row)

@@ -188,9 +188,7 @@ class OriginSync:
             entry = entries[key]
             self.gone_runs[key] = int(entry[0])
             entry[2] = None
-            self.map_changed.append(
-                {"t": RUNS, "s": key, "d": entry[0], "d2": entry[1], "h": None}
-            )
+            self.map_changed.append({"t": RUNS, "s": key, "d": entry[0], "d2": entry[1], "h": None})
 
     def _remap(self, rule: Rule, table: Table, row: dict[str, Any], later: list[Any]) -> Any:
         nullable = {c: bool(table.c[c].nullable) for c in rule.links}
@@ -226,15 +224,15 @@ class OriginSync:
             self.map_changed.append(
                 {"t": rule.table, "s": key, "d": entry[0], "d2": entry[1], "h": hashed}
             )
-        for columns, params in by_columns.items():
+        for columns, batch in by_columns.items():
             statement = (
                 update(table)
                 .where(self._dest_where(rule, table))
                 .values({c: bindparam(f"v_{c}") for c in columns})
             )
-            self.dst.execute(statement, params)
-            self.counts.updated[rule.table] += len(params)
-            self._sent(len(params))
+            self.dst.execute(statement, batch)
+            self.counts.updated[rule.table] += len(batch)
+            self._sent(len(batch))
 
     def _insert_state(
         self, rule: Rule, table: Table, items: list[tuple[int, int, dict[str, Any], bool]]
@@ -263,7 +261,9 @@ class OriginSync:
         else:
             self.dst.execute(insert(table), [values for *_, values, _ in ready])
             dest_ids = [int(values["run_id"]) for *_, values, _ in ready]
-        for (key, hashed, row, existed, values, later), dest_id in zip(ready, dest_ids, strict=True):
+        for (key, hashed, row, existed, values, later), dest_id in zip(
+            ready, dest_ids, strict=True
+        ):
             if rule.key == "rowid":
                 sub: int | None = int(values["step"])
             elif rule.table == RUNS:
@@ -305,7 +305,9 @@ class OriginSync:
                 .where(IDS.c.tbl == "memory", IDS.c.dest_id == held.id)
                 .values(dest_id=None)
             )
-        return int(self.dst.execute(insert(table).values(values).returning(table.c.id)).scalar_one())
+        return int(
+            self.dst.execute(insert(table).values(values).returning(table.c.id)).scalar_one()
+        )
 
     # --- append tables ---------------------------------------------------------------------
 
@@ -337,11 +339,13 @@ class OriginSync:
         nullable = {c: bool(table.c[c].nullable) for c in rule.links}
         result = self.src.execute(statement, execution_options={"yield_per": self.batch_size})
         target = self.counts.updated if reloaded else self.counts.inserted
-        names = [c for c in result.keys() if c != "id"]
-        links = [(names.index(c), self.ids[t], nullable[c]) for c, t in rule.links.items()
-                 if c in names]
-        id_at = list(result.keys()).index("id")
-        keep = [i for i, c in enumerate(result.keys()) if c != "id"]
+        keys = list(result.keys())
+        names = [c for c in keys if c != "id"]
+        links = [
+            (names.index(c), self.ids[t], nullable[c]) for c, t in rule.links.items() if c in names
+        ]
+        id_at = keys.index("id")
+        keep = [i for i, c in enumerate(keys) if c != "id"]
         for batch in result.partitions(self.batch_size):
             rows = []
             for row in batch:
@@ -403,8 +407,14 @@ class OriginSync:
             self.dst.execute(
                 insert(IDS),
                 [
-                    {"origin_id": o, "tbl": m["t"], "src_id": m["s"], "dest_id": m["d"],
-                     "dest_sub": m["d2"], "hash": m["h"]}
+                    {
+                        "origin_id": o,
+                        "tbl": m["t"],
+                        "src_id": m["s"],
+                        "dest_id": m["d"],
+                        "dest_sub": m["d2"],
+                        "hash": m["h"],
+                    }
                     for m in self.map_new
                 ],
             )

@@ -10,15 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, inspect, select, update
+from sqlalchemy import Connection, Engine, Select, inspect, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.util import LRUCache
 
 from ..detect import IGNORED_TABLES, StoreKind, check_sqlite_file, diagnose, read_revision
 from ..dialects import backend_named
-from ..formats import CHECKPOINT_FORMAT
-from ..models import Base
 from ..dialects.sqlite import WRITE
 from ..engine import make_engine, read_only_url, safe_url, sqlite_path, to_url, where
 from ..errors import (
@@ -27,6 +25,8 @@ from ..errors import (
     StoreNotFoundError,
     UpgradeRequiredError,
 )
+from ..formats import CHECKPOINT_FORMAT
+from ..models import Base
 from . import origins
 from .apply import BATCH, OriginSync
 from .report import OriginReport, Progress, SyncReport, TableCounts
@@ -163,9 +163,7 @@ def _check_source(conn: Connection, path: Path) -> dict[str, frozenset[str]]:
     return dict(found.tables)
 
 
-HEAD_SHAPE = {
-    name: frozenset(table.columns.keys()) for name, table in Base.metadata.tables.items()
-}
+HEAD_SHAPE = {name: frozenset(table.columns.keys()) for name, table in Base.metadata.tables.items()}
 
 
 def _head_shaped(conn: Connection) -> dict[str, frozenset[str]] | None:
@@ -240,9 +238,7 @@ def _send(
                 origin = origins.register(dst, ident, now)
             OriginSync(src, dst, origin.id, have, counts, on_rows, batch_size).run()
             if origin.anchor is None and anchor is not None:
-                dst.execute(
-                    update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor)
-                )
+                dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
         except BaseException:
             transaction.rollback()
             raise
@@ -261,7 +257,7 @@ def _send(
     )
 
 
-def select_first_run():  # type: ignore[no-untyped-def]
+def select_first_run() -> Select[Any]:
     """The id and start of the source's first run: the origin's anchor."""
     from ..models import Run, table_of
 

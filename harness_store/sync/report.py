@@ -25,9 +25,7 @@ class TableCounts:
     @property
     def rows(self) -> int:
         """Rows written centrally (inserted, updated or deleted)."""
-        return sum(self.inserted.values()) + sum(self.updated.values()) + sum(
-            self.deleted.values()
-        )
+        return sum(self.inserted.values()) + sum(self.updated.values()) + sum(self.deleted.values())
 
 
 @dataclass(frozen=True)

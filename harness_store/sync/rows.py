@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Column, Table, literal_column, select
+from sqlalchemy import Column, ColumnElement, Table, literal_column, select
 from sqlalchemy.sql import Select
 
 from ..models import Base
@@ -32,7 +32,7 @@ def source_select(rule: Rule, columns: Sequence[Column[Any]]) -> Select[Any]:
     key), in key order."""
     table = model_table(rule)
     if rule.key == "rowid":
-        rowid = literal_column("rowid")
+        rowid: ColumnElement[int] = literal_column("rowid")
         return select(rowid.label(ROWID), *columns).order_by(rowid)
     return select(*columns).order_by(*table.primary_key.columns)
 
