@@ -9,7 +9,7 @@ Store and the migrations never test a dialect name themselves.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -19,6 +19,9 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
 from ..errors import StoreError
+
+BULK_BATCH = 5000
+"""Rows per `executemany` of the default `Backend.bulk_insert`."""
 
 
 class WriteQueue:
@@ -161,8 +164,17 @@ class Backend(ABC):
         transaction. SQLite's `BEGIN IMMEDIATE` already holds the write lock."""
 
     def bulk_insert(
-        self, conn: Connection, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+        self, conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]
     ) -> None:
-        """Insert many rows (tuples in `columns` order) in the connection's transaction, the
-        backend's fastest way; ids are left to the database (sync's append tables)."""
-        conn.execute(table.insert(), [dict(zip(columns, row, strict=True)) for row in rows])
+        """Insert many rows (sequences in `columns` order, read as they come) in the
+        connection's transaction, the backend's fastest way; ids are left to the database
+        (sync's append tables)."""
+        statement = table.insert()
+        batch: list[dict[str, Any]] = []
+        for row in rows:
+            batch.append(dict(zip(columns, row, strict=True)))
+            if len(batch) == BULK_BATCH:
+                conn.execute(statement, batch)
+                batch = []
+        if batch:
+            conn.execute(statement, batch)

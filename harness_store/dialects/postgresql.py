@@ -7,7 +7,7 @@ migration; upserts use `ON CONFLICT`; ids copied in explicitly are followed by `
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, inspect, text
@@ -202,10 +202,11 @@ class PostgreSQLBackend(Backend):
         return getattr(status, "name", None) == "INERROR"
 
     def bulk_insert(
-        self, conn: Connection, table: Table, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+        self, conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]
     ) -> None:
-        """`COPY … FROM STDIN` on the connection's own driver connection, so inside its
-        transaction: several times the rows per second of `executemany`."""
+        """One `COPY … FROM STDIN` on the connection's own driver connection, so inside its
+        transaction, streamed as the rows come: several times the rows per second of
+        `executemany`."""
         driver = conn.connection.driver_connection
         assert driver is not None
         names = ", ".join(f'"{c}"' for c in columns)

@@ -10,7 +10,7 @@ completed sync of this origin left it, and the next sync redoes the whole differ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from sqlalchemy import (
@@ -334,7 +334,9 @@ class OriginSync:
             self.hwm[rule.table] = top
 
     def _send(self, rule: Rule, table: Table, statement: Any, *, reloaded: bool) -> int:
-        """Stream rows of an append table into the destination; the highest id read."""
+        """Stream rows of an append table into the destination as they are read (on
+        PostgreSQL one COPY a table, so the server works while the source is read); the
+        highest id read."""
         top = 0
         nullable = {c: bool(table.c[c].nullable) for c in rule.links}
         result = self.src.execute(statement, execution_options={"yield_per": self.batch_size})
@@ -346,26 +348,30 @@ class OriginSync:
         ]
         id_at = keys.index("id")
         keep = [i for i, c in enumerate(keys) if c != "id"]
-        for batch in result.partitions(self.batch_size):
-            rows = []
-            for row in batch:
-                top = max(top, int(row[id_at]))
-                values = [row[i] for i in keep]
-                try:
-                    for at, ids, may_be_null in links:
-                        if values[at] is not None:
-                            mapped = ids.get(values[at])
-                            if mapped is None and not may_be_null:
-                                raise Unlinked(names[at])
-                            values[at] = mapped
-                except Unlinked:
-                    self.counts.orphans[rule.table] += 1
-                    continue
-                rows.append(values)
-            if rows:
-                self.backend.bulk_insert(self.dst, table, names, rows)
-                target[rule.table] += len(rows)
-                self._sent(len(rows))
+
+        def rows() -> Iterator[list[Any]]:
+            nonlocal top
+            for batch in result.partitions(self.batch_size):
+                sent = 0
+                for row in batch:
+                    top = max(top, int(row[id_at]))
+                    values = [row[i] for i in keep]
+                    try:
+                        for at, ids, may_be_null in links:
+                            if values[at] is not None:
+                                mapped = ids.get(values[at])
+                                if mapped is None and not may_be_null:
+                                    raise Unlinked(names[at])
+                                values[at] = mapped
+                    except Unlinked:
+                        self.counts.orphans[rule.table] += 1
+                        continue
+                    sent += 1
+                    yield values
+                target[rule.table] += sent
+                self._sent(sent)
+
+        self.backend.bulk_insert(self.dst, table, names, rows())
         return top
 
     # --- after every table -----------------------------------------------------------------
