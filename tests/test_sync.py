@@ -147,6 +147,29 @@ def test_twenty_origins_with_colliding_ids_read_as_one_store(
     assert sync(sources, store_target).rows == 0
 
 
+def test_concurrent_syncs_of_the_same_stores_take_turns(store_target: str, tmp_path: Path) -> None:
+    """Two processes syncing the same new stores at once: each origin is registered once and
+    nothing doubles (the second waits on the origin's row, or retries its registration)."""
+    import subprocess
+    import sys
+
+    sources = []
+    for n in range(3):
+        path = tmp_path / f"c{n}.sqlite3"
+        write_source(path, runs=3, steps=300, tag=f"c{n}")
+        sources.append(path)
+    sync([], store_target)  # the schema first: two processes building it is another race
+    script = "import sys; from harness_store.sync import sync; sync(sys.argv[2:], sys.argv[1])"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, store_target, *map(str, sources)])
+        for _ in range(2)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert len(list_origins(store_target)) == 3
+    for path in sources:
+        assert mirror_problems(store_target, path) == []
+
+
 def test_mark_writes_only_the_origin_and_follows_a_copied_store(tmp_path: Path) -> None:
     src, dest = tmp_path / "src.sqlite3", tmp_path / "dest.sqlite3"
     write_source(src, runs=1)
@@ -275,6 +298,17 @@ def test_command_syncs_reports_and_lists_origins(tmp_path: Path) -> None:
         [*COMMAND, "origins", str(dest), "--json"], capture_output=True, text=True, env=environ()
     )
     assert [o["path"] for o in json.loads(listed.stdout)] == [str(a), str(b)]
+    only_b = subprocess.run(
+        [*COMMAND, "runs", str(dest), "--origin", str(b), "--json"],
+        capture_output=True,
+        text=True,
+        env=environ(),
+    )
+    assert [r["run_id"] for r in json.loads(only_b.stdout)] == origin_runs(dest, str(b))[::-1]
+    unknown = subprocess.run(
+        [*COMMAND, "runs", str(dest), "--origin", "nope"], capture_output=True, text=True
+    )
+    assert unknown.returncode == 2 and "nope" in unknown.stderr
     code, screen = on_terminal("sync", a, b, dest)
     assert code == 0 and "stores" in screen and "nothing new" in screen
     usage = subprocess.run([*COMMAND, "sync", str(dest)], capture_output=True, text=True)

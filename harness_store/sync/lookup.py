@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, inspect, or_, select
+from sqlalchemy import ColumnElement, Connection, func, inspect, or_, select
 from sqlalchemy.engine import URL
 
 from ..engine import make_engine, read_only_url
@@ -133,3 +133,25 @@ def origin_runs(dest: Target, origin: str) -> list[int] | None:
             .order_by(IDS.c.dest_id)
         ).scalars()
         return [int(i) for i in ids]
+
+
+def origin_clause(origin: str) -> ColumnElement[bool]:
+    """A WHERE on `runs` keeping the central runs of `origin` (its UUID, or the path it was
+    last seen at), for queries that list runs (`harness-store runs --origin`)."""
+    from ..models import Run
+
+    of_origin = (
+        select(IDS.c.dest_id)
+        .join(ORIGINS, ORIGINS.c.id == IDS.c.origin_id)
+        .where(
+            IDS.c.tbl == "runs",
+            IDS.c.hash.is_not(None),
+            or_(ORIGINS.c.uuid == origin, ORIGINS.c.path == origin),
+        )
+    )
+    return Run.id.in_(of_origin)
+
+
+def has_origin(dest: Target, origin: str) -> bool:
+    """Whether `origin` (a UUID or the path it was synced from) is an origin of `dest`."""
+    return any(origin in (o.uuid, o.path) for o in list_origins(dest))
