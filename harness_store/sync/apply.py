@@ -28,7 +28,16 @@ from sqlalchemy import (
 
 from ..dialects import backend_named
 from .report import TableCounts
-from .rows import Unlinked, digest, model_table, remap, source_columns, source_key, source_select
+from .rows import (
+    ROWID,
+    Unlinked,
+    digest,
+    model_table,
+    remap,
+    source_columns,
+    source_select,
+    sum_hashes,
+)
 from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
 from .tables import IDS, MARKS
 
@@ -36,6 +45,9 @@ Entry = list[Any]
 """An id-map entry: `[dest_id, dest_sub, hash]`."""
 
 BATCH = 5000
+
+STATE_MARK = "#"
+"""Prefix of a state table's mark: the sum of its rows' hashes when last synced."""
 
 
 def insert_returning_ids(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> list[int]:
@@ -103,20 +115,34 @@ class OriginSync:
         self._save()
 
     def _load(self) -> None:
+        """The id maps of the referenced tables (every sync needs them for links) and the
+        marks; other tables' maps are read only when their rows changed (`_entries`)."""
+        self._read_maps(IDS.c.tbl.in_(list(self.ids)))
+        for tbl in self.ids:
+            self.maps.setdefault(tbl, {})
+        marks = self.dst.execute(
+            select(MARKS.c.tbl, MARKS.c.hwm).where(MARKS.c.origin_id == self.origin_id)
+        )
+        self.hwm = {str(tbl): int(hwm) for tbl, hwm in marks}
+        self.hwm_loaded = dict(self.hwm)
+
+    def _read_maps(self, which: ColumnElement[bool]) -> None:
         rows = self.dst.execute(
             select(IDS.c.tbl, IDS.c.src_id, IDS.c.dest_id, IDS.c.dest_sub, IDS.c.hash).where(
-                IDS.c.origin_id == self.origin_id
+                IDS.c.origin_id == self.origin_id, which
             )
         )
         for tbl, src_id, dest_id, dest_sub, hashed in rows:
             self.maps.setdefault(tbl, {})[int(src_id)] = [dest_id, dest_sub, hashed]
             if tbl in self.ids and dest_id is not None:
                 self.ids[tbl][int(src_id)] = int(dest_id)
-        marks = self.dst.execute(
-            select(MARKS.c.tbl, MARKS.c.hwm).where(MARKS.c.origin_id == self.origin_id)
-        )
-        self.hwm = {str(tbl): int(hwm) for tbl, hwm in marks}
-        self.hwm_loaded = dict(self.hwm)
+
+    def _entries(self, table: str) -> dict[int, Entry]:
+        """The id map of one table, read on first use."""
+        if table not in self.maps:
+            self.maps[table] = {}
+            self._read_maps(IDS.c.tbl == table)
+        return self.maps[table]
 
     def _append_tops(self) -> dict[str, int]:
         """The highest id of every append table, in one query: a table whose top is at its
@@ -136,22 +162,32 @@ class OriginSync:
     # --- state tables ----------------------------------------------------------------------
 
     def _sync_state(self, rule: Rule) -> None:
+        """Hash every row; a table whose rows hash to the same sum as last time is unchanged
+        (its id map is then not even read); otherwise compare row by row."""
         table = model_table(rule)
         columns = source_columns(rule, self.have)
-        old = self.maps.setdefault(rule.table, {})
+        result = self.src.execute(source_select(rule, columns))
+        names = list(result.keys())
+        key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
+        rows = result.all()
+        hashes = [digest(row) for row in rows]
+        total = sum_hashes(hashes)
+        mark = STATE_MARK + rule.table
+        self.hwm[mark] = total
+        if self.hwm_loaded.get(mark) == total:
+            return
+        old = self._entries(rule.table)
         seen: set[int] = set()
         new: list[tuple[int, int, dict[str, Any]]] = []
         changed: list[tuple[int, int, dict[str, Any]]] = []
-        for mapping in self.src.execute(source_select(rule, columns)).mappings():
-            row = dict(mapping)
-            key = source_key(rule, row)
+        for row, hashed in zip(rows, hashes, strict=True):
+            key = int(row[key_at])
             seen.add(key)
-            hashed = digest(tuple(row.values()))
             entry = old.get(key)
             if entry is None:
-                new.append((key, hashed, row))
+                new.append((key, hashed, dict(zip(names, row, strict=True))))
             elif entry[2] != hashed:
-                changed.append((key, hashed, row))
+                changed.append((key, hashed, dict(zip(names, row, strict=True))))
         gone = [k for k, e in old.items() if k not in seen and e[2] is not None]
         if rule.table == RUNS:
             self._runs_gone(gone)

@@ -43,13 +43,11 @@ def digest(values: Sequence[Any]) -> int:
     return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
 
 
-def source_key(rule: Rule, row: Mapping[str, Any]) -> int:
-    """The source's key of a row: its id, its run's id, or its rowid."""
-    if rule.key == "rowid":
-        return int(row[ROWID])
-    if rule.key == "run":
-        return int(row["run_id"])
-    return int(row["id"])
+def sum_hashes(hashes: Sequence[int]) -> int:
+    """The rows' hashes summed modulo 2⁶⁴ (signed): a table's fingerprint, whatever the row
+    order."""
+    total = sum(hashes) & 0xFFFFFFFFFFFFFFFF
+    return total - (1 << 64) if total >= 1 << 63 else total
 
 
 class Unlinked(Exception):
