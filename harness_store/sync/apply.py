@@ -369,15 +369,27 @@ class OriginSync:
         if top > hwm:
             self.hwm[rule.table] = top
 
+    def _raw(self, statement: Any) -> Any:
+        """Run a SELECT on the source's own driver connection (inside the snapshot's
+        transaction): the rows of the bulk path come as plain tuples, without the per-row
+        work of a SQLAlchemy result."""
+        compiled = statement.compile(
+            dialect=self.src.dialect, compile_kwargs={"render_postcompile": True}
+        )
+        params = [compiled.params[name] for name in compiled.positiontup or ()]
+        driver = self.src.connection.driver_connection
+        assert driver is not None
+        return driver.execute(str(compiled), params)
+
     def _send(self, rule: Rule, table: Table, statement: Any, *, reloaded: bool) -> int:
         """Stream rows of an append table into the destination as they are read (on
         PostgreSQL one COPY a table, so the server works while the source is read); the
         highest id read."""
         top = 0
         nullable = {c: bool(table.c[c].nullable) for c in rule.links}
-        result = self.src.execute(statement, execution_options={"yield_per": self.batch_size})
+        cursor = self._raw(statement)
         target = self.counts.updated if reloaded else self.counts.inserted
-        keys = list(result.keys())
+        keys = [d[0] for d in cursor.description]
         names = [c for c in keys if c != "id"]
         links = [
             (names.index(c), self.ids[t], nullable[c]) for c, t in rule.links.items() if c in names
@@ -387,7 +399,7 @@ class OriginSync:
 
         def rows() -> Iterator[list[Any]]:
             nonlocal top
-            for batch in result.partitions(self.batch_size):
+            while batch := cursor.fetchmany(self.batch_size):
                 sent = 0
                 for row in batch:
                     top = max(top, int(row[id_at]))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +54,7 @@ def sync(
     dry_run: bool = False,
     progress: Progress | None = None,
     batch_size: int = BATCH,
+    workers: int = 2,
 ) -> SyncReport:
     """Merge the SQLite stores `sources` into the store at `dest` (SQLite or PostgreSQL),
     sending only what changed since each one's last sync; see the package docstring.
@@ -62,31 +65,52 @@ def sync(
     source gets its origin UUID written into it (once); otherwise nothing is ever written to a
     source. With `dry_run=True` every source's transaction is rolled back: the report says
     what a sync would write (the destination's schema is still created if missing).
+
+    On PostgreSQL `workers` sources are synced at once (each in its own transaction), so one
+    source is read while another is written; a SQLite destination takes one writer at a time,
+    so there they go one by one.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidValueError(f"workers must be a positive int, got {workers!r}")
     started = time.monotonic()
     dest_url = to_url(dest)
     paths = [_source_path(s) for s in sources]
     engine = make_engine(dest_url)
-    reports = []
+    threads = 1 if backend_named(dest_url.get_backend_name()).one_connection else workers
+    done = 0
+    lock = threading.Lock()
+
+    def one(path: Path) -> OriginReport:
+        nonlocal done
+        label = str(path)
+        sent = 0
+
+        def on_rows(n: int) -> None:
+            nonlocal sent
+            sent += n
+            if progress is not None:
+                with lock:
+                    progress(label, done, len(paths), sent)
+
+        if progress is not None:
+            with lock:
+                progress(label, done, len(paths), 0)
+        report = _sync_one(path, engine, mark, dry_run, on_rows, batch_size)
+        with lock:
+            done += 1
+            if progress is not None:
+                progress(label, done, len(paths), sent)
+        return report
+
     try:
         _prepare_dest(engine, dest_url)
-        for index, path in enumerate(paths):
-            label = str(path)
-            if progress is not None:
-                progress(label, index, len(paths), 0)
-            sent = 0
-
-            def on_rows(n: int, label: str = label, index: int = index) -> None:
-                nonlocal sent
-                sent += n
-                if progress is not None:
-                    progress(label, index, len(paths), sent)
-
-            reports.append(_sync_one(path, engine, mark, dry_run, on_rows, batch_size))
-            if progress is not None:
-                progress(label, index + 1, len(paths), sent)
+        if threads <= 1 or len(paths) <= 1:
+            reports = [one(path) for path in paths]
+        else:
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hs-sync") as pool:
+                reports = list(pool.map(one, paths))
     finally:
         engine.dispose()
     return SyncReport(safe_url(dest_url), tuple(reports), time.monotonic() - started, dry_run)
