@@ -10,6 +10,7 @@ import hashlib
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -319,3 +320,37 @@ def test_command_syncs_reports_and_lists_origins(tmp_path: Path) -> None:
         text=True,
     )
     assert missing.returncode == 3 and "nope.sqlite3" in missing.stderr
+
+
+@pytest.mark.parametrize("fixture", ["io-harness-0.22.0/populated", "io-harness-0.29.0/aggregates"])
+def test_stores_of_older_releases_are_read_as_they_are(
+    store_target: str, fixture_copy: Any, fixture: str
+) -> None:
+    """A store io-harness 0.22 or 0.29 wrote (untracked, fewer tables and columns) syncs
+    unchanged: the tables it has, its columns, later columns at their defaults centrally."""
+    src = fixture_copy(fixture)
+    before = file_digest(src)
+    report = sync([src], store_target)
+    assert report.origins[0].counts.inserted["runs"] > 0
+    assert mirror_problems(store_target, src, skip=()) == []
+    assert file_digest(src) == before
+    assert sync([src], store_target).rows == 0
+
+
+def test_one_memory_key_of_two_origins_is_held_once_newest_first(
+    store_target: str, tmp_path: Path
+) -> None:
+    a, b = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3"
+    for path, value in ((a, "from a"), (b, "from b")):
+        with Store.open(path) as store:
+            run = store.start_run("g", "f")
+            store.memory_put("/shared", "k", value, run, 1)
+    sync([a, b], store_target)  # b wrote last
+    with Store.open(store_target) as central:
+        assert [e.value for e in central.memory_list("/shared")] == ["from b"]
+    with Store.open(a) as store:
+        store.memory_put("/shared", "k", "from a, later", 1, 2)
+    sync([a, b], store_target)
+    with Store.open(store_target) as central:
+        assert [e.value for e in central.memory_list("/shared")] == ["from a, later"]
+    assert sync([a, b], store_target).rows == 0
