@@ -36,7 +36,6 @@ from .rows import (
     remap,
     source_columns,
     source_select,
-    sum_hashes,
 )
 from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
 from .tables import IDS, MARKS
@@ -47,7 +46,7 @@ Entry = list[Any]
 BATCH = 5000
 
 STATE_MARK = "#"
-"""Prefix of a state table's mark: the sum of its rows' hashes when last synced."""
+"""Prefix of a state table's mark: the hash of all its rows (in key order) when last synced."""
 
 
 def insert_returning_ids(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> list[int]:
@@ -166,16 +165,16 @@ class OriginSync:
         (its id map is then not even read); otherwise compare row by row."""
         table = model_table(rule)
         columns = source_columns(rule, self.have)
-        result = self.src.execute(source_select(rule, columns))
-        names = list(result.keys())
+        cursor = self._raw(source_select(rule, columns))
+        names = [d[0] for d in cursor.description]
         key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
-        rows = result.all()
-        hashes = [digest(row) for row in rows]
-        total = sum_hashes(hashes)
+        rows = cursor.fetchall()
+        total = digest(rows)  # in key order: one hash of the whole table
         mark = STATE_MARK + rule.table
         self.hwm[mark] = total
         if self.hwm_loaded.get(mark) == total:
             return
+        hashes = [digest(row) for row in rows]
         old = self._entries(rule.table)
         seen: set[int] = set()
         new: list[tuple[int, int, dict[str, Any]]] = []

@@ -38,16 +38,11 @@ def source_select(rule: Rule, columns: Sequence[Column[Any]]) -> Select[Any]:
 
 
 def digest(values: Sequence[Any]) -> int:
-    """A 64-bit hash of a row's values (signed, to fit a BIGINT)."""
-    raw = repr(tuple(values)).encode("utf-8", "surrogatepass")
+    """A 64-bit hash of a row's values, or of a list of rows (signed, to fit a BIGINT)."""
+    raw = repr(values if isinstance(values, list) else tuple(values)).encode(
+        "utf-8", "surrogatepass"
+    )
     return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
-
-
-def sum_hashes(hashes: Sequence[int]) -> int:
-    """The rows' hashes summed modulo 2⁶⁴ (signed): a table's fingerprint, whatever the row
-    order."""
-    total = sum(hashes) & 0xFFFFFFFFFFFFFFFF
-    return total - (1 << 64) if total >= 1 << 63 else total
 
 
 class Unlinked(Exception):
