@@ -80,7 +80,10 @@ class OriginSync:
         counts: TableCounts,
         on_rows: Callable[[int], None] | None = None,
         batch_size: int = BATCH,
+        *,
+        fresh: bool = False,
     ) -> None:
+        self.fresh = fresh  # a new origin: nothing of it is in the destination yet
         self.src, self.dst, self.origin_id, self.have = src, dst, origin_id, have
         self.backend = backend_named(dst.dialect.name)
         self.counts, self.on_rows, self.batch_size = counts, on_rows, batch_size
@@ -100,13 +103,30 @@ class OriginSync:
 
     def run(self) -> None:
         """Send everything that changed since the last sync of this origin."""
-        self._load()
+        if not self.fresh:
+            self._load()
+        for tbl in self.ids:
+            self.maps.setdefault(tbl, {})
         self.tops = self._append_tops()
+        read = {
+            rule.table: self._read_state(rule)
+            for rule in RULES
+            if rule.kind == "state" and rule.table in self.have
+        }
+        # one query for the id maps of every table that changed (a table without a mark was
+        # never synced from this origin: it has no map to read)
+        changed = [
+            table
+            for table, (_, _, total) in read.items()
+            if table not in self.ids and self.hwm_loaded.get(STATE_MARK + table, total) != total
+        ]
+        if changed:
+            self._read_maps(IDS.c.tbl.in_(changed))
         for rule in RULES:
             if rule.table not in self.have:
                 continue
             if rule.kind == "state":
-                self._sync_state(rule)
+                self._sync_state(rule, *read.pop(rule.table))
             else:
                 self._sync_append(rule)
         self._apply_fixups()
@@ -115,10 +135,8 @@ class OriginSync:
 
     def _load(self) -> None:
         """The id maps of the referenced tables (every sync needs them for links) and the
-        marks; other tables' maps are read only when their rows changed (`_entries`)."""
+        marks; other tables' maps are read only when their rows changed."""
         self._read_maps(IDS.c.tbl.in_(list(self.ids)))
-        for tbl in self.ids:
-            self.maps.setdefault(tbl, {})
         marks = self.dst.execute(
             select(MARKS.c.tbl, MARKS.c.hwm).where(MARKS.c.origin_id == self.origin_id)
         )
@@ -135,13 +153,6 @@ class OriginSync:
             self.maps.setdefault(tbl, {})[int(src_id)] = [dest_id, dest_sub, hashed]
             if tbl in self.ids and dest_id is not None:
                 self.ids[tbl][int(src_id)] = int(dest_id)
-
-    def _entries(self, table: str) -> dict[int, Entry]:
-        """The id map of one table, read on first use."""
-        if table not in self.maps:
-            self.maps[table] = {}
-            self._read_maps(IDS.c.tbl == table)
-        return self.maps[table]
 
     def _append_tops(self) -> dict[str, int]:
         """The highest id of every append table, in one query: a table whose top is at its
@@ -160,22 +171,25 @@ class OriginSync:
 
     # --- state tables ----------------------------------------------------------------------
 
-    def _sync_state(self, rule: Rule) -> None:
-        """Hash every row; a table whose rows hash to the same sum as last time is unchanged
-        (its id map is then not even read); otherwise compare row by row."""
-        table = model_table(rule)
+    def _read_state(self, rule: Rule) -> tuple[list[str], list[Any], int]:
+        """A state table's column names, rows (in key order) and the hash of them all."""
         columns = source_columns(rule, self.have)
         cursor = self._raw(source_select(rule, columns))
         names = [d[0] for d in cursor.description]
-        key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
         rows = cursor.fetchall()
-        total = digest(rows)  # in key order: one hash of the whole table
+        return names, rows, digest(rows)
+
+    def _sync_state(self, rule: Rule, names: list[str], rows: list[Any], total: int) -> None:
+        """A table that hashes as it did last time is unchanged (its id map was not even
+        read); otherwise its rows are compared one by one with the hashes last sent."""
+        table = model_table(rule)
+        key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
         mark = STATE_MARK + rule.table
         self.hwm[mark] = total
         if self.hwm_loaded.get(mark) == total:
             return
         hashes = [digest(row) for row in rows]
-        old = self._entries(rule.table)
+        old = self.maps.setdefault(rule.table, {})
         seen: set[int] = set()
         new: list[tuple[int, int, dict[str, Any]]] = []
         changed: list[tuple[int, int, dict[str, Any]]] = []

@@ -260,7 +260,9 @@ def _send(
             if origin.anchor and not ident.mark and _anchor_differs(src, origin.anchor):
                 origins.retire(dst, origin.id)
                 origin = origins.register(dst, ident, now)
-            OriginSync(src, dst, origin.id, have, counts, on_rows, batch_size).run()
+            OriginSync(
+                src, dst, origin.id, have, counts, on_rows, batch_size, fresh=origin.created
+            ).run()
             if origin.anchor is None and anchor is not None:
                 dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
         except BaseException:
