@@ -152,7 +152,9 @@ def runs_command(
     every: Annotated[bool, typer.Option("--all", help="Every run, streamed.")] = False,
     origin: Annotated[
         str | None,
-        typer.Option("--origin", help="Only runs synced from this origin (UUID or path)."),
+        typer.Option(
+            "--origin", metavar="ID", help="Only runs synced from this origin (UUID or path)."
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
