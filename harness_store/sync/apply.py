@@ -32,6 +32,7 @@ from .rows import (
     ROWID,
     Unlinked,
     digest,
+    insert_returning_ids,
     model_table,
     remap,
     source_columns,
@@ -47,25 +48,6 @@ BATCH = 5000
 
 STATE_MARK = "#"
 """Prefix of a state table's mark: the hash of all its rows (in key order) when last synced."""
-
-
-def insert_returning_ids(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> list[int]:
-    """Insert `rows` (all with the same columns) in batches and return each one's new id, in
-    the order given.
-
-    RETURNING of a multi-row INSERT does not promise its order, and these tables' nullable
-    upstream-shaped ids cannot serve SQLAlchemy as an ordering sentinel, so each returned id
-    comes back with the values it was inserted with and is matched to them; rows with equal
-    values are interchangeable, so any matching among them is right.
-    """
-    if not rows:
-        return []
-    columns = list(rows[0])
-    statement = insert(table).returning(table.c.id, *(table.c[c] for c in columns))
-    waiting: dict[tuple[Any, ...], list[int]] = {}
-    for returned in conn.execute(statement, rows):
-        waiting.setdefault(tuple(returned[1:]), []).append(int(returned[0]))
-    return [waiting[tuple(row[c] for c in columns)].pop() for row in rows]
 
 
 class OriginSync:

@@ -1,5 +1,5 @@
 """Reading source rows and turning them into central ones: the columns both sides have, the
-row hash, and link remapping."""
+row hash, link remapping, and inserting rows whose new ids must be known."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Column, ColumnElement, Table, literal_column, select
+from sqlalchemy import Column, ColumnElement, Connection, Table, insert, literal_column, select
 from sqlalchemy.sql import Select
 
 from ..models import Base
@@ -73,3 +73,22 @@ def remap(
             later.append((column, int(value)))
         out[column] = mapped
     return out
+
+
+def insert_returning_ids(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert `rows` (all with the same columns) in batches and return each one's new id, in
+    the order given.
+
+    RETURNING of a multi-row INSERT does not promise its order, and these tables' nullable
+    upstream-shaped ids cannot serve SQLAlchemy as an ordering sentinel, so each returned id
+    comes back with the values it was inserted with and is matched to them; rows with equal
+    values are interchangeable, so any matching among them is right.
+    """
+    if not rows:
+        return []
+    columns = list(rows[0])
+    statement = insert(table).returning(table.c.id, *(table.c[c] for c in columns))
+    waiting: dict[tuple[Any, ...], list[int]] = {}
+    for returned in conn.execute(statement, rows):
+        waiting.setdefault(tuple(returned[1:]), []).append(int(returned[0]))
+    return [waiting[tuple(row[c] for c in columns)].pop() for row in rows]
