@@ -50,6 +50,7 @@ def template(cfg: Config, steps: int) -> Path:
                 store.checkpoint_steps(run, step_records(1, per_run))
                 store.finish_run(run, "success")
         partial.rename(path)
+        Path(f"{partial}-writers").unlink(missing_ok=True)  # the Store's writer-queue file
     return path
 
 
