@@ -40,8 +40,12 @@ from .releases import (
     release_of_revision,
 )
 
-IGNORED_TABLES = frozenset({"sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "alembic_version"})
-"""Tables that say nothing about which release wrote a store."""
+IGNORED_TABLES = frozenset(
+    {"sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "alembic_version"}
+    | {"hs_sync_origin", "hs_sync_origins", "hs_sync_ids", "hs_sync_marks"}
+)
+"""Tables that say nothing about which release wrote a store (the `hs_sync_` ones are sync's
+bookkeeping, `harness_store.sync.tables`)."""
 
 
 class StoreKind(Enum):

@@ -15,6 +15,8 @@
     harness-store size DB               bytes in use and free, sessions, runs, largest tables
     harness-store prune DB --before DATE [--dry-run] [--archive] [--yes]
     harness-store compact DB [--yes]    give the space deletions freed back (VACUUM)
+    harness-store sync SRC... DST       many stores into one, incrementally [--mark] [--dry-run]
+    harness-store origins DB            the stores synced into a store
 
 DB is a file path or a SQLAlchemy URL; a password in a URL is never printed. The read commands
 (inspect, runs, trace, tree, memory) open the store read-only — SQLite through a `mode=ro` URI,
@@ -49,6 +51,7 @@ from . import (  # noqa: F401  (register commands)
     retention,
     runs,
     spend,
+    sync,
     trace,
     tree,
     upgrade,

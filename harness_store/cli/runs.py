@@ -59,7 +59,9 @@ def step_totals(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[int
     return totals
 
 
-def run_pages(reader: Reader, status: str | None, limit: int | None) -> Iterator[dict[str, Any]]:
+def run_pages(
+    reader: Reader, status: str | None, limit: int | None, origin: str | None = None
+) -> Iterator[dict[str, Any]]:
     """The runs, newest first, with their step and token totals and recorded duration; read
     `PAGE` runs per short transaction, so `--all` over 100k runs holds one page at a time."""
     from .. import models as m
@@ -82,6 +84,10 @@ def run_pages(reader: Reader, status: str | None, limit: int | None) -> Iterator
     )
     if status is not None:
         base = base.where(r.status == status)
+    if origin is not None:
+        from ..sync.lookup import origin_clause
+
+        base = base.where(origin_clause(origin))
     left = limit
     before: int | None = None
     while left is None or left > 0:
@@ -115,13 +121,17 @@ def run_pages(reader: Reader, status: str | None, limit: int | None) -> Iterator
             left -= len(rows)
 
 
-def count_runs(reader: Reader, status: str | None) -> int:
-    """How many runs the store holds (with `status`, when given)."""
+def count_runs(reader: Reader, status: str | None, origin: str | None = None) -> int:
+    """How many runs the store holds (with `status`, from `origin`, when given)."""
     from .. import models as m
 
     statement = select(func.count()).select_from(m.Run)
     if status is not None:
         statement = statement.where(m.Run.status == status)
+    if origin is not None:
+        from ..sync.lookup import origin_clause
+
+        statement = statement.where(origin_clause(origin))
     with reader.connection() as conn:
         return int(conn.execute(statement).scalar_one())
 
@@ -145,6 +155,12 @@ def runs_command(
         ),
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="Every run, streamed.")] = False,
+    origin: Annotated[
+        str | None,
+        typer.Option(
+            "--origin", metavar="ID", help="Only runs synced from this origin (UUID or path)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One line a run, newest first: id, parent, status, outcome, steps, tokens, started
@@ -154,8 +170,15 @@ def runs_command(
         raise typer.BadParameter("give --limit or --all, not both", param_hint="--all")
     wanted = None if every else limit or DEFAULT_RUNS
     state = status.value if status is not None else None
+    if origin is not None:
+        from ..sync.lookup import has_origin
+
+        if not has_origin(db, origin):
+            raise typer.BadParameter(
+                f"no store synced into DB has origin {origin!r}", param_hint="--origin"
+            )
     with open_reader(db) as reader:
-        rows = run_pages(reader, state, wanted)
+        rows = run_pages(reader, state, wanted, origin)
         if as_json:
             with JsonArray() as array:
                 for row in rows:
@@ -189,7 +212,9 @@ def runs_command(
                     for row in rows
                 ),
             )
-        total = count_runs(reader, state) if wanted is not None and shown == wanted else shown
+        total = (
+            count_runs(reader, state, origin) if wanted is not None and shown == wanted else shown
+        )
     which = f" with status {state}" if state else ""
     if shown == 0:
         note(f"no runs{which}")

@@ -9,7 +9,7 @@ Store and the migrations never test a dialect name themselves.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -23,6 +23,9 @@ from ..errors import StoreError
 WRITE_DEADLINE = "hs_write_deadline"
 """`Connection.info` key: the `time.monotonic()` by which the next write transaction must have
 begun (set from the queue's turn, so that one busy timeout bounds the queue and the lock)."""
+
+BULK_BATCH = 5000
+"""Rows per `executemany` of the default `Backend.bulk_insert`."""
 
 
 class WriteQueue:
@@ -196,3 +199,19 @@ class Backend(ABC):
         """Run `VACUUM` on a driver connection with no transaction open (it cannot run in
         one) — `Store.compact`."""
         dbapi_connection.execute("VACUUM")
+
+    def bulk_insert(
+        self, conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+    ) -> None:
+        """Insert many rows (sequences in `columns` order, read as they come) in the
+        connection's transaction, the backend's fastest way; ids are left to the database
+        (sync's append tables)."""
+        statement = table.insert()
+        batch: list[dict[str, Any]] = []
+        for row in rows:
+            batch.append(dict(zip(columns, row, strict=True)))
+            if len(batch) == BULK_BATCH:
+                conn.execute(statement, batch)
+                batch = []
+        if batch:
+            conn.execute(statement, batch)

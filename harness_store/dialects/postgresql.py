@@ -8,7 +8,7 @@ migration; upserts use `ON CONFLICT`; ids copied in explicitly are followed by `
 from __future__ import annotations
 
 import select
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, inspect, text
@@ -272,3 +272,19 @@ class PostgreSQLBackend(Backend):
             dbapi_connection.execute("VACUUM")
         finally:
             dbapi_connection.autocommit = False
+
+    def bulk_insert(
+        self, conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+    ) -> None:
+        """One `COPY … FROM STDIN` on the connection's own driver connection, so inside its
+        transaction, streamed as the rows come: several times the rows per second of
+        `executemany`."""
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        names = ", ".join(f'"{c}"' for c in columns)
+        with (
+            driver.cursor() as cursor,
+            cursor.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)

@@ -1,0 +1,37 @@
+"""Incremental sync of many io-harness SQLite stores into one central store (PostgreSQL or
+SQLite): `sync(sources, dest)`, the `harness-store sync` command.
+
+Each source is an **origin** (`origins`): a UUID, written into the source only with
+`mark=True`, else the source is recognised by its file identity. Every row is re-keyed
+centrally and every link (`run_id`, `parent_run_id`, `child_run_id`, `from_run_id`/`to_run_id`,
+`session_id`, `parent_turn_id`, `head_turn_id`) remapped through the destination's id maps
+(`tables`), which answer "which central run is run 12 of that store" both ways (`lookup`).
+How a change is found differs per table (`rules`): append-only tables by a high-water mark,
+tables upstream updates in place or deletes from by a hash of each row.
+
+A source is read in one read-only transaction (a consistent snapshot while io-harness keeps
+writing); its changes are written in one destination transaction together with the id maps
+and marks, so a sync is idempotent and a sync killed at any point is completed by the next.
+"""
+
+from __future__ import annotations
+
+from .core import sync
+from .lookup import OriginInfo, central_run, list_origins, origin_runs, source_run
+from .report import OriginReport, Progress, SyncReport, TableCounts
+from .rules import RULES, Rule
+
+__all__ = [
+    "RULES",
+    "OriginInfo",
+    "OriginReport",
+    "Progress",
+    "Rule",
+    "SyncReport",
+    "TableCounts",
+    "central_run",
+    "list_origins",
+    "origin_runs",
+    "source_run",
+    "sync",
+]

@@ -1,0 +1,150 @@
+"""Who a source store is: its origin.
+
+An origin is one source store, known centrally by a UUID. With `mark=True` the UUID is written
+into the source itself (table `hs_sync_origin`, the only write sync ever makes to a source), so
+the store keeps its origin wherever it is copied or moved. Without it nothing is written to the
+source: the destination recognises the store by its file identity — host, device and inode of
+the resolved path — and records the path it was last seen at. An inode the filesystem reuses
+for a new store is told apart by the origin's anchor, the id and start time of the first run it
+sent: a source whose run with that id started at another time is a different store, and gets a
+new origin. Marking a store synced before without a mark adopts the origin it already has.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Connection, inspect, select, update
+
+from ..dialects.sqlite import WRITE
+from ..engine import make_engine
+from .tables import ORIGINS, SOURCE_MARKER
+
+
+@dataclass(frozen=True)
+class SourceIdentity:
+    """What identifies a source file before any of its rows is read."""
+
+    path: Path
+    host: str
+    device: int
+    inode: int
+    mark: str | None
+    """The UUID the source carries, if it was ever synced with `mark=True`."""
+
+    @property
+    def file_key(self) -> str:
+        """`file:<host>:<device>:<inode>`: the source's identity without a mark."""
+        return f"file:{self.host}:{self.device}:{self.inode}"
+
+    @property
+    def key(self) -> str:
+        """The identity the destination knows this source by."""
+        return f"mark:{self.mark}" if self.mark else self.file_key
+
+
+@dataclass(frozen=True)
+class Origin:
+    """An origin as the destination records it."""
+
+    id: int
+    uuid: str
+    anchor: str | None
+    created: bool
+    """Whether this sync registered it."""
+
+
+def identify(path: Path, mark: str | None) -> SourceIdentity:
+    """The identity of the source file at `path` (resolved), carrying `mark` if it has one."""
+    resolved = path.resolve()
+    info = os.stat(resolved)
+    return SourceIdentity(resolved, socket.gethostname(), info.st_dev, info.st_ino, mark)
+
+
+def read_mark(src: Connection) -> str | None:
+    """The origin UUID written into a source by an earlier `mark=True` sync, if any."""
+    if not inspect(src).has_table(SOURCE_MARKER.name):
+        return None
+    value = src.execute(select(SOURCE_MARKER.c.uuid).limit(1)).scalar()
+    return str(value) if value else None
+
+
+def write_mark(path: Path, value: str) -> None:
+    """Write the origin UUID into the source (one small write transaction, waiting out a live
+    io-harness writer on the busy timeout). A mark already there is kept."""
+    engine = make_engine(path)
+    try:
+        with engine.connect() as conn:
+            conn.info[WRITE] = True
+            with conn.begin():
+                SOURCE_MARKER.create(conn, checkfirst=True)
+                if conn.execute(select(SOURCE_MARKER.c.uuid)).first() is None:
+                    conn.execute(SOURCE_MARKER.insert().values(uuid=value))
+    finally:
+        engine.dispose()
+
+
+def find(dst: Connection, ident: SourceIdentity) -> tuple[int, str, str | None] | None:
+    """The origin registered for `ident` (by identity, or a marked source by its UUID)."""
+    row = dst.execute(
+        select(ORIGINS.c.id, ORIGINS.c.uuid, ORIGINS.c.anchor).where(
+            ORIGINS.c.identity == ident.key
+        )
+    ).first()
+    if row is None and ident.mark:
+        row = dst.execute(
+            select(ORIGINS.c.id, ORIGINS.c.uuid, ORIGINS.c.anchor).where(
+                ORIGINS.c.uuid == ident.mark
+            )
+        ).first()
+    return (int(row[0]), str(row[1]), row[2]) if row is not None else None
+
+
+def register(dst: Connection, ident: SourceIdentity, now: str) -> Origin:
+    """The origin of `ident` in the destination, registered now if it is new, its row locked
+    until the transaction ends; where and when the source was seen is brought up to date."""
+    found = find(dst, ident)
+    seen = {
+        "identity": ident.key,
+        "host": ident.host,
+        "path": str(ident.path),
+        "device": ident.device,
+        "inode": ident.inode,
+        "marked": 1 if ident.mark else 0,
+    }
+    if found is not None:
+        # the UPDATE also locks the origin's row: a concurrent sync of it waits its turn
+        dst.execute(
+            update(ORIGINS)
+            .where(ORIGINS.c.id == found[0])
+            .values(synced_at=now, syncs=ORIGINS.c.syncs + 1, **seen)
+        )
+        return Origin(found[0], found[1], found[2], created=False)
+    value = ident.mark or str(uuid.uuid4())
+    new_id = dst.execute(
+        ORIGINS.insert()
+        .values(uuid=value, first_synced_at=now, synced_at=now, syncs=1, **seen)
+        .returning(ORIGINS.c.id)
+    ).scalar_one()
+    return Origin(int(new_id), value, None, created=True)
+
+
+def retire(dst: Connection, origin_id: int) -> None:
+    """Free an origin's identity for the new store that reuses its file (the origin and its
+    rows stay, under an identity nothing will match again)."""
+    dst.execute(
+        update(ORIGINS)
+        .where(ORIGINS.c.id == origin_id)
+        .values(identity=ORIGINS.c.identity + ":retired:" + ORIGINS.c.uuid)
+    )
+
+
+def adopt_for_mark(dst: Connection, ident: SourceIdentity) -> str:
+    """The UUID to mark an unmarked source with: the origin it already has (by its file
+    identity), else a new one."""
+    found = find(dst, ident)
+    return found[1] if found is not None else str(uuid.uuid4())

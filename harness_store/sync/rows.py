@@ -1,0 +1,94 @@
+"""Reading source rows and turning them into central ones: the columns both sides have, the
+row hash, link remapping, and inserting rows whose new ids must be known."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Column, ColumnElement, Connection, Table, insert, literal_column, select
+from sqlalchemy.sql import Select
+
+from ..models import Base
+from .rules import Rule
+
+ROWID = "_hs_rowid"
+"""The label under which a `rowid`-keyed table's SQLite rowid is read."""
+
+
+def model_table(rule: Rule) -> Table:
+    """The model's Core table of a rule."""
+    return Base.metadata.tables[rule.table]
+
+
+def source_columns(rule: Rule, have: Mapping[str, frozenset[str]]) -> list[Column[Any]]:
+    """The model's columns the source has (an older release's store lacks later ones)."""
+    return [c for c in model_table(rule).columns if c.name in have.get(rule.table, ())]
+
+
+def source_select(rule: Rule, columns: Sequence[Column[Any]]) -> Select[Any]:
+    """A SELECT of the columns, keyed as the rule tracks rows (the rowid added when it is the
+    key), in key order."""
+    table = model_table(rule)
+    if rule.key == "rowid":
+        rowid: ColumnElement[int] = literal_column("rowid")
+        return select(rowid.label(ROWID), *columns).order_by(rowid)
+    return select(*columns).order_by(*table.primary_key.columns)
+
+
+def digest(values: Sequence[Any]) -> int:
+    """A 64-bit hash of a row's values, or of a list of rows (signed, to fit a BIGINT)."""
+    raw = repr(values if isinstance(values, list) else tuple(values)).encode(
+        "utf-8", "surrogatepass"
+    )
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
+
+
+class Unlinked(Exception):
+    """A row whose NOT NULL link names a row the origin has not sent."""
+
+
+def remap(
+    rule: Rule,
+    row: Mapping[str, Any],
+    ids: Mapping[str, Mapping[int, int]],
+    nullable: Mapping[str, bool],
+    later: list[tuple[str, int]],
+) -> dict[str, Any]:
+    """The row with its id dropped (the destination assigns one) and every link remapped.
+
+    A nullable link to a row not sent yet is written NULL and listed in `later` as
+    `(column, source id)`, to be set once that row is there; a NOT NULL one raises `Unlinked`.
+    """
+    out = {k: v for k, v in row.items() if k != ROWID and not (k == "id" and rule.key == "id")}
+    for column, target in rule.links.items():
+        value = out.get(column)
+        if value is None:
+            continue
+        mapped = ids[target].get(int(value))
+        if mapped is None:
+            if not nullable[column]:
+                raise Unlinked(column)
+            later.append((column, int(value)))
+        out[column] = mapped
+    return out
+
+
+def insert_returning_ids(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert `rows` (all with the same columns) in batches and return each one's new id, in
+    the order given.
+
+    RETURNING of a multi-row INSERT does not promise its order, and these tables' nullable
+    upstream-shaped ids cannot serve SQLAlchemy as an ordering sentinel, so each returned id
+    comes back with the values it was inserted with and is matched to them; rows with equal
+    values are interchangeable, so any matching among them is right.
+    """
+    if not rows:
+        return []
+    columns = list(rows[0])
+    statement = insert(table).returning(table.c.id, *(table.c[c] for c in columns))
+    waiting: dict[tuple[Any, ...], list[int]] = {}
+    for returned in conn.execute(statement, rows):
+        waiting.setdefault(tuple(returned[1:]), []).append(int(returned[0]))
+    return [waiting[tuple(row[c] for c in columns)].pop() for row in rows]
