@@ -93,6 +93,9 @@ def test_events_follow_is_a_live_tail(filled: dict[str, Any]) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env=environ(),
+        # Ctrl-C as at a terminal: a shell running the suite as a background job starts its
+        # children with SIGINT ignored, which Python (rightly) keeps.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         time.sleep(3.0)  # the tail starts at the end: the backlog is not printed

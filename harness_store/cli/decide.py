@@ -8,13 +8,12 @@ such and left as it is.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
 from ..records import PlanVerdict
-from ..store import Store
 from .app import EPILOG, EXIT_NOT_FOUND, EXIT_USAGE, MAX_INT, CliError, DbArg, JsonOpt, RunArg, app
 from .output import emit_json, stdout_console, visible
 from .reader import parse_target
@@ -25,8 +24,14 @@ IdOpt = Annotated[
 ByOpt = Annotated[str, typer.Option("--by", help="Who decided (recorded with plans and answers).")]
 
 
+if TYPE_CHECKING:
+    from ..store import Store
+
+
 def open_writer(db: str) -> Store:
     """The store for writing, as it is: never upgraded by a decision."""
+    from ..store import Store  # the ORM Store only when a command writes
+
     return Store.open(parse_target(db), upgrade=False)
 
 

@@ -11,7 +11,6 @@ import typer
 
 from ..errors import RunNotFoundError
 from ..records import RunEvent
-from ..store import Store
 from .app import EPILOG, MAX_INT, DbArg, JsonOpt, RunArg, app
 from .output import visible
 from .reader import open_reader, parse_target
@@ -77,6 +76,8 @@ def events_command(
         return
     with open_reader(db):
         pass  # the same refusals as every read command (not a store, too old, torn…)
+    from ..store import Store  # the ORM Store only when the command runs
+
     store = Store.open(parse_target(db), read_only=True)
     shown = 0
     try:

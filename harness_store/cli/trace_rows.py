@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, inspect, select
 
-from .. import models as m
-
 if TYPE_CHECKING:
     from .trace import Entry, Window
 
@@ -21,6 +19,7 @@ answer, the tool attempts and edits it led to, the step (5), then its gate and c
 
 def newer_entries(conn: Connection, run_id: int, window: Window) -> list[Iterator[Entry]]:
     """One ordered stream per newer table the store has."""
+    from .. import models as m  # the models only when `trace` runs
     from .trace import Entry, rows_of
 
     tables = set(inspect(conn).get_table_names())
