@@ -8,13 +8,12 @@ each: detected as its release, stamped there, upgraded to head with no existing 
 or index altered, the release's own code reading it as before, and downgraded back to the
 release with its rows and shape as they were.
 
-The oracles live in `$HS_ORACLE_BIN`, else `/tmp/hs-oracle-target/release`
-(`/work/shared/oracle/build.sh` builds them); without them these tests skip and say so.
+The oracles come from `interop.oracles` (built once into its cache, or `$HS_ORACLE_BIN`);
+without cargo these tests skip locally and say how to enable them, and in CI they fail.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys
@@ -23,7 +22,8 @@ from typing import Any
 
 import legacy
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, SHARED
+from interop import oracles
 from sqlalchemy import create_engine, inspect, text
 
 from harness_store import migrate
@@ -39,11 +39,6 @@ from harness_store.releases import (
     revision_for,
 )
 
-ORACLES = Path(os.environ.get("HS_ORACLE_BIN", "/tmp/hs-oracle-target/release"))
-ORACLE_SKIP = (
-    f"needs the io-harness oracles in {ORACLES} (set HS_ORACLE_BIN, or build them with "
-    "/work/shared/oracle/build.sh)"
-)
 REPO = Path(__file__).resolve().parents[1]
 ALEMBIC = [sys.executable, "-m", "alembic", "-c", str(REPO / "alembic.ini")]
 
@@ -61,10 +56,7 @@ SHARED_FIXTURES = next(
 
 def oracle(name: str) -> Path:
     """The binary of one release's oracle, or skip."""
-    binary = ORACLES / f"oracle-{name.replace('.', '_')}"
-    if not binary.exists():
-        pytest.skip(ORACLE_SKIP)
-    return binary
+    return oracles.binary(SHARED / "oracle", name)
 
 
 def run_oracle(name: str, command: str, path: Path) -> str:

@@ -7,14 +7,13 @@ Two checks: (1) the same memory writes replayed through harness_store on a copy 
 evict the same keys in the same order, take the same restore points and leave the same entries;
 (2) a store written by harness_store reads through upstream as harness_store reads it (reply
 turns, plan pauses, decide-once approvals, spawn names, memory kinds, pins and order).
-The binaries live in `$HS_ORACLE_BIN`, else `/tmp/hs-oracle-target/release`; without them these
-tests skip. SQLite only: the oracle opens files.
+The binary comes from `interop.oracles` (its cache, or `$HS_ORACLE_BIN`); without cargo these
+tests skip locally, and in CI they fail. SQLite only: the oracle opens files.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -24,23 +23,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SHARED
+from interop import oracles
 
 from harness_store import MemoryEntry, ResumeError, SpawnRow, StepRecord, Store
-
-ORACLES = Path(os.environ.get("HS_ORACLE_BIN", "/tmp/hs-oracle-target/release"))
-ORACLE = ORACLES / "oracle-0_66"
-pytestmark = pytest.mark.skipif(
-    not ORACLE.exists(),
-    reason=f"needs io-harness 0.66's oracle at {ORACLE} (set HS_ORACLE_BIN, or build it with "
-    "the shared oracle's build.sh)",
-)
 
 WS = "/ws/one"  # the workspace the oracle's write script uses
 
 
 def oracle(command: str, path: Path) -> Any:
     done = subprocess.run(
-        [str(ORACLE), command, str(path)], capture_output=True, text=True, check=True, timeout=120
+        [str(oracles.binary(SHARED / "oracle", "0.66")), command, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     )
     return json.loads(done.stdout)
 

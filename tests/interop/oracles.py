@@ -21,8 +21,11 @@ import stat
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from .releases import RELEASES, OracleRelease
 
@@ -38,6 +41,35 @@ HOW_TO_ENABLE = (
 
 class OracleUnavailable(RuntimeError):
     """The oracles cannot be built or found here; the message says why."""
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def unavailable(exc: OracleUnavailable) -> None:
+    """Skip the test that needs the oracles, saying how to enable them; in CI, fail it."""
+    if in_ci():
+        pytest.fail(f"CI must run the interop tests, but the oracles are unavailable: {exc}")
+    pytest.skip(f"{exc}; {HOW_TO_ENABLE}")
+
+
+@cache
+def _built(shared_oracle: Path) -> Path | OracleUnavailable:
+    try:
+        return build(shared_oracle)
+    except OracleUnavailable as exc:
+        return exc
+
+
+def binary(shared_oracle: Path, release: str) -> Path:
+    """The built oracle of one release (`"0.66"`), building the cache once per process; skips
+    the calling test locally when the oracles cannot be built, fails it in CI."""
+    folder = _built(shared_oracle)
+    if isinstance(folder, OracleUnavailable):
+        unavailable(folder)
+        raise AssertionError("unreachable")
+    return folder / f"oracle-{release.replace('.', '_')}"
 
 
 def cache_dir() -> Path:
