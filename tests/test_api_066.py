@@ -279,6 +279,64 @@ def test_events_since_is_exclusive_and_the_cursor_is_global(store: Store) -> Non
         store.put_event(RunEvent.new(a, 1, "x", run_id=5))
 
 
+def test_tree_events_since_interleaves_one_tree_and_skips_the_others(store: Store) -> None:
+    root = store.start_run("fan out", "x")
+    child = store.start_child_run("sub", "x", root, 1)
+    grandchild = store.start_child_run("subsub", "x", child, 2)
+    stranger = store.start_run("another tree", "x")
+    written = [
+        store.put_event(RunEvent.new(root, 1, "spawned", child_run_id=child, goal="sub")),
+        store.put_event(RunEvent.new(stranger, 1, "stalled")),
+        store.put_event(RunEvent.at_depth(grandchild, 1, 2, "stalled")),
+        store.put_event(RunEvent.at_depth(child, 1, 1, "stalled")),
+        store.put_event(RunEvent.new(root, 2, "stalled")),
+    ]
+    mine = [c for i, c in enumerate(written) if i != 1]
+    tail = store.tree_events_since(root, 0, 100)
+    assert [c for c, _ in tail] == mine
+    assert [(e.run_id, e.depth) for _, e in tail] == [
+        (root, 0),
+        (grandchild, 2),
+        (child, 1),
+        (root, 0),
+    ]
+    assert tail[0][1].fields == {"child_run_id": child, "goal": "sub"}
+    assert [c for c, _ in store.tree_events_since(root, mine[1], 100)] == mine[2:]
+    assert [c for c, _ in store.tree_events_since(root, 0, 2)] == mine[:2]
+    assert [c for c, _ in store.tree_events_since(child, 0, 100)] == [mine[1], mine[2]]
+    assert store.tree_events_since(stranger + 100, 0, 100) == []
+    with pytest.raises(InvalidValueError):
+        store.tree_events_since(root, 0, -1)
+
+
+def test_tree_events_since_seeks_its_trees_events_on_sqlite(tmp_path: Path) -> None:
+    """Upstream forces the plan with `CROSS JOIN … INDEXED BY` so an observer polling one tree
+    never reads every tree's events; ours must get the same plan."""
+    with Store.open(tmp_path / "plan.sqlite3") as store:
+        for _ in range(40):
+            root = store.start_run("tree", "x")
+            kid = store.start_child_run("kid", "x", root, 1)
+            for step in range(40):
+                store.put_event(RunEvent.new(root, step, "stalled"))
+                store.put_event(RunEvent.at_depth(kid, step, 1, "stalled"))
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE")
+        with store.engine.connect() as conn:
+            plan = explain_tree_events(conn, root)
+    assert "run_events_run" in plan and "SCAN run_events" not in plan, plan
+
+
+def explain_tree_events(conn: Any, root: int) -> str:
+    from sqlalchemy.dialects import sqlite
+
+    from harness_store.store.stream import tree_events_query
+
+    statement = tree_events_query(root, 0, 100)
+    sql = str(statement.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
+    rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()
+    return " | ".join(str(r[3]) for r in rows)
+
+
 WRITER = """
 import sys, time
 from harness_store import RunEvent, Store

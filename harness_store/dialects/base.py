@@ -15,8 +15,11 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.engine import URL
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.selectable import Join
 
 from ..errors import StoreError
 
@@ -26,6 +29,21 @@ begun (set from the queue's turn, so that one busy timeout bounds the queue and 
 
 BULK_BATCH = 5000
 """Rows per `executemany` of the default `Backend.bulk_insert`."""
+
+
+class DrivingJoin(Join):
+    """A join whose left side drives: for each of its rows, the right side is sought through
+    an index on the join columns. Rendered as a plain join, except where a backend must be
+    told (SQLite: `CROSS JOIN`, which its planner never reorders), because a cost guess there
+    would scan the whole right table instead (upstream pins the same reads the same way)."""
+
+    inherit_cache = True
+
+
+@compiles(DrivingJoin)
+def _plain_join(join: DrivingJoin, compiler: SQLCompiler, **kw: Any) -> str:
+    rendered: str = compiler.visit_join(join, **kw)  # type: ignore[no-untyped-call]
+    return rendered
 
 
 class WriteQueue:

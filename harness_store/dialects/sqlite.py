@@ -22,7 +22,9 @@ from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, Table, event
 from sqlalchemy.engine import URL
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool, StaticPool
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
 
 from ..errors import (
@@ -33,7 +35,7 @@ from ..errors import (
     StoreLockedError,
 )
 from ..formats import BUSY_TIMEOUT_SECONDS
-from .base import WRITE_DEADLINE, Backend, WriteQueue
+from .base import WRITE_DEADLINE, Backend, DrivingJoin, WriteQueue
 
 WRITE = "hs_write"
 """`Connection.info` key or execution option: when true, `begin` takes the write lock up front
@@ -51,6 +53,18 @@ SQLITE_READONLY = 8
 SQLITE_CANTOPEN = 14
 SQLITE_CONSTRAINT_FOREIGNKEY = 787
 """Result codes (https://sqlite.org/rescode.html); Python's sqlite3 reports extended codes."""
+
+
+@compiles(DrivingJoin, "sqlite")
+def _cross_join(join: DrivingJoin, compiler: SQLCompiler, **kw: Any) -> str:
+    """SQLite keeps the tables of a `CROSS JOIN` in the order written."""
+    kw["asfrom"] = True
+    left = join.left._compiler_dispatch(compiler, **kw)
+    right = join.right._compiler_dispatch(compiler, **kw)
+    kw.pop("asfrom")
+    assert join.onclause is not None, "a driving join always has its ON clause"
+    on = join.onclause._compiler_dispatch(compiler, **kw)
+    return f"{left} CROSS JOIN {right} ON {on}"
 
 
 def is_memory(url: URL) -> bool:

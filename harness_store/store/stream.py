@@ -10,13 +10,15 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import Select, func, insert, select
 
 from .. import models as m
+from ..dialects.base import DrivingJoin
 from ..errors import InvalidValueError, StoreError
 from ..formats import i64, u32
 from ..formats import text as check_text
 from ..records import RunEvent
+from .agents import tree_ids
 from .base import StoreBase
 
 HEAD_FIELDS = ("run_id", "step", "depth", "event")
@@ -61,6 +63,20 @@ def parse_event(cursor: int, raw: str) -> RunEvent:
         raise StoreError(f"event {cursor} is not an event this release can read: {exc}") from None
 
 
+def tree_events_query(root: int, cursor: int, limit: int) -> Select[tuple[int, str]]:
+    """The statement `tree_events_since` runs (a function so the plan test explains this very
+    statement): the tree's ids first, then each run's events from the (run_id, id) index."""
+    e = m.table_of(m.RunEvent)
+    tree = tree_ids(root)
+    return (
+        select(e.c.id, e.c.json)
+        .select_from(DrivingJoin(tree, e, e.c.run_id == tree.c.id))
+        .where(e.c.id > cursor)
+        .order_by(e.c.id)
+        .limit(limit)
+    )
+
+
 class StreamMixin(StoreBase):
     """`put_event`, `event_cursor`, `events_since`, and `follow`."""
 
@@ -96,6 +112,15 @@ class StreamMixin(StoreBase):
             .order_by(e.id)
             .limit(_limit(limit))
         )
+        return self._rows(statement, lambda i, raw: (int(i), parse_event(int(i), raw)))
+
+    def tree_events_since(self, root: int, cursor: int, limit: int) -> list[tuple[int, RunEvent]]:
+        """Every event after `cursor` (exclusive) from any run of the tree rooted at `root`,
+        oldest first, at most `limit`: the tree's stream interleaved as its agents wrote it
+        (cursors rise across runs); each event's `run_id` and `depth` say whose it is. Walks
+        the tree, then seeks each run's events on the (run_id, id) index, so other trees'
+        events are never read."""
+        statement = tree_events_query(i64(root, "root"), i64(cursor, "cursor"), _limit(limit))
         return self._rows(statement, lambda i, raw: (int(i), parse_event(int(i), raw)))
 
     def events_after(

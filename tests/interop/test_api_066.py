@@ -83,6 +83,7 @@ PER_RUN = (
     "server_tool_calls",
     "provider_calls",
     "events_since",
+    "tree_events_since",
     "run_lease",
     "steps",
     "checkpoint_events",
@@ -102,8 +103,8 @@ TOP = (
 
 def ours(store: Store, run: int, name: str) -> Any:
     """harness_store's answer for one per-run getter, as the dump calls it."""
-    if name == "events_since":
-        return debug(store.events_since(run, 0, 1000))
+    if name in ("events_since", "tree_events_since"):
+        return debug(getattr(store, name)(run, 0, 1000))
     getter = getattr(store, name)
     return debug(getter(run))
 
