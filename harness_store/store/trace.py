@@ -9,7 +9,18 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, String, cast, exists, insert, literal, select, update
+from sqlalchemy import (
+    BigInteger,
+    Integer,
+    Select,
+    String,
+    cast,
+    exists,
+    insert,
+    literal,
+    select,
+    update,
+)
 
 from .. import models as m
 from ..errors import InvalidValueError, ResumeError
@@ -39,6 +50,13 @@ from ..records import (
 from .base import StoreBase
 
 
+def of_run(run_id: int, *columns: Any) -> Select[Any]:
+    """`columns` (of one model) of a run's rows, in the order they were written: the trace
+    tables' common read, one seek on their (run_id, …) index."""
+    model = columns[0].class_
+    return select(*columns).where(model.run_id == run_id).order_by(model.id)
+
+
 class TraceMixin(StoreBase):
     """Upstream's `trace.rs` half of the Store (steps themselves live in `runs`)."""
 
@@ -56,12 +74,9 @@ class TraceMixin(StoreBase):
     def sandbox_events(self, run_id: int) -> list[SandboxEvent]:
         """Every sandbox event of a run, in order."""
         s = m.SandboxEvent
-        statement = (
-            select(s.run_id, s.step, s.kind, s.backend, s.detail)
-            .where(s.run_id == run_id)
-            .order_by(s.id)
+        return self._rows(
+            of_run(run_id, s.run_id, s.step, s.kind, s.backend, s.detail), SandboxEvent
         )
-        return self._rows(statement, SandboxEvent)
 
     def record_checkpoint_event(self, e: CheckpointEvent) -> None:
         """Record a checkpoint/resume/skipped event on its own (resume and skip markers)."""
@@ -76,10 +91,7 @@ class TraceMixin(StoreBase):
     def checkpoint_events(self, run_id: int) -> list[CheckpointEvent]:
         """Every checkpoint-lifecycle event of a run, in order."""
         c = m.CheckpointEvent
-        statement = (
-            select(c.run_id, c.step, c.kind, c.detail).where(c.run_id == run_id).order_by(c.id)
-        )
-        return self._rows(statement, CheckpointEvent)
+        return self._rows(of_run(run_id, c.run_id, c.step, c.kind, c.detail), CheckpointEvent)
 
     # --- MCP -----------------------------------------------------------------------------
 
@@ -100,11 +112,7 @@ class TraceMixin(StoreBase):
     def mcp_events(self, run_id: int) -> list[McpEvent]:
         """Every MCP event of a run, in order."""
         e = m.McpEvent
-        statement = (
-            select(e.step, e.kind, e.server, e.tool, e.ok, e.millis, e.detail)
-            .where(e.run_id == run_id)
-            .order_by(e.id)
-        )
+        statement = of_run(run_id, e.step, e.kind, e.server, e.tool, e.ok, e.millis, e.detail)
 
         def make(step: int, kind: str, server: str, tool: str | None, ok: int | None,
                  millis: int | None, detail: str | None) -> McpEvent:  # fmt: skip
@@ -140,11 +148,7 @@ class TraceMixin(StoreBase):
     def context_events(self, run_id: int) -> list[ContextEvent]:
         """Every context-assembly event of a run, in order."""
         c = m.ContextEvent
-        statement = (
-            select(c.step, c.kind, c.detail, c.est_tokens, c.reported_tokens)
-            .where(c.run_id == run_id)
-            .order_by(c.id)
-        )
+        statement = of_run(run_id, c.step, c.kind, c.detail, c.est_tokens, c.reported_tokens)
 
         def make(step: int, kind: str, detail: str | None, est: int | None,
                  reported: int | None) -> ContextEvent:  # fmt: skip
@@ -173,9 +177,7 @@ class TraceMixin(StoreBase):
         """The run's ledger in observed order; an unknown kind raises `ResumeError` rather
         than returning a shorter ledger."""
         o = m.LedgerObservation
-        statement = (
-            select(o.step, o.kind, o.target, o.text).where(o.run_id == run_id).order_by(o.id)
-        )
+        statement = of_run(run_id, o.step, o.kind, o.target, o.text)
         with self._read() as conn:
             rows = conn.execute(statement).all()
         out = []
@@ -207,11 +209,7 @@ class TraceMixin(StoreBase):
     def edits(self, run_id: int) -> list[Edit]:
         """Every file change of a run, in the order made."""
         e = m.Edit
-        statement = (
-            select(e.step, e.tool, e.path, e.lines_added, e.lines_removed, e.hunk)
-            .where(e.run_id == run_id)
-            .order_by(e.id)
-        )
+        statement = of_run(run_id, e.step, e.tool, e.path, e.lines_added, e.lines_removed, e.hunk)
         return self._rows(statement, Edit)
 
     def patch(self, run_id: int) -> str:
@@ -283,7 +281,7 @@ class TraceMixin(StoreBase):
     def snapshot_paths(self, run_id: int) -> list[str]:
         """Every path the run kept a restore point for, in the order it first touched them."""
         s = m.Snapshot
-        return self._rows(select(s.path).where(s.run_id == run_id).order_by(s.id), str)
+        return self._rows(of_run(run_id, s.path), str)
 
     def record_rewind(
         self,
@@ -309,12 +307,8 @@ class TraceMixin(StoreBase):
     def rewinds(self, run_id: int) -> list[RewindRecord]:
         """Every rewind of a run, oldest first (an unreadable list reads as empty)."""
         r = m.Rewind
-        statement = (
-            select(r.at, r.files, r.memory_restored, r.memory_removed, r.queue_cleared,
-                   r.undid_step)
-            .where(r.run_id == run_id)
-            .order_by(r.id)
-        )  # fmt: skip
+        statement = of_run(run_id, r.at, r.files, r.memory_restored, r.memory_removed,
+                           r.queue_cleared, r.undid_step)  # fmt: skip
 
         def make(at: str, *rest: Any) -> RewindRecord:
             files, restored, removed, cleared = (_string_list(raw) for raw in rest[:4])
@@ -350,8 +344,7 @@ class TraceMixin(StoreBase):
     def citations(self, run_id: int) -> list[Citation]:
         """Every source the run cited, in order (empty for a run that never searched)."""
         c = m.Citation
-        statement = select(c.url, c.title, c.cited_text).where(c.run_id == run_id).order_by(c.id)
-        return self._rows(statement, Citation)
+        return self._rows(of_run(run_id, c.url, c.title, c.cited_text), Citation)
 
     def record_server_tool_calls(
         self, run_id: int, step: int, calls: Sequence[ServerToolCall]
@@ -376,8 +369,7 @@ class TraceMixin(StoreBase):
     def server_tool_calls(self, run_id: int) -> list[ServerToolCall]:
         """Every provider-side call of the run, in order."""
         c = m.ServerToolCall
-        statement = select(c.provider, c.tool, c.error).where(c.run_id == run_id).order_by(c.id)
-        return self._rows(statement, ServerToolCall)
+        return self._rows(of_run(run_id, c.provider, c.tool, c.error), ServerToolCall)
 
 
 def rust_json(value: Any) -> str:
