@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.progress import Progress, TaskID
 from rich.text import Text
 
 if TYPE_CHECKING:
     from ..transfer import CopyReport
 from .app import EPILOG, EXIT_OTHER, CliError, JsonOpt, app
-from .output import emit_json, stderr_console, stdout_console
+from .output import emit_json, progress_bars, stderr_console, stdout_console
 from .reader import parse_target
 
 # --- copy --------------------------------------------------------------------------------
@@ -38,29 +38,12 @@ class CopyProgress:
     """The `progress` callback of `copy_store`: a Rich bar per table on a terminal, one line
     per finished table otherwise (on stderr, so stdout keeps only the result)."""
 
-    def __init__(self, console: Console, *, quiet: bool) -> None:
+    def __init__(self, console: Console, bars: Progress | None, *, quiet: bool) -> None:
         self.console = console
         self.quiet = quiet
-        self.bars: Progress | None = None
+        self.bars = bars
         self.tasks: dict[str, TaskID] = {}
         self.finished: set[str] = set()
-        if console.is_terminal and not quiet:
-            self.bars = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                console=console,
-                transient=False,
-            )
-
-    def __enter__(self) -> CopyProgress:
-        if self.bars is not None:
-            self.bars.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bars is not None:
-            self.bars.stop()
 
     def __call__(self, name: str, done: int, total: int) -> None:
         if self.bars is not None:
@@ -134,13 +117,14 @@ def copy_command(
     unfinished; a copy stopped by Ctrl-C, SIGTERM or SIGHUP empties the target again, and one
     killed outright leaves it marked, for --replace."""
     copy_store = load_copy_store()
-    parse_target(source), parse_target(target)
-    with CopyProgress(stderr_console(), quiet=as_json) as progress, stopped_by_signals():
+    source_url, target_url = parse_target(source), parse_target(target)
+    console = stderr_console()
+    with progress_bars(console, quiet=as_json) as bars, stopped_by_signals():
         report = copy_store(
-            source,
-            target,
+            source_url,
+            target_url,
             batch_size=batch_size,
-            progress=progress,
+            progress=CopyProgress(console, bars, quiet=as_json),
             skip_unknown_tables=skip_unknown,
             replace=replace or resume,
         )

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import sys
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from typing import TextIO
 
 from rich.cells import cell_len, set_cell_size
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
 from rich.text import Text
 
 PLAIN_WIDTH = 1_000_000
@@ -20,6 +22,23 @@ PLAIN_WIDTH = 1_000_000
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 # --- output ------------------------------------------------------------------------------
+
+
+@contextmanager
+def progress_bars(
+    console: Console, *, quiet: bool, label: str = "{task.description}", extra: str = ""
+) -> Iterator[Progress | None]:
+    """Rich bars (label, bar, done/total, then `extra`: a column template) on `console` for
+    the block when it is a terminal; None when it is piped or `quiet`, so long work prints
+    no escape codes into a log and the caller says what it says instead."""
+    if quiet or not console.is_terminal:
+        yield None
+        return
+    columns: list[ProgressColumn] = [TextColumn(label), BarColumn(), MofNCompleteColumn()]
+    if extra:
+        columns.append(TextColumn(extra))
+    with Progress(*columns, console=console, transient=False) as bars:
+        yield bars
 
 
 def stdout_console() -> Console:

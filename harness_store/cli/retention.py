@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
 from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
@@ -26,6 +25,7 @@ from .output import (
     emit_table,
     human_size,
     plural,
+    progress_bars,
     stderr_console,
     stdout_console,
 )
@@ -126,15 +126,8 @@ def prune_command(
             f"{plural(would['rows'], 'row')}) created before {before}?",
             yes,
         )
-        console = stderr_console()
-        bars = None
-        if console.is_terminal and not as_json:
-            bars = Progress(
-                TextColumn(f"{verb}"), BarColumn(), MofNCompleteColumn(), console=console
-            )
-            bars.start()
-        task = bars.add_task(verb, total=len(doomed)) if bars else None
-        try:
+        with progress_bars(stderr_console(), quiet=as_json, label=verb) as bars:
+            task = bars.add_task(verb, total=len(doomed)) if bars else None
             for i, session in enumerate(doomed, start=1):
                 if archive:
                     done = store.archive_session(session)
@@ -148,9 +141,6 @@ def prune_command(
                         totals[key] += getattr(pruned, key)
                 if bars is not None and task is not None:
                     bars.update(task, completed=i)
-        finally:
-            if bars is not None:
-                bars.stop()
     report(totals, refused, verb, dry_run=False, as_json=as_json)
 
 

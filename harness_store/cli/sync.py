@@ -6,12 +6,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.progress import Progress, TaskID
 from rich.text import Text
 
 from .app import EPILOG, DbArg, JsonOpt, app
-from .output import Column, emit_json, emit_table, note, stderr_console, stdout_console
+from .output import (
+    Column,
+    emit_json,
+    emit_table,
+    note,
+    progress_bars,
+    stderr_console,
+    stdout_console,
+)
 from .reader import parse_target
 
 if TYPE_CHECKING:
@@ -22,29 +29,9 @@ class SyncProgress:
     """The `progress` callback of `sync`: one bar over the sources on a terminal (with the
     rows sent from the current one), on stderr; nothing when piped (the report says it all)."""
 
-    def __init__(self, console: Console, *, quiet: bool) -> None:
-        self.console = console
-        self.quiet = quiet
-        self.bars: Progress | None = None
+    def __init__(self, bars: Progress | None) -> None:
+        self.bars = bars
         self.task: TaskID | None = None
-        if console.is_terminal and not quiet:
-            self.bars = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[rows]}"),
-                console=console,
-                transient=False,
-            )
-
-    def __enter__(self) -> SyncProgress:
-        if self.bars is not None:
-            self.bars.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bars is not None:
-            self.bars.stop()
 
     def __call__(self, source: str, done: int, total: int, rows: int) -> None:
         if self.bars is not None:
@@ -108,11 +95,11 @@ def sync_command(
         raise typer.BadParameter(
             "give at least one source and the destination", param_hint="SRC... DST"
         )
-    *sources, dest = stores
-    for store in stores:
-        parse_target(store)
-    with SyncProgress(stderr_console(), quiet=as_json) as progress:
-        report = sync(sources, dest, mark=mark, dry_run=dry_run, progress=progress)
+    *sources, dest = [parse_target(store) for store in stores]
+    with progress_bars(
+        stderr_console(), quiet=as_json, label="stores", extra="{task.fields[rows]}"
+    ) as bars:
+        report = sync(sources, dest, mark=mark, dry_run=dry_run, progress=SyncProgress(bars))
     if as_json:
         emit_json(_report_json(report))
         return

@@ -34,7 +34,7 @@ from .apply import BATCH, OriginSync
 from .report import OriginReport, Progress, SyncReport, TableCounts
 from .tables import ORIGINS, SYNC_METADATA
 
-Source = str | os.PathLike[str]
+Source = str | os.PathLike[str] | URL
 
 SOURCE_STATEMENTS: LRUCache[Any, Any] = LRUCache(1000)
 """Compiled statements shared by every source's engine (each source has its own engine, whose
