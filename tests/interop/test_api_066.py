@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from harness_store import (
     ContextEvent,
     Edit,
     GateOutcome,
+    LeaseConflictError,
     Price,
     PriceTable,
     ProviderCall,
@@ -295,3 +298,54 @@ def test_upstream_and_harness_store_agree_on_who_holds_a_run(
     with Store.open(dead, read_only=True) as store:
         assert store.run_lease(6) is None  # upstream released it at the end of its script
         assert held.stdout.strip() != store.owner()
+
+
+def test_a_python_contender_meets_a_live_rust_lease_holder(
+    tmp_path: Path, oracles: Oracles
+) -> None:
+    """Rust holds, Python contends, both alive. The oracle's script leases its "lost lease" run
+    for 1 s, sleeps 1.1 s and takes it over with a second handle. Python, in another process,
+    tries to acquire that run all along: refused while the Rust lease is unlapsed (the holder
+    is alive), then exactly one of the two take-overs wins — if Python's lands first, upstream's
+    is refused and its script stops; if upstream's does, Python is refused until upstream
+    releases, so any lease Python gets is a later generation."""
+    path = tmp_path / "contended.sqlite3"
+    Store.open(path).close()
+    rust = subprocess.Popen(
+        [str(oracles.folder / "oracle-0_66"), "write", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    refusals: list[LeaseConflictError] = []
+    won: int | None = None
+    seen_generation: int | None = None
+    with Store.open(path) as store:
+        lost = None
+        while rust.poll() is None and won is None:
+            if lost is None:  # the script starts the run, then leases it
+                with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as raw:
+                    found = raw.execute("SELECT id FROM runs WHERE goal = 'lost lease'").fetchone()
+                lost = None if found is None else int(found[0])
+                continue
+            row = store.run_lease(lost)
+            if row is None:
+                continue
+            seen_generation = seen_generation or row.generation
+            try:
+                won = store.acquire_lease(lost, 60).generation
+            except LeaseConflictError as refused:
+                refusals.append(refused)
+        out, err = rust.communicate(timeout=120)
+        final = store.run_lease(lost) if lost is not None else None
+    assert lost is not None and seen_generation == 1, "never met the Rust holder's lease"
+    assert any(r.owner != store.owner() for r in refusals), (
+        "Python was never refused while the Rust owner held an unlapsed lease"
+    )
+    if rust.returncode == 0:  # upstream's take-over won (generation 2), then released
+        assert won is None or won > 2, (won, out)
+        assert '"checkpoint_step after losing the lease"' in out
+    else:  # Python's take-over won: upstream's second handle was refused, and stopped there
+        assert won == 2, (won, rust.returncode, err)
+        assert f"run {lost} is held by another owner" in out + err, err
+        assert final is not None and final.generation == 2 and final.owner == store.owner()
