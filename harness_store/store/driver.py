@@ -166,7 +166,10 @@ class DriverPaths:
                     call.error = self._error_of(exc)
                 return
             try:
-                if len(calls) == 1:
+                solo = len(calls) == 1
+                if solo:
+                    # The lone caller's path: no savepoint. Callers that queued while its
+                    # statements ran join its COMMIT rather than wait for it and then their own.
                     call = calls[0]
                     try:
                         _execute(cursor, call)
@@ -174,12 +177,16 @@ class DriverPaths:
                         cursor.connection.rollback()
                         call.error = self._error_of(exc, interrupted=exc)
                         return
-                else:
+                    joined = late()
+                    if joined:
+                        calls += joined
+                if not solo or len(calls) > 1:
                     # Optimistically all calls at once; should one fail, undo them all and
                     # run each in a savepoint of its own, so it fails alone.
+                    first = 1 if solo else 0
                     cursor.execute("SAVEPOINT hs_batch")
                     try:
-                        for call in calls:
+                        for call in calls[first:]:
                             _execute(cursor, call)
                         for _ in range(LATE_ROUNDS):
                             joined = late()
@@ -192,7 +199,7 @@ class DriverPaths:
                         if self._typed(exc) is None:
                             raise  # not a call's own failure: the batch is interrupted
                         cursor.execute("ROLLBACK TO hs_batch")
-                        self._one_by_one(cursor, calls)
+                        self._one_by_one(cursor, calls[first:])
                 cursor.connection.commit()
             except BaseException as exc:
                 with suppress(Exception):  # the error that broke the batch is the one to tell

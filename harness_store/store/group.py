@@ -112,6 +112,8 @@ class GroupCommit:
     def _late(self) -> list[Call]:
         """The callers that queued while the batch ran: they join it and its COMMIT (they
         are woken with it)."""
+        if not self._pending:  # a hint read without the lock: a caller it misses waits a batch
+            return []
         with self._gate:
             late, self._pending = self._pending, []
         return late
