@@ -242,15 +242,21 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
     batch_conn = psycopg.connect(pg_conninfo(url), autocommit=True)
     cursor = batch_conn.cursor()
 
-    def commit(calls: list[Call]) -> None:
+    def run_calls(calls: list[Call]) -> None:
+        for call in calls:
+            try:
+                with batch_conn.transaction():  # a savepoint
+                    for sql, params in call.work:
+                        cursor.execute(sql, params)
+            except psycopg.Error as exc:
+                call.error = exc
+
+    def commit(calls: list[Call], late: Callable[[], list[Call]]) -> None:
         with batch_conn.transaction():
-            for call in calls:
-                try:
-                    with batch_conn.transaction():  # a savepoint
-                        for sql, params in call.work:
-                            cursor.execute(sql, params)
-                except psycopg.Error as exc:
-                    call.error = exc
+            run_calls(calls)
+            joined = late()  # those who queued meanwhile share the COMMIT, as on SQLite
+            calls += joined
+            run_calls(joined)
 
     group = GroupCommit(commit)
     try:
