@@ -3,7 +3,7 @@
 An agent tree runs a parent and its children in one process, each checkpointing its own run.
 Side by side, for 1, 2, 4, 8 and 16 threads, each writing its own run for the same wall time:
 - one `Store` shared by all threads (`checkpoint_step`; concurrent calls are committed together:
-  one transaction, a savepoint each, one COMMIT);
+  one transaction, one COMMIT; a savepoint per caller only after one failed);
 - raw `sqlite3` per-call commits: each thread its own connection (busy timeout 5 s, the Store's
   pragmas), `BEGIN IMMEDIATE`, the same two INSERTs, COMMIT.
 Aggregate throughput (calls/s over all threads) and p99 call latency, under FULL and NORMAL.
@@ -130,9 +130,9 @@ def run(cfg: Config) -> list[Table]:
             "synchronous",
             "threads",
             "raw per-call commits",
-            "raw p99",
+            "raw p99 (max)",
             "Store (group commit)",
-            "Store p99",
+            "Store p99 (max)",
             "throughput vs raw",
             "target",
             "result",
@@ -187,9 +187,9 @@ def run(cfg: Config) -> list[Table]:
                 sync.upper(),
                 threads,
                 fmt_rate(r_rate),
-                fmt_time(r_p99),
+                f"{fmt_time(r_p99)} ({fmt_time(max(r_lat, default=0.0))})",
                 fmt_rate(s_rate),
-                fmt_time(s_p99),
+                f"{fmt_time(s_p99)} ({fmt_time(max(s_lat, default=0.0))})",
                 fmt_ratio(ratio),
                 target,
                 verdict,
@@ -202,6 +202,10 @@ def run(cfg: Config) -> list[Table]:
     table.notes.append(
         "raw: each thread its own sqlite3 connection, busy timeout 5 s, BEGIN IMMEDIATE + the "
         "two INSERTs + COMMIT per call; waiting writers sleep in SQLite's busy handler"
+    )
+    table.notes.append(
+        "p99 is over every call of every thread; a raw writer that keeps losing the lock makes "
+        "few calls, so its waits show in the max more than in the p99"
     )
     return [table]
 
@@ -238,15 +242,21 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
     batch_conn = psycopg.connect(pg_conninfo(url), autocommit=True)
     cursor = batch_conn.cursor()
 
-    def commit(calls: list[Call]) -> None:
+    def run_calls(calls: list[Call]) -> None:
+        for call in calls:
+            try:
+                with batch_conn.transaction():  # a savepoint
+                    for sql, params in call.work:
+                        cursor.execute(sql, params)
+            except psycopg.Error as exc:
+                call.error = exc
+
+    def commit(calls: list[Call], late: Callable[[], list[Call]]) -> None:
         with batch_conn.transaction():
-            for call in calls:
-                try:
-                    with batch_conn.transaction():  # a savepoint
-                        for sql, params in call.work:
-                            cursor.execute(sql, params)
-                except psycopg.Error as exc:
-                    call.error = exc
+            run_calls(calls)
+            joined = late()  # those who queued meanwhile share the COMMIT, as on SQLite
+            calls += joined
+            run_calls(joined)
 
     group = GroupCommit(commit)
     try:

@@ -5,6 +5,7 @@ killed mid-group leaves every caller's work whole or absent."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -215,13 +216,66 @@ def test_a_process_killed_mid_group_leaves_each_call_whole_or_absent(
         conn.close()
 
 
+def whole_calls(conn: sqlite3.Connection, run: int) -> int:
+    """How many steps a run holds, checked to be whole calls: a gap-free prefix of its steps,
+    each with its event, never a batch of three cut (the count is ≡ 0 or 1 mod 4)."""
+    steps = [
+        r[0] for r in conn.execute("SELECT step FROM steps WHERE run_id = ? ORDER BY id", (run,))
+    ]
+    events = [
+        r[0]
+        for r in conn.execute(
+            "SELECT step FROM checkpoint_events WHERE run_id = ? ORDER BY id", (run,)
+        )
+    ]
+    assert steps == list(range(1, len(steps) + 1)), run
+    assert events == steps, run
+    assert len(steps) % 4 in (0, 1), f"run {run}: a batch of three was cut ({len(steps)})"
+    return len(steps)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("group", "row"), [(3, 1), (25, 3), (60, 6), (5, 0), (40, 0)])
+def test_a_process_killed_inside_a_group_keeps_every_returned_call_and_no_part_of_one(
+    tmp_path: Path, group: int, row: int
+) -> None:
+    """The writer process SIGKILLs itself from inside a group's transaction (SQLite's trace
+    hook, at the `row`-th row statement after the `group`-th batch savepoint: two callers or
+    more in one transaction, some of their statements run, the COMMIT not yet; `row` 0: as
+    that group's COMMIT starts, every statement run). Afterwards
+    every call that had returned is there (a call returns only once durable) and every call is
+    whole or absent: the half-run group left nothing."""
+    path = tmp_path / "runs.sqlite3"
+    Store.open(path).close()
+    worker = Worker.script("group_writer.py", path, THREADS, group, row)
+    try:
+        runs = [int(x) for x in worker.wait_line("runs ").split()[1:]]
+        worker.wait_line("dying", timeout=120)
+        rc = worker.finish(timeout=60)
+    finally:
+        worker.kill()
+    assert rc == -signal.SIGKILL, worker.stderr
+    returned = {run: 0 for run in runs}
+    for line in worker.lines:
+        if line.startswith("done "):
+            run, last = map(int, line.split()[1:])
+            returned[run] = max(returned[run], last)
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        for run in runs:
+            assert whole_calls(conn, run) >= returned[run], f"run {run} lost a returned call"
+        assert any(returned.values())
+    finally:
+        conn.close()
+
+
 def test_a_waiting_caller_interrupted_by_a_signal_withdraws_and_leaves_no_one_hanging(
     tmp_path: Path,
 ) -> None:
     """The main thread waits behind another thread's group (which waits on a `transaction()`
     block of a third); a signal's exception interrupts it: its call is withdrawn (nothing of it
     written, the exception raised as itself), and the others still commit."""
-    import signal
     import time
 
     with Store.open(tmp_path / "runs.sqlite3") as store:
