@@ -118,7 +118,8 @@ def in_newest_memory_order(
     release; the stamps come from the original fixture file.
     """
     source = FIXTURES / f"{fixture}.sqlite3"
-    with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as conn:
+    # immutable: no -wal/-shm is created beside the original, even by root
+    with closing(sqlite3.connect(f"file:{source}?mode=ro&immutable=1", uri=True)) as conn:
         stamps = dict(
             conn.execute("SELECT key, created_at FROM memory WHERE workspace = ?", (workspace,))
         )

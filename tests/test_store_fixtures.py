@@ -496,3 +496,16 @@ def check_tree_agrees(store: Store, root: int) -> None:
         assert n.tokens == store.spent_tokens(n.run_id)
         assert n.status == store.status(n.run_id)
         assert n.outcome == store.outcome(n.run_id)
+
+
+def test_reading_an_original_fixture_leaves_no_file_beside_it() -> None:
+    """The shared fixtures are read-only, but root ignores that: a plain read-only open of a
+    WAL store creates `-wal`/`-shm` beside it, which every later copy then picks up."""
+    name = "io-harness-0.29.0/aggregates"
+    source = FIXTURES / f"{name}.sqlite3"
+    if not source.exists():
+        pytest.skip(f"fixture {source} is not available")
+    beside = [source.with_name(source.name + suffix) for suffix in ("-wal", "-shm")]
+    before = [p.exists() for p in beside]
+    in_newest_memory_order(name, "/any/workspace", [])
+    assert [p.exists() for p in beside] == before == [False, False]
