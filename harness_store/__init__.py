@@ -82,10 +82,17 @@ from .records import (
 )
 
 if TYPE_CHECKING:
+    from .aio import AsyncStore
     from .store import Lease, Store
     from .transfer import CopyReport, copy_store
 
-LAZY = {"Lease": "store", "Store": "store", "CopyReport": "transfer", "copy_store": "transfer"}
+LAZY = {
+    "AsyncStore": "aio",
+    "Lease": "store",
+    "Store": "store",
+    "CopyReport": "transfer",
+    "copy_store": "transfer",
+}
 """Names imported on first use: `Store` brings the 37 models and the ORM, `copy_store` the copy
 machinery, and neither is needed by `alembic upgrade head` or the migrations it loads."""
 
@@ -111,6 +118,7 @@ __all__ = [
     "AgentMessage",
     "Archived",
     "AssistantTurn",
+    "AsyncStore",
     "CheckpointEvent",
     "Citation",
     "ContextEvent",

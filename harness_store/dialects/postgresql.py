@@ -69,6 +69,7 @@ class PostgreSQLBackend(Backend):
 
     name = "postgresql"
     held_connections = 5
+    native_async = True
     """The pool's size: the overflow stays for reads and transactions."""
 
     def engine_options(
