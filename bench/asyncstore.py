@@ -204,7 +204,9 @@ async def measure(
         table.check(f"{label}: AsyncStore 1 task ≥ {SINGLE_TARGET}× Store", one >= SINGLE_TARGET),
     )
     many = ratio(f"AsyncStore, {TASKS} tasks", f"Store, {TASKS} threads")
-    table.add(label, f"AsyncStore {TASKS} tasks vs Store {TASKS} threads", "", "", fmt_ratio(many))
+    table.add(
+        label, f"AsyncStore {TASKS} tasks vs Store {TASKS} threads", "", "", fmt_ratio(many), "", ""
+    )
     for tasks in (1, TASKS):
         suffix = "1 task" if tasks == 1 else f"{TASKS} tasks"
         faster = ratio(f"AsyncStore, {suffix}", f"{saver_name}, {suffix}")

@@ -78,9 +78,9 @@ def make_async_engine(
 
     url = to_url(target)
     backend = backend_named(url.get_backend_name())
-    options = backend.engine_options(url, synchronous=synchronous, busy_timeout=busy_timeout)
+    options = backend.async_engine_options(url, synchronous=synchronous, busy_timeout=busy_timeout)
     engine = create_async_engine(url, **options)
-    backend.install(engine.sync_engine, synchronous=synchronous, busy_timeout=busy_timeout)
+    backend.install_async(engine.sync_engine, synchronous=synchronous, busy_timeout=busy_timeout)
     return engine
 
 

@@ -76,6 +76,18 @@ class Backend(ABC):
     ) -> dict[str, Any]:
         """Keyword arguments for `create_engine` (pool, connect args) suited to this backend."""
 
+    def async_engine_options(
+        self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Keyword arguments for `create_async_engine` (a backend with `native_async`)."""
+        return self.engine_options(url, synchronous=synchronous, busy_timeout=busy_timeout)
+
+    def install_async(
+        self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> None:
+        """Attach the per-connection setup to an asyncio engine's `sync_engine`."""
+        self.install(engine, synchronous=synchronous, busy_timeout=busy_timeout)
+
     def kept_connections(self, engine: Engine) -> int:
         """How many connections a Store on `engine` keeps for its hot paths (see
         `held_connections`): none on an asyncio engine, whose calls all run on the event
