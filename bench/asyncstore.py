@@ -165,6 +165,8 @@ async def measure(
     results: dict[str, list[float]] = {}
     lags: list[float] = []
     lag_store_1: list[float] = []
+    lag_threads: list[float] = []
+    lag_idle: list[float] = []
     variants: list[tuple[str, Callable[[], Awaitable[tuple[float, float]]]]] = [
         ("Store, 1 thread", lambda: _sync(sync_ops[:1], seconds)),
         ("AsyncStore, 1 task", lambda: drive_tasks(a_op, 1, seconds)),
@@ -172,6 +174,7 @@ async def measure(
         (f"Store, {TASKS} threads", lambda: _sync(sync_ops, seconds)),
         (f"AsyncStore, {TASKS} tasks", lambda: drive_tasks(a_op, TASKS, seconds)),
         (f"{saver_name}, {TASKS} tasks", lambda: drive_tasks(l_op, TASKS, seconds)),
+        ("idle loop", lambda: idle_lag(seconds)),
     ]
     await drive_tasks(a_op, TASKS, 0.2)  # warm up
     await drive_tasks(l_op, TASKS, 0.2)
@@ -183,6 +186,10 @@ async def measure(
             results.setdefault(name, []).append(rate)
             if name == f"AsyncStore, {TASKS} tasks":
                 lags.append(lag)
+            elif name == f"Store, {TASKS} threads":
+                lag_threads.append(lag)
+            elif name == "idle loop":
+                lag_idle.append(lag)
             if name == "AsyncStore, 1 task":
                 lag_store_1.append(lag)
 
@@ -190,7 +197,7 @@ async def measure(
         pairs = zip(results[candidate], results[baseline], strict=True)
         return statistics.median(c / b for c, b in pairs)
 
-    for name, _ in variants:
+    for name, _ in variants[:-1]:
         rate = statistics.median(results[name])
         table.add(label, name, fmt_time(1 / rate), fmt_rate(rate), "", "", "")
     one = ratio("AsyncStore, 1 task", "Store, 1 thread")
@@ -231,12 +238,48 @@ async def measure(
         if lag_target
         else "",
     )
+    for what, series in (
+        (f"event-loop lag beside {TASKS} sync Store threads (worst)", lag_threads),
+        ("event-loop lag, idle loop (worst; the machine's own)", lag_idle),
+    ):
+        table.add(
+            label,
+            what,
+            fmt_time(max(series)),
+            "",
+            f"median of rounds {fmt_time(statistics.median(series))}",
+            "",
+            "",
+        )
 
 
 async def _sync(ops: list[Callable[[int], None]], seconds: float) -> tuple[float, float]:
-    """The sync Store's threads (the loop just waits for them)."""
+    """The sync Store's threads, with the loop's ticker running beside them (the lag that
+    threads checkpointing in the same process cause, whoever calls them)."""
+    worst = 0.0
+    running = True
+
+    async def ticker() -> None:
+        nonlocal worst
+        while running:
+            began = time.perf_counter()
+            await asyncio.sleep(TICK)
+            worst = max(worst, time.perf_counter() - began - TICK)
+
+    ticking = asyncio.create_task(ticker())
     rate, _ = await asyncio.to_thread(drive, ops, seconds)
-    return rate, 0.0
+    running = False
+    await ticking
+    return rate, worst
+
+
+async def idle_lag(seconds: float) -> tuple[float, float]:
+    """The ticker alone: the machine's own lag (other processes on the shared CPUs)."""
+    return await drive_tasks(_nothing, 1, seconds)
+
+
+async def _nothing(k: int, n: int) -> None:
+    await asyncio.sleep(0.01)
 
 
 def _new_runs(store: Any, count: int) -> list[int]:

@@ -341,3 +341,29 @@ def test_postgresql_calls_run_on_the_event_loop(pg_url: str) -> None:
             assert await store.last_step(run_id) == 40
 
     run(body)
+
+
+def test_postgresql_a_connection_the_server_ended_is_replaced(pg_url: str) -> None:
+    """The asyncio pool has no pre-ping: a connection whose session the server ended is found
+    when handed out (its socket is readable) and replaced, so the next call succeeds."""
+    import psycopg
+
+    from harness_store.engine import to_url
+
+    admin_url = to_url(pg_url).set(drivername="postgresql").render_as_string(False)
+
+    async def body() -> None:
+        async with await AsyncStore.open(pg_url) as store:
+            run_id = await store.start_run("survivor", "f")
+            await asyncio.gather(*(store.last_step(run_id) for _ in range(8)))  # warm the pool
+            with psycopg.connect(admin_url, autocommit=True) as admin:
+                ended = admin.execute(
+                    "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                ).fetchall()
+            assert ended and all(row[0] for row in ended)
+            for n in range(1, 4):
+                await store.checkpoint_step(run_id, StepRecord.new(n, "d", "r"))
+            assert await store.last_step(run_id) == 3
+
+    run(body)
