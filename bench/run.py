@@ -3,7 +3,8 @@
     python -m bench.run [--quick] [--only NAME[,NAME…]] [--pg URL] [--cache DIR] [--keep]
 
 Benchmarks (names for --only): checkpoint, group, batch, trees, upgrade, stream, cli, accounting,
-retention, sync, pg. `sync` needs --pg too. `pg` (1–3 on PostgreSQL) runs only with --pg, e.g.
+retention, sync, pg, asyncstore. `sync` needs --pg too (and asyncstore's PostgreSQL rows). `pg`
+(1–3 on PostgreSQL) runs only with --pg, e.g.
 --pg postgresql+psycopg://postgres@127.0.0.1:5432/test: it creates its own scratch databases
 on that server and drops them afterwards.
 --quick uses small sizes and few rounds (a smoke run, under two minutes); the full run takes
@@ -36,6 +37,7 @@ NAMES = (
     "retention",
     "sync",
     "pg",
+    "asyncstore",
 )
 
 
@@ -62,6 +64,8 @@ def benchmark(name: str) -> Callable[[Config], list[Table]]:
         from .retention import run
     elif name == "sync":
         from .sync import run
+    elif name == "asyncstore":
+        from .asyncstore import run
     else:
         raise ValueError(name)
     return run

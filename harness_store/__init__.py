@@ -24,10 +24,17 @@ from .formats import (
 from .records import *  # noqa: F403 - every record is a public name of the package too
 
 if TYPE_CHECKING:
+    from .aio import AsyncStore
     from .store import Lease, Store
     from .transfer import CopyReport, copy_store
 
-LAZY = {"Lease": "store", "Store": "store", "CopyReport": "transfer", "copy_store": "transfer"}
+LAZY = {
+    "AsyncStore": "aio",
+    "Lease": "store",
+    "Store": "store",
+    "CopyReport": "transfer",
+    "copy_store": "transfer",
+}
 """Names imported on first use: `Store` brings the 37 models and the ORM, `copy_store` the copy
 machinery, and neither is needed by `alembic upgrade head` or the migrations it loads."""
 
@@ -49,6 +56,7 @@ __all__ = [
     "MEMORY_MAX_ENTRIES",
     "MEMORY_MAX_ENTRY_CHARS",
     "SUCCESS_OUTCOME",
+    "AsyncStore",
     "CopyReport",
     "HeadConflictError",
     "Lease",

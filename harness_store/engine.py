@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import URL, make_url
 
 from .dialects import backend_named
 from .dialects.sqlite import is_memory
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 DEFAULT_URL = "sqlite:///runs.sqlite3"
 """Where a store lives when nobody says otherwise: `runs.sqlite3` in the working directory."""
@@ -58,6 +62,25 @@ def make_engine(
     options = backend.engine_options(url, synchronous=synchronous, busy_timeout=busy_timeout)
     engine = create_engine(url, **options)
     backend.install(engine, synchronous=synchronous, busy_timeout=busy_timeout)
+    return engine
+
+
+def make_async_engine(
+    target: str | os.PathLike[str] | URL,
+    *,
+    synchronous: str | None = None,
+    busy_timeout: float | None = None,
+) -> AsyncEngine:
+    """An asyncio engine for the store at `target` (a backend whose driver is natively
+    async), with the same pool and hooks as `make_engine`'s; its `sync_engine` is what a
+    Store runs on inside `greenlet_spawn`. Loads `sqlalchemy.ext.asyncio` only when called."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    url = to_url(target)
+    backend = backend_named(url.get_backend_name())
+    options = backend.async_engine_options(url, synchronous=synchronous, busy_timeout=busy_timeout)
+    engine = create_async_engine(url, **options)
+    backend.install_async(engine.sync_engine, synchronous=synchronous, busy_timeout=busy_timeout)
     return engine
 
 

@@ -101,10 +101,21 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield from fresh_pg_database(server)
 
 
+@pytest.fixture(params=["Store", "AsyncStore"])
+def store_api(request: pytest.FixtureRequest) -> Any:
+    """Which API the Store tests drive: `Store` itself, or `AsyncStore` through
+    `asyncfacade.BlockingAsyncStore` (the same tests, every call a task on an event loop)."""
+    if request.param == "Store":
+        return Store
+    from asyncfacade import BlockingAsyncStore
+
+    return BlockingAsyncStore
+
+
 @pytest.fixture
-def store(store_target: str) -> Iterator[Store]:
-    """An open Store on each backend."""
-    with Store.open(store_target) as opened:
+def store(store_target: str, store_api: Any) -> Iterator[Store]:
+    """An open Store on each backend, through each API (`store_api`)."""
+    with store_api.open(store_target) as opened:
         yield opened
 
 

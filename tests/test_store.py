@@ -96,9 +96,9 @@ def db_target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 
 
 @pytest.fixture
-def db(db_target: str) -> Any:
-    """An open Store on the shared database of this backend."""
-    with Store.open(db_target) as opened:
+def db(db_target: str, store_api: Any) -> Any:
+    """An open Store on the shared database of this backend, through each API (`store_api`)."""
+    with store_api.open(db_target) as opened:
         yield opened
 
 

@@ -84,12 +84,33 @@ class Backend(ABC):
     held_connections: ClassVar[int] = 0
     """How many driver connections a Store keeps checked out for its hot paths (checkpoints,
     tree aggregates) instead of borrowing a pooled one per call; 0 for none."""
+    native_async: ClassVar[bool] = False
+    """Whether the driver speaks asyncio natively, so an `AsyncStore` runs its calls on the
+    event loop (SQLAlchemy's asyncio engine) instead of on threads."""
 
     @abstractmethod
     def engine_options(
         self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None
     ) -> dict[str, Any]:
         """Keyword arguments for `create_engine` (pool, connect args) suited to this backend."""
+
+    def async_engine_options(
+        self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Keyword arguments for `create_async_engine` (a backend with `native_async`)."""
+        return self.engine_options(url, synchronous=synchronous, busy_timeout=busy_timeout)
+
+    def install_async(
+        self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
+    ) -> None:
+        """Attach the per-connection setup to an asyncio engine's `sync_engine`."""
+        self.install(engine, synchronous=synchronous, busy_timeout=busy_timeout)
+
+    def kept_connections(self, engine: Engine) -> int:
+        """How many connections a Store on `engine` keeps for its hot paths (see
+        `held_connections`): none on an asyncio engine, whose calls all run on the event
+        loop's one thread — tasks borrow from the async pool per call instead."""
+        return 0 if engine.dialect.is_async else self.held_connections
 
     @abstractmethod
     def read_only_url(self, url: URL) -> URL:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Self
 
-from sqlalchemy import Column, Connection, MetaData, String, Table, insert
+from sqlalchemy import Column, Connection, Engine, MetaData, String, Table, insert
 from sqlalchemy.engine import URL
 
 from ..detect import check_sqlite_file, diagnose, read_revision
@@ -70,9 +70,11 @@ class Store(
         *,
         synchronous: str | None = None,
         busy_timeout: float | None = None,
+        engine: Engine | None = None,
     ) -> None:
         backend = backend_named(engine_url.get_backend_name())
-        engine = make_engine(engine_url, synchronous=synchronous, busy_timeout=busy_timeout)
+        if engine is None:  # a prebuilt one: an asyncio engine's `sync_engine` (AsyncStore)
+            engine = make_engine(engine_url, synchronous=synchronous, busy_timeout=busy_timeout)
         super().__init__(engine, backend, engine_url, busy_timeout=busy_timeout)
         self._init_leases()
         self._compile_run_statements()

@@ -7,8 +7,8 @@ upstream keeps one `rusqlite::Connection`, and threads take turns on it under a 
 concurrent checkpoints share commits: `group`); write transactions begin with `BEGIN
 IMMEDIATE`, so a second process waits on the busy timeout instead of failing. On PostgreSQL
 the hot paths run on a few kept connections (`held`) and other operations borrow a pooled
-one. Inside `Store.transaction()` every call of the same thread joins the one open
-transaction.
+one. Inside `Store.transaction()` every call of the same thread (or asyncio task: the open
+transaction is context-local) joins the one open transaction.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, insert, inspect, select
@@ -38,11 +39,31 @@ from .held import HeldConnections
 T = TypeVar("T")
 
 
-class _Active(threading.local):
-    """The transaction this thread has open on this Store, if any."""
+class _Active:
+    """The transaction this thread — or asyncio task — has open on this Store, if any.
 
-    conn: Connection | None = None
-    write: bool = False
+    Context-local rather than thread-local: a new thread starts with an empty context (so
+    each thread still has its own), and each asyncio task runs in its own copy, so the tasks
+    of an `AsyncStore` that share the event loop's thread never join each other's block."""
+
+    __slots__ = ("_var",)
+
+    def __init__(self) -> None:
+        self._var: ContextVar[tuple[Connection | None, bool]] = ContextVar(
+            "harness_store_active", default=(None, False)
+        )
+
+    @property
+    def conn(self) -> Connection | None:
+        return self._var.get()[0]
+
+    @property
+    def write(self) -> bool:
+        return self._var.get()[1]
+
+    def set(self, conn: Connection | None, write: bool) -> None:
+        """Open (`conn`) or end (None) this context's transaction."""
+        self._var.set((conn, write))
 
 
 class StoreBase(DriverPaths):
@@ -66,6 +87,9 @@ class StoreBase(DriverPaths):
         self._begin_write = backend.begin_write_sql()
         self._queue = backend.write_queue(url, busy_timeout=busy_timeout)
         self._columns_seen: dict[str, frozenset[str]] = {}
+        self._adapted = bool(engine.dialect.is_async)
+        """Whether the driver connections are SQLAlchemy's asyncio adapters (an `AsyncStore`
+        on PostgreSQL), whose cursors need `_Chained` for the hot paths."""
         # Set the models' mappers up now (once a process, ~0.1 s for 37 tables), not inside
         # the first write that names a model, whose latency a caller does not expect.
         configure_mappers()
@@ -99,7 +123,7 @@ class StoreBase(DriverPaths):
 
     def _keep(self) -> HeldConnections | None:
         """The set of kept driver connections of a pooled backend (see `held`), if it uses one."""
-        cap = self._backend.held_connections
+        cap = self._backend.kept_connections(self._engine)
         return HeldConnections(self._engine, self._backend.connection_alive, cap) if cap else None
 
     @property
@@ -198,7 +222,7 @@ class StoreBase(DriverPaths):
             if active is not None:
                 if write and not self._active.write:
                     raise StoreError("cannot write inside a read-only transaction")
-                unit = active.connection.dbapi_connection.cursor() if driver else active
+                unit = self._driver_cursor(active.connection.dbapi_connection) if driver else active
                 if not write:
                     yield unit
                     return
@@ -229,11 +253,11 @@ class StoreBase(DriverPaths):
                     if alone:
                         committing = write
                         with _autocommitted(conn) as pooled:
-                            yield pooled.cursor()
+                            yield self._driver_cursor(pooled)
                         return
                     pooled = conn.connection.dbapi_connection
                     assert pooled is not None
-                    cursor = pooled.cursor()
+                    cursor = self._driver_cursor(pooled)
                     try:
                         if self._begin_write is not None:
                             cursor.execute(self._begin_write)
@@ -247,15 +271,21 @@ class StoreBase(DriverPaths):
                 with self._queue.turn() if write else nullcontext() as deadline:
                     conn.info[WRITE_DEADLINE] = deadline
                     with conn.begin():
-                        self._active.conn, self._active.write = conn, write
+                        self._active.set(conn, write)
                         try:
                             yield conn
                         finally:
-                            self._active.conn, self._active.write = None, False
+                            self._active.set(None, False)
         except StoreError:
             raise
         except Exception as exc:
             self._raise_typed(exc, may_have_committed=committing)
+
+    def _driver_cursor(self, dbapi_connection: Any) -> Any:
+        """A cursor on a driver connection for the hot paths; an asyncio adapter's is wrapped
+        so that `execute(...).fetchall()` chains as on a sync driver's."""
+        cursor = dbapi_connection.cursor()
+        return _Chained(cursor) if self._adapted else cursor
 
     def _tx(self, *, write: bool) -> Any:
         """A SQLAlchemy connection inside the call's transaction (see `_unit`)."""
@@ -286,14 +316,14 @@ class StoreBase(DriverPaths):
             conn.info[WRITE] = True
             conn.info[WRITE_DEADLINE] = deadline
             outer = conn.begin()
-            self._active.conn, self._active.write = conn, True
+            self._active.set(conn, True)
             try:
                 yield
             except BaseException:
-                self._active.conn, self._active.write = None, False
+                self._active.set(None, False)
                 outer.rollback()
                 raise
-            self._active.conn, self._active.write = None, False
+            self._active.set(None, False)
             if self._backend.transaction_aborted(conn.connection.dbapi_connection):
                 outer.rollback()
                 raise StoreError(
@@ -373,3 +403,24 @@ def _autocommitted(conn: Connection) -> Iterator[Any]:
             pooled.autocommit = False
         except Exception:
             conn.invalidate()
+
+
+class _Chained:
+    """A cursor of SQLAlchemy's asyncio adapter whose `execute` returns the cursor itself:
+    the adapter returns the native async cursor, on which `.fetchall()` is a coroutine."""
+
+    __slots__ = ("_cursor",)
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: Any, params: Any = None) -> _Chained:
+        self._cursor.execute(sql, params)
+        return self
+
+    def executemany(self, sql: Any, params: Any) -> _Chained:
+        self._cursor.executemany(sql, params)
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)

@@ -1,0 +1,370 @@
+"""Benchmark 12: `AsyncStore.checkpoint_step` from asyncio tasks, beside the sync Store and
+LangGraph's async savers.
+
+Side by side, in alternating rounds of the same wall time, each variant on its own store:
+- `AsyncStore.checkpoint_step` from 1 task, and from 8 concurrent tasks (each its own run);
+- `Store.checkpoint_step` from 1 thread, and from 8 threads (the baseline);
+- LangGraph's `AsyncSqliteSaver.aput` (SQLite, aiosqlite) / `AsyncPostgresSaver.aput`
+  (PostgreSQL, a psycopg async pool) from 1 and 8 tasks (each its own thread id), saving a
+  checkpoint that holds the same step.
+SQLite under synchronous=FULL (upstream's durability); PostgreSQL with --pg. While the 8
+AsyncStore tasks run, a ticker task sleeps 1 ms in a loop and records how late it wakes: the
+event loop's lag (what every other coroutine of the program waits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+from .common import (
+    Config,
+    Table,
+    copy_store,
+    fmt_rate,
+    fmt_ratio,
+    fmt_time,
+    head_template,
+    pg_conninfo,
+    pg_database,
+    say,
+    step_record,
+)
+from .group import drive
+
+TASKS = 8
+SINGLE_TARGET = 0.9
+"""One task: at least this share of the sync Store's throughput from one thread."""
+LAG_TARGET = 0.005
+"""The event loop's worst lag while 8 tasks checkpoint under FULL (seconds)."""
+TICK = 0.001
+
+AsyncOp = Callable[[int, int], Awaitable[Any]]
+"""An async checkpoint: (worker, n) → awaitable."""
+
+
+async def drive_tasks(op: AsyncOp, tasks: int, seconds: float) -> tuple[float, float]:
+    """Run `tasks` tasks calling `op` in a loop for `seconds`, with a ticker measuring the
+    loop's lag; return (calls per second over all tasks, worst lag in seconds)."""
+    end = time.perf_counter() + seconds
+    counts = [0] * tasks
+    worst = 0.0
+    running = True
+
+    async def worker(k: int) -> None:
+        clock = time.perf_counter
+        n = 0
+        while clock() < end:
+            await op(k, n)
+            n += 1
+        counts[k] = n
+
+    async def ticker() -> None:
+        nonlocal worst
+        while running:
+            began = time.perf_counter()
+            await asyncio.sleep(TICK)
+            worst = max(worst, time.perf_counter() - began - TICK)
+
+    ticking = asyncio.create_task(ticker())
+    began = time.perf_counter()
+    await asyncio.gather(*(worker(k) for k in range(tasks)))
+    elapsed = time.perf_counter() - began
+    running = False
+    await ticking
+    return sum(counts) / elapsed, worst
+
+
+def lg_checkpoint(r: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A LangGraph checkpoint holding exactly one step (as benchmark 1's)."""
+    from langgraph.checkpoint.base import LATEST_VERSION
+    from langgraph.checkpoint.base.id import uuid6
+
+    checkpoint = {
+        "v": LATEST_VERSION,
+        "id": str(uuid6(clock_seq=r.step)),
+        "ts": "2025-01-01T00:00:00.000000+00:00",
+        "channel_values": {
+            "step": r.step,
+            "decision": r.decision,
+            "result": r.result,
+            "prompt": r.prompt,
+            "tool_call": r.tool_call,
+            "tokens": r.tokens,
+        },
+        "channel_versions": {"step": r.step},
+        "versions_seen": {},
+        "updated_channels": ["step"],
+    }
+    return checkpoint, {"source": "loop", "step": r.step, "parents": {}}
+
+
+def saver_op(saver: Any, records: list[Any]) -> AsyncOp:
+    prepared = [lg_checkpoint(r) for r in records]
+    configs: dict[int, Any] = {}
+
+    async def op(k: int, n: int) -> None:
+        checkpoint, metadata = prepared[n % len(prepared)]
+        checkpoint = {**checkpoint, "id": str(_uuid(k, n))}
+        config = configs.get(k) or {"configurable": {"thread_id": f"t{k}", "checkpoint_ns": ""}}
+        configs[k] = await saver.aput(config, checkpoint, metadata, {})
+
+    return op
+
+
+def _uuid(k: int, n: int) -> Any:
+    from langgraph.checkpoint.base.id import uuid6
+
+    return uuid6(clock_seq=(k << 20) + n)
+
+
+def store_ops(store: Any, runs: list[int], records: list[Any]) -> list[Callable[[int], None]]:
+    def op_for(run_id: int) -> Callable[[int], None]:
+        checkpoint = store.checkpoint_step
+
+        def op(n: int) -> None:
+            checkpoint(run_id, records[n % len(records)])
+
+        return op
+
+    return [op_for(r) for r in runs]
+
+
+def async_op(store: Any, runs: list[int], records: list[Any]) -> AsyncOp:
+    checkpoint = store.checkpoint_step
+
+    def op(k: int, n: int) -> Awaitable[Any]:
+        return checkpoint(runs[k], records[n % len(records)])  # type: ignore[no-any-return]
+
+    return op
+
+
+async def measure(
+    table: Table,
+    label: str,
+    sync_store: Any,
+    async_store: Any,
+    saver: Any,
+    saver_name: str,
+    runs: tuple[list[int], list[int]],
+    cfg: Config,
+    lag_target: bool,
+) -> None:
+    records = [step_record(k) for k in range(1, 2001)]
+    seconds = cfg.pick(2.0, 0.5)
+    rounds = cfg.pick(5, 2)
+    sync_runs, async_runs = runs
+    sync_ops = store_ops(sync_store, sync_runs, records)
+    a_op = async_op(async_store, async_runs, records)
+    l_op = saver_op(saver, records)
+    results: dict[str, list[float]] = {}
+    lags: list[float] = []
+    lag_store_1: list[float] = []
+    lag_threads: list[float] = []
+    lag_idle: list[float] = []
+    variants: list[tuple[str, Callable[[], Awaitable[tuple[float, float]]]]] = [
+        ("Store, 1 thread", lambda: _sync(sync_ops[:1], seconds)),
+        ("AsyncStore, 1 task", lambda: drive_tasks(a_op, 1, seconds)),
+        (f"{saver_name}, 1 task", lambda: drive_tasks(l_op, 1, seconds)),
+        (f"Store, {TASKS} threads", lambda: _sync(sync_ops, seconds)),
+        (f"AsyncStore, {TASKS} tasks", lambda: drive_tasks(a_op, TASKS, seconds)),
+        (f"{saver_name}, {TASKS} tasks", lambda: drive_tasks(l_op, TASKS, seconds)),
+        ("idle loop", lambda: idle_lag(seconds)),
+    ]
+    await drive_tasks(a_op, TASKS, 0.2)  # warm up
+    await drive_tasks(l_op, TASKS, 0.2)
+    for r in range(rounds):
+        order = variants[r % len(variants) :] + variants[: r % len(variants)]
+        for name, go in order:
+            say(f"{label} round {r + 1}/{rounds}: {name}")
+            rate, lag = await go()
+            results.setdefault(name, []).append(rate)
+            if name == f"AsyncStore, {TASKS} tasks":
+                lags.append(lag)
+            elif name == f"Store, {TASKS} threads":
+                lag_threads.append(lag)
+            elif name == "idle loop":
+                lag_idle.append(lag)
+            if name == "AsyncStore, 1 task":
+                lag_store_1.append(lag)
+
+    def ratio(candidate: str, baseline: str) -> float:
+        pairs = zip(results[candidate], results[baseline], strict=True)
+        return statistics.median(c / b for c, b in pairs)
+
+    for name, _ in variants[:-1]:
+        rate = statistics.median(results[name])
+        table.add(label, name, fmt_time(1 / rate), fmt_rate(rate), "", "", "")
+    one = ratio("AsyncStore, 1 task", "Store, 1 thread")
+    table.add(
+        label,
+        "AsyncStore 1 task vs Store 1 thread",
+        "",
+        "",
+        fmt_ratio(one),
+        f"≥ {SINGLE_TARGET:.2f}×",
+        table.check(f"{label}: AsyncStore 1 task ≥ {SINGLE_TARGET}× Store", one >= SINGLE_TARGET),
+    )
+    many = ratio(f"AsyncStore, {TASKS} tasks", f"Store, {TASKS} threads")
+    table.add(
+        label, f"AsyncStore {TASKS} tasks vs Store {TASKS} threads", "", "", fmt_ratio(many), "", ""
+    )
+    for tasks in (1, TASKS):
+        suffix = "1 task" if tasks == 1 else f"{TASKS} tasks"
+        faster = ratio(f"AsyncStore, {suffix}", f"{saver_name}, {suffix}")
+        table.add(
+            label,
+            f"AsyncStore vs {saver_name}, {suffix}",
+            "",
+            "",
+            f"{fmt_ratio(faster)} faster",
+            "> 1.00×",
+            table.check(f"{label}: AsyncStore faster than {saver_name} ({suffix})", faster > 1),
+        )
+    worst = max(lags)
+    table.add(
+        label,
+        f"event-loop lag, {TASKS} AsyncStore tasks (worst)",
+        fmt_time(worst),
+        "",
+        f"median of rounds {fmt_time(statistics.median(lags))}",
+        f"< {LAG_TARGET * 1e3:.0f} ms" if lag_target else "",
+        table.check(f"{label}: event-loop lag < 5 ms with {TASKS} tasks", worst < LAG_TARGET)
+        if lag_target
+        else "",
+    )
+    for what, series in (
+        (f"event-loop lag beside {TASKS} sync Store threads (worst)", lag_threads),
+        ("event-loop lag, idle loop (worst; the machine's own)", lag_idle),
+    ):
+        table.add(
+            label,
+            what,
+            fmt_time(max(series)),
+            "",
+            f"median of rounds {fmt_time(statistics.median(series))}",
+            "",
+            "",
+        )
+
+
+async def _sync(ops: list[Callable[[int], None]], seconds: float) -> tuple[float, float]:
+    """The sync Store's threads, with the loop's ticker running beside them (the lag that
+    threads checkpointing in the same process cause, whoever calls them)."""
+    worst = 0.0
+    running = True
+
+    async def ticker() -> None:
+        nonlocal worst
+        while running:
+            began = time.perf_counter()
+            await asyncio.sleep(TICK)
+            worst = max(worst, time.perf_counter() - began - TICK)
+
+    ticking = asyncio.create_task(ticker())
+    rate, _ = await asyncio.to_thread(drive, ops, seconds)
+    running = False
+    await ticking
+    return rate, worst
+
+
+async def idle_lag(seconds: float) -> tuple[float, float]:
+    """The ticker alone: the machine's own lag (other processes on the shared CPUs)."""
+    return await drive_tasks(_nothing, 1, seconds)
+
+
+async def _nothing(k: int, n: int) -> None:
+    await asyncio.sleep(0.01)
+
+
+def _new_runs(store: Any, count: int) -> list[int]:
+    return [store.start_run(f"bench {k}", "src/parser.rs") for k in range(count)]
+
+
+async def sqlite_part(cfg: Config, table: Table) -> None:
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from harness_store import AsyncStore, Store
+
+    template = head_template(cfg)
+    sync_path = copy_store(template, cfg.work / "as-sync.sqlite3")
+    async_path = copy_store(template, cfg.work / "as-async.sqlite3")
+    async with AsyncExitStack() as stack:
+        sync_store = stack.enter_context(Store.open(sync_path, synchronous="full"))
+        async_store = await stack.enter_async_context(
+            await AsyncStore.open(async_path, synchronous="full")
+        )
+        conn = await aiosqlite.connect(str(cfg.work / "as-langgraph.sqlite3"))
+        stack.push_async_callback(conn.close)
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        await conn.execute("PRAGMA synchronous = FULL")
+        runs = (_new_runs(sync_store, TASKS), [await async_store.start_run("b", "f")])
+        runs[1].extend([await async_store.start_run("b", "f") for _ in range(TASKS - 1)])
+        await measure(
+            table, "SQLite FULL", sync_store, async_store, saver, "AsyncSqliteSaver.aput",
+            runs, cfg, lag_target=True,
+        )  # fmt: skip
+
+
+async def postgresql_part(cfg: Config, table: Table, server: str) -> None:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    from harness_store import AsyncStore, Store
+
+    with (
+        pg_database(server, f"hs_bench_as_{threading.get_native_id()}") as url,
+        pg_database(server, f"hs_bench_lg_{threading.get_native_id()}") as lg_url,
+    ):
+        async with AsyncExitStack() as stack:
+            sync_store = stack.enter_context(Store.open(url))
+            async_store = await stack.enter_async_context(await AsyncStore.open(url))
+            pool = AsyncConnectionPool(
+                pg_conninfo(lg_url),
+                min_size=TASKS,
+                max_size=TASKS,
+                kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+                open=False,
+            )
+            await pool.open()
+            stack.push_async_callback(pool.close)
+            saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+            await saver.setup()
+            runs = (_new_runs(sync_store, TASKS), [])
+            runs[1].extend([await async_store.start_run("b", "f") for _ in range(TASKS)])
+            await measure(
+                table, "PostgreSQL", sync_store, async_store, saver, "AsyncPostgresSaver.aput",
+                runs, cfg, lag_target=False,
+            )  # fmt: skip
+
+
+def run(cfg: Config) -> list[Table]:
+    table = Table(
+        "12. AsyncStore.checkpoint_step from asyncio tasks (per call; rates over all tasks)",
+        ["backend", "variant", "time/call", "calls/s", "ratio", "target", "result"],
+    )
+    say("AsyncStore: SQLite, synchronous=FULL")
+    asyncio.run(sqlite_part(cfg, table))
+    if cfg.pg:
+        say("AsyncStore: PostgreSQL")
+        asyncio.run(postgresql_part(cfg, table, cfg.pg))
+    else:
+        table.notes.append("PostgreSQL rows need --pg URL")
+    table.notes.append(
+        "each variant runs for the same wall time per round, rounds alternate the order; "
+        "time/call = 1 / (calls/s over all workers); ratios are medians over rounds of the "
+        "paired rates; 8 workers write 8 runs (LangGraph: 8 thread ids) of one store"
+    )
+    table.notes.append(
+        "event-loop lag: the worst delay past its 1 ms sleep of a ticker task running beside "
+        "the 8 AsyncStore tasks (SQLite calls run on threads; PostgreSQL's on the loop)"
+    )
+    return [table]

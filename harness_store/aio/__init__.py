@@ -1,0 +1,282 @@
+"""`AsyncStore`: the whole `Store` for asyncio programs.
+
+Every public Store method is a coroutine of the same name and signature here (generators are
+async iterators), built from the sets in `methods`, so a method added to `Store` is mirrored
+without touching this module. Open with `await AsyncStore.open(target, ...)` (Store.open's
+arguments) and use as `async with`; group calls with `async with store.transaction():`.
+
+On PostgreSQL the calls run natively on the event loop (psycopg's async driver under
+SQLAlchemy's asyncio engine); on SQLite on a few threads, writes batched by group commit and
+reads on a read-only twin of the file (see `runners`). Errors are the Store's typed errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import os
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Self
+
+from sqlalchemy.engine import URL
+
+from ..engine import make_async_engine, read_only_url, sqlite_path
+from ..errors import InvalidValueError
+from ..formats import i64
+from ..records import RunEvent
+from ..store import Store
+from ..store.stream import FOLLOW_BATCH, _limit
+from .methods import (
+    ITERATORS,
+    LOCAL,
+    NOT_MIRRORED,
+    PROPERTIES,
+    WRITE,
+    kind_of,
+    public_methods,
+)
+from .runners import GreenletRunner, ThreadRunner
+
+if TYPE_CHECKING:
+    from ..dialects import Backend
+
+__all__ = ["AsyncLease", "AsyncStore"]
+
+STOP_POLL = 0.05
+"""How often `follow` looks at a `stop` event while it waits between polls."""
+
+
+class AsyncStore:
+    """A run store for asyncio code: `Store`'s methods as coroutines (see the module)."""
+
+    def __init__(self, store: Store, runner: ThreadRunner | GreenletRunner) -> None:
+        self._store = store
+        self._runner = runner
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        target: str | os.PathLike[str] | URL,
+        *,
+        upgrade: bool = True,
+        backup: bool = True,
+        synchronous: str | None = None,
+        read_only: bool = False,
+        busy_timeout: float | None = None,
+    ) -> Self:
+        """`Store.open` for asyncio: the same arguments, checks, upgrade and errors (opening
+        itself runs on a thread)."""
+        opened = await asyncio.to_thread(
+            Store.open,
+            target,
+            upgrade=upgrade,
+            backup=backup,
+            synchronous=synchronous,
+            read_only=read_only,
+            busy_timeout=busy_timeout,
+        )
+        if not opened.backend.native_async:
+            reader = None
+            if not read_only and sqlite_path(opened.url) is not None:
+                try:
+                    reader = await asyncio.to_thread(Store.open, opened.url, read_only=True)
+                except BaseException:
+                    opened.close()
+                    raise
+            return cls(opened, ThreadRunner(opened, reader))
+        # Checked (and upgraded) by the sync open above; the calls run over an asyncio engine.
+        url, report = opened.url, opened.upgrade_report
+        await asyncio.to_thread(opened.close)
+        speaks = read_only_url(url) if read_only else url
+        engine = make_async_engine(speaks, synchronous=synchronous, busy_timeout=busy_timeout)
+        store = Store(
+            speaks, synchronous=synchronous, busy_timeout=busy_timeout, engine=engine.sync_engine
+        )
+        store.url = url
+        store.upgrade_report = report
+        return cls(store, GreenletRunner(store, engine))
+
+    @classmethod
+    async def memory(cls, *, synchronous: str | None = None) -> Self:
+        """`Store.memory` for asyncio: a throwaway in-memory SQLite store."""
+        store = await asyncio.to_thread(Store.memory, synchronous=synchronous)
+        return cls(store, ThreadRunner(store, None))
+
+    @property
+    def store(self) -> Store:
+        """The sync Store underneath (on PostgreSQL its engine is the asyncio engine's
+        `sync_engine`: call it only through this facade)."""
+        return self._store
+
+    @property
+    def engine(self) -> Any:
+        """The engine to read the store through with your own sessions: on PostgreSQL the
+        `AsyncEngine` the calls run on (for `AsyncSession`), on SQLite the Store's `engine`."""
+        return self._runner.engine
+
+    @property
+    def write_engine(self) -> Any:
+        """`Store.write_engine`'s twin: on PostgreSQL the `AsyncEngine` (its transactions
+        need no special begin), on SQLite the Store's `write_engine`."""
+        return self._runner.write_engine
+
+    @property
+    def url(self) -> URL:
+        """The store's URL, as `Store.url`."""
+        return self._store.url
+
+    async def close(self) -> None:
+        """Release the store's threads and connections. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._runner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        """`Store.transaction` as `async with`: the task's calls inside the block are one
+        atomic transaction (a nested block is a savepoint). Each task has its own block;
+        other tasks' calls do not join it."""
+        return self._runner.transaction()
+
+    async def follow(
+        self,
+        cursor: int | None = None,
+        *,
+        run_id: int | None = None,
+        interval: float = 0.5,
+        batch: int = FOLLOW_BATCH,
+        stop: threading.Event | None = None,
+    ) -> AsyncIterator[tuple[int, RunEvent]]:
+        """`Store.follow` as an async iterator: the same polls, waiting with `asyncio.sleep`
+        (no thread is held between polls)."""
+        if not (isinstance(interval, int | float) and interval > 0):
+            raise InvalidValueError(
+                f"interval must be a positive number of seconds, not {interval!r}"
+            )
+        limit = _limit(batch)
+        position = await self.event_cursor() if cursor is None else i64(cursor, "cursor")
+        while stop is None or not stop.is_set():
+            rows = await self.events_after(position, limit, run_id)
+            for row in rows:
+                yield row
+                position = row[0]
+            if len(rows) == limit:
+                continue
+            if stop is None:
+                await asyncio.sleep(interval)
+                continue
+            waited = 0.0
+            while waited < interval and not stop.is_set():
+                step = min(STOP_POLL, interval - waited)
+                await asyncio.sleep(step)
+                waited += step
+
+    async def acquire_lease(self, run_id: int, ttl_secs: int) -> AsyncLease:
+        """`Store.acquire_lease`: the lease comes back as an `AsyncLease` (`await
+        lease.renew()`, `async with lease:`)."""
+        lease = await self._runner.call(WRITE, "acquire_lease", (run_id, ttl_secs), {})
+        return AsyncLease(self, lease.run_id, lease.generation)
+
+    if TYPE_CHECKING:
+
+        @property
+        def backend(self) -> Backend: ...
+
+        def __getattr__(self, name: str) -> Any: ...
+
+
+class AsyncLease:
+    """`Lease` for an `AsyncStore`: a run lease this handle holds. Release it with `await
+    release()` or by leaving an `async with` block; an unreleased lease lapses after its ttl."""
+
+    def __init__(self, store: AsyncStore, run_id: int, generation: int) -> None:
+        self._store = store
+        self.run_id = run_id
+        self.generation = generation
+        self.released = False
+
+    async def renew(self) -> None:
+        """Extend the lease at its generation; `LeaseConflictError` once taken over."""
+        await self._store.renew_lease(self.run_id, self.generation)
+
+    async def release(self) -> None:
+        """Give the run up now (no row is left: anyone may acquire it)."""
+        self.released = True
+        await self._store.release_lease(self.run_id, self.generation)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if not self.released:
+            await self.release()
+
+    def __repr__(self) -> str:
+        return (
+            f"AsyncLease(run_id={self.run_id}, generation={self.generation}, "
+            f"owner={self._store.store.owner()!r}, released={self.released})"
+        )
+
+
+def _mirror(name: str) -> Callable[..., Any]:
+    original = getattr(Store, name)
+    kind = kind_of(name)
+    if name in LOCAL:
+
+        async def method(self: AsyncStore, *args: Any, **kw: Any) -> Any:
+            return getattr(self._store, name)(*args, **kw)
+
+    elif name in ITERATORS:
+        page_argument = ITERATORS[name]
+        signature = inspect.signature(original)
+
+        async def method(self: AsyncStore, *args: Any, **kw: Any) -> Any:  # type: ignore[misc]
+            page = signature.bind(self, *args, **kw)
+            page.apply_defaults()
+            size = page.arguments.get(page_argument or "", 1)
+            hop = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 1
+            async for item in self._runner.iterate(kind, name, hop, args, kw):
+                yield item
+
+    else:
+
+        async def method(self: AsyncStore, *args: Any, **kw: Any) -> Any:
+            return await self._runner.call(kind, name, args, kw)
+
+    functools.update_wrapper(method, original)
+    method.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
+    return method
+
+
+def _property(name: str) -> property:
+    def get(self: AsyncStore) -> Any:
+        return getattr(self._store, name)
+
+    get.__doc__ = f"`Store.{name}`."
+    return property(get)
+
+
+def _build() -> None:
+    for name in public_methods(Store) - NOT_MIRRORED:
+        if name in AsyncStore.__dict__:
+            continue  # written by hand (follow)
+        setattr(AsyncStore, name, _mirror(name))
+    for name in PROPERTIES - set(AsyncStore.__dict__):
+        setattr(AsyncStore, name, _property(name))
+    AsyncStore.follow.__signature__ = inspect.signature(Store.follow)  # type: ignore[attr-defined]
+    AsyncStore.acquire_lease.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+        Store.acquire_lease
+    ).replace(return_annotation="AsyncLease")
+
+
+_build()

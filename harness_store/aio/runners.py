@@ -1,0 +1,261 @@
+"""How an `AsyncStore` runs the sync Store's code without blocking the event loop.
+
+`ThreadRunner` (SQLite, whose driver has no asyncio API): writes run on a pool of threads
+calling the one Store, so concurrent tasks' checkpoints meet in group commit (`store.group`)
+under `BEGIN IMMEDIATE` and the busy timeout as from threads; reads run on a second pool over a
+read-only twin of the file, so they never queue behind a write. Inside `transaction()` every
+call of the task runs on the one thread that holds the transaction.
+
+`GreenletRunner` (PostgreSQL): the Store runs over SQLAlchemy's asyncio engine, each call in
+`greenlet_spawn`, so its I/O is psycopg's async I/O on the event loop — no thread per call.
+
+A cancelled call is all or nothing: on a thread it runs to its end (or never starts); on the
+loop the cancellation unwinds the call's transaction, which the database rolls back whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, asynccontextmanager
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StoreError
+from .methods import READ
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+WRITE_THREADS = 8
+"""Threads calling the Store's writes: enough for group commit to batch 8 concurrent tasks."""
+READ_THREADS = 4
+"""Threads reading through the read-only twin."""
+
+
+def _take(iterator: Iterator[Any], count: int) -> list[Any]:
+    return list(islice(iterator, count))
+
+
+class ThreadRunner:
+    """Runs Store calls on threads (see the module)."""
+
+    def __init__(self, store: Store, reader: Store | None) -> None:
+        self.store = store
+        self.reader = reader
+        self._writes = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="hs-async-write")
+        self._reads = (
+            ThreadPoolExecutor(READ_THREADS, thread_name_prefix="hs-async-read")
+            if reader is not None
+            else self._writes
+        )
+        self._bound: contextvars.ContextVar[_Bound | None] = contextvars.ContextVar(
+            "harness_store_bound", default=None
+        )
+        self.engine = store.engine
+        self.write_engine = store.write_engine
+        self._closed = False
+
+    def _place(self, kind: str) -> tuple[Callable[..., Any], Store]:
+        """Where a call runs: the transaction's thread in a block, else by kind."""
+        if self._closed:
+            raise StoreError("this Store is closed")
+        bound = self._bound.get()
+        if bound is not None:
+            return bound.run, self.store
+        if kind == READ and self.reader is not None:
+            return functools.partial(_hop, self._reads), self.reader
+        return functools.partial(_hop, self._writes), self.store
+
+    async def call(self, kind: str, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        hop, target = self._place(kind)
+        return await hop(functools.partial(getattr(target, name), *args, **kw))
+
+    async def iterate(
+        self, kind: str, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
+    ) -> AsyncIterator[Any]:
+        hop, target = self._place(kind)
+        iterator = getattr(target, name)(*args, **kw)
+        pending: asyncio.Future[Any] | None = None
+        try:
+            while True:
+                pending = asyncio.ensure_future(hop(functools.partial(_take, iterator, page)))
+                chunk = await pending
+                for item in chunk:
+                    yield item
+                if len(chunk) < page:
+                    return
+        finally:
+            _close_after(iterator, pending)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        bound = self._bound.get()
+        if bound is not None:  # nested: a savepoint, on the same thread
+            block = self.store.transaction()
+            await bound.run(block.__enter__)
+            try:
+                yield
+            except BaseException as exc:
+                await bound.finish(functools.partial(block.__exit__, type(exc), exc, None))
+                raise
+            await bound.finish(functools.partial(block.__exit__, None, None, None))
+            return
+        bound = _Bound()
+        block = self.store.transaction()
+        entered = False
+
+        def enter() -> None:
+            nonlocal entered
+            block.__enter__()
+            entered = True
+
+        def abandon() -> None:
+            if entered:
+                block.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
+
+        try:
+            await bound.run(enter)
+        except BaseException:
+            # Cancelled while waiting for the write lock: once `enter` runs, end the block.
+            bound.submit(abandon)
+            bound.shutdown()
+            raise
+        token = self._bound.set(bound)
+        try:
+            yield
+        except BaseException as exc:
+            self._bound.reset(token)
+            try:
+                await bound.finish(functools.partial(block.__exit__, type(exc), exc, None))
+            finally:
+                bound.shutdown()
+            raise
+        self._bound.reset(token)
+        try:
+            await bound.finish(functools.partial(block.__exit__, None, None, None))
+        finally:
+            bound.shutdown()
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+        def close() -> None:
+            self._writes.shutdown(wait=True)
+            self._reads.shutdown(wait=True)
+            self.store.close()
+            if self.reader is not None:
+                self.reader.close()
+
+        await asyncio.to_thread(close)
+
+
+async def _hop(pool: ThreadPoolExecutor, work: Callable[[], Any]) -> Any:
+    """`work` on a pool thread. Cancelled before it starts, it never runs; after, it runs to its
+    end (the caller just stops waiting)."""
+    return await asyncio.get_running_loop().run_in_executor(pool, work)
+
+
+def _close_after(iterator: Any, pending: asyncio.Future[Any] | None) -> None:
+    """Close a sync generator once no hop is running it (an abandoned or cancelled one)."""
+    close = getattr(iterator, "close", None)
+    if close is None:
+        return
+    if pending is None or pending.done():
+        close()
+    else:
+        pending.add_done_callback(lambda _: close())
+
+
+class _Bound:
+    """The one thread of an open transaction block, and the context its calls run in (where
+    the Store keeps the block's connection)."""
+
+    def __init__(self) -> None:
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="hs-async-tx")
+        self._context = contextvars.Context()
+
+    def submit(self, work: Callable[[], Any]) -> Any:
+        return self._thread.submit(self._context.run, work)
+
+    async def run(self, work: Callable[[], Any]) -> Any:
+        """`work` on the block's thread; cancelled before it starts, it never runs."""
+        return await asyncio.wrap_future(self.submit(work))
+
+    async def finish(self, work: Callable[[], Any]) -> Any:
+        """`work` (the end of a block) on the block's thread, run even when the caller is
+        cancelled while waiting for it: a block that began must end, or it would keep the
+        write lock."""
+        return await asyncio.shield(asyncio.wrap_future(self.submit(work)))
+
+    def shutdown(self) -> None:
+        self._thread.shutdown(wait=False)
+
+
+class GreenletRunner:
+    """Runs Store calls on the event loop over SQLAlchemy's asyncio engine (see the module)."""
+
+    def __init__(self, store: Store, engine: Any) -> None:
+        self.store = store
+        self.async_engine = engine
+        self.engine = engine
+        self.write_engine = engine
+
+    async def call(self, kind: str, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        from sqlalchemy.util import greenlet_spawn
+
+        return await greenlet_spawn(getattr(self.store, name), *args, **kw)
+
+    async def iterate(
+        self, kind: str, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
+    ) -> AsyncIterator[Any]:
+        from sqlalchemy.util import greenlet_spawn
+
+        iterator = getattr(self.store, name)(*args, **kw)
+        try:
+            while True:
+                chunk = await greenlet_spawn(_take, iterator, page)
+                for item in chunk:
+                    yield item
+                if len(chunk) < page:
+                    return
+        finally:
+            iterator.close()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        from sqlalchemy.util import greenlet_spawn
+
+        active = self.store._active
+        prior = (active.conn, active.write)
+        block: AbstractContextManager[None] = self.store.transaction()
+        await greenlet_spawn(block.__enter__)
+        try:
+            yield
+        except BaseException as exc:
+            await self._end(block, exc, prior)
+            raise
+        await self._end(block, None, prior)
+
+    async def _end(
+        self, block: AbstractContextManager[None], exc: BaseException | None, prior: Any
+    ) -> None:
+        """End the block in a task of its own, seen through even when this task is cancelled
+        again meanwhile; then this task's context is put back as it was before the block."""
+        from sqlalchemy.util import greenlet_spawn
+
+        kind = None if exc is None else type(exc)
+        ending = asyncio.ensure_future(greenlet_spawn(block.__exit__, kind, exc, None))
+        try:
+            await asyncio.shield(ending)
+        finally:
+            self.store._active.set(*prior)
+
+    async def aclose(self) -> None:
+        from sqlalchemy.util import greenlet_spawn
+
+        await greenlet_spawn(self.store.close)
+        await self.async_engine.dispose()
