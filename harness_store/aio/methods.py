@@ -30,6 +30,7 @@ READS = frozenset(
         "events",
         "events_after",
         "events_since",
+        "tree_events_since",
         "find_spawn",
         "first_try",
         "gate_attempts",
