@@ -9,12 +9,13 @@ answer is computed exactly from the rows, as upstream computes it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    Connection,
     and_,
     case,
     cast,
@@ -43,6 +44,8 @@ from ..records import (
     Usage,
 )
 from .base import StoreBase
+from .spend import counted
+from .spend import spend as spend_from_counters
 
 USAGE_COLUMNS = (
     "prompt_tokens",
@@ -184,77 +187,80 @@ class AccountingMixin(StoreBase):
         """Spend per model that served the calls, priced by `prices`; calls naming no model
         group under "(unknown model)" and count as unpriced. Ordered by key. `since`
         (beyond upstream; a `YYYY-MM-DD` or stamp prefix) keeps the calls made from then on."""
-        c = m.ProviderCall
-        return self._spend(
-            prices, since, func.coalesce(c.model, UNKNOWN_MODEL), str,
-            lambda run_id, day, call: call.model if call.model is not None else UNKNOWN_MODEL,
-        )  # fmt: skip
+        return self._spend(prices, since, "model")
 
     def spend_by_day(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per UTC day (`YYYY-MM-DD`, from the database clock), priced by `prices`."""
-        day = func.substr(m.ProviderCall.at, 1, 10)
-        return self._spend(prices, since, day, str, lambda run_id, day, call: day)
+        return self._spend(prices, since, "day")
 
     def spend_by_run(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per run (keyed by the run id as text, in text order, as upstream keys it)."""
-        return self._spend(
-            prices,
-            since,
-            m.ProviderCall.run_id.expression,
-            str,
-            lambda run_id, day, call: str(run_id),
-        )
+        return self._spend(prices, since, "run")
 
-    def _spend(
-        self,
-        prices: PriceTable,
-        since: str | None,
-        key: ColumnElement[Any],
-        as_key: Callable[[Any], str],
-        row_key: Callable[..., str],
-    ) -> list[Spend]:
+    def _spend(self, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
+        """From hs3's counters where the store has them (`store.spend`), else one priced
+        `GROUP BY` over the calls; exactly from the rows should a sum overflow."""
         if since is not None:
             since = check_text(since, "since")
         try:
-            return self._spend_in_sql(prices, since, key, as_key)
+            if not (by == "run" and since is not None) and self._spend_counted():
+                return spend_from_counters(self, prices, since, by)
+            return self._spend_plain(prices, since, by)
         except _Inexact:
             pass
         except StoreError as exc:
             if "overflow" not in str(exc) and "out of range" not in str(exc):
                 raise
-        return self._spend_exact(prices, row_key, since)
+        return self._spend_exact(prices, ROW_KEYS[by], since)
 
-    def _spend_in_sql(
-        self,
-        prices: PriceTable,
-        since: str | None,
-        key: ColumnElement[Any],
-        as_key: Callable[[Any], str],
-    ) -> list[Spend]:
-        c = m.ProviderCall
-        has_usage = c.total_tokens.is_not(None)
-        cost = price_case(prices)
-        sums = [func.sum(case((has_usage, _u(name)), else_=0)) for name in USAGE_COLUMNS]
-        statement = select(
-            key.label("k"), func.count(), *sums, func.sum(cost), func.count(cost)
-        ).group_by(key)
-        if since is not None:
-            statement = statement.where(c.at >= since)
+    def _spend_counted(self) -> bool:
         with self._read() as conn:
-            rows = conn.execute(statement).all()
+            return counted(conn)
+
+    def _spend_plain(self, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
+        """The answer without counters: the calls (since `since`) grouped and priced in SQL."""
+        c = m.ProviderCall
+        keys: dict[str, ColumnElement[Any]] = {
+            "model": func.coalesce(c.model, UNKNOWN_MODEL),
+            "day": func.substr(c.at, 1, 10),
+            "run": c.run_id.expression,
+        }
+        where = None if since is None else c.at >= since
+        with self._read() as conn:
+            rows = list(self._priced_rows(conn, prices, [keys[by]], where))
         merged: dict[str, list[int]] = {}
-        for k, calls, *rest in rows:
-            values = [calls, *rest]
-            if any(isinstance(v, float) for v in values):
-                raise _Inexact  # SQLite turned an overflowing integer into a REAL
-            into = merged.setdefault(as_key(k), [0] * 10)
+        for (k,), values in rows:
+            into = merged.setdefault(str(k), [0] * 10)
             for i, v in enumerate(values):
-                into[i] += int(v or 0)
+                into[i] += v
         out = []
         for k in sorted(merged):
             calls, *usage, cost_sum, priced = merged[k]
             out.append(Spend(k, calls, Usage(*usage), cost_sum, calls - priced))
         return out
+
+    def _priced_rows(
+        self,
+        conn: Connection,
+        prices: PriceTable,
+        keys: list[ColumnElement[Any]],
+        where: ColumnElement[bool] | None,
+    ) -> Iterator[tuple[tuple[Any, ...], list[int]]]:
+        """Each group of the calls `where` selects, keyed by `keys`: the key values, then
+        calls, the seven usage sums, cost and priced calls (ints; `_Inexact` on a float)."""
+        c = m.ProviderCall
+        has_usage = c.total_tokens.is_not(None)
+        cost = price_case(prices)
+        sums = [func.sum(case((has_usage, _u(name)), else_=0)) for name in USAGE_COLUMNS]
+        statement = select(*keys, func.count(), *sums, func.sum(cost), func.count(cost))
+        statement = statement.group_by(*keys)
+        if where is not None:
+            statement = statement.where(where)
+        for row in conn.execute(statement).all():
+            values = row[len(keys) :]
+            if any(isinstance(v, float) for v in values):
+                raise _Inexact  # SQLite turned an overflowing integer into a REAL
+            yield tuple(row[: len(keys)]), [int(v or 0) for v in values]
 
     def _spend_exact(
         self, prices: PriceTable, key: Callable[..., str], since: str | None = None
@@ -321,3 +327,11 @@ class AccountingMixin(StoreBase):
 
 class _Inexact(Exception):
     """The database's integer sums overflowed into floating point."""
+
+
+ROW_KEYS: dict[str, Callable[..., str]] = {
+    "model": lambda run_id, day, call: call.model if call.model is not None else UNKNOWN_MODEL,
+    "day": lambda run_id, day, call: day,
+    "run": lambda run_id, day, call: str(run_id),
+}
+"""Upstream's key of a call (run id, day, call) per grouping, for the exact path."""

@@ -1,0 +1,250 @@
+"""Spend by model, day and run from hs3's counters: price again only what changed.
+
+A priced group (a day's calls of one model, or one run's calls) is kept in
+`hs_spend_priced_days` / `hs_spend_priced_runs` with the counter its group had in
+`hs_spend_days` / `hs_spend_runs` when it was priced. The triggers bump that counter on every
+insert, delete or usage update of one of the group's calls, so a kept answer whose counter still
+matches is exactly what pricing the calls again would give; only the others are priced again,
+from `provider_calls` (one day through `hs_provider_calls_at`, runs through
+`provider_calls_run`), by the same SQL as the plain path. A `since` window takes whole days
+from the kept answers and prices its first, partial day from its calls.
+
+The counters are read before the calls, so a write landing in between leaves a kept answer
+stamped older than what it counts: priced again next time, never trusted stale. Writing the
+kept answers is best effort: a read-only store (or a read-only `transaction()`) answers all
+the same, pricing again what it could not keep.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import ColumnElement, Connection, and_, func, inspect, or_, select, true
+
+from .. import models as m
+from ..errors import StoreAccessError, StoreLockedError
+from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
+from ..records import UNKNOWN_MODEL, PriceTable, Spend, Usage
+
+if TYPE_CHECKING:
+    from .accounting import AccountingMixin
+
+FULL_SCAN_DAYS = 8
+"""Past this many days to price again, one pass over every call beats a range per day."""
+
+FULL_SCAN_RUNS = 2000
+"""Past this many runs to price again, one pass over every call beats a probe per run."""
+
+UNKEPT = "_spend_unkept"
+"""The Store attribute set once a kept answer could not be written (a read-only store)."""
+
+BIG = 2**63 - 1
+"""The largest value a kept answer's BIGINT column holds (a group past it is not kept)."""
+
+Group = tuple[Any, ...]
+Values = list[int]
+"""calls, the seven usage sums, cost, priced calls (the order `priced_groups` yields)."""
+
+
+def fingerprint(prices: PriceTable) -> str:
+    """What a price table prices by, as a key: models, rates and tiers (not `as_of`)."""
+    document = {
+        "prices": {k: list(vars(v).values()) for k, v in sorted(prices.prices.items())},
+        "tiers": {
+            k: [[t.min_prompt_tokens, *vars(t.price).values()] for t in prices.tiers_of(k)]
+            for k in sorted(prices.tiers)
+        },
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+
+
+def counted(conn: Connection) -> bool:
+    """Whether the store has hs3's counters (a store not yet upgraded, or downgraded, has not)."""
+    names = set(inspect(conn).get_table_names())
+    return {t.name for t in (SPEND_DAYS, SPEND_RUNS, PRICED_DAYS, PRICED_RUNS)} <= names
+
+
+def next_day(day: str) -> str | None:
+    """The day after a `YYYY-MM-DD` key (the upper end of its calls' `at` range), or None."""
+    try:
+        return (dt.date.fromisoformat(day) + dt.timedelta(days=1)).isoformat()
+    except ValueError:
+        return None
+
+
+def spend(store: AccountingMixin, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
+    """The answer of `spend_by_<by>` (model, day or run) from the counters; a run window
+    (`since` with `by="run"`) is not kept per run and goes the plain way."""
+    fp = fingerprint(prices)
+    keep: list[tuple[Any, Group, int, Values]] = []
+    with store._read() as conn:
+        if by == "run":
+            groups = _runs(store, conn, prices, fp, keep)
+        else:
+            groups = _days(store, conn, prices, fp, since, keep)
+    if keep:
+        _keep(store, fp, keep)
+    merged: dict[str, Values] = {}
+    for group, values in groups:
+        if not values[0]:
+            continue
+        key = str(group[0]) if by == "run" else group[0 if by == "day" else 1]
+        into = merged.setdefault(key, [0] * 10)
+        for i, v in enumerate(values):
+            into[i] += v
+    out = []
+    for k in sorted(merged):
+        calls, *usage, cost, priced = merged[k]
+        out.append(Spend(k, calls, Usage(*usage), cost, calls - priced))
+    return out
+
+
+def _kept_columns(table: Any) -> list[Any]:
+    return [table.c.calls, *(table.c[n] for n in USAGE_SUMS), table.c.cost_micros,
+            table.c.calls - table.c.unpriced_calls]  # fmt: skip
+
+
+def _days(
+    store: AccountingMixin,
+    conn: Connection,
+    prices: PriceTable,
+    fp: str,
+    since: str | None,
+    keep: list[tuple[Any, Group, int, Values]],
+) -> list[tuple[Group, Values]]:
+    d, p = SPEND_DAYS, PRICED_DAYS
+    whole = d.c.day >= since if since is not None else true()
+    on = and_(p.c.prices == fp, p.c.day == d.c.day, p.c.model == d.c.model)
+    statement = select(d.c.day, d.c.model, d.c.changes, whole, p.c.changes, *_kept_columns(p))
+    rows = conn.execute(statement.select_from(d.outerjoin(p, on))).all()
+    out: list[tuple[Group, Values]] = []
+    stale: dict[Group, int] = {}
+    partial: set[str] = set()
+    for day, model, changes, is_whole, kept_at, *values in rows:
+        if not is_whole:
+            if since is not None and since.startswith(day):
+                partial.add(day)  # the window's first day: from its calls, `at >= since`
+            continue
+        if kept_at == changes:
+            out.append(((day, model), [int(v) for v in values]))
+        else:
+            stale[(day, model)] = int(changes)
+    if stale:
+        days = sorted({day for day, _ in stale})
+        where = None if len(days) > FULL_SCAN_DAYS else _day_ranges(days)
+        for group, values in priced_groups(store, conn, prices, "day", where):
+            if group in stale:
+                out.append((group, values))
+                keep.append((p, group, stale.pop(group), values))
+        for group, changes in stale.items():  # every call of the group is gone
+            empty = [0] * 10
+            out.append((group, empty))
+            keep.append((p, group, changes, empty))
+    if partial:
+        c = m.ProviderCall
+        where = and_(_day_ranges(sorted(partial)), c.at >= since)
+        out.extend(priced_groups(store, conn, prices, "day", where))
+    return out
+
+
+def _day_ranges(days: Iterable[str]) -> ColumnElement[bool]:
+    """The calls of these days: a range of `at` per day (the index's), checked by its key."""
+    at = m.ProviderCall.at.expression
+    terms = []
+    for d in days:
+        upper = next_day(d)
+        bounded = [at >= d] if upper is None else [at >= d, at < upper]
+        terms.append(and_(*bounded, _day_of() == d))
+    return or_(*terms)
+
+
+def _day_of() -> ColumnElement[str]:
+    return func.substr(m.ProviderCall.at, 1, 10)
+
+
+def _runs(
+    store: AccountingMixin,
+    conn: Connection,
+    prices: PriceTable,
+    fp: str,
+    keep: list[tuple[Any, Group, int, Values]],
+) -> list[tuple[Group, Values]]:
+    r, p = SPEND_RUNS, PRICED_RUNS
+    on = and_(p.c.prices == fp, p.c.run_id == r.c.run_id)
+    statement = select(r.c.run_id, r.c.changes, p.c.changes, *_kept_columns(p))
+    rows = conn.execute(statement.select_from(r.outerjoin(p, on))).all()
+    out: list[tuple[Group, Values]] = []
+    stale: dict[Group, int] = {}
+    for run_id, changes, kept_at, *values in rows:
+        if kept_at == changes:
+            out.append(((run_id,), [int(v) for v in values]))
+        else:
+            stale[(run_id,)] = int(changes)
+    if stale:
+        c = m.ProviderCall
+        ids = [run_id for (run_id,) in stale]
+        where = None if len(ids) > FULL_SCAN_RUNS else c.run_id.in_(ids)
+        for group, values in priced_groups(store, conn, prices, "run", where):
+            if group in stale:
+                out.append((group, values))
+                keep.append((p, group, stale.pop(group), values))
+        for group, changes in stale.items():
+            empty = [0] * 10
+            out.append((group, empty))
+            keep.append((p, group, changes, empty))
+    return out
+
+
+def priced_groups(
+    store: AccountingMixin,
+    conn: Connection,
+    prices: PriceTable,
+    grain: str,
+    where: ColumnElement[bool] | None,
+) -> list[tuple[Group, Values]]:
+    """Every (day, model) or run group of the calls `where` selects, priced in SQL."""
+    c = m.ProviderCall
+    keys: list[ColumnElement[Any]] = (
+        [_day_of(), func.coalesce(c.model, UNKNOWN_MODEL)]
+        if grain == "day"
+        else [c.run_id.expression]
+    )
+    return [
+        (tuple(row[: len(keys)]), values)
+        for row, values in store._priced_rows(conn, prices, keys, where)
+    ]
+
+
+def _keep(store: AccountingMixin, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
+    if getattr(store, UNKEPT, False):
+        return
+    active = store._active.conn
+    if active is not None and not store._active.write:
+        return
+    rows: dict[Any, list[dict[str, Any]]] = {}
+    for table, group, changes, values in keep:
+        if any(v > BIG for v in values):
+            continue
+        calls, *usage, cost, priced = values
+        key = (
+            dict(zip(["day", "model"], group, strict=True))
+            if table is PRICED_DAYS
+            else {"run_id": group[0]}
+        )
+        rows.setdefault(table, []).append(
+            {"prices": fp, **key, "changes": changes, "calls": calls,
+             **dict(zip(USAGE_SUMS, usage, strict=True)), "cost_micros": cost,
+             "unpriced_calls": calls - priced}
+        )  # fmt: skip
+    try:
+        with store._write() as conn:
+            for table, batch in rows.items():
+                conn.execute(store.backend.replace(table), batch)
+    except StoreAccessError:
+        setattr(store, UNKEPT, True)  # read-only: price again each time, say nothing
+    except StoreLockedError:
+        pass  # a writer holds the store: kept next time
