@@ -16,7 +16,10 @@ from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Connection,
+    Select,
+    String,
     and_,
+    bindparam,
     case,
     cast,
     exists,
@@ -44,7 +47,7 @@ from ..records import (
     Usage,
 )
 from .base import StoreBase
-from .spend import counted
+from .spend import counted, fingerprint
 from .spend import spend as spend_from_counters
 
 USAGE_COLUMNS = (
@@ -219,15 +222,10 @@ class AccountingMixin(StoreBase):
 
     def _spend_plain(self, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
         """The answer without counters: the calls (since `since`) grouped and priced in SQL."""
-        c = m.ProviderCall
-        keys: dict[str, ColumnElement[Any]] = {
-            "model": func.coalesce(c.model, UNKNOWN_MODEL),
-            "day": func.substr(c.at, 1, 10),
-            "run": c.run_id.expression,
-        }
-        where = None if since is None else c.at >= since
+        shape = "all" if since is None else "since"
+        statement = priced_statement(prices, by, shape)
         with self._read() as conn:
-            rows = list(self._priced_rows(conn, prices, [keys[by]], where))
+            rows = list(priced_rows(conn, statement, {"since": since}, 1))
         merged: dict[str, list[int]] = {}
         for (k,), values in rows:
             into = merged.setdefault(str(k), [0] * 10)
@@ -238,29 +236,6 @@ class AccountingMixin(StoreBase):
             calls, *usage, cost_sum, priced = merged[k]
             out.append(Spend(k, calls, Usage(*usage), cost_sum, calls - priced))
         return out
-
-    def _priced_rows(
-        self,
-        conn: Connection,
-        prices: PriceTable,
-        keys: list[ColumnElement[Any]],
-        where: ColumnElement[bool] | None,
-    ) -> Iterator[tuple[tuple[Any, ...], list[int]]]:
-        """Each group of the calls `where` selects, keyed by `keys`: the key values, then
-        calls, the seven usage sums, cost and priced calls (ints; `_Inexact` on a float)."""
-        c = m.ProviderCall
-        has_usage = c.total_tokens.is_not(None)
-        cost = price_case(prices)
-        sums = [func.sum(case((has_usage, _u(name)), else_=0)) for name in USAGE_COLUMNS]
-        statement = select(*keys, func.count(), *sums, func.sum(cost), func.count(cost))
-        statement = statement.group_by(*keys)
-        if where is not None:
-            statement = statement.where(where)
-        for row in conn.execute(statement).all():
-            values = row[len(keys) :]
-            if any(isinstance(v, float) for v in values):
-                raise _Inexact  # SQLite turned an overflowing integer into a REAL
-            yield tuple(row[: len(keys)]), [int(v or 0) for v in values]
 
     def _spend_exact(
         self, prices: PriceTable, key: Callable[..., str], since: str | None = None
@@ -323,6 +298,75 @@ class AccountingMixin(StoreBase):
         with self._read() as conn:
             fallbacks, replans, resumes = conn.execute(statement).one()
         return Recovery(int(fallbacks), int(replans), int(resumes))
+
+
+def priced_select(prices: PriceTable, keys: list[ColumnElement[Any]]) -> Select[Any]:
+    """Calls grouped by `keys`: the key values, then calls, the seven usage sums, the cost under
+    `prices` and how many calls it priced."""
+    c = m.ProviderCall
+    has_usage = c.total_tokens.is_not(None)
+    cost = price_case(prices)
+    sums = [func.sum(case((has_usage, _u(name)), else_=0)) for name in USAGE_COLUMNS]
+    statement = select(*keys, func.count(), *sums, func.sum(cost), func.count(cost))
+    return statement.group_by(*keys)
+
+
+GROUP_KEYS: dict[str, Callable[[], list[ColumnElement[Any]]]] = {
+    "model": lambda: [func.coalesce(m.ProviderCall.model, UNKNOWN_MODEL)],
+    "day": lambda: [func.substr(m.ProviderCall.at, 1, 10)],
+    "run": lambda: [m.ProviderCall.run_id.expression],
+    "day_model": lambda: [
+        func.substr(m.ProviderCall.at, 1, 10),
+        func.coalesce(m.ProviderCall.model, UNKNOWN_MODEL),
+    ],
+}
+"""The keys of each grouping (`day_model`: the counters' groups)."""
+
+
+def _where(shape: str) -> ColumnElement[bool] | None:
+    at, day = m.ProviderCall.at.expression, func.substr(m.ProviderCall.at, 1, 10)
+    d, lo, hi = (bindparam(name, type_=String) for name in ("d", "lo", "hi"))
+    wheres: dict[str, ColumnElement[bool] | None] = {
+        "all": None,
+        "since": at >= bindparam("since"),
+        "day": and_(at >= lo, at < hi, day == d),
+        "open_day": and_(at >= lo, day == d),
+        "runs": m.ProviderCall.run_id.in_(bindparam("ids", expanding=True)),
+    }
+    return wheres[shape]
+
+
+_STATEMENTS: dict[tuple[str, str, str], Select[Any]] = {}
+"""Priced statements by (price table, grouping, filter): building and hashing a price table's
+CASE costs more than running it on one day's calls, so each is built once."""
+
+
+def priced_statement(prices: PriceTable, by: str, shape: str) -> Select[Any]:
+    """The priced GROUP BY of grouping `by` over the calls filter `shape` selects (bound:
+    `since`; `d`, `lo`, `hi` for one day; `ids` for runs)."""
+    key = (fingerprint(prices), by, shape)
+    statement = _STATEMENTS.get(key)
+    if statement is None:
+        statement = priced_select(prices, GROUP_KEYS[by]())
+        where = _where(shape)
+        if where is not None:
+            statement = statement.where(where)
+        if len(_STATEMENTS) >= 64:
+            _STATEMENTS.clear()
+        _STATEMENTS[key] = statement
+    return statement
+
+
+def priced_rows(
+    conn: Connection, statement: Select[Any], params: dict[str, Any], keys: int
+) -> Iterator[tuple[tuple[Any, ...], list[int]]]:
+    """Each group a priced statement returns: its key values and its ten integers (raises
+    `_Inexact` where SQLite's sums overflowed into floating point)."""
+    for row in conn.execute(statement, params).all():
+        values = row[keys:]
+        if any(isinstance(v, float) for v in values):
+            raise _Inexact
+        yield tuple(row[:keys]), [int(v or 0) for v in values]
 
 
 class _Inexact(Exception):

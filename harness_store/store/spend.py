@@ -20,15 +20,13 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Connection, and_, func, inspect, or_, select, true
+from sqlalchemy import Connection, and_, inspect, select, true
 
-from .. import models as m
 from ..errors import StoreAccessError, StoreLockedError
 from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
-from ..records import UNKNOWN_MODEL, PriceTable, Spend, Usage
+from ..records import PriceTable, Spend, Usage
 
 if TYPE_CHECKING:
     from .accounting import AccountingMixin
@@ -83,9 +81,9 @@ def spend(store: AccountingMixin, prices: PriceTable, since: str | None, by: str
     keep: list[tuple[Any, Group, int, Values]] = []
     with store._read() as conn:
         if by == "run":
-            groups = _runs(store, conn, prices, fp, keep)
+            groups = _runs(conn, prices, fp, keep)
         else:
-            groups = _days(store, conn, prices, fp, since, keep)
+            groups = _days(conn, prices, fp, since, keep)
     if keep:
         _keep(store, fp, keep)
     merged: dict[str, Values] = {}
@@ -109,7 +107,6 @@ def _kept_columns(table: Any) -> list[Any]:
 
 
 def _days(
-    store: AccountingMixin,
     conn: Connection,
     prices: PriceTable,
     fp: str,
@@ -135,8 +132,11 @@ def _days(
             stale[(day, model)] = int(changes)
     if stale:
         days = sorted({day for day, _ in stale})
-        where = None if len(days) > FULL_SCAN_DAYS else _day_ranges(days)
-        for group, values in priced_groups(store, conn, prices, "day", where):
+        if len(days) > FULL_SCAN_DAYS:
+            priced = _priced(conn, prices, "all", [{}])
+        else:
+            priced = _priced(conn, prices, "day", [_day_range(d) for d in days])
+        for group, values in priced:
             if group in stale:
                 out.append((group, values))
                 keep.append((p, group, stale.pop(group), values))
@@ -144,30 +144,32 @@ def _days(
             empty = [0] * 10
             out.append((group, empty))
             keep.append((p, group, changes, empty))
-    if partial:
-        c = m.ProviderCall
-        where = and_(_day_ranges(sorted(partial)), c.at >= since)
-        out.extend(priced_groups(store, conn, prices, "day", where))
+    for day in sorted(partial):  # `at >= since` is the lower end: since starts with the day
+        out.extend(_priced(conn, prices, "day", [{**_day_range(day), "lo": since}]))
     return out
 
 
-def _day_ranges(days: Iterable[str]) -> ColumnElement[bool]:
-    """The calls of these days: a range of `at` per day (the index's), checked by its key."""
-    at = m.ProviderCall.at.expression
-    terms = []
-    for d in days:
-        upper = next_day(d)
-        bounded = [at >= d] if upper is None else [at >= d, at < upper]
-        terms.append(and_(*bounded, _day_of() == d))
-    return or_(*terms)
+def _day_range(day: str) -> dict[str, Any]:
+    """The bounds of one day's calls on `at` (the index's), and the day they must have."""
+    return {"d": day, "lo": day, "hi": next_day(day)}
 
 
-def _day_of() -> ColumnElement[str]:
-    return func.substr(m.ProviderCall.at, 1, 10)
+def _priced(
+    conn: Connection, prices: PriceTable, shape: str, params: list[dict[str, Any]]
+) -> list[tuple[Group, Values]]:
+    """The (day, model) groups of the calls each parameter set selects, priced."""
+    from .accounting import priced_rows, priced_statement
+
+    out: list[tuple[Group, Values]] = []
+    for one in params:
+        if shape == "day" and one["hi"] is None:
+            shape, one = "open_day", {k: v for k, v in one.items() if k != "hi"}
+        statement = priced_statement(prices, "day_model", shape)
+        out.extend(priced_rows(conn, statement, one, 2))
+    return out
 
 
 def _runs(
-    store: AccountingMixin,
     conn: Connection,
     prices: PriceTable,
     fp: str,
@@ -185,10 +187,12 @@ def _runs(
         else:
             stale[(run_id,)] = int(changes)
     if stale:
-        c = m.ProviderCall
+        from .accounting import priced_rows, priced_statement
+
         ids = [run_id for (run_id,) in stale]
-        where = None if len(ids) > FULL_SCAN_RUNS else c.run_id.in_(ids)
-        for group, values in priced_groups(store, conn, prices, "run", where):
+        shape = "all" if len(ids) > FULL_SCAN_RUNS else "runs"
+        statement = priced_statement(prices, "run", shape)
+        for group, values in priced_rows(conn, statement, {"ids": ids}, 1):
             if group in stale:
                 out.append((group, values))
                 keep.append((p, group, stale.pop(group), values))
@@ -197,26 +201,6 @@ def _runs(
             out.append((group, empty))
             keep.append((p, group, changes, empty))
     return out
-
-
-def priced_groups(
-    store: AccountingMixin,
-    conn: Connection,
-    prices: PriceTable,
-    grain: str,
-    where: ColumnElement[bool] | None,
-) -> list[tuple[Group, Values]]:
-    """Every (day, model) or run group of the calls `where` selects, priced in SQL."""
-    c = m.ProviderCall
-    keys: list[ColumnElement[Any]] = (
-        [_day_of(), func.coalesce(c.model, UNKNOWN_MODEL)]
-        if grain == "day"
-        else [c.run_id.expression]
-    )
-    return [
-        (tuple(row[: len(keys)]), values)
-        for row, values in store._priced_rows(conn, prices, keys, where)
-    ]
 
 
 def _keep(store: AccountingMixin, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
