@@ -276,3 +276,24 @@ def test_io_harness_writes_into_a_migrated_store_are_counted(tmp_path: Path) -> 
         dump = oracle("dump", path)
         for name in ("spend_by_model", "spend_by_day"):
             assert debug(getattr(store, name)(ZERO)) == parse(dump[name])
+
+
+@pytest.mark.parametrize("since", [None, "2026", "2026-13-45 11", "x"])
+def test_stamps_that_are_no_date_group_as_upstream_groups_them(
+    store_target: str, since: str | None
+) -> None:
+    """A call's day is the first ten characters of `at`, whatever they are (a day key that
+    is no date has no next day to bound its range: it is found by its key alone)."""
+    rng = random.Random(11)
+    with Store.open(store_target) as store:
+        run = store.start_run("g", "f")
+        rows = calls(rng, [run], ["2026-09-01"], 40)
+        odd = ["", "2026", "x", "2026-13-45 10:00", "2026-13-45 12:00"] * 8
+        for row, at in zip(rows, odd, strict=True):
+            row["at"] = at
+        with store.engine.begin() as conn:
+            conn.execute(insert(CALLS), rows)
+        store.spend_by_day(PRICES)
+        with store.engine.begin() as conn:
+            conn.execute(insert(CALLS), rows[:5])
+        assert_all_exact(store, since)

@@ -162,9 +162,10 @@ def _priced(
 
     out: list[tuple[Group, Values]] = []
     for one in params:
-        if shape == "day" and one["hi"] is None:
-            shape, one = "open_day", {k: v for k, v in one.items() if k != "hi"}
-        statement = priced_statement(prices, "day_model", shape)
+        how = shape
+        if shape == "day" and one["hi"] is None:  # a day key that is no date: no upper end
+            how, one = "open_day", {k: v for k, v in one.items() if k != "hi"}
+        statement = priced_statement(prices, "day_model", how)
         out.extend(priced_rows(conn, statement, one, 2))
     return out
 
