@@ -23,8 +23,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from harness_store.dialects import backend_named
-from harness_store.migration_ops import create_index, drop_index, drop_table
-from harness_store.models.spend import SPEND_AT_INDEX, SPEND_METADATA, SPEND_TABLES
+from harness_store.migration_ops import create_index, create_table, drop_index, drop_table
 
 revision = "hs3"
 down_revision = "hs2"
@@ -41,6 +40,10 @@ BACKFILL = (
 
 
 def upgrade() -> None:
+    # imported here, not at the top: Alembic loads every revision even for a no-op upgrade,
+    # which must not load the models
+    from harness_store.models.spend import SPEND_AT_INDEX, SPEND_METADATA
+
     backend = backend_named(op.get_context().dialect.name)
     for table in SPEND_METADATA.sorted_tables:
         columns = [
@@ -48,7 +51,7 @@ def upgrade() -> None:
                       autoincrement=False)
             for c in table.columns
         ]  # fmt: skip
-        op.create_table(table.name, *columns)
+        create_table(table.name, *columns, autoincrement=False)
     create_index(*SPEND_AT_INDEX)
     for statement in BACKFILL:
         op.execute(statement)
@@ -57,6 +60,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    from harness_store.models.spend import SPEND_AT_INDEX, SPEND_TABLES
+
     for statement in backend_named(op.get_context().dialect.name).drop_spend_triggers_sql():
         op.execute(statement)
     for name in reversed(SPEND_TABLES):
