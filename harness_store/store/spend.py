@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Select, and_, inspect, select, true
@@ -44,7 +45,7 @@ BIG = 2**63 - 1
 """The largest value a kept answer's BIGINT column holds (a group past it is not kept)."""
 
 Group = tuple[Any, ...]
-Values = list[int]
+Values = Sequence[int]
 """calls, the seven usage sums, cost, priced calls (the order `priced_groups` yields)."""
 
 
@@ -104,7 +105,7 @@ def spend(store: AccountingMixin, prices: PriceTable, since: str | None, by: str
     return out
 
 
-def _fetch(conn: Connection, statement: Select[Any]) -> list[list[Any]]:
+def _fetch(conn: Connection, statement: Select[Any]) -> list[Any]:
     """The rows of a statement whose only values are literals (a price table's fingerprint,
     a `since`), straight from the driver: a run's kept answer is a row, and building a
     SQLAlchemy `Row` for each of 100,000 costs more than reading them."""
@@ -112,7 +113,7 @@ def _fetch(conn: Connection, statement: Select[Any]) -> list[list[Any]]:
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.execute(sql)
-        return [list(row) for row in cursor.fetchall()]
+        return list(cursor.fetchall())
     finally:
         cursor.close()
 
@@ -198,11 +199,11 @@ def _runs(
     rows = _fetch(conn, statement.select_from(r.outerjoin(p, on)))
     out: list[tuple[Group, Values]] = []
     stale: dict[Group, int] = {}
-    for run_id, changes, kept_at, *values in rows:
-        if kept_at == changes:
-            out.append(((run_id,), values))
+    for row in rows:
+        if row[2] == row[1]:
+            out.append(((row[0],), row[3:]))
         else:
-            stale[(run_id,)] = int(changes)
+            stale[(row[0],)] = int(row[1])
     if stale:
         from .accounting import priced_rows, priced_statement
 
