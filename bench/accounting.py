@@ -1,17 +1,18 @@
-"""Benchmark 7: the accounting roll-ups on a large store (full: 100,000 runs, 1,000,000
-provider calls; --quick: 5,000 / 50,000).
+"""Benchmark 8: the accounting roll-ups on a large store (full: 100,000 runs, 1,000,000
+provider calls; --quick: 5,000 / 50,000), on SQLite and, with --pg, on PostgreSQL.
 
 The store: runs with 10 provider calls each over 8 models (1 in 40 names no model, 1 in 30 is a
 failure with no usage), stamped over 60 days; 90% of runs finished (`run_outcomes`, 6
 outcomes); gate failures on 15% of runs, fallbacks, replans and resumes on a few percent.
-Built with raw `sqlite3` into a store made by the chain, then cached.
+Built with raw `sqlite3` into a store made by the chain (at hs3: the triggers count the calls
+as they go in), then cached; PostgreSQL gets a `copy_store` of it.
 
-Candidate: the Store's method (SQLite, through SQLAlchemy). Baseline: upstream 0.66's own SQL
-for the same roll-up, raw `sqlite3`, on the same file — for the three spend groupings that is
-upstream's `all_provider_calls` read (every call row) grouped and priced the way upstream does
-in Rust (`spend_groups`), so the baseline pays Python for what Rust does natively; the raw read
-alone is shown too. Each answer is checked equal to the baseline's. The query plan column says
-whether SQLite answers the candidate from an index (`EXPLAIN QUERY PLAN`).
+Spend groupings: upstream's way (its `all_provider_calls` read, every call grouped and priced
+one by one, here in Python), the plain priced GROUP BY (the Store on a store without hs3), the
+first ask with a price table (every group priced and kept), a kept answer, and an answer after
+one new call on the newest day; each answer checked equal to upstream's per-call pricing. Run
+roll-ups: the Store beside upstream's SQL, raw `sqlite3`, with the candidate's query plan.
+Write cost: `record_provider_call` with and without hs3's triggers, alternating call by call.
 """
 
 from __future__ import annotations
