@@ -176,6 +176,7 @@ def test_retention_keeps_the_counters_right(store_target: str) -> None:
         "2026-09-02T",  # a stamp prefix in the other format: after every "2026-09-02 …"
         "2027",  # nothing after it
         "",  # everything
+        "2026-09-02 1'\\%_",  # quoted as a literal, never as a pattern
     ],
 )
 def test_since_mid_day_is_exact(store_target: str, since: str) -> None:
