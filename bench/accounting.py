@@ -1,17 +1,18 @@
-"""Benchmark 7: the accounting roll-ups on a large store (full: 100,000 runs, 1,000,000
-provider calls; --quick: 5,000 / 50,000).
+"""Benchmark 8: the accounting roll-ups on a large store (full: 100,000 runs, 1,000,000
+provider calls; --quick: 5,000 / 50,000), on SQLite and, with --pg, on PostgreSQL.
 
 The store: runs with 10 provider calls each over 8 models (1 in 40 names no model, 1 in 30 is a
 failure with no usage), stamped over 60 days; 90% of runs finished (`run_outcomes`, 6
 outcomes); gate failures on 15% of runs, fallbacks, replans and resumes on a few percent.
-Built with raw `sqlite3` into a store made by the chain, then cached.
+Built with raw `sqlite3` into a store made by the chain (at hs3: the triggers count the calls
+as they go in), then cached; PostgreSQL gets a `copy_store` of it.
 
-Candidate: the Store's method (SQLite, through SQLAlchemy). Baseline: upstream 0.66's own SQL
-for the same roll-up, raw `sqlite3`, on the same file — for the three spend groupings that is
-upstream's `all_provider_calls` read (every call row) grouped and priced the way upstream does
-in Rust (`spend_groups`), so the baseline pays Python for what Rust does natively; the raw read
-alone is shown too. Each answer is checked equal to the baseline's. The query plan column says
-whether SQLite answers the candidate from an index (`EXPLAIN QUERY PLAN`).
+Spend groupings: upstream's way (its `all_provider_calls` read, every call grouped and priced
+one by one, here in Python), the plain priced GROUP BY (the Store on a store without hs3), the
+first ask with a price table (every group priced and kept), a kept answer, and an answer after
+one new call on the newest day; each answer checked equal to upstream's per-call pricing. Run
+roll-ups: the Store beside upstream's SQL, raw `sqlite3`, with the candidate's query plan.
+Write cost: `record_provider_call` with and without hs3's triggers, alternating call by call.
 """
 
 from __future__ import annotations
@@ -24,9 +25,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .common import Config, Table, copy_store, empty_head, fmt_ratio, fmt_time, median, say
+from .common import (
+    Config,
+    Table,
+    alternating,
+    copy_store,
+    empty_head,
+    fmt_ratio,
+    fmt_time,
+    median,
+    pg_conninfo,
+    pg_database,
+    remove_store,
+    say,
+)
 
-FORMAT = 1
+FORMAT = 2
 CALLS_PER_RUN = 10
 DAYS = 60
 MODELS = ["claude-a", "claude-b", "gpt-c", "gpt-d", "gemini-e", "llama-f", "mistral-g", "qwen-h"]
@@ -204,24 +218,135 @@ def plan(conn: sqlite3.Connection, sql: str, params: Any = ()) -> str:
 
 
 def run(cfg: Config) -> list[Table]:
-    from harness_store import Store, Tally
-    from harness_store.store.accounting import spend_groups
+    from harness_store import copy_store as copy_into
 
     runs = cfg.pick(100_000, 5_000)
     path = build(cfg, runs)
+    work = copy_store(path, cfg.work / "accounting.sqlite3")
+    tables = [_spend_table(cfg, "SQLite", str(work), runs), _tally_table(work, runs)]
+    if cfg.pg:
+        with pg_database(cfg.pg, "hs_bench_accounting") as url:
+            say("accounting: copying the store into PostgreSQL")
+            copy_into(copy_store(path, cfg.work / "accounting-pg-source.sqlite3"), url)
+            target = url.render_as_string(hide_password=False)
+            tables.append(_spend_table(cfg, "PostgreSQL", target, runs))
+    tables.append(_write_cost(cfg))
+    return tables
+
+
+def _upstream_rows(target: str) -> Callable[[], Any]:
+    """Upstream's `all_provider_calls` read, raw (sqlite3, or psycopg with `date(at)` spelled
+    as PostgreSQL can: the first ten characters)."""
+    if "://" not in target:
+        raw = sqlite3.connect(target, isolation_level=None)
+        return lambda: raw.execute(UPSTREAM_ALL_CALLS).fetchall()
+    import psycopg
+
+    conn = psycopg.connect(pg_conninfo(target), autocommit=True)
+    sql = UPSTREAM_ALL_CALLS.replace("date(at)", "substr(at, 1, 10)")
+    return lambda: conn.execute(sql).fetchall()
+
+
+def _spend_table(cfg: Config, backend: str, target: str, runs: int) -> Table:
+    """Each spend grouping: upstream's way, the plain GROUP BY (the Store without hs3), the
+    first ask with a price table (every group priced and kept), a kept answer, and an answer
+    after one new call on the newest day (that day priced again)."""
+    from sqlalchemy import text
+
+    from harness_store import Store
+    from harness_store.store.accounting import ROW_KEYS, spend_groups
+
+    store = Store.open(target, upgrade=False, backup=False)
+    table_prices = prices()
+    rows = _upstream_rows(target)
+    rounds = 3
+    table = Table(
+        f"Spend roll-ups ({runs:,} runs, {runs * CALLS_PER_RUN:,} provider calls, {backend})",
+        ["roll-up", "upstream's way", "plain GROUP BY (no hs3)", "first ask (prices all, keeps)",
+         "kept", "after 1 new call", "kept vs upstream", "same answer"],
+    )  # fmt: skip
+    last_day = f"2026-{9 + (DAYS - 1) // 30:02d}-{1 + (DAYS - 1) % 30:02d}"
+    mid = f"2026-{9 + (DAYS // 2) // 30:02d}-{1 + (DAYS // 2) % 30:02d} 10:04:30"
+    new_call = text(
+        "INSERT INTO provider_calls (run_id, step, attempt, provider, model, prompt_tokens, "
+        "completion_tokens, total_tokens, latency_ms, at) VALUES "
+        "(1, 99, 1, 'p', 'gpt-c', 1234, 56, 1290, 7, :at)"
+    )
+
+    def forget() -> None:
+        with store.engine.begin() as conn:
+            conn.execute(text("DELETE FROM hs_spend_priced_days"))
+            conn.execute(text("DELETE FROM hs_spend_priced_runs"))
+
+    cases: list[tuple[str, str, str | None]] = [
+        ("spend_by_model", "model", None),
+        ("spend_by_day", "day", None),
+        ("spend_by_run", "run", None),
+        (f"spend_by_model since {mid}", "model", mid),
+        (f"spend_by_day since {mid}", "day", mid),
+    ]
+    for name, by, since in cases:
+        say(f"accounting: {backend} {name}")
+        getter = getattr(store, f"spend_by_{by}")
+        timings: dict[str, list[float]] = {k: [] for k in ("up", "plain", "cold", "kept", "new")}
+        same = True
+        for _ in range(rounds):
+            if since is None:
+                start = time.perf_counter()
+                theirs = spend_groups(rows(), table_prices, ROW_KEYS[by])
+                timings["up"].append(time.perf_counter() - start)
+            else:
+                theirs = store._spend_exact(table_prices, ROW_KEYS[by], since)
+            timings["plain"].append(
+                _timed(lambda s=since, b=by: store._spend_plain(table_prices, s, b))
+            )
+            forget()
+            timings["cold"].append(_timed(lambda g=getter, s=since: g(table_prices, since=s)))
+            start = time.perf_counter()
+            kept = getter(table_prices, since=since)
+            timings["kept"].append(time.perf_counter() - start)
+            same = same and kept == theirs
+            with store.engine.begin() as conn:
+                conn.execute(new_call, {"at": f"{last_day} 23:{len(timings['new']):02d}:00"})
+            start = time.perf_counter()
+            after = getter(table_prices, since=since)
+            timings["new"].append(time.perf_counter() - start)
+            same = same and after == store._spend_plain(table_prices, since, by)
+        up = median(timings["up"]) if timings["up"] else None
+        kept_t = median(timings["kept"])
+        table.add(
+            name,
+            fmt_time(up) if up else "— (no `since` upstream)",
+            fmt_time(median(timings["plain"])),
+            fmt_time(median(timings["cold"])),
+            fmt_time(kept_t),
+            fmt_time(median(timings["new"])),
+            fmt_ratio(up / kept_t) if up else fmt_ratio(median(timings["plain"]) / kept_t),
+            table.check(f"{backend} {name} agrees with upstream's per-call pricing", same),
+        )
+    table.notes.append(
+        "upstream's way: its `all_provider_calls` read (every call row) grouped and priced per "
+        "call in Python (Rust would be faster). plain: one priced GROUP BY over the calls, the "
+        "Store's way on a store without hs3. first ask: kept answers deleted first, so every "
+        "group is priced and kept. after 1 new call: one call inserted on the newest day (raw "
+        "INSERT, counted by the triggers), so that day's groups (or that run) are priced again."
+        " The `since` rows compare with the plain GROUP BY (upstream has no window)."
+    )
+    store.close()
+    return table
+
+
+def _tally_table(path: Path, runs: int) -> Table:
+    """The run roll-ups over `run_outcomes` and the event tables, beside upstream's SQL."""
+    from harness_store import Store, Tally
+
     store = Store.open(path, upgrade=False, read_only=True)
     raw = sqlite3.connect(path, isolation_level=None)
-    table_prices = prices()
     rounds = 3
-
-    def upstream_spend(key: Callable[..., str]) -> Any:
-        return spend_groups(raw.execute(UPSTREAM_ALL_CALLS), table_prices, key)
 
     def upstream_tally(name: str) -> Any:
         rows = raw.execute(UPSTREAM_SQL[name]).fetchall()
-        if name == "first_try":
-            return tuple(rows[0])
-        if name == "recovery":
+        if name in ("first_try", "recovery"):
             return tuple(rows[0])
         return [Tally("(none)" if k is None else k, n) for k, n in rows]
 
@@ -233,72 +358,81 @@ def run(cfg: Config) -> list[Table]:
             return (value.fallbacks, value.replans, value.resumes)
         return value
 
-    cases: list[tuple[str, Callable[[], Any], Callable[[], Any], str]] = [
-        (
-            "spend_by_model",
-            lambda: store.spend_by_model(table_prices),
-            lambda: upstream_spend(lambda r, d, c: c.model or "(unknown model)"),
-            "spend",
-        ),
-        (
-            "spend_by_day",
-            lambda: store.spend_by_day(table_prices),
-            lambda: upstream_spend(lambda r, d, c: d),
-            "spend",
-        ),
-        (
-            "spend_by_run",
-            lambda: store.spend_by_run(table_prices),
-            lambda: upstream_spend(lambda r, d, c: str(r)),
-            "spend",
-        ),
-    ]
-    for name in UPSTREAM_SQL:
-        cases.append((name, lambda n=name: ours_tally(n), lambda n=name: upstream_tally(n), name))
-    fetch_all = median(
-        [_timed(lambda: raw.execute(UPSTREAM_ALL_CALLS).fetchall()) for _ in range(rounds)]
-    )
-
     table = Table(
-        f"Accounting roll-ups ({runs:,} runs, {runs * CALLS_PER_RUN:,} provider calls, SQLite)",
-        [
-            "roll-up",
-            "Store",
-            "upstream's SQL (raw sqlite3)",
-            "speed-up",
-            "same answer",
-            "candidate plan",
-        ],
-    )
+        f"Run roll-ups ({runs:,} runs, SQLite)",
+        ["roll-up", "Store", "upstream's SQL (raw sqlite3)", "speed-up", "same answer",
+         "candidate plan"],
+    )  # fmt: skip
     with store.engine.connect() as conn:
-        compiled = _candidate_sql(store, table_prices, conn)
-    for name, ours, theirs, _ in cases:
-        same = ours() == theirs()
-        t_ours = median([_timed(ours) for _ in range(rounds)])
-        t_theirs = median([_timed(theirs) for _ in range(rounds)])
-        sql = compiled.get(name)
-        how = plan(raw, sql) if sql else "—"
+        compiled = _candidate_sql(store, prices(), conn)
+    for name in UPSTREAM_SQL:
+        same = ours_tally(name) == upstream_tally(name)
+        t_ours = median([_timed(lambda n=name: ours_tally(n)) for _ in range(rounds)])
+        t_theirs = median([_timed(lambda n=name: upstream_tally(n)) for _ in range(rounds)])
         table.add(
             name,
             fmt_time(t_ours),
             fmt_time(t_theirs),
             fmt_ratio(t_theirs / t_ours),
             table.check(f"{name} agrees with upstream", same),
-            how,
+            plan(raw, compiled[name]),
         )
-    table.notes.append(
-        f"upstream's `all_provider_calls` read alone (fetchall, no grouping): {fmt_time(fetch_all)}"
-        " — what Rust pays before its grouping; the Store's spend query must read the same rows"
-    )
-    table.notes.append(
-        "No index of upstream's schema serves a spend grouping: `provider_calls` has only "
-        "`provider_calls_run (run_id)`, so each grouping scans the table once (SCAN + a temp "
-        "B-tree for GROUP BY). The roll-ups over `run_outcomes`, `sandbox_events`, "
-        "`context_events` and `checkpoint_events` use upstream's 0.30 indexes."
-    )
     store.close()
     raw.close()
-    return [table]
+    return table
+
+
+def _write_cost(cfg: Config) -> Table:
+    """`record_provider_call` on a store with hs3's triggers against the same store without
+    them, alternating call by call (each its own transaction, as the run loop writes)."""
+    from harness_store import ProviderCall, Store, Usage
+
+    n, window = cfg.pick(3000, 600), cfg.pick(100, 50)
+    table = Table(
+        f"record_provider_call with and without hs3's triggers ({n:,} calls each, alternating)",
+        ["backend", "synchronous", "with triggers", "without", "ratio"],
+    )
+    call = ProviderCall(1, 1, "p", "gpt-c", Usage(1200, 80, 1280, 100, 10, 5, 1), 300, 20, "stop")
+    targets: list[tuple[str, str, str | None, Any]] = [
+        ("SQLite", "full", None, None),
+        ("SQLite", "normal", None, None),
+    ]
+    contexts = []
+    if cfg.pg:
+        contexts = [pg_database(cfg.pg, "hs_bench_wa"), pg_database(cfg.pg, "hs_bench_wb")]
+        urls = [c.__enter__() for c in contexts]
+        targets.append(("PostgreSQL", "(server default)", None, urls))
+    try:
+        for backend, sync, _, urls in targets:
+            if urls is None:
+                pair = [cfg.work / f"write-{sync}-{k}.sqlite3" for k in "ab"]
+                for p in pair:
+                    remove_store(p)
+                stores = [Store.open(p, backup=False, synchronous=sync) for p in pair]
+            else:
+                stores = [Store.open(u, backup=False) for u in urls]
+            bare = stores[1]
+            with bare.engine.begin() as conn:
+                for statement in bare.backend.drop_spend_triggers_sql():
+                    conn.exec_driver_sql(statement)
+            run_ids = [s.start_run("g", "f") for s in stores]
+            ops = [
+                (name, lambda i, s=s, r=r: s.record_provider_call(r, call))
+                for name, s, r in zip(("with", "without"), stores, run_ids, strict=True)
+            ]
+            times = alternating(ops, n, window, warmup=50)
+            w, wo = median(times["with"]), median(times["without"])
+            table.add(backend, sync, fmt_time(w), fmt_time(wo), fmt_ratio(w / wo))
+            for s in stores:
+                s.close()
+    finally:
+        for c in contexts:
+            c.__exit__(None, None, None)
+    table.notes.append(
+        "Per call: the mean of each window of calls, median over windows; the two stores are "
+        "written call by call in turn, so both see the same machine."
+    )
+    return table
 
 
 def _timed(fn: Callable[[], Any]) -> float:

@@ -4,7 +4,8 @@ A shape is what a release's open guarantees once it has run to the end: the tabl
 columns, upstream's own indexes (from 0.21), and (from 0.7) `user_version` stamped to 7.
 Shapes are cumulative and purely additive. Each release that changed the schema has an Alembic
 revision named after it ("0.1" … "0.13", "0.18" … "0.65"); harness_store's own indexes are
-revisions `hs1`, between 0.13 and 0.18, and `hs2`, after 0.65 (the head). Every other release
+revisions `hs1`, between 0.13 and 0.18, and `hs2` and `hs3`, after 0.65 (hs3 is the head: spend
+counters kept by triggers, `harness_store.models.spend`). Every other release
 name resolves to the newest release revision at or below it (`revision_for`): 0.29 changed
 nothing, so `alembic upgrade 0.29` lands on 0.28, and 0.66 on 0.65.
 """
@@ -427,19 +428,24 @@ OWN_INDEXES = "hs1"
 OWN_STEP_TOKENS = "hs2"
 """The revision that widens hs1's index of steps to cover `tokens`, right after 0.65."""
 
+OWN_SPEND = "hs3"
+"""The revision of the spend counters (tables and triggers on `provider_calls`), after hs2."""
+
 OWN_REVISIONS: Mapping[str, str] = MappingProxyType(
-    {OWN_INDEXES: STORE_RELEASE, OWN_STEP_TOKENS: UPSTREAM_HEAD}
+    {OWN_INDEXES: STORE_RELEASE, OWN_STEP_TOKENS: UPSTREAM_HEAD, OWN_SPEND: UPSTREAM_HEAD}
 )
 """harness_store's own revisions, each with the release it follows (whose shape it holds)."""
 
-HEAD = OWN_STEP_TOKENS
-"""The head Alembic revision: the newest release's shape plus harness_store's indexes."""
+HEAD = OWN_SPEND
+"""The head Alembic revision: the newest release's shape plus harness_store's indexes and
+spend counters."""
 
 REVISIONS: tuple[str, ...] = (
     *RELEASE_NAMES[: RELEASE_NAMES.index("0.13") + 1],
     OWN_INDEXES,
     *RELEASE_NAMES[RELEASE_NAMES.index("0.13") + 1 :],
     OWN_STEP_TOKENS,
+    OWN_SPEND,
 )
 """Every revision of the chain, oldest first."""
 
@@ -487,7 +493,8 @@ def releases_of(revision: str) -> tuple[str, ...]:
 
 
 def release_of_revision(revision: str) -> str:
-    """The upstream release whose shape a revision holds (`hs1` holds 0.13's, `hs2` 0.65's)."""
+    """The upstream release whose shape a revision holds (`hs1` holds 0.13's, `hs2` and `hs3`
+    0.65's)."""
     return OWN_REVISIONS.get(revision, revision)
 
 

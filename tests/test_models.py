@@ -10,6 +10,7 @@ from sqlalchemy import create_engine, insert, select
 from sqlalchemy.orm import Session
 
 from harness_store import PolicyEvent, StepRecord, Store, migrate, models
+from harness_store.models.spend import SPEND_METADATA
 
 
 def test_relationships_navigate_a_run_and_its_tree(store_target: str) -> None:
@@ -43,6 +44,7 @@ def test_models_build_the_same_tables_as_the_chain(tmp_path: Path) -> None:
     direct = tmp_path / "models.sqlite3"
     engine = create_engine(f"sqlite:///{direct}")
     models.Base.metadata.create_all(engine)
+    SPEND_METADATA.create_all(engine)  # hs3's own tables, outside the models' metadata
     engine.dispose()
     shapes = []
     for path in (chained, direct):

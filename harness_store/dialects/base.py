@@ -23,6 +23,19 @@ from sqlalchemy.sql.selectable import Join
 
 from ..errors import StoreError
 
+SPEND_WATCHED = (
+    "run_id", "model", "at", "prompt_tokens", "completion_tokens", "total_tokens",
+    "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "server_tool_requests",
+)  # fmt: skip
+"""The `provider_calls` columns a spend group or its cost depends on: an update of any of them
+bumps the group's counters (0.58's archive empties `failure`, which does not)."""
+
+SPEND_DAY = "substr({row}.at, 1, 10)"
+SPEND_MODEL = "coalesce({row}.model, '(unknown model)')"
+"""A call's spend keys in trigger SQL (`row`: NEW, OLD or a transition table), as the Store
+groups: the day is `at`'s first ten characters, a call with no model is upstream's
+"(unknown model)"."""
+
 WRITE_DEADLINE = "hs_write_deadline"
 """`Connection.info` key: the `time.monotonic()` by which the next write transaction must have
 begun (set from the queue's turn, so that one busy timeout bounds the queue and the lock)."""
@@ -238,6 +251,15 @@ class Backend(ABC):
         """Run `VACUUM` on a driver connection with no transaction open (it cannot run in
         one) — `Store.compact`."""
         dbapi_connection.execute("VACUUM")
+
+    @abstractmethod
+    def spend_triggers_sql(self) -> list[str]:
+        """The statements that make every insert, delete and usage update of `provider_calls`
+        bump its group's counters in `hs_spend_days` and `hs_spend_runs` (revision hs3)."""
+
+    @abstractmethod
+    def drop_spend_triggers_sql(self) -> list[str]:
+        """The statements that remove what `spend_triggers_sql` created."""
 
     def bulk_insert(
         self, conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]

@@ -35,7 +35,15 @@ from ..errors import (
     StoreLockedError,
 )
 from ..formats import BUSY_TIMEOUT_SECONDS
-from .base import WRITE_DEADLINE, Backend, DrivingJoin, WriteQueue
+from .base import (
+    SPEND_DAY,
+    SPEND_MODEL,
+    SPEND_WATCHED,
+    WRITE_DEADLINE,
+    Backend,
+    DrivingJoin,
+    WriteQueue,
+)
 
 WRITE = "hs_write"
 """`Connection.info` key or execution option: when true, `begin` takes the write lock up front
@@ -332,6 +340,28 @@ class SQLiteBackend(Backend):
 
     def replace(self, table: Table) -> Insert:
         return table.insert().prefix_with("OR REPLACE")
+
+    def spend_triggers_sql(self) -> list[str]:
+        def bump(row: str) -> str:
+            return (
+                "INSERT INTO hs_spend_days (day, model, changes) VALUES "
+                f"({SPEND_DAY.format(row=row)}, {SPEND_MODEL.format(row=row)}, 1) "
+                "ON CONFLICT (day, model) DO UPDATE SET changes = changes + 1; "
+                f"INSERT INTO hs_spend_runs (run_id, changes) VALUES ({row}.run_id, 1) "
+                "ON CONFLICT (run_id) DO UPDATE SET changes = changes + 1;"
+            )
+
+        on = "ON provider_calls FOR EACH ROW BEGIN"
+        watched = ", ".join(SPEND_WATCHED)
+        return [
+            f"CREATE TRIGGER IF NOT EXISTS hs_spend_insert AFTER INSERT {on} {bump('NEW')} END",
+            f"CREATE TRIGGER IF NOT EXISTS hs_spend_delete AFTER DELETE {on} {bump('OLD')} END",
+            f"CREATE TRIGGER IF NOT EXISTS hs_spend_update AFTER UPDATE OF {watched} {on} "
+            f"{bump('OLD')} {bump('NEW')} END",
+        ]
+
+    def drop_spend_triggers_sql(self) -> list[str]:
+        return [f"DROP TRIGGER IF EXISTS hs_spend_{op}" for op in ("insert", "delete", "update")]
 
     def checkpoint_format(self, conn: Connection) -> int:
         return int(conn.exec_driver_sql("PRAGMA user_version").scalar_one())

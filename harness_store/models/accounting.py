@@ -10,10 +10,14 @@ from .base import AUTOINCREMENT, Base, dated, rowid_key
 
 class ProviderCall(Base):
     """One call to a model provider: attempt, model, token usage by kind, latency, finish
-    reason or failure (0.18); indexed by run from 0.37."""
+    reason or failure (0.18); indexed by run from 0.37, by `at` from harness_store's hs3."""
 
     __tablename__ = "provider_calls"
-    __table_args__ = (Index("provider_calls_run", "run_id"), AUTOINCREMENT)
+    __table_args__ = (
+        Index("provider_calls_run", "run_id"),
+        Index("hs_provider_calls_at", "at"),  # hs3
+        AUTOINCREMENT,
+    )
 
     id: Mapped[int] = rowid_key()
     run_id: Mapped[int]

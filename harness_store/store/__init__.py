@@ -22,6 +22,7 @@ from ..engine import make_engine, read_only_url, sqlite_path, to_url, where
 from ..errors import InvalidValueError, StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
+from ..models.spend import SPEND_METADATA
 from ..preflight import check_readable
 from ..releases import HEAD, UPSTREAM_HEAD
 from .accounting import AccountingMixin
@@ -218,9 +219,13 @@ def refuse_unfinished_copy(conn: Connection, url: URL) -> None:
 
 def create_head_schema(conn: Connection) -> None:
     """Build the head schema directly from the models (in-memory stores, which have no file
-    for the chain to open): the same tables as the chain, the format marker, the stamp."""
+    for the chain to open): the same tables (and hs3's triggers) as the chain, the format
+    marker, the stamp."""
     Base.metadata.create_all(conn)
     backend = backend_named(conn.dialect.name)
+    SPEND_METADATA.create_all(conn)  # hs3's counters, and their triggers
+    for statement in backend.spend_triggers_sql():
+        conn.exec_driver_sql(statement)
     backend.set_checkpoint_format(conn, CHECKPOINT_FORMAT)
     version = Table(
         "alembic_version",

@@ -9,13 +9,17 @@ answer is computed exactly from the rows, as upstream computes it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    Connection,
+    Select,
+    String,
     and_,
+    bindparam,
     case,
     cast,
     exists,
@@ -43,6 +47,8 @@ from ..records import (
     Usage,
 )
 from .base import StoreBase
+from .spend import counted, fingerprint
+from .spend import spend as spend_from_counters
 
 USAGE_COLUMNS = (
     "prompt_tokens",
@@ -184,72 +190,47 @@ class AccountingMixin(StoreBase):
         """Spend per model that served the calls, priced by `prices`; calls naming no model
         group under "(unknown model)" and count as unpriced. Ordered by key. `since`
         (beyond upstream; a `YYYY-MM-DD` or stamp prefix) keeps the calls made from then on."""
-        c = m.ProviderCall
-        return self._spend(
-            prices, since, func.coalesce(c.model, UNKNOWN_MODEL), str,
-            lambda run_id, day, call: call.model if call.model is not None else UNKNOWN_MODEL,
-        )  # fmt: skip
+        return self._spend(prices, since, "model")
 
     def spend_by_day(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per UTC day (`YYYY-MM-DD`, from the database clock), priced by `prices`."""
-        day = func.substr(m.ProviderCall.at, 1, 10)
-        return self._spend(prices, since, day, str, lambda run_id, day, call: day)
+        return self._spend(prices, since, "day")
 
     def spend_by_run(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per run (keyed by the run id as text, in text order, as upstream keys it)."""
-        return self._spend(
-            prices,
-            since,
-            m.ProviderCall.run_id.expression,
-            str,
-            lambda run_id, day, call: str(run_id),
-        )
+        return self._spend(prices, since, "run")
 
-    def _spend(
-        self,
-        prices: PriceTable,
-        since: str | None,
-        key: ColumnElement[Any],
-        as_key: Callable[[Any], str],
-        row_key: Callable[..., str],
-    ) -> list[Spend]:
+    def _spend(self, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
+        """From hs3's counters where the store has them (`store.spend`), else one priced
+        `GROUP BY` over the calls; exactly from the rows should a sum overflow."""
         if since is not None:
             since = check_text(since, "since")
         try:
-            return self._spend_in_sql(prices, since, key, as_key)
+            if not (by == "run" and since is not None) and self._spend_counted():
+                return spend_from_counters(self, prices, since, by)
+            return self._spend_plain(prices, since, by)
         except _Inexact:
             pass
         except StoreError as exc:
             if "overflow" not in str(exc) and "out of range" not in str(exc):
                 raise
-        return self._spend_exact(prices, row_key, since)
+        return self._spend_exact(prices, ROW_KEYS[by], since)
 
-    def _spend_in_sql(
-        self,
-        prices: PriceTable,
-        since: str | None,
-        key: ColumnElement[Any],
-        as_key: Callable[[Any], str],
-    ) -> list[Spend]:
-        c = m.ProviderCall
-        has_usage = c.total_tokens.is_not(None)
-        cost = price_case(prices)
-        sums = [func.sum(case((has_usage, _u(name)), else_=0)) for name in USAGE_COLUMNS]
-        statement = select(
-            key.label("k"), func.count(), *sums, func.sum(cost), func.count(cost)
-        ).group_by(key)
-        if since is not None:
-            statement = statement.where(c.at >= since)
+    def _spend_counted(self) -> bool:
         with self._read() as conn:
-            rows = conn.execute(statement).all()
+            return counted(conn)
+
+    def _spend_plain(self, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
+        """The answer without counters: the calls (since `since`) grouped and priced in SQL."""
+        shape = "all" if since is None else "since"
+        statement = priced_statement(prices, by, shape)
+        with self._read() as conn:
+            rows = list(priced_rows(conn, statement, {"since": since}, 1))
         merged: dict[str, list[int]] = {}
-        for k, calls, *rest in rows:
-            values = [calls, *rest]
-            if any(isinstance(v, float) for v in values):
-                raise _Inexact  # SQLite turned an overflowing integer into a REAL
-            into = merged.setdefault(as_key(k), [0] * 10)
+        for (k,), values in rows:
+            into = merged.setdefault(str(k), [0] * 10)
             for i, v in enumerate(values):
-                into[i] += int(v or 0)
+                into[i] += v
         out = []
         for k in sorted(merged):
             calls, *usage, cost_sum, priced = merged[k]
@@ -319,5 +300,82 @@ class AccountingMixin(StoreBase):
         return Recovery(int(fallbacks), int(replans), int(resumes))
 
 
+def priced_select(prices: PriceTable, keys: list[ColumnElement[Any]]) -> Select[Any]:
+    """Calls grouped by `keys`: the key values, then calls, the seven usage sums, the cost under
+    `prices` and how many calls it priced."""
+    c = m.ProviderCall
+    has_usage = c.total_tokens.is_not(None)
+    cost = price_case(prices)
+    sums = [func.sum(case((has_usage, _u(name)), else_=0)) for name in USAGE_COLUMNS]
+    statement = select(*keys, func.count(), *sums, func.sum(cost), func.count(cost))
+    return statement.group_by(*keys)
+
+
+GROUP_KEYS: dict[str, Callable[[], list[ColumnElement[Any]]]] = {
+    "model": lambda: [func.coalesce(m.ProviderCall.model, UNKNOWN_MODEL)],
+    "day": lambda: [func.substr(m.ProviderCall.at, 1, 10)],
+    "run": lambda: [m.ProviderCall.run_id.expression],
+    "day_model": lambda: [
+        func.substr(m.ProviderCall.at, 1, 10),
+        func.coalesce(m.ProviderCall.model, UNKNOWN_MODEL),
+    ],
+}
+"""The keys of each grouping (`day_model`: the counters' groups)."""
+
+
+def _where(shape: str) -> ColumnElement[bool] | None:
+    at, day = m.ProviderCall.at.expression, func.substr(m.ProviderCall.at, 1, 10)
+    d, lo, hi = (bindparam(name, type_=String) for name in ("d", "lo", "hi"))
+    wheres: dict[str, ColumnElement[bool] | None] = {
+        "all": None,
+        "since": at >= bindparam("since"),
+        "day": and_(at >= lo, at < hi, day == d),
+        "open_day": and_(at >= lo, day == d),
+        "runs": m.ProviderCall.run_id.in_(bindparam("ids", expanding=True)),
+    }
+    return wheres[shape]
+
+
+_STATEMENTS: dict[tuple[str, str, str], Select[Any]] = {}
+"""Priced statements by (price table, grouping, filter): building and hashing a price table's
+CASE costs more than running it on one day's calls, so each is built once."""
+
+
+def priced_statement(prices: PriceTable, by: str, shape: str) -> Select[Any]:
+    """The priced GROUP BY of grouping `by` over the calls filter `shape` selects (bound:
+    `since`; `d`, `lo`, `hi` for one day; `ids` for runs)."""
+    key = (fingerprint(prices), by, shape)
+    statement = _STATEMENTS.get(key)
+    if statement is None:
+        statement = priced_select(prices, GROUP_KEYS[by]())
+        where = _where(shape)
+        if where is not None:
+            statement = statement.where(where)
+        if len(_STATEMENTS) >= 64:
+            _STATEMENTS.clear()
+        _STATEMENTS[key] = statement
+    return statement
+
+
+def priced_rows(
+    conn: Connection, statement: Select[Any], params: dict[str, Any], keys: int
+) -> Iterator[tuple[tuple[Any, ...], list[int]]]:
+    """Each group a priced statement returns: its key values and its ten integers (raises
+    `_Inexact` where SQLite's sums overflowed into floating point)."""
+    for row in conn.execute(statement, params).all():
+        values = row[keys:]
+        if any(isinstance(v, float) for v in values):
+            raise _Inexact
+        yield tuple(row[:keys]), [int(v or 0) for v in values]
+
+
 class _Inexact(Exception):
     """The database's integer sums overflowed into floating point."""
+
+
+ROW_KEYS: dict[str, Callable[..., str]] = {
+    "model": lambda run_id, day, call: call.model if call.model is not None else UNKNOWN_MODEL,
+    "day": lambda run_id, day, call: day,
+    "run": lambda run_id, day, call: str(run_id),
+}
+"""Upstream's key of a call (run id, day, call) per grouping, for the exact path."""

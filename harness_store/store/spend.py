@@ -1,0 +1,252 @@
+"""Spend by model, day and run from hs3's counters: price again only what changed.
+
+A priced group (a day's calls of one model, or one run's calls) is kept in
+`hs_spend_priced_days` / `hs_spend_priced_runs` with the counter its group had in
+`hs_spend_days` / `hs_spend_runs` when it was priced. The triggers bump that counter on every
+insert, delete or usage update of one of the group's calls, so a kept answer whose counter still
+matches is exactly what pricing the calls again would give; only the others are priced again,
+from `provider_calls` (one day through `hs_provider_calls_at`, runs through
+`provider_calls_run`), by the same SQL as the plain path. A `since` window takes whole days
+from the kept answers and prices its first, partial day from its calls.
+
+The counters are read before the calls, so a write landing in between leaves a kept answer
+stamped older than what it counts: priced again next time, never trusted stale. Writing the
+kept answers is best effort: a read-only store (or a read-only `transaction()`) answers all
+the same, pricing again what it could not keep.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, Select, and_, inspect, select, true
+
+from ..errors import StoreAccessError, StoreLockedError
+from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
+from ..records import PriceTable, Spend, Usage
+
+if TYPE_CHECKING:
+    from .accounting import AccountingMixin
+
+FULL_SCAN_DAYS = 8
+"""Past this many days to price again, one pass over every call beats a range per day."""
+
+FULL_SCAN_RUNS = 2000
+"""Past this many runs to price again, one pass over every call beats a probe per run."""
+
+UNKEPT = "_spend_unkept"
+"""The Store attribute set once a kept answer could not be written (a read-only store)."""
+
+BIG = 2**63 - 1
+"""The largest value a kept answer's BIGINT column holds (a group past it is not kept)."""
+
+Group = tuple[Any, ...]
+Values = Sequence[int]
+"""calls, the seven usage sums, cost, priced calls (the order `priced_groups` yields)."""
+
+
+def fingerprint(prices: PriceTable) -> str:
+    """What a price table prices by, as a key: models, rates and tiers (not `as_of`)."""
+    document = {
+        "prices": {k: list(vars(v).values()) for k, v in sorted(prices.prices.items())},
+        "tiers": {
+            k: [[t.min_prompt_tokens, *vars(t.price).values()] for t in prices.tiers_of(k)]
+            for k in sorted(prices.tiers)
+        },
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+
+
+def counted(conn: Connection) -> bool:
+    """Whether the store has hs3's counters (a store not yet upgraded, or downgraded, has not)."""
+    names = set(inspect(conn).get_table_names())
+    return {t.name for t in (SPEND_DAYS, SPEND_RUNS, PRICED_DAYS, PRICED_RUNS)} <= names
+
+
+def next_day(day: str) -> str | None:
+    """The day after a `YYYY-MM-DD` key (the upper end of its calls' `at` range), or None."""
+    try:
+        return (dt.date.fromisoformat(day) + dt.timedelta(days=1)).isoformat()
+    except ValueError:
+        return None
+
+
+def spend(store: AccountingMixin, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
+    """The answer of `spend_by_<by>` (model, day or run) from the counters; a run window
+    (`since` with `by="run"`) is not kept per run and goes the plain way."""
+    fp = fingerprint(prices)
+    keep: list[tuple[Any, Group, int, Values]] = []
+    with store._read() as conn:
+        if by == "run":
+            groups = _runs(conn, prices, fp, keep)
+        else:
+            groups = _days(conn, prices, fp, since, keep)
+    if keep:
+        _keep(store, fp, keep)
+    merged: dict[str, Values] = {}
+    at = 1 if by == "model" else 0
+    for group, values in groups:
+        if not values[0]:
+            continue
+        key = str(group[at])
+        into = merged.get(key)
+        if into is None:
+            merged[key] = values  # each group's list is its own
+        else:
+            merged[key] = [a + b for a, b in zip(into, values, strict=True)]
+    out = []
+    for k in sorted(merged):
+        calls, *usage, cost, priced = merged[k]
+        out.append(Spend(k, calls, Usage(*usage), cost, calls - priced))
+    return out
+
+
+def _fetch(conn: Connection, statement: Select[Any]) -> list[Any]:
+    """The rows of a statement whose only values are literals (a price table's fingerprint,
+    a `since`), straight from the driver: a run's kept answer is a row, and building a
+    SQLAlchemy `Row` for each of 100,000 costs more than reading them."""
+    sql = str(statement.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def _kept_columns(table: Any) -> list[Any]:
+    return [table.c.calls, *(table.c[n] for n in USAGE_SUMS), table.c.cost_micros,
+            table.c.calls - table.c.unpriced_calls]  # fmt: skip
+
+
+def _days(
+    conn: Connection,
+    prices: PriceTable,
+    fp: str,
+    since: str | None,
+    keep: list[tuple[Any, Group, int, Values]],
+) -> list[tuple[Group, Values]]:
+    d, p = SPEND_DAYS, PRICED_DAYS
+    whole = d.c.day >= since if since is not None else true()
+    on = and_(p.c.prices == fp, p.c.day == d.c.day, p.c.model == d.c.model)
+    statement = select(d.c.day, d.c.model, d.c.changes, whole, p.c.changes, *_kept_columns(p))
+    rows = _fetch(conn, statement.select_from(d.outerjoin(p, on)))
+    out: list[tuple[Group, Values]] = []
+    stale: dict[Group, int] = {}
+    partial: set[str] = set()
+    for day, model, changes, is_whole, kept_at, *values in rows:
+        if not is_whole:
+            if since is not None and since.startswith(day):
+                partial.add(day)  # the window's first day: from its calls, `at >= since`
+            continue
+        if kept_at == changes:
+            out.append(((day, model), values))
+        else:
+            stale[(day, model)] = int(changes)
+    if stale:
+        days = sorted({day for day, _ in stale})
+        if len(days) > FULL_SCAN_DAYS:
+            priced = _priced(conn, prices, "all", [{}])
+        else:
+            priced = _priced(conn, prices, "day", [_day_range(d) for d in days])
+        for group, values in priced:
+            if group in stale:
+                out.append((group, values))
+                keep.append((p, group, stale.pop(group), values))
+        for group, changes in stale.items():  # every call of the group is gone
+            empty = [0] * 10
+            out.append((group, empty))
+            keep.append((p, group, changes, empty))
+    for day in sorted(partial):  # `at >= since` is the lower end: since starts with the day
+        out.extend(_priced(conn, prices, "day", [{**_day_range(day), "lo": since}]))
+    return out
+
+
+def _day_range(day: str) -> dict[str, Any]:
+    """The bounds of one day's calls on `at` (the index's), and the day they must have."""
+    return {"d": day, "lo": day, "hi": next_day(day)}
+
+
+def _priced(
+    conn: Connection, prices: PriceTable, shape: str, params: list[dict[str, Any]]
+) -> list[tuple[Group, Values]]:
+    """The (day, model) groups of the calls each parameter set selects, priced."""
+    from .accounting import priced_rows, priced_statement
+
+    out: list[tuple[Group, Values]] = []
+    for one in params:
+        how = shape
+        if shape == "day" and one["hi"] is None:  # a day key that is no date: no upper end
+            how, one = "open_day", {k: v for k, v in one.items() if k != "hi"}
+        statement = priced_statement(prices, "day_model", how)
+        out.extend(priced_rows(conn, statement, one, 2))
+    return out
+
+
+def _runs(
+    conn: Connection,
+    prices: PriceTable,
+    fp: str,
+    keep: list[tuple[Any, Group, int, Values]],
+) -> list[tuple[Group, Values]]:
+    r, p = SPEND_RUNS, PRICED_RUNS
+    on = and_(p.c.prices == fp, p.c.run_id == r.c.run_id)
+    statement = select(r.c.run_id, r.c.changes, p.c.changes, *_kept_columns(p))
+    rows = _fetch(conn, statement.select_from(r.outerjoin(p, on)))
+    out: list[tuple[Group, Values]] = []
+    stale: dict[Group, int] = {}
+    for row in rows:
+        if row[2] == row[1]:
+            out.append(((row[0],), row[3:]))
+        else:
+            stale[(row[0],)] = int(row[1])
+    if stale:
+        from .accounting import priced_rows, priced_statement
+
+        ids = [run_id for (run_id,) in stale]
+        shape = "all" if len(ids) > FULL_SCAN_RUNS else "runs"
+        statement = priced_statement(prices, "run", shape)
+        for group, values in priced_rows(conn, statement, {"ids": ids}, 1):
+            if group in stale:
+                out.append((group, values))
+                keep.append((p, group, stale.pop(group), values))
+        for group, changes in stale.items():
+            empty = [0] * 10
+            out.append((group, empty))
+            keep.append((p, group, changes, empty))
+    return out
+
+
+def _keep(store: AccountingMixin, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
+    if getattr(store, UNKEPT, False):
+        return
+    active = store._active.conn
+    if active is not None and not store._active.write:
+        return
+    rows: dict[Any, list[dict[str, Any]]] = {}
+    for table, group, changes, values in keep:
+        if any(v > BIG for v in values):
+            continue
+        calls, *usage, cost, priced = values
+        key = (
+            dict(zip(["day", "model"], group, strict=True))
+            if table is PRICED_DAYS
+            else {"run_id": group[0]}
+        )
+        rows.setdefault(table, []).append(
+            {"prices": fp, **key, "changes": changes, "calls": calls,
+             **dict(zip(USAGE_SUMS, usage, strict=True)), "cost_micros": cost,
+             "unpriced_calls": calls - priced}
+        )  # fmt: skip
+    try:
+        with store._write() as conn:
+            for table, batch in rows.items():
+                conn.execute(store.backend.replace(table), batch)
+    except StoreAccessError:
+        setattr(store, UNKEPT, True)  # read-only: price again each time, say nothing
+    except StoreLockedError:
+        pass  # a writer holds the store: kept next time
