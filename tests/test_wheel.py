@@ -106,3 +106,16 @@ def test_harness_store_upgrade_creates_a_store(fresh_venv: Path, tmp_path: Path)
     done = run([str(fresh_venv / "bin" / "harness-store"), "upgrade", str(target)], tmp_path)
     assert done.returncode == 0, done.stderr
     assert revision(target) == HEAD
+
+
+def test_every_package_of_the_source_is_in_the_wheel(fresh_venv: Path) -> None:
+    """A package left out of pyproject's list installs nothing, and only a wheel shows it."""
+    source = REPO / "harness_store"
+    wanted = sorted(
+        ".".join(("harness_store", *p.parent.relative_to(source).parts))
+        for p in source.rglob("__init__.py")
+    )
+    python = fresh_venv / "bin" / "python"
+    probe = "import importlib, sys; [importlib.import_module(n) for n in sys.argv[1:]]"
+    done = run([str(python), "-c", probe, *wanted], cwd=fresh_venv)
+    assert done.returncode == 0, done.stderr
