@@ -119,7 +119,9 @@ def test_sizes_and_archives_agree_with_upstreams_figures(
 
 
 @pytest.mark.parametrize("status", ["running", "paused"])
-def test_a_sweep_keeps_sessions_that_can_still_resume(store: Store, status: str) -> None:
+def test_a_sweep_keeps_sessions_that_can_still_resume(
+    store: Store, store_target: str, status: str
+) -> None:
     old, live, new = (store.create_session(f"/ws/{i}") for i in range(3))
     for session in (old, live, new):
         run = store.start_run("turn", "")
@@ -133,7 +135,9 @@ def test_a_sweep_keeps_sessions_that_can_still_resume(store: Store, status: str)
 
     from harness_store import models as m
 
-    with store._write() as conn:  # the third session is newer than the cut
+    # The third session is made newer than the cut through a second, plain handle (the
+    # store under test may be an AsyncStore, whose connections belong to its event loop).
+    with Store.open(store_target) as direct, direct._write() as conn:
         conn.execute(update(m.Session).where(m.Session.id == new).values(created_at="9999"))
     assert store.sweep_sessions("9999", dry_run=True).sessions == 1
     pruned = store.sweep_sessions("9999")
