@@ -3,11 +3,14 @@ and PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -97,18 +100,28 @@ def test_events_follow_is_a_live_tail(filled: dict[str, Any]) -> None:
         # children with SIGINT ignored, which Python (rightly) keeps.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    lines: queue.Queue[str] = queue.Queue()
+    assert tail.stdout is not None
+    threading.Thread(target=lambda: [lines.put(x) for x in tail.stdout], daemon=True).start()
     try:
-        time.sleep(3.0)  # the tail starts at the end: the backlog is not printed
+        # The tail starts at the end, whenever its process is up (a loaded machine may take
+        # seconds): write until it prints one, so its start cannot be raced.
+        step, first = 1, None
+        deadline = time.monotonic() + 60
         with Store.open(target) as store:
+            while first is None and time.monotonic() < deadline:
+                step += 1
+                store.put_event(RunEvent.new(run, step, "stalled"))
+                with contextlib.suppress(queue.Empty):
+                    first = json.loads(lines.get(timeout=0.5))
+            assert first is not None, "the tail printed nothing in 60 s"
+            assert first["event"] == "stalled"  # the backlog ("started") is not printed
             for i in range(3):
-                store.put_event(RunEvent.new(run, i + 2, "stalled"))
-        assert tail.stdout is not None
-        got = [json.loads(tail.stdout.readline()) for _ in range(3)]
-        assert [(e["event"], e["step"]) for e in got] == [
-            ("stalled", 2),
-            ("stalled", 3),
-            ("stalled", 4),
-        ]
+                store.put_event(RunEvent.new(run, step + 1 + i, "stalled"))
+        seen = [first["step"]]
+        while seen[-1] < step + 3:
+            seen.append(json.loads(lines.get(timeout=30))["step"])
+        assert seen == list(range(first["step"], step + 4))  # each once, in order
     finally:
         tail.send_signal(signal.SIGINT)
         code = tail.wait(timeout=30)
