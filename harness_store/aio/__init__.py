@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING, Any, Self
 from sqlalchemy.engine import URL
 
 from ..engine import make_async_engine, read_only_url, sqlite_path
-from ..errors import InvalidValueError
 from ..formats import i64
 from ..records import RunEvent
 from ..store import Store
-from ..store.stream import FOLLOW_BATCH, _limit
+from ..store.stream import FOLLOW_BATCH, follow_limit
 from .methods import (
     ITERATORS,
     LOCAL,
@@ -159,11 +158,7 @@ class AsyncStore:
     ) -> AsyncIterator[tuple[int, RunEvent]]:
         """`Store.follow` as an async iterator: the same polls, waiting with `asyncio.sleep`
         (no thread is held between polls)."""
-        if not (isinstance(interval, int | float) and interval > 0):
-            raise InvalidValueError(
-                f"interval must be a positive number of seconds, not {interval!r}"
-            )
-        limit = _limit(batch)
+        limit = follow_limit(interval, batch)
         position = await self.event_cursor() if cursor is None else i64(cursor, "cursor")
         while stop is None or not stop.is_set():
             rows = await self.events_after(position, limit, run_id)

@@ -151,11 +151,7 @@ class StreamMixin(StoreBase):
         polls) and drains a backlog in `batch`-sized reads without waiting. Ends when the
         caller stops iterating (`break`, `close()`), or when `stop` is set — the wait wakes at
         once."""
-        if not (isinstance(interval, int | float) and interval > 0):
-            raise InvalidValueError(
-                f"interval must be a positive number of seconds, not {interval!r}"
-            )
-        limit = _limit(batch)
+        limit = follow_limit(interval, batch)
         position = self.event_cursor() if cursor is None else i64(cursor, "cursor")
         while stop is None or not stop.is_set():
             rows = self.events_after(position, limit, run_id)
@@ -168,6 +164,14 @@ class StreamMixin(StoreBase):
                 stop.wait(interval)
             else:
                 time.sleep(interval)
+
+
+def follow_limit(interval: float, batch: int) -> int:
+    """`follow`'s arguments checked (by `Store.follow` and `AsyncStore.follow` alike): the
+    read size of one poll."""
+    if not (isinstance(interval, int | float) and interval > 0):
+        raise InvalidValueError(f"interval must be a positive number of seconds, not {interval!r}")
+    return _limit(batch)
 
 
 def _limit(limit: int) -> int:
