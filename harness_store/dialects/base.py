@@ -100,6 +100,9 @@ class Backend(ABC):
     native_async: ClassVar[bool] = False
     """Whether the driver speaks asyncio natively, so an `AsyncStore` runs its calls on the
     event loop (SQLAlchemy's asyncio engine) instead of on threads."""
+    loop_ping_after: ClassVar[float] = 0.0
+    """Seconds a kept connection of an `AsyncStore` (on the event loop) may sit idle and be
+    reused without a ping."""
 
     @abstractmethod
     def engine_options(
@@ -121,9 +124,8 @@ class Backend(ABC):
 
     def kept_connections(self, engine: Engine) -> int:
         """How many connections a Store on `engine` keeps for its hot paths (see
-        `held_connections`): none on an asyncio engine, whose calls all run on the event
-        loop's one thread — tasks borrow from the async pool per call instead."""
-        return 0 if engine.dialect.is_async else self.held_connections
+        `held_connections`); on an asyncio engine the tasks of the loop share them."""
+        return self.held_connections
 
     @abstractmethod
     def read_only_url(self, url: URL) -> URL:

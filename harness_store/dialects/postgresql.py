@@ -78,8 +78,9 @@ class PostgreSQLBackend(Backend):
 
     name = "postgresql"
     held_connections = 5
-    native_async = True
     """The pool's size: the overflow stays for reads and transactions."""
+    native_async = True
+    loop_ping_after = ASYNC_PING_AFTER
 
     def engine_options(
         self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None

@@ -34,7 +34,7 @@ from ..errors import RunNotFoundError, StoreError
 from .driver import DriverPaths
 from .driver import DriverStatement as DriverStatement
 from .group import GroupCommit
-from .held import HeldConnections
+from .held import Chained, HeldConnections
 
 T = TypeVar("T")
 
@@ -89,7 +89,7 @@ class StoreBase(DriverPaths):
         self._columns_seen: dict[str, frozenset[str]] = {}
         self._adapted = bool(engine.dialect.is_async)
         """Whether the driver connections are SQLAlchemy's asyncio adapters (an `AsyncStore`
-        on PostgreSQL), whose cursors need `_Chained` for the hot paths."""
+        on PostgreSQL), whose cursors need `Chained` for the hot paths."""
         # Set the models' mappers up now (once a process, ~0.1 s for 37 tables), not inside
         # the first write that names a model, whose latency a caller does not expect.
         configure_mappers()
@@ -124,7 +124,18 @@ class StoreBase(DriverPaths):
     def _keep(self) -> HeldConnections | None:
         """The set of kept driver connections of a pooled backend (see `held`), if it uses one."""
         cap = self._backend.kept_connections(self._engine)
-        return HeldConnections(self._engine, self._backend.connection_alive, cap) if cap else None
+        if not cap:
+            return None
+        if not self._engine.dialect.is_async:
+            return HeldConnections(self._engine, self._backend.connection_alive, cap)
+        return HeldConnections(
+            self._engine,
+            self._backend.connection_alive,
+            cap,
+            on_loop=True,
+            ping=self._engine.dialect.do_ping,
+            ping_after=self._backend.loop_ping_after,
+        )
 
     @property
     def engine(self) -> Engine:
@@ -285,7 +296,7 @@ class StoreBase(DriverPaths):
         """A cursor on a driver connection for the hot paths; an asyncio adapter's is wrapped
         so that `execute(...).fetchall()` chains as on a sync driver's."""
         cursor = dbapi_connection.cursor()
-        return _Chained(cursor) if self._adapted else cursor
+        return Chained(cursor) if self._adapted else cursor
 
     def _tx(self, *, write: bool) -> Any:
         """A SQLAlchemy connection inside the call's transaction (see `_unit`)."""
@@ -403,24 +414,3 @@ def _autocommitted(conn: Connection) -> Iterator[Any]:
             pooled.autocommit = False
         except Exception:
             conn.invalidate()
-
-
-class _Chained:
-    """A cursor of SQLAlchemy's asyncio adapter whose `execute` returns the cursor itself:
-    the adapter returns the native async cursor, on which `.fetchall()` is a coroutine."""
-
-    __slots__ = ("_cursor",)
-
-    def __init__(self, cursor: Any) -> None:
-        self._cursor = cursor
-
-    def execute(self, sql: Any, params: Any = None) -> _Chained:
-        self._cursor.execute(sql, params)
-        return self
-
-    def executemany(self, sql: Any, params: Any) -> _Chained:
-        self._cursor.executemany(sql, params)
-        return self
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cursor, name)

@@ -87,8 +87,7 @@ class DriverPaths:
             if self._cursor is not None:
                 self._group.submit(work, many)
                 return
-            if self._kept is not None:
-                self._kept_write(work, many)
+            if self._kept is not None and self._kept_write(work, many):
                 return
         with self._unit(write=True, driver=True, alone=len(work) == 1 and not many) as unit:
             run = unit.executemany if many else unit.execute
@@ -98,8 +97,11 @@ class DriverPaths:
     def _driver_read(self, statement: DriverStatement, values: Mapping[str, Any]) -> list[Any]:
         """One pre-compiled SELECT on the driver connection, as its own snapshot: the hot read
         path of tree aggregates."""
+        held = None
         if self._active.conn is None and self._kept is not None and not self._closed:
             held = self._kept.take()
+        if held is not None:
+            assert self._kept is not None
             reusable = False
             try:
                 rows: list[Any] = held.cursor.execute(
@@ -115,16 +117,19 @@ class DriverPaths:
         with self._unit(write=False, driver=True, alone=True) as unit:
             return unit.execute(statement.sql, statement.params(values)).fetchall()  # type: ignore[no-any-return]
 
-    def _kept_write(self, work: Sequence[tuple[DriverStatement, Any]], many: bool) -> None:
+    def _kept_write(self, work: Sequence[tuple[DriverStatement, Any]], many: bool) -> bool:
         """Pre-compiled statements on a kept connection (pooled backends): one statement in
         autocommit, atomic by itself (one round trip), or several in one transaction. A lost
         connection raises `StoreConnectionError`, saying whether the call may have committed
-        (an autocommitted statement may have), and is never reused."""
+        (an autocommitted statement may have), and is never reused. False when no kept
+        connection is free on the event loop (the call then borrows one)."""
         assert self._kept is not None
         try:
             held = self._kept.take()
         except Exception as exc:
             self._raise_typed(exc)
+        if held is None:
+            return False
         alone = len(work) == 1 and not many
         reusable = False
         try:
@@ -133,7 +138,7 @@ class DriverPaths:
                 statement, params = work[0]
                 cursor.execute(statement.sql, params)
             else:
-                with held.driver.transaction():
+                with held.transaction():
                     run = cursor.executemany if many else cursor.execute
                     for statement, params in work:
                         run(statement.sql, params)
@@ -143,6 +148,7 @@ class DriverPaths:
             self._raise_typed(exc, may_have_committed=alone)
         finally:
             self._kept.give(held, reusable)
+        return True
 
     def _commit_calls(self, calls: list[Call], late: Callable[[], list[Call]]) -> None:
         """Commit a group of callers' writes in one transaction on the held connection, one

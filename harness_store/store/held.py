@@ -7,13 +7,19 @@ take whichever is idle; at most `cap` exist, so many threads never exhaust the p
 connection is reused, the backend checks it (see `Backend.connection_alive`: locally, and with
 a round trip only after it sat idle); a dead one is dropped and a fresh one taken. A
 connection that failed mid-call is never reused.
+
+An `AsyncStore` on PostgreSQL keeps a set too (`on_loop=True`): its calls all run on the event
+loop's thread, in greenlets over SQLAlchemy's asyncio adapter, so a kept connection there is
+the adapter's, taken and given back with no lock wait — when all `cap` are in use, `take`
+returns None and the call borrows from the asyncio pool instead of blocking the loop.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from sqlalchemy import Engine
@@ -23,48 +29,136 @@ class Held:
     """One kept connection: the pool's proxy (to invalidate it), the driver connection, a
     cursor on it."""
 
-    __slots__ = ("cursor", "driver", "proxied", "used")
+    __slots__ = ("cursor", "driver", "proxied", "runs", "used")
 
-    def __init__(self, proxied: Any) -> None:
+    def __init__(self, proxied: Any, on_loop: bool = False) -> None:
         self.proxied = proxied
         self.driver: Any = proxied.driver_connection
-        self.driver.autocommit = True
-        self.cursor: Any = self.driver.cursor()
+        """The driver's own connection: its state (closed, idle, its socket) is read here."""
+        self.runs: Any = proxied.dbapi_connection if on_loop else self.driver
+        """What statements run on: on the loop, SQLAlchemy's adapter (sync calls that await
+        inside the call's greenlet), else the driver connection itself."""
+        self.runs.autocommit = True
+        cursor = self.runs.cursor()
+        self.cursor: Any = Chained(cursor) if on_loop else cursor
         self.used = time.monotonic()
         """When it was last given back."""
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """One transaction around several statements on this autocommit connection."""
+        if self.runs is self.driver:
+            return self.driver.transaction()  # type: ignore[no-any-return]
+        return _adapted_transaction(self.cursor)
+
+
+@contextmanager
+def _adapted_transaction(cursor: Any) -> Iterator[None]:
+    cursor.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        cursor.execute("ROLLBACK")
+        raise
+    cursor.execute("COMMIT")
+
+
+class Chained:
+    """A cursor of SQLAlchemy's asyncio adapter whose `execute` returns the cursor itself:
+    the adapter returns the native async cursor, on which `.fetchall()` is a coroutine."""
+
+    __slots__ = ("_cursor",)
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def execute(self, sql: Any, params: Any = None) -> Chained:
+        self._cursor.execute(sql, params)
+        return self
+
+    def executemany(self, sql: Any, params: Any) -> Chained:
+        self._cursor.executemany(sql, params)
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
 
 
 class HeldConnections:
     """A small LIFO set of kept driver connections (see the module)."""
 
-    def __init__(self, engine: Engine, alive: Callable[[Any, float], bool], cap: int) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        alive: Callable[[Any, float], bool],
+        cap: int,
+        *,
+        on_loop: bool = False,
+        ping: Callable[[Any], object] | None = None,
+        ping_after: float = 0.0,
+    ) -> None:
         self._engine = engine
         self._alive = alive
         self._cap = cap
+        self._on_loop = on_loop
+        self._ping = ping
+        """On the loop, how an idle connection is pinged (through the adapter, awaiting in
+        the call's greenlet); `alive` is then asked only what needs no round trip."""
+        self._ping_after = ping_after
         self._idle: list[Held] = []
         self._count = 0
         self._ready = threading.Condition(threading.Lock())
         self._closed = False
 
-    def take(self) -> Held:
+    def take(self) -> Held | None:
         """An idle live connection, a new one while fewer than `cap` exist, else the next one
-        another thread gives back."""
+        another thread gives back (on the loop: else None, and the call borrows instead)."""
         while True:
             with self._ready:
                 while not self._idle and self._count >= self._cap:
+                    if self._on_loop:
+                        return None
                     self._ready.wait()
                 held = self._idle.pop() if self._idle else None
                 if held is None:
                     self._count += 1
             if held is None:
-                try:
-                    return Held(self._engine.raw_connection())
-                except BaseException:
-                    self._forget()
-                    raise
-            if self._alive(held.driver, time.monotonic() - held.used):
+                return self._new()
+            try:
+                usable = self._usable(held)
+            except BaseException:  # a call cancelled in the ping: the connection is unknown
+                self._drop(held)
+                raise
+            if usable:
                 return held
             self._drop(held)
+
+    def _new(self) -> Held:
+        """A fresh kept connection from the pool; one whose setup did not finish (a call
+        cancelled in it, on the loop) is closed, never left to the garbage collector."""
+        proxied = None
+        try:
+            proxied = self._engine.raw_connection()
+            return Held(proxied, self._on_loop)
+        except BaseException:
+            try:
+                if proxied is not None:
+                    proxied.invalidate()
+            finally:
+                self._forget()
+            raise
+
+    def _usable(self, held: Held) -> bool:
+        idle = time.monotonic() - held.used
+        if self._ping is None:
+            return self._alive(held.driver, idle)
+        if not self._alive(held.driver, 0.0):
+            return False
+        if idle > self._ping_after:
+            try:
+                self._ping(held.runs)
+            except Exception:
+                return False
+        return True
 
     def give(self, held: Held, reusable: bool) -> None:
         """Take a connection back after a call; one left in an unknown state is dropped."""
