@@ -16,6 +16,8 @@ import contextlib
 import gc
 import inspect
 import random
+import subprocess
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -300,6 +302,32 @@ def test_a_block_cancelled_at_a_random_point_is_all_or_nothing(store_target: str
         probes = [r for r in runs if sync.outcome(r) == "ok"]
         assert len(probes) == ROUNDS
         assert len(blocks) + len(probes) == len(runs)
+
+
+def test_a_program_that_never_closes_its_store_still_exits_with_its_writes(
+    store_target: str,
+) -> None:
+    """An AsyncStore left open (a script that forgets `close`) must not hold the interpreter
+    at exit, and what its calls returned from is kept."""
+    program = f"""
+import asyncio
+from harness_store import AsyncStore, StepRecord
+kept = []  # referenced until the interpreter exits
+async def main():
+    store = await AsyncStore.open({store_target!r})
+    kept.append(store)
+    run_id = await store.start_run("left open", "f")
+    await asyncio.gather(*(store.checkpoint_step(run_id, StepRecord.new(n, "d", "r"))
+                           for n in range(1, 9)))
+    print(run_id, flush=True)
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=SAFETY
+    )
+    assert done.returncode == 0, done.stderr
+    with Store.open(store_target) as sync:
+        assert [s.step for s in sync.steps(int(done.stdout))] == list(range(1, 9))
 
 
 # --- the sync Store, threads -------------------------------------------------------------------

@@ -1,10 +1,10 @@
 """How an `AsyncStore` runs the sync Store's code without blocking the event loop.
 
-`ThreadRunner` (SQLite, whose driver has no asyncio API): writes run on a pool of threads
-calling the one Store, so concurrent tasks' checkpoints meet in group commit (`store.group`)
-under `BEGIN IMMEDIATE` and the busy timeout as from threads; reads run on a second pool over a
-read-only twin of the file, so they never queue behind a write. Inside `transaction()` every
-call of the task runs on the one thread that holds the transaction.
+`ThreadRunner` (SQLite, whose driver has no asyncio API): writes run on a few threads
+(`lanes`) calling the one Store, so concurrent tasks' checkpoints meet in group commit
+(`store.group`) under `BEGIN IMMEDIATE` and the busy timeout as from threads; reads run on a
+second set over a read-only twin of the file, so they never queue behind a write. Inside
+`transaction()` every call of the task runs on the one thread that holds the transaction.
 
 `GreenletRunner` (PostgreSQL): the Store runs over SQLAlchemy's asyncio engine, each call in
 `greenlet_spawn`, so its I/O is psycopg's async I/O on the event loop — no thread per call.
@@ -25,6 +25,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
+from .lanes import Lanes
 from .methods import READ
 
 if TYPE_CHECKING:
@@ -46,12 +47,8 @@ class ThreadRunner:
     def __init__(self, store: Store, reader: Store | None) -> None:
         self.store = store
         self.reader = reader
-        self._writes = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="hs-async-write")
-        self._reads = (
-            ThreadPoolExecutor(READ_THREADS, thread_name_prefix="hs-async-read")
-            if reader is not None
-            else self._writes
-        )
+        self._writes = Lanes(WRITE_THREADS, "hs-async-write")
+        self._reads = Lanes(READ_THREADS, "hs-async-read") if reader is not None else self._writes
         self._bound: contextvars.ContextVar[_Bound | None] = contextvars.ContextVar(
             "harness_store_bound", default=None
         )
@@ -67,8 +64,8 @@ class ThreadRunner:
         if bound is not None:
             return bound.run, self.store
         if kind == READ and self.reader is not None:
-            return functools.partial(_hop, self._reads), self.reader
-        return functools.partial(_hop, self._writes), self.store
+            return self._reads.run, self.reader
+        return self._writes.run, self.store
 
     async def call(self, kind: str, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         hop, target = self._place(kind)
@@ -144,19 +141,13 @@ class ThreadRunner:
         self._closed = True
 
         def close() -> None:
-            self._writes.shutdown(wait=True)
-            self._reads.shutdown(wait=True)
+            self._writes.close()
+            self._reads.close()
             self.store.close()
             if self.reader is not None:
                 self.reader.close()
 
         await asyncio.to_thread(close)
-
-
-async def _hop(pool: ThreadPoolExecutor, work: Callable[[], Any]) -> Any:
-    """`work` on a pool thread. Cancelled before it starts, it never runs; after, it runs to its
-    end (the caller just stops waiting)."""
-    return await asyncio.get_running_loop().run_in_executor(pool, work)
 
 
 def _close_after(iterator: Any, pending: asyncio.Future[Any] | None) -> None:
