@@ -25,6 +25,7 @@ from typing import Any
 from .common import (
     Config,
     Table,
+    checkpoint_ops,
     copy_store,
     fmt_rate,
     fmt_ratio,
@@ -123,18 +124,6 @@ def _uuid(k: int, n: int) -> Any:
     return uuid6(clock_seq=(k << 20) + n)
 
 
-def store_ops(store: Any, runs: list[int], records: list[Any]) -> list[Callable[[int], None]]:
-    def op_for(run_id: int) -> Callable[[int], None]:
-        checkpoint = store.checkpoint_step
-
-        def op(n: int) -> None:
-            checkpoint(run_id, records[n % len(records)])
-
-        return op
-
-    return [op_for(r) for r in runs]
-
-
 def async_op(store: Any, runs: list[int], records: list[Any]) -> AsyncOp:
     checkpoint = store.checkpoint_step
 
@@ -159,7 +148,7 @@ async def measure(
     seconds = cfg.pick(2.0, 0.5)
     rounds = cfg.pick(5, 2)
     sync_runs, async_runs = runs
-    sync_ops = store_ops(sync_store, sync_runs, records)
+    sync_ops = checkpoint_ops(sync_store, sync_runs, lambda n: records[n % len(records)])
     a_op = async_op(async_store, async_runs, records)
     l_op = saver_op(saver, records)
     results: dict[str, list[float]] = {}
@@ -181,8 +170,9 @@ async def measure(
     for r in range(rounds):
         order = variants[r % len(variants) :] + variants[: r % len(variants)]
         for name, go in order:
-            say(f"{label} round {r + 1}/{rounds}: {name}")
             rate, lag = await go()
+            what = f"{fmt_rate(rate)}, worst lag {fmt_time(lag)}"
+            say(f"{label} round {r + 1}/{rounds}: {name}: {what}")
             results.setdefault(name, []).append(rate)
             if name == f"AsyncStore, {TASKS} tasks":
                 lags.append(lag)

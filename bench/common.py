@@ -216,6 +216,22 @@ def step_record(n: int) -> Any:
     return StepRecord(n, "tool", _RESULT.format(n=n), prompt(n), tool_call(n), 700 + n % 900)
 
 
+def checkpoint_ops(
+    store: Any, runs: Sequence[int], record_of: Callable[[int], Any]
+) -> list[Callable[[int], None]]:
+    """One `checkpoint_step` op per run for worker threads: op(n) checkpoints `record_of(n)`."""
+
+    def make(run: int) -> Callable[[int], None]:
+        checkpoint = store.checkpoint_step
+
+        def op(n: int) -> None:
+            checkpoint(run, record_of(n))
+
+        return op
+
+    return [make(run) for run in runs]
+
+
 def step_records(first: int, count: int) -> list[Any]:
     return [step_record(n) for n in range(first, first + count)]
 

@@ -23,6 +23,7 @@ from .common import (
     INSERT_STEP,
     Config,
     Table,
+    checkpoint_ops,
     copy_store,
     fmt_rate,
     fmt_ratio,
@@ -87,15 +88,7 @@ def drive(ops: list[Callable[[int], None]], seconds: float) -> tuple[float, list
 
 
 def store_ops(store: Any, runs: list[int]) -> list[Callable[[int], None]]:
-    def make(run: int) -> Callable[[int], None]:
-        checkpoint = store.checkpoint_step
-
-        def op(n: int) -> None:
-            checkpoint(run, step_record(n + 1))
-
-        return op
-
-    return [make(run) for run in runs]
+    return checkpoint_ops(store, runs, lambda n: step_record(n + 1))
 
 
 def raw_ops(path: Path, sync: str, runs: list[int], like: Any) -> tuple[list[Any], list[Any]]:
