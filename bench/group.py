@@ -1,4 +1,4 @@
-"""Benchmark 8: many threads of one process checkpointing into one store (group commit).
+"""Benchmark 11: many threads of one process checkpointing into one store (group commit).
 
 An agent tree runs a parent and its children in one process, each checkpointing its own run.
 Side by side, for 1, 2, 4, 8 and 16 threads, each writing its own run for the same wall time:
@@ -118,7 +118,7 @@ def run(cfg: Config) -> list[Table]:
     template = head_template(cfg)
     seconds = cfg.pick(3.0, 1.0)
     table = Table(
-        "8. threads of one process checkpointing into one store (group commit)",
+        "11. threads of one process checkpointing into one store (group commit)",
         [
             "synchronous",
             "threads",
@@ -221,7 +221,7 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
 
     seconds = cfg.pick(3.0, 1.0)
     table = Table(
-        "8.1 threads of one process checkpointing on PostgreSQL: per-call autocommit vs batched",
+        "11.1 threads of one process checkpointing on PostgreSQL: per-call autocommit vs batched",
         [
             "threads",
             "Store (per-call autocommit)",

@@ -1,4 +1,4 @@
-"""Benchmark 8: what removing history costs (retention, io-harness 0.58).
+"""Benchmark 9: what removing history costs (retention, io-harness 0.58).
 
 Upstream's method (docs/MEASUREMENTS.md of v0.58.0, `retention_cost`): a store on disk holding
 ten sessions of one turn and one run each, the given steps per run and one ledger observation
@@ -58,11 +58,11 @@ def run(cfg: Config) -> list[Table]:
 
     rounds = cfg.pick(7, 3)
     one = Table(
-        "Removing one session from a store of ten (retention)",
+        "9. Removing one session from a store of ten (retention)",
         ["backend", "steps in the session", "rows removed", "bytes removed", "time", "upstream"],
     )
     sweep = Table(
-        "A sweep of ten sessions against ten delete_session calls (retention)",
+        "9.1 A sweep of ten sessions against ten delete_session calls (retention)",
         ["backend", "steps per session", "sweep_sessions", "ten delete_session", "upstream"],
     )
     for steps in (10, 100, 1000):

@@ -1,4 +1,4 @@
-"""Benchmark: `harness_store.sync` of N stores of 10k steps into PostgreSQL, against psycopg
+"""Benchmark 10: `harness_store.sync` of N stores of 10k steps into PostgreSQL, against psycopg
 `COPY` of the same rows read from the same files, in the same run; and a sync with nothing new.
 
 Each source store holds 10 runs of 1,000 realistic steps (checkpointed through `Store`, so also
@@ -135,7 +135,7 @@ def run(cfg: Config) -> list[Table]:
     base = template(cfg, steps)
     sources = [copy_store(base, cfg.work / f"sync-src-{n}.sqlite3") for n in range(stores)]
     table = Table(
-        f"8. sync of {stores} stores × {steps:,} steps into PostgreSQL",
+        f"10. sync of {stores} stores × {steps:,} steps into PostgreSQL",
         ["variant", "median", "rows/s", "noise", "vs COPY", "target", "result"],
     )
     timings: dict[str, list[float]] = {"sync": [], "copy": [], "again": []}
