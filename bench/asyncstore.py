@@ -334,6 +334,56 @@ async def postgresql_part(cfg: Config, table: Table, server: str) -> None:
                 table, "PostgreSQL", sync_store, async_store, saver, "AsyncPostgresSaver.aput",
                 runs, cfg, lag_target=False,
             )  # fmt: skip
+            await driver_floor(table, lg_url, cfg)
+
+
+DRIVER_SQL = (
+    "INSERT INTO hs_bench_driver (run_id, step, decision, result, prompt, tool_call, tokens) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+async def driver_floor(table: Table, url: Any, cfg: Config) -> None:
+    """psycopg alone, one autocommitted INSERT of a step per call, sync against async: what
+    native asyncio costs before any Store code (the floor under AsyncStore ÷ Store)."""
+    import psycopg
+
+    records = [step_record(k) for k in range(1, 2001)]
+    params = [(1, r.step, r.decision, r.result, r.prompt, r.tool_call, r.tokens) for r in records]
+    seconds, rounds = cfg.pick(2.0, 0.5), cfg.pick(5, 2)
+    info = pg_conninfo(url)
+    with psycopg.connect(info, autocommit=True) as setup:
+        setup.execute(
+            "CREATE TABLE hs_bench_driver (run_id BIGINT, step BIGINT, decision TEXT, "
+            "result TEXT, prompt TEXT, tool_call TEXT, tokens BIGINT)"
+        )
+    sync_conn = psycopg.connect(info, autocommit=True)
+    async_conn = await psycopg.AsyncConnection.connect(info, autocommit=True)
+    try:
+        sync_cursor, async_cursor = sync_conn.cursor(), async_conn.cursor()
+
+        def sync_op(n: int) -> None:
+            sync_cursor.execute(DRIVER_SQL, params[n % len(params)])
+
+        async def async_op(k: int, n: int) -> None:
+            await async_cursor.execute(DRIVER_SQL, params[n % len(params)])
+
+        sync_rates, async_rates = [], []
+        for _ in range(rounds):
+            sync_rates.append((await _sync([sync_op], seconds))[0])
+            async_rates.append((await drive_tasks(async_op, 1, seconds))[0])
+    finally:
+        sync_conn.close()
+        await async_conn.close()
+    for name, rates in (
+        ("psycopg sync, 1 thread", sync_rates),
+        ("psycopg async, 1 task", async_rates),
+    ):
+        rate = statistics.median(rates)
+        table.add("PostgreSQL", name, fmt_time(1 / rate), fmt_rate(rate), "", "", "")
+    ratio = statistics.median(a / b for a, b in zip(async_rates, sync_rates, strict=True))
+    table.add("PostgreSQL", "psycopg async ÷ sync (the driver's own floor)", "", "",
+              fmt_ratio(ratio), "", "")  # fmt: skip
 
 
 def run(cfg: Config) -> list[Table]:
