@@ -285,6 +285,7 @@ def _spend_table(cfg: Config, backend: str, target: str, runs: int) -> Table:
         (f"spend_by_model since {mid}", "model", mid),
         (f"spend_by_day since {mid}", "day", mid),
     ]
+    floor: list[float] = []
     for name, by, since in cases:
         say(f"accounting: {backend} {name}")
         getter = getattr(store, f"spend_by_{by}")
@@ -312,8 +313,17 @@ def _spend_table(cfg: Config, backend: str, target: str, runs: int) -> Table:
             after = getter(table_prices, since=since)
             timings["new"].append(time.perf_counter() - start)
             same = same and after == store._spend_plain(table_prices, since, by)
+            if by == "run" and since is None:
+                floor.append(_floor(kept))
+            del theirs, kept, after  # freed here, not inside the next round's timings
         up = median(timings["up"]) if timings["up"] else None
         kept_t = median(timings["kept"])
+        if by == "run" and since is None:
+            table.notes.append(
+                f"{backend} spend_by_run's floor: its {runs:,} `Spend` records built from "
+                f"in-memory tuples by their constructors take {fmt_time(median(floor))}; "
+                f"the kept answer is {fmt_ratio(kept_t / median(floor))} that."
+            )
         table.add(
             name,
             fmt_time(up) if up else "— (no `since` upstream)",
@@ -433,6 +443,23 @@ def _write_cost(cfg: Config) -> Table:
         "written call by call in turn, so both see the same machine."
     )
     return table
+
+
+def _floor(answer: list[Any]) -> float:
+    """The time to build `answer`'s records again from plain tuples of their values (no
+    database, no sorting): what any way of answering pays at least."""
+    from harness_store import Spend, Usage
+
+    rows = [(s.key, s.calls, *vars(s.usage).values(), s.cost_micros, s.unpriced_calls)
+            for s in answer]  # fmt: skip
+    start = time.perf_counter()
+    built = [
+        Spend(k, n, Usage(pt, ct, tt, crt, cwt, rt, st), cost, unpriced)
+        for k, n, pt, ct, tt, crt, cwt, rt, st, cost, unpriced in rows
+    ]
+    elapsed = time.perf_counter() - start
+    assert built == answer
+    return elapsed
 
 
 def _timed(fn: Callable[[], Any]) -> float:
