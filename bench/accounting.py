@@ -285,6 +285,7 @@ def _spend_table(cfg: Config, backend: str, target: str, runs: int) -> Table:
         (f"spend_by_model since {mid}", "model", mid),
         (f"spend_by_day since {mid}", "day", mid),
     ]
+    floor: list[tuple[float, float]] = []
     for name, by, since in cases:
         say(f"accounting: {backend} {name}")
         getter = getattr(store, f"spend_by_{by}")
@@ -312,8 +313,19 @@ def _spend_table(cfg: Config, backend: str, target: str, runs: int) -> Table:
             after = getter(table_prices, since=since)
             timings["new"].append(time.perf_counter() - start)
             same = same and after == store._spend_plain(table_prices, since, by)
+            if by == "run" and since is None:
+                floor.append(_floor(kept))
+            del theirs, kept, after  # freed here, not inside the next round's timings
         up = median(timings["up"]) if timings["up"] else None
         kept_t = median(timings["kept"])
+        if by == "run" and since is None:
+            on, off = (median([f[k] for f in floor]) for k in (0, 1))
+            table.notes.append(
+                f"{backend} spend_by_run's floor: its {runs:,} `Spend` records built from "
+                f"in-memory tuples by their constructors take {fmt_time(on)}, "
+                f"{fmt_time(off)} with the cyclic collector paused (as the Store builds them); "
+                f"the kept answer is {fmt_ratio(kept_t / on)} and {fmt_ratio(kept_t / off)} that."
+            )
         table.add(
             name,
             fmt_time(up) if up else "— (no `since` upstream)",
@@ -435,6 +447,33 @@ def _write_cost(cfg: Config) -> Table:
     return table
 
 
+def _floor(answer: list[Any]) -> tuple[float, float]:
+    """The time to build `answer`'s records again from plain tuples of their values (no
+    database, no sorting), what any way of answering pays at least: with Python's cyclic
+    collector on, and paused."""
+    import gc
+
+    from harness_store import Spend, Usage
+
+    rows = [(s.key, s.calls, *vars(s.usage).values(), s.cost_micros, s.unpriced_calls)
+            for s in answer]  # fmt: skip
+    times = []
+    for paused in (False, True):
+        gc.collect()
+        if paused:
+            gc.disable()
+        start = time.perf_counter()
+        built = [
+            Spend(k, n, Usage(pt, ct, tt, crt, cwt, rt, st), cost, unpriced)
+            for k, n, pt, ct, tt, crt, cwt, rt, st, cost, unpriced in rows
+        ]
+        times.append(time.perf_counter() - start)
+        gc.enable()
+        assert built == answer
+        del built
+    return times[0], times[1]
+
+
 def _timed(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
     fn()
@@ -446,7 +485,8 @@ def _candidate_sql(store: Any, table_prices: Any, conn: Any) -> dict[str, str]:
     from sqlalchemy import case, func, select
 
     from harness_store import models as m
-    from harness_store.store.accounting import USAGE_COLUMNS, _u, price_case
+    from harness_store.models.spend import USAGE_SUMS
+    from harness_store.store.accounting import _u, price_case
 
     c = m.ProviderCall
 
@@ -460,9 +500,7 @@ def _candidate_sql(store: Any, table_prices: Any, conn: Any) -> dict[str, str]:
         ("spend_by_run", c.run_id),
     ):
         cost = price_case(table_prices)
-        sums = [
-            func.sum(case((c.total_tokens.is_not(None), _u(n)), else_=0)) for n in USAGE_COLUMNS
-        ]
+        sums = [func.sum(case((c.total_tokens.is_not(None), _u(n)), else_=0)) for n in USAGE_SUMS]
         out[name] = text(
             select(key, func.count(), *sums, func.sum(cost), func.count(cost)).group_by(key)
         )

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 from clirun import COMMAND, environ
+from sqlalchemy import text
 
-from harness_store import Edit, ProviderCall, RunEvent, Store, Usage
+from harness_store import Edit, PriceTable, ProviderCall, RunEvent, Store, Usage
 from harness_store.cli.app import EXIT_NOT_FOUND, EXIT_USAGE
 
 
@@ -69,6 +70,31 @@ def test_spend_by_model_day_and_run(filled: dict[str, Any], tmp_path: Path) -> N
     prices.write_text(json.dumps({"as_of": "x", "prices": {"m": {"inptu": 1}}}))
     done = cli("spend", target, "--prices", prices)
     assert done.returncode == EXIT_USAGE and "inptu" in done.stderr
+
+
+def test_spend_answers_from_what_a_writable_store_kept(
+    filled: dict[str, Any], tmp_path: Path
+) -> None:
+    """The command opens the store read-only, so it keeps nothing, but it answers from the
+    answers a writable Store kept under the same price table: seen by marking the kept
+    rows' cost, which pricing the calls again would not give."""
+    target = filled["target"]
+    document = {"as_of": "2026-11-30", "prices": {"m": {"input": 2_500_000}}}
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(document))
+    with Store.open(target) as store:
+        table = PriceTable.from_document(document)
+        store.spend_by_run(table)
+        store.spend_by_model(table)
+        with store.engine.begin() as conn:
+            conn.execute(text("UPDATE hs_spend_priced_runs SET cost_micros = 424242"))
+            conn.execute(text("UPDATE hs_spend_priced_days SET cost_micros = 434343"))
+    by_run = json.loads(ok("spend", target, "--by", "run", "--prices", prices, "--json"))
+    assert [g["cost_micros"] for g in by_run["groups"]] == [424242, 424242]
+    by_model = json.loads(ok("spend", target, "--prices", prices, "--json"))
+    assert [g["cost_micros"] for g in by_model["groups"]] == [434343, 434343]
+    other = json.loads(ok("spend", target, "--by", "run", "--json"))  # no kept answers: priced
+    assert [g["cost_micros"] for g in other["groups"]] == [0, 0]
 
 
 def test_patch_prints_a_series_git_applies(filled: dict[str, Any], tmp_path: Path) -> None:

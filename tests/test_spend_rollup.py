@@ -233,6 +233,58 @@ def test_a_read_only_store_answers_without_keeping(tmp_path: Path) -> None:
     assert kept_rows(str(path)) == 0
 
 
+def test_a_read_only_store_answers_from_what_a_writable_one_kept(store_target: str) -> None:
+    """A read-only Store (the CLI's) cannot keep answers, but it answers from those a writable
+    one kept while their counters match: seen by marking the kept rows' cost, which a reader
+    pricing the calls again would not answer; once a call moves the counters, it prices again."""
+    one = calls(random.Random(2), [0], ["2026-09-01"], 2)
+    with Store.open(store_target) as store:
+        run = store.start_run("g", "f")
+        for row in one:
+            row.update(run_id=run, model="m-a", total_tokens=5)
+        with store.engine.begin() as conn:
+            conn.execute(insert(CALLS), one[:1])
+        for by in BYS:
+            getattr(store, f"spend_by_{by}")(PRICES)  # priced and kept
+    engine = create_engine(url_of(store_target))
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE hs_spend_priced_runs SET cost_micros = 424242"))
+        conn.execute(text("UPDATE hs_spend_priced_days SET cost_micros = 434343"))
+    with Store.open(store_target, read_only=True) as reader:
+        assert [s.cost_micros for s in reader.spend_by_run(PRICES)] == [424242]
+        assert [s.cost_micros for s in reader.spend_by_day(PRICES)] == [434343]
+        assert [s.cost_micros for s in reader.spend_by_model(PRICES)] == [434343]
+    with engine.begin() as conn:  # a second call of the same run, day and model
+        conn.execute(insert(CALLS), one[1:])
+    engine.dispose()
+    with Store.open(store_target, read_only=True) as reader:
+        for by in BYS:
+            want = exact(reader, PRICES, by)
+            assert getattr(reader, f"spend_by_{by}")(PRICES) == want, by
+            assert 424242 not in [s.cost_micros for s in want]
+
+
+def test_runs_answer_in_text_order_kept_and_priced_again_alike(store_target: str) -> None:
+    """Runs 1 to 12 answer keyed "1", "10", "11", "12", "2", … (upstream's text order), from
+    kept answers, after some runs changed (priced again among kept ones) and after one run
+    lost every call (no group)."""
+    rng = random.Random(21)
+    with Store.open(store_target) as store:
+        runs = [store.start_run("g", "f") for _ in range(12)]
+        with store.engine.begin() as conn:
+            conn.execute(insert(CALLS), calls(rng, runs, ["2026-09-01"], 120))
+        first = store.spend_by_run(PRICES)
+        assert [s.key for s in first] == sorted(str(r) for r in runs)
+        assert first == exact(store, PRICES, "run") == store.spend_by_run(PRICES)
+        with store.engine.begin() as conn:
+            conn.execute(insert(CALLS), calls(rng, [runs[1], runs[10]], ["2026-09-02"], 5))
+            conn.execute(delete(CALLS).where(CALLS.c.run_id == runs[4]))
+        want = exact(store, PRICES, "run")
+        assert str(runs[4]) not in [s.key for s in want]
+        assert store.spend_by_run(PRICES) == want
+        assert store.spend_by_run(PRICES) == want  # all kept now
+
+
 def test_an_in_memory_store_counts_too() -> None:
     with Store.memory() as store:
         assert store._spend_counted()

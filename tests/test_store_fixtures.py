@@ -32,6 +32,7 @@ from conftest import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 
 from harness_store import CHECKPOINT_FORMAT, RunStatus, StepRecord, Store
 from harness_store.errors import UpgradeRequiredError
+from harness_store.models.spend import USAGE_SUMS
 from harness_store.releases import HEAD, RELEASES
 
 Copy = Callable[[str], Path]
@@ -280,18 +281,7 @@ def test_populated_reads_back_what_its_json_says(fixture_copy: Copy) -> None:
             c["model"],
             c["finish_reason"],
             c["failure"],
-            *(
-                c["usage"][k]
-                for k in (
-                    "prompt_tokens",
-                    "completion_tokens",
-                    "total_tokens",
-                    "cache_read_tokens",
-                    "cache_write_tokens",
-                    "reasoning_tokens",
-                    "server_tool_requests",
-                )
-            ),
+            *(c["usage"][k] for k in USAGE_SUMS),
         )
         for c in want["provider_calls"]
     ]

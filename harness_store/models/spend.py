@@ -27,6 +27,8 @@ USAGE_SUMS = (
     "reasoning_tokens",
     "server_tool_requests",
 )
+"""The usage counters, in `Usage`'s field order: `provider_calls`' columns and the sums a
+kept answer holds (one list for the models, the Store's SQL, the benchmark and the tests)."""
 
 
 def _priced(*key: Column[Any]) -> tuple[Column[Any], ...]:

@@ -34,6 +34,7 @@ from .. import models as m
 from ..errors import StoreError
 from ..formats import i64, opt_text, opt_u64, u32, u64
 from ..formats import text as check_text
+from ..models.spend import USAGE_SUMS
 from ..records import (
     NO_KEY,
     UNKNOWN_MODEL,
@@ -50,17 +51,7 @@ from .base import StoreBase
 from .spend import counted, fingerprint
 from .spend import spend as spend_from_counters
 
-USAGE_COLUMNS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "server_tool_requests",
-)
-
-CALL_COLUMNS = ("step", "attempt", "provider", "model", *USAGE_COLUMNS, "latency_ms", "ttft_ms",
+CALL_COLUMNS = ("step", "attempt", "provider", "model", *USAGE_SUMS, "latency_ms", "ttft_ms",
                 "finish_reason", "failure")  # fmt: skip
 
 
@@ -160,7 +151,7 @@ class AccountingMixin(StoreBase):
     def record_provider_call(self, run_id: int, call: ProviderCall) -> None:
         """Record one attempt at a provider call, answered or failed alike."""
         u = call.usage
-        counts = {c: None if u is None else u64(getattr(u, c), c) for c in USAGE_COLUMNS}
+        counts = {c: None if u is None else u64(getattr(u, c), c) for c in USAGE_SUMS}
         values = dict(
             run_id=i64(run_id, "run_id"),
             step=u32(call.step, "step"),
@@ -306,7 +297,7 @@ def priced_select(prices: PriceTable, keys: list[ColumnElement[Any]]) -> Select[
     c = m.ProviderCall
     has_usage = c.total_tokens.is_not(None)
     cost = price_case(prices)
-    sums = [func.sum(case((has_usage, _u(name)), else_=0)) for name in USAGE_COLUMNS]
+    sums = [func.sum(case((has_usage, _u(name)), else_=0)) for name in USAGE_SUMS]
     statement = select(*keys, func.count(), *sums, func.sum(cost), func.count(cost))
     return statement.group_by(*keys)
 

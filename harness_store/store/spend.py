@@ -18,9 +18,12 @@ the same, pricing again what it could not keep.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Select, and_, inspect, select, true
@@ -79,12 +82,11 @@ def spend(store: AccountingMixin, prices: PriceTable, since: str | None, by: str
     """The answer of `spend_by_<by>` (model, day or run) from the counters; a run window
     (`since` with `by="run"`) is not kept per run and goes the plain way."""
     fp = fingerprint(prices)
+    if by == "run":
+        return _spend_by_run(store, prices, fp)
     keep: list[tuple[Any, Group, int, Values]] = []
     with store._read() as conn:
-        if by == "run":
-            groups = _runs(conn, prices, fp, keep)
-        else:
-            groups = _days(conn, prices, fp, since, keep)
+        groups = _days(conn, prices, fp, since, keep)
     if keep:
         _keep(store, fp, keep)
     merged: dict[str, Values] = {}
@@ -187,37 +189,73 @@ def _priced(
     return out
 
 
-def _runs(
-    conn: Connection,
-    prices: PriceTable,
-    fp: str,
-    keep: list[tuple[Any, Group, int, Values]],
-) -> list[tuple[Group, Values]]:
+def _spend_by_run(store: AccountingMixin, prices: PriceTable, fp: str) -> list[Spend]:
+    """Spend per run: one group per run, so each kept row is a `Spend` as it is (no merging),
+    only stale runs are priced again, and the records are sorted by their text key."""
+    keep: list[tuple[Any, Group, int, Values]] = []
     r, p = SPEND_RUNS, PRICED_RUNS
     on = and_(p.c.prices == fp, p.c.run_id == r.c.run_id)
-    statement = select(r.c.run_id, r.c.changes, p.c.changes, *_kept_columns(p))
-    rows = _fetch(conn, statement.select_from(r.outerjoin(p, on)))
-    out: list[tuple[Group, Values]] = []
-    stale: dict[Group, int] = {}
-    for row in rows:
-        if row[2] == row[1]:
-            out.append(((row[0],), row[3:]))
-        else:
-            stale[(row[0],)] = int(row[1])
-    if stale:
-        from .accounting import priced_rows, priced_statement
+    kept = [p.c.calls, *(p.c[n] for n in USAGE_SUMS), p.c.cost_micros, p.c.unpriced_calls]
+    statement = select(r.c.run_id, r.c.changes, p.c.changes, *kept).select_from(r.outerjoin(p, on))
+    with _collector_paused():
+        with store._read() as conn:
+            rows = _fetch(conn, statement)
+            stale = {(row[0],): int(row[1]) for row in rows if row[2] != row[1]}
+            priced = _price_runs(conn, prices, stale, keep) if stale else []
+        out = [
+            Spend(str(run_id), calls, Usage(pt, ct, tt, crt, cwt, rt, st), cost, unpriced)
+            for run_id, changes, kept_at, calls, pt, ct, tt, crt, cwt, rt, st, cost, unpriced
+            in rows
+            if kept_at == changes and calls
+        ]  # fmt: skip
+        for (run_id,), (calls, *usage, cost, priced_calls) in priced:
+            if calls:
+                out.append(Spend(str(run_id), calls, Usage(*usage), cost, calls - priced_calls))
+        out.sort(key=_KEY)
+    if keep:
+        _keep(store, fp, keep)
+    return out
 
-        ids = [run_id for (run_id,) in stale]
-        shape = "all" if len(ids) > FULL_SCAN_RUNS else "runs"
-        statement = priced_statement(prices, "run", shape)
-        for group, values in priced_rows(conn, statement, {"ids": ids}, 1):
-            if group in stale:
-                out.append((group, values))
-                keep.append((p, group, stale.pop(group), values))
-        for group, changes in stale.items():
-            empty = [0] * 10
-            out.append((group, empty))
-            keep.append((p, group, changes, empty))
+
+_KEY = attrgetter("key")
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while 100,000 runs' rows and records are built:
+    they hold no cycles, yet each full collection walks all of them again (most of the time
+    the records took to build). Left off if the caller had turned it off."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _price_runs(
+    conn: Connection,
+    prices: PriceTable,
+    stale: dict[Group, int],
+    keep: list[tuple[Any, Group, int, Values]],
+) -> list[tuple[Group, Values]]:
+    """The stale runs priced from their calls (noted in `keep` to be kept); `stale` is
+    emptied. A run left with no call is priced as empty."""
+    from .accounting import priced_rows, priced_statement
+
+    ids = [run_id for (run_id,) in stale]
+    shape = "all" if len(ids) > FULL_SCAN_RUNS else "runs"
+    statement = priced_statement(prices, "run", shape)
+    out: list[tuple[Group, Values]] = []
+    for group, values in priced_rows(conn, statement, {"ids": ids}, 1):
+        if group in stale:
+            out.append((group, values))
+            keep.append((PRICED_RUNS, group, stale.pop(group), values))
+    for group, changes in stale.items():
+        empty = [0] * 10
+        out.append((group, empty))
+        keep.append((PRICED_RUNS, group, changes, empty))
     return out
 
 
