@@ -5,6 +5,7 @@ writes, updates and deletions, by harness_store or by io-harness itself, on both
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import sqlite3
@@ -21,6 +22,7 @@ from interop.test_api_066 import PRICES as ZERO
 from sqlalchemy import create_engine, delete, insert, inspect, text, update
 
 from harness_store import (
+    AsyncStore,
     Price,
     PriceTable,
     PriceTier,
@@ -231,6 +233,28 @@ def test_a_read_only_store_answers_without_keeping(tmp_path: Path) -> None:
     with Store.open(path, read_only=True) as reader:
         assert_all_exact(reader)
     assert kept_rows(str(path)) == 0
+
+
+def test_an_async_store_keeps_its_answers(store_target: str) -> None:
+    """AsyncStore reads spend on its read-only twin (SQLite), so that it never queues behind
+    writes; the answers it priced are still kept, through the writable store, so the next ask
+    (from any Store) does not price every call again."""
+    with Store.open(store_target) as store:
+        run = store.start_run("g", "f")
+        with store.engine.begin() as conn:
+            conn.execute(insert(CALLS), calls(random.Random(3), [run], ["2026-09-01"], 40))
+        want = {by: exact(store, PRICES, by) for by in BYS}
+
+    async def ask() -> dict[str, Any]:
+        async with await AsyncStore.open(store_target) as aio:
+            return {by: await getattr(aio, f"spend_by_{by}")(PRICES) for by in BYS}
+
+    assert asyncio.run(ask()) == want
+    assert kept_rows(store_target) > 0
+    engine = create_engine(url_of(store_target))
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM hs_spend_priced_runs")).scalar() == 1
+    engine.dispose()
 
 
 def test_a_read_only_store_answers_from_what_a_writable_one_kept(store_target: str) -> None:

@@ -25,6 +25,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
+from ..store.spend import KEEPER
 from .lanes import Lanes
 from .methods import READ
 
@@ -47,6 +48,8 @@ class ThreadRunner:
     def __init__(self, store: Store, reader: Store | None) -> None:
         self.store = store
         self.reader = reader
+        if reader is not None:  # spend answers priced on the twin are kept through the store
+            setattr(reader, KEEPER, store)
         self._writes = Lanes(WRITE_THREADS, "hs-async-write")
         self._reads = Lanes(READ_THREADS, "hs-async-read") if reader is not None else self._writes
         self._bound: contextvars.ContextVar[_Bound | None] = contextvars.ContextVar(

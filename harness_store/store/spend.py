@@ -44,6 +44,10 @@ FULL_SCAN_RUNS = 2000
 UNKEPT = "_spend_unkept"
 """The Store attribute set once a kept answer could not be written (a read-only store)."""
 
+KEEPER = "_spend_keeper"
+"""Set on a read-only twin that answers for a writable Store (an `AsyncStore`'s reader on
+SQLite): the Store its kept answers are written through, so they are kept all the same."""
+
 BIG = 2**63 - 1
 """The largest value a kept answer's BIGINT column holds (a group past it is not kept)."""
 
@@ -260,10 +264,11 @@ def _price_runs(
 
 
 def _keep(store: AccountingMixin, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
-    if getattr(store, UNKEPT, False):
-        return
     active = store._active.conn
     if active is not None and not store._active.write:
+        return
+    store = getattr(store, KEEPER, None) or store
+    if getattr(store, UNKEPT, False):
         return
     rows: dict[Any, list[dict[str, Any]]] = {}
     for table, group, changes, values in keep:
