@@ -270,6 +270,41 @@ def test_a_call_cancelled_at_a_random_point_is_all_or_nothing(store_target: str)
         assert sync.checkpoint_events(targets[0]) is not None
 
 
+def test_an_iteration_cancelled_at_a_random_point_raises_only_the_cancellation(
+    store_target: str,
+) -> None:
+    """A task cancelled while its `async for` pulls a page (on a thread, on SQLite) gets its
+    CancelledError, nothing else, and the store goes on: the page being read is finished and
+    the generator closed after it, never under it."""
+    rng = random.Random(1819)
+
+    async def body() -> dict[str, int]:
+        async with await AsyncStore.open(store_target) as store:
+            run_id = await store.start_run("long", "f")
+            await store.checkpoint_steps(run_id, steps(300))
+            others: dict[str, int] = {}
+
+            async def consume() -> None:
+                async for _ in store.iter_steps(run_id, page=5):
+                    pass
+
+            for _ in range(ROUNDS * 2):
+                task = asyncio.ensure_future(consume())
+                for _ in range(rng.randrange(0, 30)):
+                    await asyncio.sleep(0)
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+                except BaseException as exc:  # counted, then asserted to be none
+                    others[repr(exc)] = others.get(repr(exc), 0) + 1
+            assert [s.step async for s in store.iter_steps(run_id, page=50)] == list(range(1, 301))
+            return others
+
+    assert run(body) == {}
+
+
 def test_a_block_cancelled_at_a_random_point_is_all_or_nothing(store_target: str) -> None:
     rng = random.Random(1818)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, asynccontextmanager
@@ -78,18 +79,16 @@ class ThreadRunner:
         self, kind: str, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
     ) -> AsyncIterator[Any]:
         hop, target = self._place(kind)
-        iterator = getattr(target, name)(*args, **kw)
-        pending: asyncio.Future[Any] | None = None
+        pages = _Pages(getattr(target, name)(*args, **kw), page)
         try:
             while True:
-                pending = asyncio.ensure_future(hop(functools.partial(_take, iterator, page)))
-                chunk = await pending
+                chunk = await hop(pages.pull)
                 for item in chunk:
                     yield item
                 if len(chunk) < page:
                     return
         finally:
-            _close_after(iterator, pending)
+            pages.abandon()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -153,15 +152,46 @@ class ThreadRunner:
         await asyncio.to_thread(close)
 
 
-def _close_after(iterator: Any, pending: asyncio.Future[Any] | None) -> None:
-    """Close a sync generator once no hop is running it (an abandoned or cancelled one)."""
-    close = getattr(iterator, "close", None)
-    if close is None:
-        return
-    if pending is None or pending.done():
-        close()
-    else:
-        pending.add_done_callback(lambda _: close())
+class _Pages:
+    """A sync generator read a page at a time on threads, and closed exactly once, by
+    whichever side finishes last: the caller abandoning it (`break`, cancellation) while no
+    page is being read, or the thread reading a page when it was abandoned meanwhile — a
+    cancelled caller stops waiting for that page, but the thread is still inside the
+    generator, which cannot be closed under it."""
+
+    def __init__(self, iterator: Iterator[Any], page: int) -> None:
+        self._iterator = iterator
+        self._page = page
+        self._lock = threading.Lock()
+        self._reading = False
+        self._abandoned = False
+
+    def pull(self) -> list[Any]:
+        """The next page (on a thread); nothing once abandoned."""
+        with self._lock:
+            if self._abandoned:
+                return []
+            self._reading = True
+        try:
+            return _take(self._iterator, self._page)
+        finally:
+            with self._lock:
+                self._reading = False
+                close = self._abandoned
+            if close:
+                self._close()
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._abandoned = True
+            close = not self._reading
+        if close:
+            self._close()
+
+    def _close(self) -> None:
+        close = getattr(self._iterator, "close", None)
+        if close is not None:
+            close()
 
 
 class _Bound:
