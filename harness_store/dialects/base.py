@@ -96,7 +96,8 @@ class Backend(ABC):
     than borrowing from a pool per operation."""
     held_connections: ClassVar[int] = 0
     """How many driver connections a Store keeps checked out for its hot paths (checkpoints,
-    tree aggregates) instead of borrowing a pooled one per call; 0 for none."""
+    tree aggregates) instead of borrowing a pooled one per call; 0 for none. An `AsyncStore`'s
+    tasks on the event loop share them as a sync Store's threads do."""
     native_async: ClassVar[bool] = False
     """Whether the driver speaks asyncio natively, so an `AsyncStore` runs its calls on the
     event loop (SQLAlchemy's asyncio engine) instead of on threads."""
@@ -121,11 +122,6 @@ class Backend(ABC):
     ) -> None:
         """Attach the per-connection setup to an asyncio engine's `sync_engine`."""
         self.install(engine, synchronous=synchronous, busy_timeout=busy_timeout)
-
-    def kept_connections(self, engine: Engine) -> int:
-        """How many connections a Store on `engine` keeps for its hot paths (see
-        `held_connections`); on an asyncio engine the tasks of the loop share them."""
-        return self.held_connections
 
     @abstractmethod
     def read_only_url(self, url: URL) -> URL:

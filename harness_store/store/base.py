@@ -123,17 +123,16 @@ class StoreBase(DriverPaths):
 
     def _keep(self) -> HeldConnections | None:
         """The set of kept driver connections of a pooled backend (see `held`), if it uses one."""
-        cap = self._backend.kept_connections(self._engine)
+        cap = self._backend.held_connections
         if not cap:
             return None
-        if not self._engine.dialect.is_async:
-            return HeldConnections(self._engine, self._backend.connection_alive, cap)
+        on_loop = bool(self._engine.dialect.is_async)  # an AsyncStore's, on the event loop
         return HeldConnections(
             self._engine,
             self._backend.connection_alive,
             cap,
-            on_loop=True,
-            ping=self._engine.dialect.do_ping,
+            on_loop=on_loop,
+            ping=self._engine.dialect.do_ping if on_loop else None,
             ping_after=self._backend.loop_ping_after,
         )
 
