@@ -46,6 +46,7 @@ from . import (  # noqa: F401  (register commands)
     copy,
     decide,
     events,
+    export,
     inspect,
     memory,
     retention,
