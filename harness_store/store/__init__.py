@@ -28,6 +28,7 @@ from ..releases import HEAD, UPSTREAM_HEAD
 from .accounting import AccountingMixin
 from .agents import AgentsMixin
 from .approvals import ApprovalsMixin
+from .arguments import checked_arguments
 from .journal import JournalMixin
 from .leases import Lease, LeasesMixin
 from .mailbox import MailboxMixin
@@ -43,6 +44,7 @@ from .trace import TraceMixin
 __all__ = ["Lease", "Store"]
 
 
+@checked_arguments
 class Store(
     LeasesMixin,
     RunsMixin,

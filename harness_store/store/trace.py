@@ -47,6 +47,7 @@ from ..records import (
     ServerToolCall,
     Snapshot,
 )
+from .arguments import WrappedU64
 from .base import StoreBase
 
 
@@ -135,7 +136,7 @@ class TraceMixin(StoreBase):
             reported_tokens=opt_wrapped_u64(e.reported_tokens, "reported_tokens"),
         )
 
-    def record_context_reported(self, run_id: int, step: int, reported: int) -> None:
+    def record_context_reported(self, run_id: int, step: int, reported: WrappedU64) -> None:
         """Fill in what the provider said a turn cost, beside the estimate (drift readable)."""
         c = m.ContextEvent
         with self._write() as conn:
