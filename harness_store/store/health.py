@@ -38,10 +38,12 @@ from ..records import UNKNOWN_MODEL
 from ..records.health import ROWS_SHOWN, CheckReport, Finding, FindingKind, Repaired
 from ..releases import (
     INDEXES,
+    OWN_INDEXES,
     OWN_SPEND,
     OWN_STEP_TOKENS,
     REVISIONS,
     SHAPES,
+    STORE_RELEASE,
     UPSTREAM_HEAD,
     release_of_revision,
 )
@@ -126,6 +128,7 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
     the shape's release), and whether the stamp agrees with the shape."""
     tables = read_tables(conn)
     findings: list[Finding] = []
+    stamped = revision
     if revision is None:
         found = diagnose(conn, refuse_newer_format=False)
         release = found.torn_of or found.release
@@ -162,23 +165,28 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
             and missing == expected - _items(SHAPES[shape_release])
         )
     )
+    indexes = read_indexes(conn, tables)
+    present_tables = set(inspect(conn).get_table_names())
     if stamp_wrong:
+        assert shape_release is not None
         listed = sorted(later or missing)
+        revision = shape_revision(shape_release, present_tables, indexes)
         findings.append(
             Finding(
                 K.STAMP,
                 "alembic_version",
-                f"alembic_version says {revision}, but the store's shape is io-harness "
-                f"{shape_release}'s ({len(listed)} tables and columns "
+                f"alembic_version says {stamped}, but the store's shape is revision {revision}'s "
+                f"(io-harness {shape_release}; {len(listed)} tables and columns "
                 f"{'beyond' if later else 'short of'} {release}'s: {', '.join(listed[:6])}"
                 f"{' …' if len(listed) > 6 else ''})",
                 "io-harness goes by the shape, not the stamp; `harness-store upgrade` trusts the "
                 "stamp and would skip or repeat revisions",
                 key="version_num",
-                rows=(str(revision),),
-                command=f"alembic -x db=DB stamp {shape_release}, then harness-store upgrade DB",
+                rows=(str(stamped),),
+                command=f"alembic -x db=DB stamp {revision}",
             )
         )
+        release = shape_release
     else:
         findings += [_schema_item(i, missing=True, release=release) for i in sorted(missing)]
     unknown = {i for i in have - known if i.split(".")[0] not in OWN_TABLES}
@@ -188,8 +196,8 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
         for i in sorted(unknown)
         if i in unknown_tables or i.split(".")[0] not in unknown_tables
     ]
-    if revision is not None and REVISIONS.index(revision) >= REVISIONS.index(OWN_SPEND):
-        present = set(inspect(conn).get_table_names())
+    counted = revision is not None and REVISIONS.index(revision) >= REVISIONS.index(OWN_SPEND)
+    if counted:
         findings += [
             Finding(
                 K.MISSING_TABLE,
@@ -198,25 +206,19 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
                 "io-harness never reads it; harness_store's spend reads fail without it",
                 key="name",
                 rows=(name,),
-                command="harness-store upgrade DB after `alembic -x db=DB stamp hs2`",
+                command="alembic -x db=DB stamp hs2, then harness-store upgrade DB",
             )
             for name in SPEND_TABLES
-            if name not in present
+            if name not in present_tables
         ]
-    findings += index_findings(conn, tables, release, revision)
-    if revision is not None and REVISIONS.index(revision) >= REVISIONS.index(OWN_SPEND):
+    findings += index_findings(tables, indexes, release, revision)
+    if counted:
         findings += trigger_findings(conn, tables)
     return findings, release
 
 
-def index_findings(
-    conn: Connection, tables: Mapping[str, frozenset[str]], release: str, revision: str | None
-) -> list[Finding]:
-    upstream_all = {name for shape in INDEXES.values() for name in shape}
-    wanted = {name: index.table for name, index in INDEXES[release].items()}
-    if revision is not None:
-        own = required_own_indexes(revision)
-        wanted.update({name: _model_index(name).table.name for name in own})  # type: ignore[union-attr]
+def read_indexes(conn: Connection, tables: Iterable[str]) -> dict[str, str]:
+    """Every named index of the tables (but those behind a UNIQUE constraint), and its table."""
     inspector = inspect(conn)
     present: dict[str, str] = {}
     for table in tables:
@@ -224,6 +226,35 @@ def index_findings(
             if index.get("duplicates_constraint") or index["name"] is None:
                 continue
             present[str(index["name"])] = table
+    return present
+
+
+def shape_revision(release: str, tables: set[str], indexes: Mapping[str, str]) -> str:
+    """The revision a store of `release`'s shape is at, told by harness_store's own objects:
+    hs3's counters, hs2's index of steps, hs1's index of trees."""
+    if release == UPSTREAM_HEAD:
+        if set(SPEND_TABLES) <= tables:
+            return OWN_SPEND
+        if STEPS_INDEX in indexes:
+            return OWN_STEP_TOKENS
+    if release == STORE_RELEASE and "hs_runs_parent_run_id" in indexes:
+        return OWN_INDEXES
+    return release
+
+
+def index_findings(
+    tables: Mapping[str, frozenset[str]],
+    present: Mapping[str, str],
+    release: str,
+    revision: str | None,
+) -> list[Finding]:
+    upstream_all = {name for shape in INDEXES.values() for name in shape}
+    wanted = {name: index.table for name, index in INDEXES[release].items()}
+    if revision is not None:
+        for name in required_own_indexes(revision):
+            index = _model_index(name)
+            assert index is not None and index.table is not None
+            wanted[name] = str(index.table.name)
     findings = []
     for name, table in sorted(wanted.items()):
         if name in present or table not in tables:

@@ -9,7 +9,6 @@ Every test that applies to both backends runs on both (`store_target`).
 from __future__ import annotations
 
 import hashlib
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,10 +17,11 @@ from conftest import FIXTURE_STORES, copy_fixture
 from sqlalchemy import create_engine, text
 
 from harness_store import Store, migrate
+from harness_store.engine import to_url
 from harness_store.records import PriceTable, ProviderCall, StepRecord, Usage
 from harness_store.records.accounting import Price
 from harness_store.records.health import CheckReport, FindingKind
-from harness_store.releases import REVISIONS, STORE_RELEASE
+from harness_store.releases import REVISIONS
 
 K = FindingKind
 PRICES = PriceTable.new("2026-01").with_("m1", Price(input=1_000_000, output=2_000_000))
@@ -254,37 +254,75 @@ def test_repair_of_a_healthy_store_changes_no_byte(tmp_path: Path) -> None:
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 
-@pytest.mark.slow
-def test_every_chain_revision_is_healthy_and_names_planted_orphans(tmp_path: Path) -> None:
+def test_every_chain_revision_is_healthy_and_names_planted_orphans(store_target: str) -> None:
+    """A store grown revision by revision: at each, nothing is found; rows planted with
+    foreign keys off (SQLite) or into tables without one (both) are named exactly, then taken
+    out again before the next revision."""
     from harness_store.cli.reader import open_reader
 
-    chain = tmp_path / "chain.sqlite3"
-    for revision in REVISIONS:
-        migrate.upgrade(str(chain), revision, backup=False)
-        copy = tmp_path / f"at-{revision}.sqlite3"
-        shutil.copyfile(chain, copy)
-        with open_reader(str(copy), require_readable=False) as reader:
-            assert reader.store.check().findings == (), revision
-        engine = create_engine(f"sqlite:///{copy}")
-        with engine.begin() as conn:
-            conn.exec_driver_sql("PRAGMA foreign_keys = OFF")
-            conn.exec_driver_sql(
-                "INSERT INTO steps (run_id, step, decision, result) VALUES (77, 1, 'a', 'b')"
-            )
-            if REVISIONS.index(revision) >= REVISIONS.index("0.4"):
-                conn.exec_driver_sql(
+    engine = create_engine(to_url(store_target))
+    sqlite = engine.dialect.name == "sqlite"
+    try:
+        for revision in REVISIONS:
+            migrate.upgrade(store_target, revision, backup=False)
+            with open_reader(store_target, require_readable=False) as reader:
+                report = reader.store.check()
+            assert report.findings == (), revision
+            assert report.revision == revision
+            at = REVISIONS.index(revision)
+            planted, expected, undo = [], [], []
+            if sqlite:
+                planted.append(
+                    "INSERT INTO steps (run_id, step, decision, result) VALUES (77, 1, 'a', 'b')"
+                )
+                expected.append(("orphan", "steps", (77,)))
+                undo.append("DELETE FROM steps WHERE run_id = 77")
+            if at >= REVISIONS.index("0.4"):
+                planted.append(
                     "INSERT INTO policy_events (run_id, step, kind, act, target) "
                     "VALUES (78, 1, 'refusal', 'write', 'x')"
                 )
+                expected.append(("orphan", "policy_events", (78,)))
+                undo.append("DELETE FROM policy_events WHERE run_id = 78")
+            with engine.begin() as conn:
+                if sqlite:
+                    conn.exec_driver_sql("PRAGMA foreign_keys = OFF")
+                for statement in planted:
+                    conn.exec_driver_sql(statement)
+            with open_reader(store_target, require_readable=False) as reader:
+                report = reader.store.check()
+            assert kinds(report) == sorted(expected), revision
+            with engine.begin() as conn:
+                for statement in undo:
+                    conn.exec_driver_sql(statement)
+    finally:
         engine.dispose()
-        with open_reader(str(copy), require_readable=False) as reader:
-            report = reader.store.check()
-        expected = [("orphan", "steps", (77,))]
-        if REVISIONS.index(revision) >= REVISIONS.index("0.4"):
-            expected.append(("orphan", "policy_events", (78,)))
-        assert kinds(report) == sorted(expected), revision
-        assert report.revision == revision
-    assert STORE_RELEASE in REVISIONS
+
+
+def test_a_stamp_above_the_shape_is_one_finding_naming_the_shapes_revision(
+    store_target: str,
+) -> None:
+    from harness_store.cli.reader import open_reader
+
+    migrate.upgrade(store_target, "0.30", backup=False)
+    engine = create_engine(to_url(store_target))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = 'hs3'")
+    engine.dispose()
+    with open_reader(store_target, require_readable=False) as reader:
+        report = reader.store.check()
+    assert kinds(report) == [("stamp", "alembic_version", ("hs3",))]
+    assert report.findings[0].command == "alembic -x db=DB stamp 0.30"
+    assert report.release == "0.30"
+
+
+def test_a_stamp_below_the_shape_names_the_revision_it_is_at(store_target: str) -> None:
+    store, _ = populated(store_target)
+    with store:
+        plant(store, "UPDATE alembic_version SET version_num = '0.22'")
+        report = store.check()
+    assert kinds(report) == [("stamp", "alembic_version", ("0.22",))]
+    assert report.findings[0].command == "alembic -x db=DB stamp hs3"
 
 
 def test_damage_planted_into_an_upgraded_real_store(tmp_path: Path) -> None:
