@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Index, and_, exists, func, inspect, literal, select, union_all
+from sqlalchemy import Connection, Index, and_, exists, func, inspect, select
 
 from .. import models as m
 from ..backup import take_backup
@@ -385,33 +385,61 @@ def file_findings(conn: Connection, backend: Backend) -> list[Finding]:
     return findings
 
 
+def _spans(conn: Connection, table: Any, where: Any = None) -> dict[int, tuple[int, int, int]]:
+    """Per run: the lowest and highest step number and how many distinct ones there are."""
+    step = table.c.step
+    statement = select(table.c.run_id, func.min(step), func.max(step), func.count(step.distinct()))
+    if where is not None:
+        statement = statement.where(where)
+    return {int(r): (int(lo), int(hi), int(n)) for r, lo, hi, n in conn.execute(
+        statement.group_by(table.c.run_id)
+    )}  # fmt: skip
+
+
+def _numbers(conn: Connection, table: Any, where: Any) -> set[int]:
+    return {int(n) for n in conn.execute(select(table.c.step).where(where).distinct()).scalars()}
+
+
+def suspect_runs(
+    by_steps: Mapping[int, tuple[int, int, int]],
+    by_marks: Mapping[int, tuple[int, int, int]],
+    run_ids: frozenset[int],
+) -> list[int]:
+    """The existing runs whose step numbers and checkpointed step numbers may differ.
+
+    A run whose steps and checkpoints both number exactly 1 … N has neither a lone step nor a
+    lone checkpoint, which one aggregate pass over each table (`_spans`) shows for almost
+    every run; only the others are compared number by number.
+    """
+    suspects = []
+    for run_id in sorted(set(by_steps) | set(by_marks)):
+        if run_id not in run_ids:
+            continue  # rows of a missing run: the orphan check names them
+        stored, marked = by_steps.get(run_id), by_marks.get(run_id)
+        if marked is None:
+            continue  # a run written without checkpoints (upstream's `record`): nothing to match
+        if stored == marked and marked[0] == 1 and marked[1] == marked[2]:
+            continue
+        suspects.append(run_id)
+    return suspects
+
+
 def resume_findings(conn: Connection, run_ids: frozenset[int]) -> list[Finding]:
     """Step numbers io-harness would resume wrongly from: a step without its checkpoint (in a
     run whose steps are checkpointed), a checkpoint without its step, gaps below the last."""
     steps, events = _table("steps"), _table("checkpoint_events")
     marks = events.c.kind == "checkpoint"
-    both = union_all(
-        select(steps.c.run_id, steps.c.step, literal(1).label("s"), literal(0).label("c")),
-        select(events.c.run_id, events.c.step, literal(0), literal(1)).where(marks),
-    ).subquery()
-    torn = (
-        select(both.c.run_id, both.c.step, func.sum(both.c.s), func.sum(both.c.c))
-        .group_by(both.c.run_id, both.c.step)
-        .having((func.sum(both.c.s) == 0) | (func.sum(both.c.c) == 0))
-    )
-    checkpointed = {
-        int(r) for r in conn.execute(select(events.c.run_id).where(marks).distinct()).scalars()
-    }
     lone_steps: dict[int, list[int]] = {}
     lone_marks: dict[int, list[int]] = {}
-    for run_id, step, n_steps, _ in conn.execute(torn):
-        if run_id not in run_ids:
-            continue  # rows of a missing run: the orphan check names them
-        if n_steps:
-            if run_id in checkpointed:
-                lone_steps.setdefault(run_id, []).append(int(step))
-        else:
-            lone_marks.setdefault(run_id, []).append(int(step))
+    by_steps = _spans(conn, steps)
+    by_marks = _spans(conn, events, marks)
+    for run_id in suspect_runs(by_steps, by_marks, run_ids):
+        stored = _numbers(conn, steps, steps.c.run_id == run_id)
+        marked = _numbers(conn, events, and_(events.c.run_id == run_id, marks))
+        if marked and stored - marked:
+            lone_steps[run_id] = sorted(stored - marked)
+        if marked - stored:
+            lone_marks[run_id] = sorted(marked - stored)
     findings = []
     for run_id, numbers in sorted(lone_steps.items()):
         findings.append(
@@ -445,22 +473,10 @@ def resume_findings(conn: Connection, run_ids: frozenset[int]) -> list[Finding]:
                 ),
             )
         )
-    spread = (
-        select(steps.c.run_id, func.max(steps.c.step), func.count(steps.c.step.distinct()))
-        .group_by(steps.c.run_id)
-        .having(
-            (func.count(steps.c.step.distinct()) != func.max(steps.c.step))
-            | (func.min(steps.c.step) < 1)
-        )
-    )
-    for run_id, last, _ in conn.execute(spread).all():
-        if run_id not in run_ids:
+    for run_id, (low, last, distinct) in sorted(by_steps.items()):
+        if run_id not in run_ids or (low >= 1 and distinct == last):
             continue
-        stored = set(
-            conn.execute(select(steps.c.step).where(steps.c.run_id == run_id).distinct())
-            .scalars()
-            .all()
-        )
+        stored = _numbers(conn, steps, steps.c.run_id == run_id)
         gaps = sorted(set(range(1, int(last) + 1)) - stored)
         if not gaps:
             continue  # numbers below 1 only: upstream never writes them, nor skips for them

@@ -28,17 +28,23 @@ PRICES = PriceTable.new("2026-01").with_("m1", Price(input=1_000_000, output=2_0
 
 
 def populated(target: str) -> tuple[Store, dict[str, int]]:
-    """A store at head with a tree of checkpointed runs, a lease, calls and kept spend."""
+    """A store at head with a tree of checkpointed runs (with retries), a run written without
+    checkpoints, a lease, calls and kept spend: healthy."""
     store = Store.open(target)
     root = store.start_run("root goal", "root.txt")
     child = store.start_child_run("child goal", "child.txt", root, 1)
     for run in (root, child):
         for n in (1, 2, 3):
+            if n == 2:  # a retry: upstream records it uncheckpointed under the number it reuses
+                store.record(run, StepRecord.new(n, "retry", "error: timeout"))
             store.checkpoint_step(run, StepRecord.new(n, "act", "ok").with_trace("p", "{}", 5))
         store.record_provider_call(
             run, ProviderCall(1, 0, "prov", "m1", Usage(prompt_tokens=10, completion_tokens=4))
         )
     store.acquire_lease(child, 60)
+    recorded = store.start_run("written with record alone", "r.txt")  # no checkpoints at all
+    for n in (1, 2):
+        store.record(recorded, StepRecord.new(n, "act", "ok"))
     store.spend_by_run(PRICES)  # keeps priced answers, so the counters are compared with them
     store.spend_by_day(PRICES)
     return store, {"root": root, "child": child}
