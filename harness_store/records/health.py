@@ -27,6 +27,8 @@ class FindingKind(Enum):
     UNKNOWN_TABLE = "unknown_table"
     UNKNOWN_COLUMN = "unknown_column"
     MISSING_INDEX = "missing_index"
+    INDEX_DIFFERS = "index_differs"
+    """An index of the right name on other columns than the models'."""
     UNKNOWN_INDEX = "unknown_index"
     MISSING_TRIGGER = "missing_trigger"
     UNKNOWN_TRIGGER = "unknown_trigger"

@@ -217,19 +217,25 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
     return findings, release
 
 
-def read_indexes(conn: Connection, tables: Iterable[str]) -> dict[str, str]:
-    """Every named index of the tables (but those behind a UNIQUE constraint), and its table."""
+Indexes = Mapping[str, tuple[str, tuple[str, ...]]]
+"""Index name → its table and its columns."""
+
+
+def read_indexes(conn: Connection, tables: Iterable[str]) -> Indexes:
+    """Every named index of the tables (but those behind a UNIQUE constraint): its table and
+    columns."""
     inspector = inspect(conn)
-    present: dict[str, str] = {}
+    present: dict[str, tuple[str, tuple[str, ...]]] = {}
     for table in tables:
         for index in inspector.get_indexes(table):
             if index.get("duplicates_constraint") or index["name"] is None:
                 continue
-            present[str(index["name"])] = table
+            columns = tuple(str(c) for c in index["column_names"])
+            present[str(index["name"])] = (table, columns)
     return present
 
 
-def shape_revision(release: str, tables: set[str], indexes: Mapping[str, str]) -> str:
+def shape_revision(release: str, tables: set[str], indexes: Indexes) -> str:
     """The revision a store of `release`'s shape is at, told by harness_store's own objects:
     hs3's counters, hs2's index of steps, hs1's index of trees."""
     if release == UPSTREAM_HEAD:
@@ -244,7 +250,7 @@ def shape_revision(release: str, tables: set[str], indexes: Mapping[str, str]) -
 
 def index_findings(
     tables: Mapping[str, frozenset[str]],
-    present: Mapping[str, str],
+    present: Indexes,
     release: str,
     revision: str | None,
 ) -> list[Finding]:
@@ -257,9 +263,26 @@ def index_findings(
             wanted[name] = str(index.table.name)
     findings = []
     for name, table in sorted(wanted.items()):
+        model = _model_index(name)
+        if name in present and model is not None:
+            columns = tuple(str(c.name) for c in model.columns)
+            if present[name][1] != columns:
+                findings.append(
+                    Finding(
+                        K.INDEX_DIFFERS,
+                        table,
+                        f"index {name} is on {table} ({', '.join(present[name][1])}), not on "
+                        f"({', '.join(columns)}) as it should be",
+                        "io-harness's reads that name the index (INDEXED BY) or rely on its "
+                        "order scan or sort instead of seeking; its next open keeps it as it is",
+                        key="name",
+                        rows=(name,),
+                        repair=f"drop index {name} and create it as the models have it",
+                    )
+                )
         if name in present or table not in tables:
             continue
-        can_build = _model_index(name) is not None
+        can_build = model is not None
         findings.append(
             Finding(
                 K.MISSING_INDEX,
@@ -272,7 +295,7 @@ def index_findings(
                 repair=f"create index {name}" if can_build else None,
             )
         )
-    for name, table in sorted(present.items()):
+    for name, (table, _) in sorted(present.items()):
         if name in upstream_all or name in OWN_INDEXES_KNOWN:
             continue
         findings.append(
@@ -757,11 +780,14 @@ class HealthMixin(StoreBase):
         recount = False
         with self.transaction(), self._write() as conn:
             for finding in fixable:
-                if finding.kind is K.MISSING_INDEX:
+                if finding.kind in (K.MISSING_INDEX, K.INDEX_DIFFERS):
                     index = _model_index(str(finding.rows[0]))
                     assert index is not None
+                    if finding.kind is K.INDEX_DIFFERS:
+                        index.drop(conn)
                     index.create(conn)
-                    done.append(f"created index {index.name} on {finding.table}")
+                    verb = "created" if finding.kind is K.MISSING_INDEX else "rebuilt"
+                    done.append(f"{verb} index {index.name} on {finding.table}")
                 elif finding.kind is K.MISSING_TRIGGER:
                     name = str(finding.rows[0])
                     for statement in self._backend.spend_triggers_sql():

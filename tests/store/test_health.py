@@ -116,6 +116,13 @@ DAMAGE: dict[
         lambda r: ["DROP INDEX run_events_run"],
         lambda r: [("missing_index", "run_events", ("run_events_run",))],
     ),
+    "an index on other columns": (
+        lambda r: [
+            "DROP INDEX run_events_run",
+            "CREATE INDEX run_events_run ON run_events (depth)",
+        ],
+        lambda r: [("index_differs", "run_events", ("run_events_run",))],
+    ),
     "an unknown index": (
         lambda r: ["CREATE INDEX mine_on_steps ON steps (decision)"],
         lambda r: [("unknown_index", "steps", ("mine_on_steps",))],
@@ -223,8 +230,9 @@ def test_a_damaged_file_is_named_by_integrity_check(tmp_path: Path) -> None:
     engine.dispose()
     with Store.open(path, read_only=True) as reader:
         report = reader.check()
-    assert [f.kind for f in report.findings] == [K.INTEGRITY]
+    assert [f.kind for f in report.findings] == [K.INTEGRITY, K.INDEX_DIFFERS]
     assert "hs_steps_run_id_step_id_tokens" in report.findings[0].detail
+    assert report.findings[1].rows == ("hs_steps_run_id_step_id_tokens",)
 
 
 def test_repair_fixes_what_loses_nothing_and_reports_the_rest(store_target: str) -> None:
@@ -236,6 +244,8 @@ def test_repair_fixes_what_loses_nothing_and_reports_the_rest(store_target: str)
         plant(
             store,
             "DROP INDEX run_events_run",
+            "DROP INDEX rewinds_run",
+            "CREATE INDEX rewinds_run ON rewinds (at)",
             drop,
             "INSERT INTO run_leases (run_id, owner, generation, acquired_at, renewed_at, "
             "ttl_secs) VALUES (9004, 'pid-1', 1, 'x', 'x', 60)",
@@ -247,7 +257,8 @@ def test_repair_fixes_what_loses_nothing_and_reports_the_rest(store_target: str)
         # the orphan, which only a delete would remove, is still there and still named
         assert kinds(repaired.after) == [("orphan", "policy_events", (9001,))]
         assert store.check() == repaired.after
-        assert any("run_events_run" in line for line in repaired.done)
+        assert "created index run_events_run on run_events" in repaired.done
+        assert "rebuilt index rewinds_run on rewinds" in repaired.done
         assert any("hs_spend_insert" in line for line in repaired.done)
         assert any("leases" in line for line in repaired.done)
         assert any("spend counters" in line for line in repaired.done)
