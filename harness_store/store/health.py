@@ -70,8 +70,8 @@ STEPS_INDEX = "hs_steps_run_id_step_id_tokens"
 CALLS_AT_INDEX = "hs_provider_calls_at"
 
 RESUMED = (
-    "io-harness resumes a run after its highest step number (MAX(step)) and marks every "
-    "step below it skipped"
+    "io-harness resumes a run after its highest step number (MAX(step)), marking every "
+    "step up to it skipped"
 )
 
 
