@@ -112,3 +112,25 @@ def test_an_old_release_store_is_checked_as_it_is(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     assert report["revision"] is None and report["release"] == "0.28"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_check_and_repair_on_both_backends(store_target: str) -> None:
+    from store.healthkit import plant, populated
+
+    store, _ = populated(store_target)
+    with store:
+        assert run(store_target).returncode == 0
+        plant(
+            store,
+            "INSERT INTO run_leases (run_id, owner, generation, acquired_at, renewed_at, "
+            "ttl_secs) VALUES (9004, 'pid-1', 1, 'x', 'x', 60)",
+        )
+    done = run(store_target, "--json")
+    assert done.returncode == 6, done.stderr
+    assert [f["kind"] for f in json.loads(done.stdout)["findings"]] == ["lease_of_missing_run"]
+    repaired = run(store_target, "--repair", "--json")
+    assert repaired.returncode == 0, repaired.stderr
+    report = json.loads(repaired.stdout)
+    assert report["repaired"] == ["deleted 1 leases of runs that do not exist"]
+    assert report["healthy"] and report["findings"] == []
+    assert (report["backup"] is None) == ("://" in store_target)
