@@ -43,6 +43,7 @@ Set HARNESS_STORE_DEBUG=1 to see the traceback of an unexpected error.
 from __future__ import annotations
 
 from . import (  # noqa: F401  (register commands)
+    check,
     copy,
     decide,
     events,

@@ -274,3 +274,17 @@ class Backend(ABC):
                 batch = []
         if batch:
             conn.execute(statement, batch)
+
+    def integrity_problems(self, conn: Connection) -> list[str]:
+        """What the database's own consistency check of its files says is wrong (`Store.check`);
+        empty when it finds nothing, or when the backend has no such check to run."""
+        return []
+
+    def foreign_key_violations(self, conn: Connection) -> list[tuple[str, int | None, str]]:
+        """Rows whose declared foreign key names a missing parent: (table, rowid, parent
+        table). Empty on a backend that enforces foreign keys as it writes."""
+        return []
+
+    @abstractmethod
+    def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:
+        """The names of the triggers on `table` the store's owner created (`Store.check`)."""

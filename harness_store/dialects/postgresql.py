@@ -393,3 +393,14 @@ class PostgreSQLBackend(Backend):
         ):
             for row in rows:
                 copy.write_row(row)
+
+    def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:
+        """User triggers on `table` in the current schema (not the internal ones behind
+        constraints)."""
+        rows = conn.exec_driver_sql(
+            "SELECT t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "WHERE c.relname = %(table)s AND c.relnamespace = current_schema()::regnamespace "
+            "AND NOT t.tgisinternal",
+            {"table": table},
+        ).scalars()
+        return frozenset(str(name) for name in rows)

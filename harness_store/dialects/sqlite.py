@@ -448,3 +448,20 @@ class SQLiteBackend(Backend):
         except Exception:
             rows = []
         return page * pages, page * free, [(str(n), max(int(b or 0), 0)) for n, b in rows]
+
+    def integrity_problems(self, conn: Connection) -> list[str]:
+        """`PRAGMA integrity_check`'s lines, less its "ok" (every page, b-tree and index)."""
+        rows = conn.exec_driver_sql("PRAGMA integrity_check").scalars().all()
+        return [str(row) for row in rows if str(row) != "ok"]
+
+    def foreign_key_violations(self, conn: Connection) -> list[tuple[str, int | None, str]]:
+        """`PRAGMA foreign_key_check`: the rows a store written with foreign keys off left
+        without their parent."""
+        rows = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
+        return [(str(t), None if r is None else int(r), str(p)) for t, r, p, _ in rows]
+
+    def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:
+        rows = conn.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?", (table,)
+        ).scalars()
+        return frozenset(str(name) for name in rows)

@@ -29,6 +29,7 @@ from .accounting import AccountingMixin
 from .agents import AgentsMixin
 from .approvals import ApprovalsMixin
 from .arguments import checked_arguments
+from .health import HealthMixin
 from .journal import JournalMixin
 from .leases import Lease, LeasesMixin
 from .mailbox import MailboxMixin
@@ -60,6 +61,7 @@ class Store(
     NotesMixin,
     SessionsMixin,
     RetentionMixin,
+    HealthMixin,
 ):
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""

@@ -1,0 +1,398 @@
+"""The row checks of `Store.check` (see `health`): SQLite's own checks of the file, the rows
+io-harness resumes from, rows of missing runs, run trees, leases, and hs3's spend counters
+against `provider_calls` — and the recount `repair` makes of those counters.
+
+Each function takes a connection inside the caller's read (or, to recount, write) transaction
+and returns `Finding`s; none writes but `recount_spend`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, and_, exists, func, select
+
+from .. import models as m
+from ..dialects import Backend
+from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
+from ..records import UNKNOWN_MODEL
+from ..records.health import ROWS_SHOWN, Finding, FindingKind
+from .retention import RUN_TABLES
+
+K = FindingKind
+
+RESUMED = (
+    "io-harness resumes a run after its highest step number (MAX(step)), marking every "
+    "step up to it skipped"
+)
+
+
+def _rows(values: Iterable[int | str]) -> tuple[int | str, ...]:
+    return tuple(sorted(set(values), key=lambda v: (isinstance(v, str), v)))[:ROWS_SHOWN]
+
+
+def _ids(values: Iterable[int]) -> str:
+    return ", ".join(str(v) for v in sorted(set(values)))
+
+
+# --- rows ---------------------------------------------------------------------------------
+
+
+def model_table(name: str) -> Any:
+    return m.Base.metadata.tables[name]
+
+
+def file_findings(conn: Connection, backend: Backend) -> list[Finding]:
+    """SQLite's own checks; `foreign_key_check`'s rows of run tables are left to the orphan
+    check, which names them per run."""
+    findings = []
+    problems = backend.integrity_problems(conn)
+    if problems:
+        findings.append(
+            Finding(
+                K.INTEGRITY,
+                "(file)",
+                f"integrity_check: {'; '.join(problems[:5])}"
+                + (f" … ({len(problems)} problems)" if len(problems) > 5 else ""),
+                "io-harness's reads of the damaged pages fail with 'database disk image is "
+                "malformed', or return wrong rows through a damaged index",
+                count=len(problems),
+                command="sqlite3 DB .recover | sqlite3 NEW, from a backup if one is whole",
+            )
+        )
+    by_table: dict[tuple[str, str], list[int]] = {}
+    run_keyed = {name for name, _ in RUN_TABLES}
+    for table, rowid, parent in backend.foreign_key_violations(conn):
+        if parent == "runs" and table in run_keyed:
+            continue
+        by_table.setdefault((table, parent), []).append(rowid or 0)
+    for (table, parent), rowids in sorted(by_table.items()):
+        findings.append(
+            Finding(
+                K.FOREIGN_KEY,
+                table,
+                f"{len(rowids)} rows of {table} name a missing row of {parent}",
+                "io-harness reads them as they are; a write with foreign keys on fails",
+                key="rowid",
+                rows=_rows(rowids),
+                count=len(rowids),
+                command=f"DELETE FROM {table} WHERE rowid IN (…); see PRAGMA foreign_key_check",
+            )
+        )
+    return findings
+
+
+def _spans(conn: Connection, table: Any, where: Any = None) -> dict[int, tuple[int, int, int]]:
+    """Per run: the lowest and highest step number and how many distinct ones there are."""
+    step = table.c.step
+    statement = select(table.c.run_id, func.min(step), func.max(step), func.count(step.distinct()))
+    if where is not None:
+        statement = statement.where(where)
+    return {int(r): (int(lo), int(hi), int(n)) for r, lo, hi, n in conn.execute(
+        statement.group_by(table.c.run_id)
+    )}  # fmt: skip
+
+
+def _numbers(conn: Connection, table: Any, where: Any) -> set[int]:
+    return {int(n) for n in conn.execute(select(table.c.step).where(where).distinct()).scalars()}
+
+
+def suspect_runs(
+    by_steps: Mapping[int, tuple[int, int, int]],
+    by_marks: Mapping[int, tuple[int, int, int]],
+    run_ids: frozenset[int],
+) -> list[int]:
+    """The existing runs whose step numbers and checkpointed step numbers may differ.
+
+    A run whose steps and checkpoints both number exactly 1 … N has neither a lone step nor a
+    lone checkpoint, which one aggregate pass over each table (`_spans`) shows for almost
+    every run; only the others are compared number by number.
+    """
+    suspects = []
+    for run_id in sorted(set(by_steps) | set(by_marks)):
+        if run_id not in run_ids:
+            continue  # rows of a missing run: the orphan check names them
+        stored, marked = by_steps.get(run_id), by_marks.get(run_id)
+        if marked is None:
+            continue  # a run written without checkpoints (upstream's `record`): nothing to match
+        if stored == marked and marked[0] == 1 and marked[1] == marked[2]:
+            continue
+        suspects.append(run_id)
+    return suspects
+
+
+def resume_findings(conn: Connection, run_ids: frozenset[int]) -> list[Finding]:
+    """Step numbers io-harness would resume wrongly from: a step without its checkpoint (in a
+    run whose steps are checkpointed), a checkpoint without its step, gaps below the last."""
+    steps, events = model_table("steps"), model_table("checkpoint_events")
+    marks = events.c.kind == "checkpoint"
+    lone_steps: dict[int, list[int]] = {}
+    lone_marks: dict[int, list[int]] = {}
+    by_steps = _spans(conn, steps)
+    by_marks = _spans(conn, events, marks)
+    for run_id in suspect_runs(by_steps, by_marks, run_ids):
+        stored = _numbers(conn, steps, steps.c.run_id == run_id)
+        marked = _numbers(conn, events, and_(events.c.run_id == run_id, marks))
+        if marked and stored - marked:
+            lone_steps[run_id] = sorted(stored - marked)
+        if marked - stored:
+            lone_marks[run_id] = sorted(marked - stored)
+    findings = []
+    for run_id, numbers in sorted(lone_steps.items()):
+        findings.append(
+            Finding(
+                K.STEP_WITHOUT_CHECKPOINT,
+                "steps",
+                f"run {run_id}: step {_ids(numbers)} has a steps row but no checkpoint event "
+                "(a transaction cut off between its two writes)",
+                f"{RESUMED}: it counts these steps as committed and never replays them",
+                key="step",
+                rows=_rows(numbers),
+                count=len(numbers),
+                command=f"DELETE FROM steps WHERE run_id = {run_id} AND step IN ({_ids(numbers)})",
+            )
+        )
+    for run_id, numbers in sorted(lone_marks.items()):
+        findings.append(
+            Finding(
+                K.CHECKPOINT_WITHOUT_STEP,
+                "checkpoint_events",
+                f"run {run_id}: a checkpoint event for step {_ids(numbers)}, which has no "
+                "steps row",
+                f"{RESUMED}: these steps are not in its trace, and the ones at or above the "
+                "last stored step are run again",
+                key="step",
+                rows=_rows(numbers),
+                count=len(numbers),
+                command=(
+                    f"DELETE FROM checkpoint_events WHERE run_id = {run_id} AND kind = "
+                    f"'checkpoint' AND step IN ({_ids(numbers)})"
+                ),
+            )
+        )
+    for run_id, (low, last, distinct) in sorted(by_steps.items()):
+        if run_id not in run_ids or (low >= 1 and distinct == last):
+            continue
+        stored = _numbers(conn, steps, steps.c.run_id == run_id)
+        gaps = sorted(set(range(1, int(last) + 1)) - stored)
+        if not gaps:
+            continue  # numbers below 1 only: upstream never writes them, nor skips for them
+        findings.append(
+            Finding(
+                K.STEP_GAP,
+                "steps",
+                f"run {run_id}: no step {_ids(gaps)} below its last step {last}",
+                f"{RESUMED}, so the missing steps are marked skipped and never run",
+                key="step",
+                rows=_rows(gaps),
+                count=len(gaps),
+            )
+        )
+    return findings
+
+
+def orphan_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> list[Finding]:
+    """Rows of every run-keyed table (leases apart) whose run does not exist."""
+    runs = model_table("runs")
+    findings = []
+    for name, key in RUN_TABLES:
+        if name == "run_leases" or key not in tables.get(name, ()):
+            continue
+        column = model_table(name).c[key]
+        statement = (
+            select(column, func.count())
+            .where(~exists().where(runs.c.id == column))
+            .group_by(column)
+        )
+        found = conn.execute(statement).all()
+        if not found:
+            continue
+        missing = [int(run) for run, _ in found]
+        count = sum(int(n) for _, n in found)
+        findings.append(
+            Finding(
+                K.ORPHAN,
+                name,
+                f"{count} rows of {name} belong to runs that do not exist ({key} "
+                f"{_ids(missing[:ROWS_SHOWN])}{' …' if len(missing) > ROWS_SHOWN else ''})",
+                "io-harness reaches them only through a run of that id: none now, and a later "
+                "run given the id would inherit them; a session's deletion never removes them",
+                key=key,
+                rows=_rows(missing),
+                count=count,
+                command=f"DELETE FROM {name} WHERE {key} NOT IN (SELECT id FROM runs)",
+            )
+        )
+    return findings
+
+
+def tree_findings(conn: Connection, run_ids: frozenset[int]) -> list[Finding]:
+    """Children whose parent is missing, and parent links that go round in a cycle."""
+    runs = model_table("runs")
+    parents = {
+        int(child): int(parent)
+        for child, parent in conn.execute(
+            select(runs.c.id, runs.c.parent_run_id).where(runs.c.parent_run_id.is_not(None))
+        )
+    }
+    findings = []
+    lost = sorted(child for child, parent in parents.items() if parent not in run_ids)
+    if lost:
+        findings.append(
+            Finding(
+                K.MISSING_PARENT,
+                "runs",
+                f"run {_ids(lost)}: parent_run_id names a run that does not exist",
+                "io-harness's tree reads from every root miss these runs and their subtrees; "
+                "read on their own they are trees without a root",
+                key="id",
+                rows=_rows(lost),
+                count=len(lost),
+                command=f"UPDATE runs SET parent_run_id = NULL WHERE id IN ({_ids(lost)})",
+            )
+        )
+    done: set[int] = set()
+    for start in sorted(parents):
+        path: list[int] = []
+        seen: set[int] = set()
+        node: int | None = start
+        while node is not None and node in parents and node not in done and node not in seen:
+            seen.add(node)
+            path.append(node)
+            node = parents[node]
+        if node is not None and node in seen:
+            cycle = path[path.index(node) :]
+            findings.append(
+                Finding(
+                    K.SPAWN_CYCLE,
+                    "runs",
+                    f"runs {_ids(cycle)}: each one's parent_run_id leads back to itself",
+                    "io-harness's tree reads (tree, spent_tokens_tree, tree_size) started at "
+                    "any of them never end (a recursive query with UNION ALL)",
+                    key="id",
+                    rows=_rows(cycle),
+                    count=len(cycle),
+                    command=f"UPDATE runs SET parent_run_id = NULL WHERE id = {min(cycle)}",
+                )
+            )
+        done.update(path)
+    return findings
+
+
+def lease_findings(conn: Connection) -> list[Finding]:
+    leases, runs = model_table("run_leases"), model_table("runs")
+    lost = (
+        conn.execute(select(leases.c.run_id).where(~exists().where(runs.c.id == leases.c.run_id)))
+        .scalars()
+        .all()
+    )
+    if not lost:
+        return []
+    return [
+        Finding(
+            K.LEASE_OF_MISSING_RUN,
+            "run_leases",
+            f"a lease of run {_ids(lost)}, which does not exist",
+            "io-harness never takes it over nor lets it lapse into anything: no run has it",
+            key="run_id",
+            rows=_rows(lost),
+            count=len(lost),
+            repair=f"delete the leases of run {_ids(lost)}",
+        )
+    ]
+
+
+# --- spend counters -----------------------------------------------------------------------
+
+SUMS = USAGE_SUMS
+
+
+def spend_problems(conn: Connection) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """Run groups and (day, model) groups whose calls have no counter, and those whose kept
+    answer is marked current by its counter but counts other calls than `provider_calls`."""
+    calls = model_table("provider_calls")
+    day = func.substr(calls.c.at, 1, 10)
+    model = func.coalesce(calls.c.model, UNKNOWN_MODEL)
+    sums = [func.count(), *(func.coalesce(func.sum(calls.c[n]), 0) for n in SUMS)]
+    actual_runs = {
+        (int(r[0]),): tuple(int(v) for v in r[1:])
+        for r in conn.execute(select(calls.c.run_id, *sums).group_by(calls.c.run_id))
+    }
+    actual_days = {
+        (str(r[0]), str(r[1])): tuple(int(v) for v in r[2:])
+        for r in conn.execute(select(day, model, *sums).group_by(day, model))
+    }
+    out: list[list[Any]] = []
+    for counters, kept, actual, keys in (
+        (SPEND_RUNS, PRICED_RUNS, actual_runs, ("run_id",)),
+        (SPEND_DAYS, PRICED_DAYS, actual_days, ("day", "model")),
+    ):
+        have = {tuple(r) for r in conn.execute(select(*(counters.c[k] for k in keys)))}
+        uncounted = sorted(group for group in actual if group not in have)
+        joined = and_(
+            *(kept.c[k] == counters.c[k] for k in keys), kept.c.changes == counters.c.changes
+        )
+        current = select(*(kept.c[k] for k in keys), kept.c.calls, *(kept.c[n] for n in SUMS))
+        stale = sorted(
+            {
+                tuple(row[: len(keys)])
+                for row in conn.execute(current.select_from(kept.join(counters, joined)))
+                if tuple(int(v) for v in row[len(keys) :])
+                != actual.get(tuple(row[: len(keys)]), (0,) * (len(SUMS) + 1))
+            }
+        )
+        out += [uncounted, stale]
+    return out[0], out[1], out[2], out[3]
+
+
+def spend_findings(conn: Connection) -> list[Finding]:
+    runs_uncounted, runs_stale, days_uncounted, days_stale = spend_problems(conn)
+    findings = []
+    for table, groups, what, key in (
+        ("hs_spend_runs", runs_uncounted, "runs with calls but no counter", "run_id"),
+        ("hs_spend_runs", runs_stale, "runs whose kept spend counts other calls", "run_id"),
+        ("hs_spend_days", days_uncounted, "days with calls but no counter", "day/model"),
+        ("hs_spend_days", days_stale, "days whose kept spend counts other calls", "day/model"),
+    ):
+        if not groups:
+            continue
+        shown = tuple("/".join(str(v) for v in g) if len(g) > 1 else g[0] for g in groups)
+        findings.append(
+            Finding(
+                K.SPEND_COUNTER,
+                table,
+                f"{len(groups)} {what} in provider_calls",
+                "io-harness prices calls itself and never reads the counters; harness_store's "
+                "spend reads "
+                + (
+                    "leave these groups out"
+                    if "no counter" in what
+                    else "return the kept, wrong totals"
+                ),
+                key=key,
+                rows=shown[:ROWS_SHOWN],
+                count=len(groups),
+                repair="recount the spend counters of these groups",
+            )
+        )
+    return findings
+
+
+def recount_spend(conn: Connection) -> int:
+    """Give every group found by `spend_problems` a counter one step ahead of its kept
+    answers, so they are priced again from the calls; returns the groups recounted."""
+    runs_uncounted, runs_stale, days_uncounted, days_stale = spend_problems(conn)
+    for counters, uncounted, stale, keys in (
+        (SPEND_RUNS, runs_uncounted, runs_stale, ("run_id",)),
+        (SPEND_DAYS, days_uncounted, days_stale, ("day", "model")),
+    ):
+        if uncounted:
+            conn.execute(
+                counters.insert(),
+                [{**dict(zip(keys, g, strict=True)), "changes": 1} for g in uncounted],
+            )
+        for group in stale:
+            match = and_(*(counters.c[k] == v for k, v in zip(keys, group, strict=True)))
+            conn.execute(counters.update().where(match).values(changes=counters.c.changes + 1))
+    return sum(len(g) for g in (runs_uncounted, runs_stale, days_uncounted, days_stale))
