@@ -9,7 +9,7 @@ export sends the same spans.
 
 from __future__ import annotations
 
-from .exporter import ExportReport, export, follow, store_identity, traces_url
+from .exporter import ExportReport, export, follow, since_stamp, store_identity, traces_url
 from .mapping import SEMCONV_VERSION, SpanIds
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "SpanIds",
     "export",
     "follow",
+    "since_stamp",
     "store_identity",
     "traces_url",
 ]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -46,6 +47,8 @@ class ExportReport:
     tool_spans: int = 0
     requests: int = 0
     cursor: int = 0
+    running: list[int] = field(default_factory=list)
+    """Runs left out because they were still running (`finished_only`)."""
 
 
 class WitnessSession(requests.Session):
@@ -87,6 +90,20 @@ def shown_url(url: str) -> str:
         host = parts.hostname + (f":{parts.port}" if parts.port else "")
         parts = parts._replace(netloc=host)
     return urlunsplit(parts)
+
+
+def since_stamp(value: str) -> str:
+    """A `--since` time (`2026-08-01`, `2026-08-01T14:00:00Z`, `2026-08-01 14:00`; UTC when no
+    offset is given) as the store writes its stamps, so the two compare as text."""
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidValueError(
+            f"{value!r} is not a time (use 2026-08-01 or 2026-08-01T14:00:00Z)"
+        ) from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z"
 
 
 def _version() -> str:
@@ -216,9 +233,12 @@ class Exporter:
             self.sender.add(span)
         self.report.runs += 1
 
-    def send_runs(self, runs: Iterator[SpanRun]) -> None:
+    def send_runs(self, runs: Iterator[SpanRun], *, finished_only: bool = False) -> None:
         for run in runs:
-            self.send_run(run)
+            if finished_only and run.status == "running":
+                self.report.running.append(run.id)
+            else:
+                self.send_run(run)
         self.sender.flush()
 
     def close(self) -> None:
@@ -261,19 +281,24 @@ def export(
     identity: str | None = None,
     project: str = "io-harness",
     timeout: float = 10.0,
+    finished_only: bool = False,
 ) -> ExportReport:
     """Send the store's runs (or the trees under `runs`; only those started or finished at or
     after the stamp `since`) as OTLP/HTTP protobuf spans to `endpoint` (a receiver's base URL,
     e.g. `http://127.0.0.1:6006`, or its full `/v1/traces` URL). One trace per tree of runs;
     the same rows always give the same ids. Raises `ExportError` when the receiver cannot be
-    reached or refuses a batch (spans of earlier batches were delivered); never writes."""
+    reached or refuses a batch (spans of earlier batches were delivered); never writes.
+    `finished_only` leaves out runs still running (listed in the report's `running`): a
+    receiver that keeps the first copy of a span id (Phoenix) would keep their unfinished
+    state, so `follow` ships them once they finish."""
+    stamp = since_stamp(since) if since is not None else None
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
         prices=prices, identity=identity, project=project, timeout=timeout,
     )  # fmt: skip
     try:
         exporter.report.cursor = store.event_cursor()
-        exporter.send_runs(walk_runs(store, since=since, run_ids=runs))
+        exporter.send_runs(walk_runs(store, since=stamp, run_ids=runs), finished_only=finished_only)
         return exporter.report
     finally:
         exporter.close()
@@ -284,6 +309,7 @@ def follow(
     *,
     endpoint: str,
     cursor: int | None = None,
+    running: Sequence[int] = (),
     headers: Mapping[str, str] | None = None,
     include_content: bool = False,
     prices: PriceTable | None = None,
@@ -295,13 +321,14 @@ def follow(
     on_send: Callable[[ExportReport], None] | None = None,
 ) -> ExportReport:
     """Ship runs as they finish: follow the store's event stream from `cursor` (None: from
-    now) and send each run once its status leaves `running`, until `stop` is set. Memory holds
-    only the runs seen running and not yet finished. `on_send` is called after each run sent."""
+    now) and send each run once its status leaves `running`, until `stop` is set; `running`
+    names runs already known to be running (an export's `running`). Memory holds only the
+    runs seen running and not yet finished. `on_send` is called after each run sent."""
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
         prices=prices, identity=identity, project=project, timeout=timeout, batch=BATCH,
     )  # fmt: skip
-    live: set[int] = set()
+    live: set[int] = set(running)
     position = store.event_cursor() if cursor is None else cursor
     stop = stop or threading.Event()
     try:
