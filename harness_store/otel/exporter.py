@@ -7,6 +7,7 @@ An export only reads: the store is opened by the caller, and nothing is written 
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -114,12 +115,15 @@ def _version() -> str:
 
 
 def store_identity(store: Store) -> str:
-    """The store's identity when the caller gives none: its first run's id and start stamp,
-    which stay with the store when it is copied or moved (an empty store has none yet)."""
+    """The store's identity when the caller gives none: a digest of its first run's id, start
+    stamp and goal, which stay with the store when it is copied or moved (an empty store has
+    none yet: `empty`)."""
     first = store.span_runs(limit=1)
     if not first:
         return "empty"
-    return f"run:{first[0].id}:{first[0].started_at or ''}:{first[0].goal}"
+    run = first[0]
+    anchor = f"{run.id}\x1f{run.started_at or ''}\x1f{run.goal}".encode()
+    return "run-" + hashlib.blake2b(anchor, digest_size=8).hexdigest()
 
 
 class Sender:

@@ -9,6 +9,7 @@ again sends the same trace and span ids. Times come from the store's own stamps.
 from __future__ import annotations
 
 import hashlib
+import json
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -140,8 +141,21 @@ def _set(attributes: Attributes, key: str, value: AttributeValue | None) -> None
 
 
 def split_tool_call(tool_call: str) -> tuple[str, str]:
-    """A step's `tool_call` (`name:{json arguments}`) as its name and its arguments."""
-    name, _, arguments = tool_call.partition(":")
+    """A step's `tool_call` as its name and its arguments: io-harness writes
+    `name:{json arguments}`; a JSON object with `name` and `arguments` is read too."""
+    text = tool_call.strip()
+    if text.startswith("{"):
+        try:
+            document = json.loads(text)
+        except ValueError:
+            document = None
+        if isinstance(document, dict) and isinstance(document.get("name"), str):
+            arguments = document.get("arguments", "")
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+            return document["name"], arguments
+        return "", ""
+    name, _, arguments = text.partition(":")
     return name.strip(), arguments
 
 

@@ -4,6 +4,7 @@ and models equal, and a second export leaving the same spans."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,21 @@ def test_real_fixture_stores_after_upgrade(
         assert store.runs(), "the fixture holds runs"
         spans = exported(store, phoenix, project)
         assert_matches_store(store, spans)
+
+
+def test_a_copied_store_sends_the_same_spans(
+    tmp_path: Path, phoenix: Phoenix, project: str
+) -> None:
+    """The identity travels with the store: a copy elsewhere exports the very same span ids."""
+    original = tmp_path / "runs.sqlite3"
+    with Store.open(original) as store:
+        build_tree(store)
+        first = export(store, endpoint=phoenix.url, project=project)
+    moved = tmp_path / "elsewhere" / "copy.sqlite3"
+    moved.parent.mkdir()
+    shutil.copyfile(original, moved)
+    with Store.open(moved, read_only=True) as copy:
+        second = export(copy, endpoint=phoenix.url, project=project)
+    assert second.spans == first.spans
+    spans = phoenix.settled(project, first.spans)
+    assert len(spans) == first.spans
