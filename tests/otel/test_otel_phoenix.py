@@ -14,6 +14,7 @@ from conftest import FIXTURE_STORES
 
 from harness_store import Store
 from harness_store.otel import export, store_identity
+from harness_store.records import Price, PriceTable
 
 from .conftest import Phoenix, Span
 from .trees import build_tree
@@ -201,3 +202,24 @@ def test_a_copied_store_sends_the_same_spans(
     assert second.spans == first.spans
     spans = phoenix.settled(project, first.spans)
     assert len(spans) == first.spans
+
+
+def test_priced_cost_rides_on_the_spans(tmp_path: Path, phoenix: Phoenix, project: str) -> None:
+    prices = PriceTable.new("2026-08-01").with_(
+        "claude-sonnet-4-5", Price(input=3_000_000, output=15_000_000)
+    )
+    with Store.open(tmp_path / "runs.sqlite3") as store:
+        roles = build_tree(store)
+        spans = exported(store, phoenix, project, prices=prices)
+        expected = [
+            prices.cost_micros(c.model, c.usage)
+            for c in store.provider_calls(roles["root"])
+            if c.model and c.usage
+        ]
+    root = next(s for s in spans if s["attributes"].get("harness.run.id") == roles["root"])
+    chats = [s for s in by_operation(spans, "chat") if s["parent_id"] == root["context"]["span_id"]]
+    assert sorted(s["attributes"]["harness.cost.micros"] for s in chats) == sorted(expected)
+    assert root["attributes"]["harness.cost.micros"] == sum(x for x in expected if x)
+    assert root["attributes"]["harness.cost.prices_as_of"] == "2026-08-01"
+    child = next(s for s in spans if s["attributes"].get("harness.run.id") == roles["b"])
+    assert child["attributes"]["harness.cost.unpriced_calls"] == 3  # gpt-5 has no price

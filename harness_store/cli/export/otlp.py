@@ -86,7 +86,10 @@ def otlp_command(
         typer.Option("--prices", metavar="FILE", help="Price table JSON for harness.cost.*."),
     ] = None,
     project: Annotated[
-        str, typer.Option("--project", help="The project name Phoenix files the traces under.")
+        str,
+        typer.Option(
+            "--project", metavar="NAME", help="The project name Phoenix files the traces under."
+        ),
     ] = "io-harness",
     timeout: Annotated[
         float, typer.Option("--timeout", metavar="SECONDS", help="Per request, retries included.")
