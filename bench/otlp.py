@@ -70,6 +70,8 @@ def build(path: Path, steps: int) -> Path:
                     )  # fmt: skip
             store.finish_run(run, "success")
     partial.rename(path)
+    for leftover in path.parent.glob(partial.name + "*"):  # the closed store's side files
+        leftover.unlink()
     return path
 
 
