@@ -7,12 +7,14 @@ Nothing here knows about OpenTelemetry: `harness_store.otel` turns these rows in
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Select, func, or_, select
 
 from .. import models as m
 from .base import StoreBase
+
+T = TypeVar("T")
 
 RUN_PAGE = 500
 """Runs read per query when the exporter walks the store."""
@@ -183,6 +185,11 @@ def _event_maker(table: str, names: tuple[str, ...]) -> Callable[..., SpanEventR
 class SpansMixin(StoreBase):
     """`span_runs`, `span_run`, and each run's rows with ids and stamps, for trace exporters."""
 
+    def _select(self, statement: Select[Any], make: Callable[..., T]) -> list[T]:
+        """The statement's rows, each made into a record, in one read."""
+        with self._read() as conn:
+            return [make(*row) for row in conn.execute(statement)]
+
     def span_runs(
         self,
         *,
@@ -199,11 +206,11 @@ class SpansMixin(StoreBase):
             statement = statement.where(or_(r.c.started_at >= since, o.c.finished_at >= since))
         if run_ids is not None:
             statement = statement.where(r.c.id.in_(run_ids))
-        return self._rows(statement, _span_run)
+        return self._select(statement, _span_run)
 
     def span_run(self, run_id: int) -> SpanRun | None:
         """One run as `span_runs` reads it, or None."""
-        rows = self._rows(_runs_query().where(m.table_of(m.Run).c.id == run_id), _span_run)
+        rows = self._select(_runs_query().where(m.table_of(m.Run).c.id == run_id), _span_run)
         return rows[0] if rows else None
 
     def span_steps(self, run_id: int, *, page: int = ROW_PAGE) -> Iterator[SpanStep]:
@@ -225,7 +232,7 @@ class SpansMixin(StoreBase):
                 .order_by(s.c.id)
                 .limit(page)
             )
-            rows = self._rows(statement, SpanStep)
+            rows = self._select(statement, SpanStep)
             yield from rows
             if len(rows) < page:
                 return
@@ -236,13 +243,13 @@ class SpansMixin(StoreBase):
         c = m.table_of(m.ProviderCall)
         columns = [c.c[name] for name in SpanProviderCall._fields]
         statement = select(*columns).where(c.c.run_id == run_id).order_by(c.c.id)
-        return self._rows(statement, SpanProviderCall)
+        return self._select(statement, SpanProviderCall)
 
     def span_tool_attempts(self, run_id: int) -> list[SpanToolAttempt]:
         """The run's tool attempts (open and closed) in row order."""
         a = m.table_of(m.ToolAttempt)
         columns = [a.c[name] for name in SpanToolAttempt._fields]
-        return self._rows(
+        return self._select(
             select(*columns).where(a.c.run_id == run_id).order_by(a.c.id), SpanToolAttempt
         )
 
@@ -250,7 +257,7 @@ class SpansMixin(StoreBase):
         """The run's provider-side tool calls in row order."""
         c = m.table_of(m.ServerToolCall)
         columns = [c.c[name] for name in SpanServerToolCall._fields]
-        return self._rows(
+        return self._select(
             select(*columns).where(c.c.run_id == run_id).order_by(c.c.id), SpanServerToolCall
         )
 
@@ -264,7 +271,7 @@ class SpansMixin(StoreBase):
             values[5] = None if values[5] is None else bool(values[5])
             return SpanMcpEvent(*values)
 
-        return self._rows(select(*columns).where(e.c.run_id == run_id).order_by(e.c.id), make)
+        return self._select(select(*columns).where(e.c.run_id == run_id).order_by(e.c.id), make)
 
     def span_event_rows(self, run_id: int) -> list[SpanEventRow]:
         """The run's policy decisions, approvals, sandbox, checkpoint, agent and gate rows, each
@@ -278,10 +285,10 @@ class SpansMixin(StoreBase):
                 .order_by(t.c.id)
             )
 
-            out.extend(self._rows(statement, _event_maker(table, names)))
+            out.extend(self._select(statement, _event_maker(table, names)))
         return out
 
     def span_children(self, run_id: int) -> list[int]:
         """The ids of the runs spawned by `run_id`, in id order."""
         r = m.table_of(m.Run)
-        return self._rows(select(r.c.id).where(r.c.parent_run_id == run_id).order_by(r.c.id), int)
+        return self._select(select(r.c.id).where(r.c.parent_run_id == run_id).order_by(r.c.id), int)
