@@ -35,7 +35,7 @@ def phoenix_python() -> str | None:
     """The interpreter that can run Phoenix, or None."""
     named = os.environ.get(PHOENIX_ENV)
     if named:
-        return named
+        return named if Path(named).exists() else None
     local = REPO / ".venv-phoenix" / "bin" / "python"
     if local.exists():
         return str(local)
