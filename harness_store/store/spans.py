@@ -287,8 +287,3 @@ class SpansMixin(StoreBase):
 
             out.extend(self._select(statement, _event_maker(table, names)))
         return out
-
-    def span_children(self, run_id: int) -> list[int]:
-        """The ids of the runs spawned by `run_id`, in id order."""
-        r = m.table_of(m.Run)
-        return self._select(select(r.c.id).where(r.c.parent_run_id == run_id).order_by(r.c.id), int)
