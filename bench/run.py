@@ -39,6 +39,7 @@ NAMES = (
     "pg",
     "asyncstore",
     "check",
+    "otlp",
 )
 
 
@@ -69,6 +70,8 @@ def benchmark(name: str) -> Callable[[Config], list[Table]]:
         from .asyncstore import run
     elif name == "check":
         from .check import run
+    elif name == "otlp":
+        from .otlp import run
     else:
         raise ValueError(name)
     return run

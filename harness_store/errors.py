@@ -113,3 +113,8 @@ class LeaseConflictError(StoreError):
 class HeadConflictError(StoreError):
     """A conditional session-head move found the head moved by another writer (upstream's
     `Error::Conflict` from `set_session_head_if`); nothing was changed."""
+
+
+class ExportError(StoreError):
+    """An export could not deliver what it read: the receiver was unreachable or refused it.
+    The message names the receiver's URL (never its headers); the store is unchanged."""

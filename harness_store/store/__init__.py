@@ -39,6 +39,7 @@ from .questions import QuestionsMixin
 from .retention import RetentionMixin
 from .runs import RunsMixin
 from .sessions import SessionsMixin
+from .spans import SpansMixin
 from .stream import StreamMixin
 from .trace import TraceMixin
 
@@ -58,6 +59,7 @@ class Store(
     MemoryMixin,
     QuestionsMixin,
     MailboxMixin,
+    SpansMixin,
     NotesMixin,
     SessionsMixin,
     RetentionMixin,

@@ -1,0 +1,154 @@
+"""`harness-store export otlp`: a store's runs as OpenTelemetry traces over OTLP/HTTP."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ...errors import InvalidValueError
+from ..app import EPILOG, EXIT_USAGE, CliError, DbArg
+from ..output import stdout_console
+from ..reader import open_reader, parse_target
+from . import export_app
+
+if TYPE_CHECKING:
+    from ...otel import ExportReport
+
+EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http"
+"""The SDK exporter logs each failed batch itself; the command reports the failure once."""
+
+
+def parse_headers(values: list[str]) -> dict[str, str]:
+    """`KEY=VALUE` options as a mapping; a malformed one is a usage error that does not repeat
+    its value (headers hold API keys)."""
+    headers: dict[str, str] = {}
+    for value in values:
+        key, sep, rest = value.partition("=")
+        if not sep or not key.strip():
+            raise CliError(EXIT_USAGE, "--header takes KEY=VALUE (the value is not shown here)")
+        headers[key.strip()] = rest
+    return headers
+
+
+def summary(report: ExportReport) -> str:
+    """One line: what was sent where."""
+    return (
+        f"sent {report.spans:,} spans of {report.runs:,} runs ({report.chat_spans:,} chat, "
+        f"{report.tool_spans:,} tool) to {report.endpoint}"
+    )
+
+
+@export_app.command("otlp", epilog=EPILOG)
+def otlp_command(
+    db: DbArg,
+    endpoint: Annotated[
+        str,
+        typer.Option(
+            "--endpoint",
+            metavar="URL",
+            help="The OTLP/HTTP receiver: a base URL (http://127.0.0.1:6006 for Phoenix, "
+            "http://127.0.0.1:4318 for a collector or Jaeger) or its full /v1/traces URL.",
+        ),
+    ],
+    run: Annotated[
+        list[int] | None,
+        typer.Option("--run", metavar="ID", help="Only the tree under this run (repeatable)."),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="STAMP",
+            help="Only runs started or finished at or after STAMP (2026-08-01 or "
+            "2026-08-01T14:00:00Z, UTC).",
+        ),
+    ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", help="Then ship each run as it finishes (Ctrl-C ends)."),
+    ] = False,
+    header: Annotated[
+        list[str] | None,
+        typer.Option("--header", metavar="KEY=VALUE", help="An HTTP header to send (repeatable)."),
+    ] = None,
+    include_content: Annotated[
+        bool,
+        typer.Option(
+            "--include-content",
+            help="Also send prompts, results and tool arguments (they can hold secrets).",
+        ),
+    ] = False,
+    prices: Annotated[
+        Path | None,
+        typer.Option("--prices", metavar="FILE", help="Price table JSON for harness.cost.*."),
+    ] = None,
+    project: Annotated[
+        str,
+        typer.Option(
+            "--project", metavar="NAME", help="The project name Phoenix files the traces under."
+        ),
+    ] = "io-harness",
+    timeout: Annotated[
+        float, typer.Option("--timeout", metavar="SECONDS", help="Per request, retries included.")
+    ] = 10.0,
+) -> None:
+    """Send the store's runs to an OTLP/HTTP receiver (Phoenix, Jaeger, Langfuse, MLflow) as
+    traces: one trace per tree of runs, an invoke_agent span per run, a chat span per provider
+    call, an execute_tool span per tool call. Exporting again sends the same span ids.
+    Read-only: the store is never changed."""
+    try:
+        from ...otel import export, since_stamp, traces_url
+        from ...otel import follow as follow_runs
+    except ImportError as exc:
+        raise CliError(
+            EXIT_USAGE,
+            f"export otlp needs the OpenTelemetry SDK ({exc.name} is missing): "
+            "pip install 'harness_store[otel]'",
+        ) from None
+    from ..spend import load_prices
+
+    headers = parse_headers(header or [])
+    table = load_prices(prices) if prices is not None else None
+    try:
+        traces_url(endpoint)
+        stamp = since_stamp(since) if since is not None else None
+    except InvalidValueError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
+    logging.getLogger(EXPORTER_LOGGER).setLevel(logging.CRITICAL)
+    console = stdout_console()
+    if not follow:
+        with open_reader(db) as reader:
+            report = export(
+                reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
+                include_content=include_content, prices=table, project=project, timeout=timeout,
+            )  # fmt: skip
+        console.print(summary(report), highlight=False, soft_wrap=True)
+        return
+    with open_reader(db):
+        pass  # the same refusals as every read command (not a store, too old, torn…)
+    from ...store import Store
+
+    # A live store: read through a plain read-only Store, which sees other processes' writes
+    # (the read commands may open a still file as immutable).
+    with Store.open(parse_target(db), read_only=True) as store:
+        report = export(
+            store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
+            include_content=include_content, prices=table, project=project, timeout=timeout,
+            finished_only=True,
+        )  # fmt: skip
+        console.print(summary(report), highlight=False, soft_wrap=True)
+
+        def shipped(done: ExportReport) -> None:
+            console.print(summary(done), highlight=False, soft_wrap=True)
+
+        try:
+            follow_runs(
+                store, endpoint=endpoint, cursor=report.cursor, running=report.running,
+                headers=headers, include_content=include_content, prices=table,
+                project=project, timeout=timeout, on_send=shipped,
+            )  # fmt: skip
+        except KeyboardInterrupt:
+            return
