@@ -28,6 +28,7 @@ from ..releases import HEAD, UPSTREAM_HEAD
 from .accounting import AccountingMixin
 from .agents import AgentsMixin
 from .approvals import ApprovalsMixin
+from .arrow import ArrowMixin
 from .journal import JournalMixin
 from .leases import Lease, LeasesMixin
 from .mailbox import MailboxMixin
@@ -58,6 +59,7 @@ class Store(
     NotesMixin,
     SessionsMixin,
     RetentionMixin,
+    ArrowMixin,
 ):
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""
