@@ -19,3 +19,5 @@ export_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(export_app)
+
+from . import parquet  # noqa: E402, F401  (registers its command on export_app)
