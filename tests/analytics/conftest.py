@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURE_STORES, PG_ENV, PG_SKIP, copy_fixture, fresh_pg_database
+
 from harness_store import Store
 from harness_store.transfer import copy_store
 
