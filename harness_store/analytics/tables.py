@@ -34,7 +34,9 @@ def step_table(
     """Every step with its tokens, the tool it called and what its provider calls took: one
     row per `steps` row (`run_id`, `step`, `tool`, `tokens`, `decision`), with the calls of
     its step number summed beside it (`calls`, `latency_ms`, `prompt_tokens`,
-    `completion_tokens`; 0 calls for a step with none recorded) and the run's `started_at`."""
+    `completion_tokens`; 0 calls for a step with none recorded) and the run's `started_at`;
+    in trace order (run, step number, then id: a retry after the step it retried), as
+    `Store.steps` lists them."""
     steps = store.arrow(
         "steps", runs=runs, since=since, columns=["id", "run_id", "step", "tool", "tokens",
                                                   "decision"],
@@ -64,7 +66,8 @@ def step_table(
     joined = with_column(joined, "calls", filled(joined["calls"], 0))
     order = ["id", "run_id", "step", "started_at", "tool", "tokens", "decision", "calls",
              "latency_ms", "prompt_tokens", "completion_tokens"]  # fmt: skip
-    return joined.select(order).sort_by("id")
+    return joined.select(order).sort_by([("run_id", "ascending"), ("step", "ascending"),
+                                         ("id", "ascending")])  # fmt: skip
 
 
 def priced_calls(store: Store, prices: PriceTable, *, since: str | None = None) -> pa.Table:
