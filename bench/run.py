@@ -38,6 +38,7 @@ NAMES = (
     "sync",
     "pg",
     "asyncstore",
+    "parquet",
 )
 
 
@@ -66,6 +67,8 @@ def benchmark(name: str) -> Callable[[Config], list[Table]]:
         from .sync import run
     elif name == "asyncstore":
         from .asyncstore import run
+    elif name == "parquet":
+        from .parquet import run
     else:
         raise ValueError(name)
     return run

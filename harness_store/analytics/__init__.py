@@ -6,6 +6,7 @@ for `Store.frame`).
 
 from __future__ import annotations
 
+from .dataset import ExportReport, TableExport, dataset_files, export_parquet, read_dataset
 from .schema import ORIGIN, TABLES, Kind, shape_of
 from .tables import (
     policy_decisions,
@@ -19,9 +20,14 @@ from .tables import (
 __all__ = [
     "ORIGIN",
     "TABLES",
+    "ExportReport",
     "Kind",
+    "TableExport",
+    "dataset_files",
+    "export_parquet",
     "policy_decisions",
     "priced_calls",
+    "read_dataset",
     "shape_of",
     "spend_by_model_and_day",
     "step_table",
