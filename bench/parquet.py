@@ -134,7 +134,7 @@ def run(cfg: Config) -> list[Table]:
 
     say(f"exporting {steps:,} steps, {rounds} round(s) beside the floor")
     results = interleaved([("floor", timed_floor), ("export", timed_export)], rounds, warmup=0)
-    ratio = speedup(results["export"], results["floor"])  # floor time / export time
+    ratio = speedup(results["floor"], results["export"])  # floor time / export time
     speed = Table(
         f"Parquet export of {steps:,} steps: beside plain pyarrow on the raw driver",
         ["writer", "time", "rows/s", "spread", "of the floor's speed"],
