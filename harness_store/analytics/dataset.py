@@ -104,7 +104,7 @@ def export_parquet(
     filters = {"since": since, "runs": run_ids}
     previous = manifest.get("tables", {}) if manifest.get("filters") == filters else {}
     generation = int(manifest.get("generation", 0)) + 1
-    synced = store.synced()
+    synced = store._synced()
     writer = _Generation(root, generation, synced)
     report = ExportReport(str(root), generation)
     entries: dict[str, Any] = dict(manifest.get("tables", {})) if previous else {}
@@ -153,7 +153,7 @@ def _export_table(
     tick: Callable[[int], None],
 ) -> tuple[dict[str, Any], TableExport]:
     shape = shape_of(name)
-    schema = store.arrow_schema(name)
+    schema = store._arrow_schema(name)
     if shape.append_only:
         return _export_append(store, writer, name, previous, since, runs, tick, schema)
     digest = hashlib.blake2b(digest_size=16)
@@ -185,7 +185,7 @@ def _export_append(
         if hwm is None:  # the last export found no rows: all there is now is new
             incremental = True
         else:
-            kept, _ = store.arrow_rows(name, since=since, runs=runs, through=int(hwm))
+            kept, _ = store._arrow_rows(name, since=since, runs=runs, through=int(hwm))
             incremental = kept == int(previous["rows"])  # else rows it wrote were deleted
             after = int(hwm) if incremental else None
     highest: list[int] = []

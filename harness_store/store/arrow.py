@@ -46,7 +46,7 @@ class ArrowMixin(StoreBase):
         """
         import pyarrow as pa
 
-        schema = self.arrow_schema(table, columns=columns)
+        schema = self._arrow_schema(table, columns=columns)
         return pa.Table.from_batches(
             list(self.iter_arrow(table, runs=runs, since=since, columns=columns)), schema=schema
         )
@@ -73,7 +73,7 @@ class ArrowMixin(StoreBase):
             raise InvalidValueError(f"batch_rows must be at least 1, got {batch_rows}")
         shape = shape_of(table)
         filters = Filters.of(runs, since, after)
-        schema = self.arrow_schema(table, columns=columns)
+        schema = self._arrow_schema(table, columns=columns)
         origin = ORIGIN in schema.names
         stored = shape.stored_columns(columns)
         names = [*stored, ORIGIN] if origin else stored
@@ -88,13 +88,13 @@ class ArrowMixin(StoreBase):
             if empty:
                 yield to_batch(shape, names, [], schema)
 
-    def arrow_schema(self, table: str, *, columns: list[str] | None = None) -> pa.Schema:
+    def _arrow_schema(self, table: str, *, columns: list[str] | None = None) -> pa.Schema:
         """The Arrow schema `arrow(table, columns=columns)` returns on this store."""
         from ..analytics.schema import ORIGIN, shape_of
 
         shape = shape_of(table)
         shape.stored_columns(columns)  # refuses unknown columns
-        synced = self.synced()
+        synced = self._synced()
         if columns is not None and ORIGIN in columns and not synced:
             raise InvalidValueError(f"{ORIGIN!r} is a column of synced stores only")
         schema = shape.schema(columns, origin=synced and (columns is None or ORIGIN in columns))
@@ -125,7 +125,7 @@ class ArrowMixin(StoreBase):
             return data.to_pandas(types_mapper=pd.ArrowDtype)
         raise InvalidValueError(f"engine must be 'pandas' or 'polars', got {engine!r}")
 
-    def arrow_rows(
+    def _arrow_rows(
         self,
         table: str,
         *,
@@ -157,7 +157,7 @@ class ArrowMixin(StoreBase):
         highest = row[1] if top is not None else None
         return int(row[0]), None if highest is None else int(highest)
 
-    def synced(self) -> bool:
+    def _synced(self) -> bool:
         """Whether this store was synced into (it holds sync's origins): its rows then carry
         an `origin`."""
         from ..sync.tables import ORIGINS
