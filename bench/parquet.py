@@ -10,7 +10,6 @@ parsed `tool`/`tool_args` columns, so the ratio includes that work.
 
 from __future__ import annotations
 
-import resource
 import shutil
 import sqlite3
 import subprocess
@@ -101,19 +100,23 @@ def export(path: Path, out: Path, tables: list[str] | None) -> float:
     return time.perf_counter() - start
 
 
+PROBE = (
+    "import resource, subprocess, sys\n"
+    "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
+"""Run a command as the only child of a fresh process and print its peak RSS (KiB)."""
+
+
 def peak_rss(path: Path, out: Path) -> int:
     """Peak resident memory (bytes) of one `harness-store export parquet` process."""
     shutil.rmtree(out, ignore_errors=True)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    subprocess.run(
-        [sys.executable, "-m", "harness_store.cli", "export", "parquet", str(path), str(out),
-         "--tables", "steps"],
-        check=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if after <= before:
-        raise RuntimeError("the export's peak was below an earlier child's; run it alone")
-    return after * 1024
+    command = [sys.executable, "-m", "harness_store.cli", "export", "parquet", str(path),
+               str(out), "--tables", "steps"]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *command], check=True, capture_output=True, text=True
+    )
+    return int(done.stdout.strip()) * 1024
 
 
 def run(cfg: Config) -> list[Table]:
