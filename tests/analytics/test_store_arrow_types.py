@@ -34,7 +34,7 @@ def assert_table_is_the_stores(store: Store, table: str) -> None:
 def test_every_table_of_a_store_written_through_every_method(written: Store) -> None:
     populated = [t for t in TABLES if written.arrow(t).num_rows]
     # The writers reach every table of the newest release.
-    assert set(populated) == set(TABLES) - {"ledger_observations"} or set(populated) == set(TABLES)
+    assert set(populated) == set(TABLES)
     for table in TABLES:
         assert_table_is_the_stores(written, table)
 
