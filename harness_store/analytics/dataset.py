@@ -152,10 +152,8 @@ def _export_table(
     runs: list[int] | None,
     tick: Callable[[int], None],
 ) -> tuple[dict[str, Any], TableExport]:
-    shape = shape_of(name)
-    schema = store._arrow_schema(name)
-    if shape.append_only:
-        return _export_append(store, writer, name, previous, since, runs, tick, schema)
+    if shape_of(name).append_only:
+        return _export_append(store, writer, name, previous, since, runs, tick)
     digest = hashlib.blake2b(digest_size=16)
     files, rows = writer.write(
         name, store.iter_arrow(name, since=since, runs=runs), tick, digest=digest
@@ -175,7 +173,6 @@ def _export_append(
     since: str | None,
     runs: list[int] | None,
     tick: Callable[[int], None],
-    schema: pa.Schema,
 ) -> tuple[dict[str, Any], TableExport]:
     key = shape_of(name).key[0]
     after: int | None = None
@@ -185,7 +182,7 @@ def _export_append(
         if hwm is None:  # the last export found no rows: all there is now is new
             incremental = True
         else:
-            kept, _ = store._arrow_rows(name, since=since, runs=runs, through=int(hwm))
+            kept = store._arrow_rows(name, since=since, runs=runs, through=int(hwm))
             incremental = kept == int(previous["rows"])  # else rows it wrote were deleted
             after = int(hwm) if incremental else None
     highest: list[int] = []

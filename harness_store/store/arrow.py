@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import inspect
-
 from ..errors import InvalidValueError
 from .base import StoreBase
 
@@ -24,6 +22,8 @@ BATCH_ROWS = 32_768
 
 class ArrowMixin(StoreBase):
     """`arrow`, `iter_arrow` and `frame`: the store's tables with upstream's types restored."""
+
+    _origins_seen = False
 
     def arrow(
         self,
@@ -132,38 +132,39 @@ class ArrowMixin(StoreBase):
         runs: Iterable[int] | None = None,
         since: str | None = None,
         through: int | None = None,
-    ) -> tuple[int, int | None]:
-        """How many rows `arrow(table, runs=…, since=…)` holds, and the highest id among them
-        (None: no rows, or a table without an id of its own). `through` counts only the rows
-        whose id is at most it (an incremental export's check that nothing it already wrote
-        was deleted since)."""
+    ) -> int:
+        """How many rows `arrow(table, runs=…, since=…)` holds; with `through`, only those
+        whose id is at most it (an incremental export's check that nothing it wrote was
+        deleted since). Counted as all rows less those above `through`, in one snapshot: the
+        whole count is served by the table's smallest index and the rest by a short range of
+        the key, where `id <= through` would read every row."""
         from sqlalchemy import func, select
 
         from ..analytics.query import Filters, read_statement
         from ..analytics.schema import shape_of
 
         shape = shape_of(table)
-        filters = Filters.of(runs, since)
         key = shape.table.c[shape.key[0]]
-        inner = read_statement(shape, [shape.key[0]], filters, origin=False).order_by(None)
+        rows = read_statement(shape, [shape.key[0]], Filters.of(runs, since), origin=False)
+        rows = rows.order_by(None)
+        statements = [select(func.count()).select_from(rows.subquery())]
         if through is not None:
-            inner = inner.where(key <= through)
-        rows = inner.subquery()
-        column = rows.c[shape.key[0]]
-        top = func.max(column) if shape.append_only else None
-        statement = select(func.count(), top) if top is not None else select(func.count())
+            newer = rows.where(key > through).subquery()
+            statements.append(select(func.count()).select_from(newer))
         with self._read() as conn:
-            row = conn.execute(statement.select_from(rows)).one()
-        highest = row[1] if top is not None else None
-        return int(row[0]), None if highest is None else int(highest)
+            counts = [int(conn.execute(statement).scalar_one()) for statement in statements]
+        return counts[0] - sum(counts[1:])
 
     def _synced(self) -> bool:
         """Whether this store was synced into (it holds sync's origins): its rows then carry
-        an `origin`."""
+        an `origin`. Once true it stays true (sync never drops its tables), so it is kept."""
         from ..sync.tables import ORIGINS
 
+        if self._origins_seen:
+            return True
         with self._read() as conn:
-            return bool(inspect(conn).has_table(ORIGINS.name))
+            self._origins_seen = bool(conn.dialect.has_table(conn, ORIGINS.name))
+        return self._origins_seen
 
 
 def pa_select(schema: pa.Schema, columns: list[str]) -> pa.Schema:
