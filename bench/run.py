@@ -40,6 +40,7 @@ NAMES = (
     "asyncstore",
     "check",
     "otlp",
+    "parquet",
 )
 
 
@@ -72,6 +73,8 @@ def benchmark(name: str) -> Callable[[Config], list[Table]]:
         from .check import run
     elif name == "otlp":
         from .otlp import run
+    elif name == "parquet":
+        from .parquet import run
     else:
         raise ValueError(name)
     return run

@@ -29,6 +29,7 @@ from .accounting import AccountingMixin
 from .agents import AgentsMixin
 from .approvals import ApprovalsMixin
 from .arguments import checked_arguments
+from .arrow import ArrowMixin
 from .health import HealthMixin
 from .journal import JournalMixin
 from .leases import Lease, LeasesMixin
@@ -64,6 +65,7 @@ class Store(
     SessionsMixin,
     RetentionMixin,
     HealthMixin,
+    ArrowMixin,
 ):
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""

@@ -157,7 +157,9 @@ def _checking(function: Callable[..., Any], name: str) -> Callable[..., Any]:
     if not checks:
         return function
 
-    every_positional = tuple((index, rule.check) for index, _, rule in checks if index is not None)
+    every_positional: tuple[tuple[int, Check], ...] = tuple(
+        (index, rule.check) for index, _, rule in checks if index is not None
+    )
     needed = max((index for index, _ in every_positional), default=-1) + 1
     if len(every_positional) < len(checks):
         needed = -1  # a keyword-only parameter is checked too: always the full path
@@ -171,8 +173,8 @@ def _checking(function: Callable[..., Any], name: str) -> Callable[..., Any]:
     @functools.wraps(function)
     def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not kwargs and len(args) == needed:  # the common call: every checked value given
-            for index, check in every_positional:
-                if not check(args[index]):
+            for position, check in every_positional:
+                if not check(args[position]):
                     break
             else:
                 return function(self, *args)

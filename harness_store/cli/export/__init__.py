@@ -20,4 +20,4 @@ export_app = typer.Typer(
 )
 app.add_typer(export_app)
 
-from . import otlp  # noqa: E402, F401  (registers `export otlp`)
+from . import otlp, parquet  # noqa: E402, F401  (each registers its command on export_app)

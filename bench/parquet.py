@@ -1,0 +1,184 @@
+"""Parquet export: a large store's steps through `harness-store export parquet`'s writer,
+beside the floor — the same rows fetched with the raw driver and written by plain pyarrow —
+then the export's peak memory at two store sizes, and an incremental export with nothing new.
+
+The store is built with the raw driver (upstream's own INSERT, one transaction), the fastest
+builder there is: N steps over 100 runs, each with a ~300-byte prompt and a ~100-byte tool
+call. The floor writes the stored columns only; the export also converts and writes the
+parsed `tool`/`tool_args` columns, so the ratio includes that work.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+from .common import (
+    INSERT_STEP,
+    Config,
+    Table,
+    copy_store,
+    fmt_bytes,
+    fmt_ratio,
+    fmt_time,
+    head_template,
+    interleaved,
+    median,
+    prompt,
+    say,
+    speedup,
+    spread,
+    tool_call,
+)
+
+RUNS = 100
+BATCH = 32_768
+SCHEMA_COLUMNS = ("id", "run_id", "step", "decision", "result", "prompt", "tool_call", "tokens")
+
+
+def build(cfg: Config, steps: int) -> Path:
+    """A store of `steps` steps over `RUNS` runs (cached between invocations)."""
+    path = cfg.cache / f"parquet-{steps}.sqlite3"
+    if path.exists():
+        return path
+    say(f"building a {steps:,}-step store")
+    scratch = copy_store(head_template(cfg), cfg.work / "building.sqlite3")
+    with closing(sqlite3.connect(scratch, isolation_level=None)) as conn:
+        conn.execute("BEGIN")
+        for run in range(2, RUNS + 1):
+            conn.execute(
+                "INSERT INTO runs (id, goal, file, outcome, provider, parent_run_id, depth, "
+                "status, started_at) VALUES (?, 'g', 'f', NULL, NULL, NULL, 0, 'running', "
+                "strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
+                (run,),
+            )
+        per_run = steps // RUNS
+
+        def rows() -> object:
+            for n in range(steps):
+                run, step = min(1 + n // per_run, RUNS), n % per_run + 1
+                yield (run, step, "tool", f"ok {n}", prompt(n), "edit_file:" + tool_call(n), n)
+
+        conn.executemany(INSERT_STEP, rows())  # type: ignore[arg-type]
+        conn.execute("COMMIT")
+    shutil.move(scratch, path)
+    return path
+
+
+def floor(path: Path, out: Path) -> float:
+    """The same rows fetched with `sqlite3` and written with pyarrow: the least any export
+    of them can cost."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    types = [pa.int64(), pa.int64(), pa.int64(), pa.string(), pa.string(), pa.string(),
+             pa.string(), pa.uint64()]  # fmt: skip
+    schema = pa.schema(list(zip(SCHEMA_COLUMNS, types, strict=True)))
+    start = time.perf_counter()
+    with closing(sqlite3.connect(path)) as conn:
+        cursor = conn.execute(f"SELECT {', '.join(SCHEMA_COLUMNS)} FROM steps ORDER BY id")
+        with pq.ParquetWriter(out, schema, compression="zstd") as writer:
+            while rows := cursor.fetchmany(BATCH):
+                columns = list(zip(*rows, strict=True))
+                arrays = [pa.array(c, type=t) for c, t in zip(columns, types, strict=True)]
+                writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
+    return time.perf_counter() - start
+
+
+def export(path: Path, out: Path, tables: list[str] | None) -> float:
+    from harness_store import Store
+    from harness_store.analytics.dataset import export_parquet
+
+    start = time.perf_counter()
+    with Store.open(path, read_only=True) as store:
+        export_parquet(store, out, tables=tables)
+    return time.perf_counter() - start
+
+
+PROBE = (
+    "import resource, subprocess, sys\n"
+    "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
+"""Run a command as the only child of a fresh process and print its peak RSS (KiB)."""
+
+
+def peak_rss(path: Path, out: Path) -> int:
+    """Peak resident memory (bytes) of one `harness-store export parquet` process."""
+    shutil.rmtree(out, ignore_errors=True)
+    command = [sys.executable, "-m", "harness_store.cli", "export", "parquet", str(path),
+               str(out), "--tables", "steps"]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *command], check=True, capture_output=True, text=True
+    )
+    return int(done.stdout.strip()) * 1024
+
+
+def run(cfg: Config) -> list[Table]:
+    steps = cfg.pick(1_000_000, 100_000)
+    small = steps // 4
+    big_store, small_store = build(cfg, steps), build(cfg, small)
+    rounds = cfg.pick(2, 1)
+
+    def timed_floor() -> float:
+        out = cfg.work / "floor.parquet"
+        out.unlink(missing_ok=True)
+        return floor(big_store, out)
+
+    def timed_export() -> float:
+        out = cfg.work / "export"
+        shutil.rmtree(out, ignore_errors=True)
+        return export(big_store, out, ["steps"])
+
+    say(f"exporting {steps:,} steps, {rounds} round(s) beside the floor")
+    results = interleaved([("floor", timed_floor), ("export", timed_export)], rounds, warmup=0)
+    ratio = speedup(results["floor"], results["export"])  # floor time / export time
+    speed = Table(
+        f"Parquet export of {steps:,} steps: beside plain pyarrow on the raw driver",
+        ["writer", "time", "rows/s", "spread", "of the floor's speed"],
+    )
+    for name in ("floor", "export"):
+        t = median(results[name])
+        cell = fmt_ratio(ratio) if name == "export" else "1.00×"
+        speed.add(name, fmt_time(t), f"{steps / t:,.0f}", spread(results[name]), cell)
+    speed.add("target", "", "", "", speed.check("export ≥ 0.8× the floor's speed", ratio >= 0.8))
+    speed.notes.append(
+        "ratio = floor time / export time per round (median); the export also writes the "
+        "parsed tool/tool_args columns and restores upstream's types"
+    )
+
+    say("peak memory at two store sizes")
+    small_peak = peak_rss(small_store, cfg.work / "rss-small")
+    big_peak = peak_rss(big_store, cfg.work / "rss-big")
+    memory = Table(
+        "Peak memory of `harness-store export parquet --tables steps`",
+        ["store", "steps", "peak RSS"],
+    )
+    memory.add("small", f"{small:,}", fmt_bytes(small_peak))
+    memory.add("large", f"{steps:,}", fmt_bytes(big_peak))
+    growth = big_peak / small_peak
+    memory.add(
+        "target",
+        f"{steps // small}× the rows",
+        f"{growth:.2f}× the memory: " + memory.check("peak memory flat (< 1.5×)", growth < 1.5),
+    )
+
+    say("an incremental export with nothing new")
+    out = cfg.work / "incremental"
+    shutil.rmtree(out, ignore_errors=True)
+    export(big_store, out, None)
+    again = [export(big_store, out, None) for _ in range(cfg.pick(3, 2))]
+    incremental = Table(
+        f"Incremental export of every table, nothing new ({steps:,}-step store)",
+        ["export", "time"],
+    )
+    incremental.add("nothing new (median)", fmt_time(median(again)))
+    incremental.add(
+        "target", "under 1 s: " + incremental.check("no-op export < 1 s", median(again) < 1.0)
+    )
+    return [speed, memory, incremental]

@@ -1,0 +1,197 @@
+"""Stored rows to Arrow record batches, each column read back as upstream meant it.
+
+The conversions are vectorised (Arrow compute) on the common path; a value the fast path
+cannot take (a stamp in neither of upstream's formats, text in an integer column of an old
+SQLite store) sends its column through a per-value path that reads what it can and leaves
+the rest null, so one odd row never stops an export.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .schema import ORIGIN, Kind, Parsed, TableShape
+
+_STAMP_FORMATS = ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S")
+
+
+def to_batch(
+    shape: TableShape,
+    names: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    schema: pa.Schema,
+) -> pa.RecordBatch:
+    """One batch of `rows` (tuples in `names` order, `origin` last when `schema` has it) in
+    `schema`'s columns."""
+    columns: dict[str, Any] = (
+        dict(zip(names, zip(*rows, strict=True), strict=True))
+        if rows
+        else {name: () for name in names}
+    )
+    arrays: list[pa.Array[Any]] = []
+    stored: dict[str, pa.Array[Any]] = {}
+    for field in schema:
+        if field.name == ORIGIN:
+            arrays.append(pa.array(columns[ORIGIN], type=pa.string()))
+            continue
+        kind = shape.kinds.get(field.name)
+        if kind is not None:
+            array = stored.get(field.name)
+            if array is None:
+                array = stored[field.name] = column_array(kind, columns[field.name])
+            arrays.append(array)
+            continue
+        parsed = next(p for p in shape.parsed if p.name == field.name)
+        source = stored.get(parsed.source)
+        if source is None:
+            source = stored[parsed.source] = column_array(Kind.TEXT, columns[parsed.source])
+        arrays.append(parsed_array(parsed, source))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def column_array(kind: Kind, values: Sequence[Any]) -> pa.Array[Any]:
+    """One stored column as Arrow, by its kind."""
+    if kind is Kind.TEXT:
+        return _text(values)
+    if kind is Kind.STAMP:
+        return stamps(_text(values))
+    ints = _ints(values)
+    if kind is Kind.INT:
+        return ints
+    if kind is Kind.BOOL:
+        return cast("pa.Array[Any]", pc.not_equal(ints, pa.scalar(0, pa.int64())))
+    # Both kinds of u64: the bits as upstream's `as u64` reads them (a wrapped value's
+    # negative i64 is the high half of the range).
+    return ints.cast(pa.uint64(), safe=False)
+
+
+def _text(values: Sequence[Any]) -> pa.Array[Any]:
+    try:
+        return pa.array(values, type=pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array(
+            [None if v is None else v.decode("utf-8", "replace") if isinstance(v, bytes)
+             else str(v) for v in values],
+            type=pa.string(),
+        )  # fmt: skip
+
+
+def _ints(values: Sequence[Any]) -> pa.Array[Any]:
+    try:
+        return pa.array(values, type=pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return pa.array([_int_or_none(v) for v in values], type=pa.int64())
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def stamps(text: pa.Array[Any]) -> pa.Array[Any]:
+    """Upstream's text stamps as `timestamp[us, UTC]` (both of its formats)."""
+    try:
+        naive = pc.replace_substring_regex(text, "Z$", "").cast(pa.timestamp("us"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.array([_stamp(v) for v in text.to_pylist()], type=pa.timestamp("us", tz="UTC"))
+    return naive.cast(pa.timestamp("us", tz="UTC"))
+
+
+def _stamp(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    for form in _STAMP_FORMATS:
+        try:
+            return datetime.strptime(value, form).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
+
+
+def parsed_array(parsed: Parsed, source: pa.Array[Any]) -> pa.Array[Any]:
+    """A parsed column from its source column."""
+    if parsed.source == "tool_call":
+        return _tool_call_part(source, parsed.name)
+    values = source.to_pylist()
+    reader = _READERS[parsed.name]
+    return pa.array([None if v is None else reader(v) for v in values], type=parsed.type)
+
+
+def _tool_call_part(source: pa.Array[Any], name: str) -> pa.Array[Any]:
+    """`steps.tool_call` is upstream's `name:{json args}`; a row in no such form (empty: the
+    step called no tool) has both parts null."""
+    parts = pc.extract_regex(source, r"(?s)^(?P<tool>[A-Za-z0-9_.\-]+):(?P<tool_args>.*)$")
+    return cast("pa.Array[Any]", pc.struct_field(parts, name))
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _call_names(text: str) -> list[str] | None:
+    value = _json(text)
+    if not isinstance(value, list):
+        return None
+    names = [item.get("name") for item in value if isinstance(item, dict)]
+    return [n for n in names if isinstance(n, str)] if len(names) == len(value) else None
+
+
+def _strings(text: str) -> list[str] | None:
+    value = _json(text)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    return None
+
+
+def _plan_steps(text: str) -> list[dict[str, str | None]] | None:
+    value = _json(text)
+    if not isinstance(value, list):
+        return None
+    steps = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("intent"), str):
+            return None
+        agent = item.get("agent")
+        steps.append({"intent": item["intent"], "agent": agent if isinstance(agent, str) else None})
+    return steps
+
+
+def _policy_defaults(text: str) -> dict[str, str | None] | None:
+    value = _json(text)
+    defaults = value.get("defaults") if isinstance(value, dict) else None
+    if not isinstance(defaults, dict):
+        return None
+    return {act: _str_or_none(defaults.get(act)) for act in ("read", "write", "exec", "net")}
+
+
+def _policy_layers(text: str) -> list[str] | None:
+    value = _json(text)
+    layers = value.get("layers") if isinstance(value, dict) else None
+    if not isinstance(layers, list):
+        return None
+    return [str(layer.get("name", "")) for layer in layers if isinstance(layer, dict)]
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+_READERS = {
+    "call_names": _call_names,
+    "deny_write_globs": _strings,
+    "choice_list": _strings,
+    "plan_steps": _plan_steps,
+    "policy_defaults": _policy_defaults,
+    "policy_layers": _policy_layers,
+}

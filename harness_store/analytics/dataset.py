@@ -1,0 +1,416 @@
+"""A store as a Parquet dataset: one directory per table, written incrementally and atomically.
+
+Layout: `DIR/<table>/part-<generation>-<n>.parquet` (on a synced store, under
+`DIR/<table>/origin=<uuid>/`, Hive-style, and `origin=__HIVE_DEFAULT_PARTITION__` for rows
+written centrally), and `DIR/_manifest.json`, which lists every file of the dataset with its
+rows. The manifest is the dataset: files it does not list are not part of it.
+
+Incremental: an append-only table (rows only inserted, ids never reused) is written from the
+id after the last export's high-water mark, into new files beside the old ones; should rows
+the last export wrote have gone since (a pruned run), the table is written again whole. A
+table whose rows change in place is read whole and written again only when what it holds
+changed (a digest of its Arrow data).
+
+Atomic: new files are written under temporary names, flushed to disk, renamed into place,
+and then the manifest is replaced (written aside, flushed, renamed) — the one step that makes
+the new export the dataset. Files it no longer lists are deleted after. An export killed at
+any point leaves the previous manifest and every file it lists; the next export clears what
+the killed one left and completes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from ..errors import InvalidValueError
+from .compute import equals, filled
+from .schema import ORIGIN, TABLES, shape_of
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+MANIFEST = "_manifest.json"
+MANIFEST_FORMAT = 1
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+"""The partition of rows with no origin (written centrally), as Hive and pyarrow name it."""
+TEMPORARY = ".tmp"
+PART = re.compile(r"^part-\d+-\d+\.parquet$")
+
+Progress = Callable[[str, int, int, int], None]
+"""Called as `progress(table, tables_done, tables_total, rows_written_of_table)`."""
+
+
+@dataclass
+class TableExport:
+    """What one export did to one table."""
+
+    table: str
+    action: str
+    """`appended` (new rows in new files), `rewritten` (the whole table anew), `unchanged`."""
+    rows: int
+    """Rows written by this export."""
+    total_rows: int
+    """Rows of the table in the dataset afterwards."""
+
+
+@dataclass
+class ExportReport:
+    """What `export_parquet` did."""
+
+    directory: str
+    generation: int
+    tables: list[TableExport] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tables)
+
+
+def export_parquet(
+    store: Store,
+    directory: str | os.PathLike[str],
+    *,
+    tables: Iterable[str] | None = None,
+    since: str | None = None,
+    runs: Iterable[int] | None = None,
+    progress: Progress | None = None,
+) -> ExportReport:
+    """Write (or bring up to date) the Parquet dataset of `store` in `directory` (see the
+    module's docstring). `tables` chooses tables (all by default), `since` and `runs` filter
+    rows as `Store.arrow` does; an export with other filters than the last one's rewrites the
+    tables it writes. Returns what was written."""
+    names = list(TABLES if tables is None else tables)
+    for name in names:
+        shape_of(name)  # refuses unknown tables before anything is written
+    if len(set(names)) != len(names):
+        raise InvalidValueError("a table is named twice")
+    run_ids = None if runs is None else sorted({int(r) for r in runs})
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(root)
+    clear_leftovers(root, manifest)
+    filters = {"since": since, "runs": run_ids}
+    previous = manifest.get("tables", {}) if manifest.get("filters") == filters else {}
+    generation = int(manifest.get("generation", 0)) + 1
+    synced = store._synced()
+    writer = _Generation(root, generation, synced)
+    report = ExportReport(str(root), generation)
+    entries: dict[str, Any] = dict(manifest.get("tables", {})) if previous else {}
+    try:
+        for done, name in enumerate(names):
+            tick = _ticker(progress, name, done, len(names))
+            entry, result = _export_table(
+                store, writer, name, previous.get(name), since, run_ids, tick
+            )
+            entries[name] = entry
+            report.tables.append(result)
+            tick(result.rows)
+        writer.publish()
+    except BaseException:
+        writer.discard()
+        raise
+    new_manifest = {
+        "format": MANIFEST_FORMAT,
+        "generation": generation,
+        "synced": synced,
+        "filters": filters,
+        "tables": entries,
+    }
+    _write_manifest(root, new_manifest)
+    clear_leftovers(root, new_manifest)
+    if progress is not None:
+        progress("", len(names), len(names), 0)
+    return report
+
+
+def _ticker(progress: Progress | None, table: str, done: int, total: int) -> Callable[[int], None]:
+    def tick(rows: int) -> None:
+        if progress is not None:
+            progress(table, done, total, rows)
+
+    return tick
+
+
+def _export_table(
+    store: Store,
+    writer: _Generation,
+    name: str,
+    previous: dict[str, Any] | None,
+    since: str | None,
+    runs: list[int] | None,
+    tick: Callable[[int], None],
+) -> tuple[dict[str, Any], TableExport]:
+    if shape_of(name).append_only:
+        return _export_append(store, writer, name, previous, since, runs, tick)
+    digest = hashlib.blake2b(digest_size=16)
+    files, rows = writer.write(
+        name, store.iter_arrow(name, since=since, runs=runs), tick, digest=digest
+    )
+    if previous is not None and previous.get("digest") == digest.hexdigest():
+        writer.drop(files)
+        return previous, TableExport(name, "unchanged", 0, int(previous["rows"]))
+    entry = {"append_only": False, "rows": rows, "digest": digest.hexdigest(), "files": files}
+    return entry, TableExport(name, "rewritten", rows, rows)
+
+
+def _export_append(
+    store: Store,
+    writer: _Generation,
+    name: str,
+    previous: dict[str, Any] | None,
+    since: str | None,
+    runs: list[int] | None,
+    tick: Callable[[int], None],
+) -> tuple[dict[str, Any], TableExport]:
+    key = shape_of(name).key[0]
+    after: int | None = None
+    incremental = False
+    if previous is not None and previous.get("append_only") is True:
+        hwm = previous.get("hwm")
+        if hwm is None:  # the last export found no rows: all there is now is new
+            incremental = True
+        else:
+            kept = store._arrow_rows(name, since=since, runs=runs, through=int(hwm))
+            incremental = kept == int(previous["rows"])  # else rows it wrote were deleted
+            after = int(hwm) if incremental else None
+    highest: list[int] = []
+
+    def tracked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if batch.num_rows:
+                highest.append(pc.max(batch.column(key)).as_py())
+            yield batch
+
+    batches = tracked(store.iter_arrow(name, since=since, runs=runs, after=after))
+    files, rows = writer.write(name, batches, tick, skip_empty=incremental)
+    if incremental and previous is not None:
+        if not rows:
+            return previous, TableExport(name, "unchanged", 0, int(previous["rows"]))
+        total = int(previous["rows"]) + rows
+        entry = {"append_only": True, "rows": total, "hwm": max(highest),
+                 "files": [*previous["files"], *files]}  # fmt: skip
+        return entry, TableExport(name, "appended", rows, total)
+    hwm = max(highest) if highest else None
+    entry = {"append_only": True, "rows": rows, "hwm": hwm, "files": files}
+    return entry, TableExport(name, "rewritten", rows, rows)
+
+
+class _Generation:
+    """The files one export writes: under temporary names until `publish` renames them."""
+
+    def __init__(self, root: Path, generation: int, synced: bool) -> None:
+        self.root = root
+        self.generation = generation
+        self.synced = synced
+        self.pending: list[Path] = []
+        self.count = 0
+
+    def _path(self, table: str, origin: str | None) -> tuple[Path, str]:
+        self.count += 1
+        part = f"part-{self.generation:06d}-{self.count:06d}.parquet"
+        relative = Path(table)
+        if self.synced:
+            relative /= f"{ORIGIN}={origin if origin is not None else NULL_PARTITION}"
+        relative /= part
+        return self.root / relative, relative.as_posix()
+
+    def write(
+        self,
+        table: str,
+        batches: Iterable[pa.RecordBatch],
+        tick: Callable[[int], None],
+        *,
+        digest: Any = None,
+        skip_empty: bool = False,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Write `batches` (partitioned by origin on a synced store) to new temporary files;
+        their manifest entries and the rows written."""
+        writers: dict[str | None, tuple[pq.ParquetWriter, Path, str, list[int]]] = {}
+        rows = 0
+        schema: pa.Schema | None = None
+        try:
+            for batch in batches:
+                if digest is not None:
+                    digest.update(batch.serialize())
+                schema = batch.schema
+                if not batch.num_rows:
+                    continue
+                rows += batch.num_rows
+                for origin, part in self._split(batch):
+                    self._append(writers, table, origin, part)
+                tick(rows)
+            if not writers and not skip_empty and schema is not None:
+                # An empty table still gets a file, so readers find its columns.
+                empty = schema.remove(schema.get_field_index(ORIGIN)) if self.synced else schema
+                path, relative = self._path(table, None)
+                writers[None] = (self._open(path, empty), path, relative, [0])
+        finally:
+            entries = []
+            for writer, _, relative, counted in writers.values():
+                writer.close()
+                entries.append({"path": relative, "rows": counted[0]})
+        return entries, rows
+
+    def _split(self, batch: pa.RecordBatch) -> Iterator[tuple[str | None, pa.RecordBatch]]:
+        if not self.synced:
+            yield None, batch
+            return
+        index = batch.schema.get_field_index(ORIGIN)
+        origins = batch.column(index)
+        rest = batch.drop_columns([ORIGIN])
+        values = set(origins.to_pylist())
+        if len(values) == 1:
+            yield values.pop(), rest
+            return
+        for value in sorted(values, key=lambda v: (v is not None, v or "")):
+            mask = pc.is_null(origins) if value is None else equals(origins, value)
+            yield value, rest.filter(filled(mask, False))
+
+    def _append(
+        self,
+        writers: dict[str | None, tuple[pq.ParquetWriter, Path, str, list[int]]],
+        table: str,
+        origin: str | None,
+        batch: pa.RecordBatch,
+    ) -> None:
+        if origin not in writers:
+            path, relative = self._path(table, origin)
+            writers[origin] = (self._open(path, batch.schema), path, relative, [0])
+        writer, _, _, counted = writers[origin]
+        writer.write_batch(batch)
+        counted[0] += batch.num_rows
+
+    def _open(self, path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + TEMPORARY)
+        self.pending.append(path)
+        return pq.ParquetWriter(temporary, schema, compression="zstd")
+
+    def drop(self, entries: list[dict[str, Any]]) -> None:
+        """Forget files written for a table that turned out unchanged."""
+        for entry in entries:
+            path = self.root / entry["path"]
+            path.with_name(path.name + TEMPORARY).unlink(missing_ok=True)
+            self.pending.remove(path)
+
+    def publish(self) -> None:
+        """Flush every new file and rename it into place (still unlisted: the manifest is
+        what makes them part of the dataset)."""
+        for path in self.pending:
+            _flush(path.with_name(path.name + TEMPORARY))
+        for path in self.pending:
+            os.replace(path.with_name(path.name + TEMPORARY), path)
+        for directory in {p.parent for p in self.pending}:
+            _flush_directory(directory)
+
+    def discard(self) -> None:
+        """Remove what this export wrote, after a failure."""
+        for path in self.pending:
+            path.with_name(path.name + TEMPORARY).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+
+
+def _flush(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+def _flush_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """The dataset's manifest (empty when there is none yet); `InvalidValueError` for a
+    directory holding something else."""
+    path = Path(directory) / MANIFEST
+    if not path.exists():
+        return {}
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidValueError(f"{path} is not a harness_store dataset manifest: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise InvalidValueError(f"{path} is not a harness_store dataset manifest")
+    return manifest
+
+
+def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
+    path = root / MANIFEST
+    temporary = path.with_name(path.name + TEMPORARY)
+    temporary.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+    _flush(temporary)
+    os.replace(temporary, path)
+    _flush_directory(root)
+
+
+def clear_leftovers(root: Path, manifest: dict[str, Any]) -> None:
+    """Delete the dataset files the manifest does not list (a killed or replaced export's):
+    only files named as an export names them, inside the tables' directories."""
+    listed = {
+        entry["path"]
+        for table in manifest.get("tables", {}).values()
+        for entry in table.get("files", [])
+    }
+    for name in TABLES:
+        directory = root / name
+        if not directory.is_dir():
+            continue
+        for path in directory.rglob("part-*"):
+            stem = path.name.removesuffix(TEMPORARY)
+            if PART.match(stem) and path.relative_to(root).as_posix() not in listed:
+                path.unlink()
+        for partition in directory.iterdir():
+            if partition.is_dir() and not any(partition.iterdir()):
+                partition.rmdir()
+    (root / (MANIFEST + TEMPORARY)).unlink(missing_ok=True)
+
+
+def dataset_files(directory: str | os.PathLike[str], table: str) -> list[Path]:
+    """The files of `table` in the dataset at `directory`, as its manifest lists them."""
+    shape_of(table)
+    manifest = read_manifest(directory)
+    entry = manifest.get("tables", {}).get(table)
+    if entry is None:
+        raise InvalidValueError(f"the dataset at {directory} holds no table {table!r}")
+    return [Path(directory) / f["path"] for f in entry["files"]]
+
+
+def read_dataset(directory: str | os.PathLike[str], table: str) -> pa.Table:
+    """`table` of the dataset at `directory` as one Arrow table (the files its manifest
+    lists; `origin` restored from the partitions of a synced store's dataset)."""
+    files = dataset_files(directory, table)
+    synced = bool(read_manifest(directory).get("synced"))
+    partitioning = (
+        ds.partitioning(pa.schema([(ORIGIN, pa.string())]), flavor="hive") if synced else None
+    )
+    dataset = ds.dataset(
+        [str(f) for f in files],
+        format="parquet",
+        partitioning=partitioning,
+        partition_base_dir=str(Path(directory) / table),
+    )
+    data = dataset.to_table()
+    if synced:
+        origin = data[ORIGIN]
+        data = data.set_column(
+            data.schema.get_field_index(ORIGIN),
+            ORIGIN,
+            pc.if_else(equals(origin, NULL_PARTITION), pa.scalar(None, pa.string()), origin),
+        )
+    return data

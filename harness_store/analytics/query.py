@@ -1,0 +1,89 @@
+"""The one statement each Arrow read runs: a table's stored columns, filtered by run, stamp
+or id, in key order, with each row's origin beside it on a synced store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, Select, and_, select
+
+from .. import models as m
+from ..errors import InvalidValueError
+from ..formats import i64
+from ..formats import text as check_text
+from ..sync.tables import IDS, ORIGINS
+from .schema import ORIGIN, TableShape
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which rows a read keeps (see `Store.arrow`)."""
+
+    runs: tuple[int, ...] | None = None
+    since: str | None = None
+    after: int | None = None
+
+    @classmethod
+    def of(cls, runs: Iterable[int] | None, since: str | None, after: int | None = None) -> Filters:
+        """Checked filters: run ids are integers, `since` is text (a date or stamp prefix)."""
+        kept = None if runs is None else tuple(i64(r, "run id") for r in runs)
+        if since is not None:
+            since = check_text(since, "since")
+            if not since[:4].isdigit():
+                raise InvalidValueError(
+                    f"since must be a date or stamp like 2026-08-01, got {since!r}"
+                )
+        if after is not None:
+            after = i64(after, "after")
+        return cls(kept, since, after)
+
+
+def read_statement(
+    shape: TableShape, stored: list[str], filters: Filters, *, origin: bool
+) -> Select[tuple[object, ...]]:
+    """The statement reading `stored` columns of `shape`'s table (and `origin` when asked)."""
+    table = shape.table
+    statement = select(*(table.c[name] for name in stored))
+    if origin:
+        statement = _with_origin(statement, shape)
+    clauses: list[ColumnElement[bool]] = []
+    run_column = table.c[shape.run_column] if shape.run_column is not None else None
+    if filters.runs is not None and run_column is not None:
+        clauses.append(run_column.in_(filters.runs))
+    if filters.since is not None:
+        if shape.stamp_column is not None:
+            clauses.append(table.c[shape.stamp_column] >= filters.since)
+        elif run_column is not None:
+            started = select(m.Run.id).where(m.Run.started_at >= filters.since)
+            clauses.append(run_column.in_(started.scalar_subquery()))
+    if filters.after is not None:
+        if not shape.append_only:
+            raise InvalidValueError(f"{shape.name} is not append-only: it has no high-water mark")
+        clauses.append(table.c[shape.key[0]] > filters.after)
+    if clauses:
+        statement = statement.where(and_(*clauses))
+    return statement.order_by(*(table.c[k] for k in shape.key))
+
+
+def _with_origin(
+    statement: Select[tuple[object, ...]], shape: TableShape
+) -> Select[tuple[object, ...]]:
+    """Join each row to the origin of its run (a session: of itself) through sync's id map;
+    a row written centrally has none (NULL)."""
+    table = shape.table
+    if shape.run_column is not None:
+        mapped, column = "runs", table.c[shape.run_column]
+    else:
+        mapped, column = shape.name, table.c[shape.key[0]]
+    origins = (
+        select(IDS.c.dest_id, ORIGINS.c.uuid)
+        .join(ORIGINS, ORIGINS.c.id == IDS.c.origin_id)
+        .where(IDS.c.tbl == mapped)
+        .subquery("hs_origin_of")
+    )
+    return (
+        statement.add_columns(origins.c.uuid.label(ORIGIN))
+        .select_from(table)
+        .outerjoin(origins, origins.c.dest_id == column)
+    )

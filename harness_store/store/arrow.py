@@ -1,0 +1,175 @@
+"""Runs as typed columnar tables: any table of the store as Arrow, and as a DataFrame.
+
+Each read is one SQLAlchemy Core statement streamed in batches (`yield_per`: a server-side
+cursor on PostgreSQL, `fetchmany` on SQLite), so `iter_arrow` holds one batch at a time
+whatever the store's size. pyarrow (the `analytics` extra) is imported on first use only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import InvalidValueError
+from .base import StoreBase
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+BATCH_ROWS = 32_768
+"""Rows in one record batch of `iter_arrow` (and of a Parquet export's row groups)."""
+
+
+class ArrowMixin(StoreBase):
+    """`arrow`, `iter_arrow` and `frame`: the store's tables with upstream's types restored."""
+
+    _origins_seen = False
+
+    def arrow(
+        self,
+        table: str,
+        *,
+        runs: Iterable[int] | None = None,
+        since: str | None = None,
+        columns: list[str] | None = None,
+    ) -> pa.Table:
+        """A table of the store as a `pyarrow.Table`, with upstream's types restored: stamps
+        as `timestamp[us, UTC]`, upstream's `u64` counts as `uint64` (wrapped ones read back
+        as upstream reads them), booleans as `bool`; JSON stays text, with parsed columns
+        beside it where upstream fixes its shape (a step's `tool` and `tool_args`, a plan's
+        steps, a policy's defaults, …). A synced store adds each row's `origin`.
+
+        `runs` keeps the rows of those runs; `since` (a `YYYY-MM-DD` or stamp prefix) the
+        rows stamped from then on (a table without a stamp of its own: the rows of runs
+        started from then on); `columns` chooses and orders the columns. Rows come in key
+        order.
+        """
+        import pyarrow as pa
+
+        schema = self._arrow_schema(table, columns=columns)
+        return pa.Table.from_batches(
+            list(self.iter_arrow(table, runs=runs, since=since, columns=columns)), schema=schema
+        )
+
+    def iter_arrow(
+        self,
+        table: str,
+        *,
+        runs: Iterable[int] | None = None,
+        since: str | None = None,
+        columns: list[str] | None = None,
+        after: int | None = None,
+        batch_rows: int = BATCH_ROWS,
+    ) -> Iterator[pa.RecordBatch]:
+        """`arrow` as record batches of at most `batch_rows` rows, read as they are consumed
+        (constant memory), inside one read transaction (one snapshot). On SQLite the Store's
+        connection is this iterator's until it is exhausted or closed. `after` keeps the rows
+        whose id is above it, in an append-only table (what an incremental export reads)."""
+        from ..analytics.convert import to_batch
+        from ..analytics.query import Filters, read_statement
+        from ..analytics.schema import ORIGIN, shape_of
+
+        if batch_rows < 1:
+            raise InvalidValueError(f"batch_rows must be at least 1, got {batch_rows}")
+        shape = shape_of(table)
+        filters = Filters.of(runs, since, after)
+        schema = self._arrow_schema(table, columns=columns)
+        origin = ORIGIN in schema.names
+        stored = shape.stored_columns(columns)
+        names = [*stored, ORIGIN] if origin else stored
+        statement = read_statement(shape, stored, filters, origin=origin)
+        statement = statement.execution_options(yield_per=batch_rows)
+        with self._read() as conn:
+            result = conn.execute(statement)
+            empty = True
+            for rows in result.partitions():
+                empty = False
+                yield to_batch(shape, names, rows, schema)
+            if empty:
+                yield to_batch(shape, names, [], schema)
+
+    def _arrow_schema(self, table: str, *, columns: list[str] | None = None) -> pa.Schema:
+        """The Arrow schema `arrow(table, columns=columns)` returns on this store."""
+        from ..analytics.schema import ORIGIN, shape_of
+
+        shape = shape_of(table)
+        shape.stored_columns(columns)  # refuses unknown columns
+        synced = self._synced()
+        if columns is not None and ORIGIN in columns and not synced:
+            raise InvalidValueError(f"{ORIGIN!r} is a column of synced stores only")
+        schema = shape.schema(columns, origin=synced and (columns is None or ORIGIN in columns))
+        if columns is not None:
+            schema = pa_select(schema, columns)
+        return schema
+
+    def frame(
+        self,
+        table: str,
+        *,
+        runs: Iterable[int] | None = None,
+        since: str | None = None,
+        columns: list[str] | None = None,
+        engine: Literal["pandas", "polars"] = "pandas",
+    ) -> Any:
+        """`arrow(...)` as a DataFrame: pandas by default (Arrow-backed dtypes, so `uint64`,
+        nullable `bool` and UTC stamps keep their types), polars with `engine="polars"`. The
+        same Arrow table, converted once; the library must be installed."""
+        data = self.arrow(table, runs=runs, since=since, columns=columns)
+        if engine == "polars":
+            import polars as pl
+
+            return pl.from_arrow(data)
+        if engine == "pandas":
+            import pandas as pd
+
+            return data.to_pandas(types_mapper=pd.ArrowDtype)
+        raise InvalidValueError(f"engine must be 'pandas' or 'polars', got {engine!r}")
+
+    def _arrow_rows(
+        self,
+        table: str,
+        *,
+        runs: Iterable[int] | None = None,
+        since: str | None = None,
+        through: int | None = None,
+    ) -> int:
+        """How many rows `arrow(table, runs=…, since=…)` holds; with `through`, only those
+        whose id is at most it (an incremental export's check that nothing it wrote was
+        deleted since). Counted as all rows less those above `through`, in one snapshot: the
+        whole count is served by the table's smallest index and the rest by a short range of
+        the key, where `id <= through` would read every row."""
+        from sqlalchemy import func, select
+
+        from ..analytics.query import Filters, read_statement
+        from ..analytics.schema import shape_of
+
+        shape = shape_of(table)
+        key = shape.table.c[shape.key[0]]
+        rows = read_statement(shape, [shape.key[0]], Filters.of(runs, since), origin=False)
+        rows = rows.order_by(None)
+        statements = [select(func.count()).select_from(rows.subquery())]
+        if through is not None:
+            newer = rows.where(key > through).subquery()
+            statements.append(select(func.count()).select_from(newer))
+        with self._read() as conn:
+            counts = [int(conn.execute(statement).scalar_one()) for statement in statements]
+        return counts[0] - sum(counts[1:])
+
+    def _synced(self) -> bool:
+        """Whether this store was synced into (it holds sync's origins): its rows then carry
+        an `origin`. Once true it stays true (sync never drops its tables), so it is kept."""
+        from ..sync.tables import ORIGINS
+
+        if self._origins_seen:
+            return True
+        with self._read() as conn:
+            self._origins_seen = bool(conn.dialect.has_table(conn, ORIGINS.name))
+        return self._origins_seen
+
+
+def pa_select(schema: pa.Schema, columns: list[str]) -> pa.Schema:
+    """`schema`'s fields in the order `columns` names them (those it has)."""
+    import pyarrow as pa
+
+    by_name = {field.name: field for field in schema}
+    return pa.schema([by_name[c] for c in columns if c in by_name])

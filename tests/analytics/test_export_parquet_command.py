@@ -1,0 +1,71 @@
+"""`harness-store export parquet` as a person runs it: a real process on a real store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from clirun import COMMAND, environ, on_terminal
+
+from harness_store import StepRecord, Store
+from harness_store.analytics.dataset import read_dataset, read_manifest
+
+
+def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COMMAND, *map(str, args)], capture_output=True, text=True, env=environ(), timeout=300
+    )
+
+
+def small_store(path: Path) -> list[int]:
+    with Store.open(path) as store:
+        runs = [store.start_run(f"goal {n}", "f.rs") for n in range(2)]
+        for run_id in runs:
+            store.checkpoint_steps(
+                run_id, [StepRecord.new(i, "d", "ok").with_trace("p", "t:{}", i) for i in (1, 2)]
+            )
+        store.finish_run(runs[0], "success")
+    return runs
+
+
+def test_export_then_nothing_new(tmp_path: Path) -> None:
+    store, directory = tmp_path / "runs.sqlite3", tmp_path / "ds"
+    runs = small_store(store)
+    first = run("export", "parquet", store, directory)
+    assert first.returncode == 0, first.stderr
+    assert "steps: rewritten, 4 rows" in first.stdout
+    assert "\x1b[" not in first.stdout + first.stderr  # piped: no progress bars
+    again = run("export", "parquet", store, directory, "--json")
+    assert again.returncode == 0, again.stderr
+    document = json.loads(again.stdout)
+    assert document["rows"] == 0
+    assert {t["action"] for t in document["tables"]} == {"unchanged"}
+    with Store.open(store, read_only=True) as opened:
+        assert read_dataset(directory, "steps").equals(opened.arrow("steps"))
+    only = run("export", "parquet", store, tmp_path / "one", "--tables", "steps,runs",
+               "--runs", str(runs[0]))  # fmt: skip
+    assert only.returncode == 0, only.stderr
+    assert set(read_manifest(tmp_path / "one")["tables"]) == {"steps", "runs"}
+    assert read_dataset(tmp_path / "one", "steps")["run_id"].to_pylist() == [runs[0]] * 2
+
+
+def test_bad_input_is_a_usage_error_and_writes_nothing(tmp_path: Path) -> None:
+    store, directory = tmp_path / "runs.sqlite3", tmp_path / "ds"
+    small_store(store)
+    for args in (["--tables", "nope"], ["--runs", "x"], ["--since", "last week"]):
+        done = run("export", "parquet", store, directory, *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert done.stderr.startswith("harness-store: error:")
+        assert not (directory / "steps").exists()
+    missing = run("export", "parquet", tmp_path / "absent.sqlite3", directory)
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+
+
+def test_progress_on_a_terminal(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    small_store(store)
+    code, screen = on_terminal("export", "parquet", store, tmp_path / "ds")
+    assert code == 0
+    assert "tables" in screen and "37/37" in screen

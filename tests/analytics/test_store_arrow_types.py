@@ -1,0 +1,212 @@
+"""`Store.arrow`, `iter_arrow` and `frame`: every table of the newest release, on both
+backends, holds exactly the store's rows with upstream's types restored."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pytest
+
+from harness_store import Store
+from harness_store.analytics import TABLES
+from harness_store.analytics.schema import ARROW_TYPES, Kind, shape_of
+from harness_store.errors import InvalidValueError
+
+from .reference import BIG_U64, stored_rows
+
+STAMP = pa.timestamp("us", tz="UTC")
+
+
+def assert_table_is_the_stores(store: Store, table: str) -> None:
+    """Row count, every value and every type of `table` as Arrow equal the stored rows as
+    upstream reads them."""
+    shape = shape_of(table)
+    data = store.arrow(table)
+    expected = stored_rows(store, table)
+    assert data.num_rows == len(expected), table
+    got = data.select(list(shape.kinds)).to_pylist()
+    assert got == expected, table
+    for name, kind in shape.kinds.items():
+        assert data.schema.field(name).type == ARROW_TYPES[kind], (table, name)
+
+
+def test_every_table_of_a_store_written_through_every_method(written: Store) -> None:
+    populated = [t for t in TABLES if written.arrow(t).num_rows]
+    # The writers reach every table of the newest release.
+    assert set(populated) == set(TABLES)
+    for table in TABLES:
+        assert_table_is_the_stores(written, table)
+
+
+def test_every_table_of_the_real_fixtures_upgraded(upgraded_fixture: Store) -> None:
+    for table in TABLES:
+        assert_table_is_the_stores(upgraded_fixture, table)
+    for run in upgraded_fixture.runs():
+        steps = upgraded_fixture.arrow("steps", runs=[run]).to_pylist()
+        records = upgraded_fixture.steps(run)
+        assert [(s["step"], s["decision"], s["result"], s["prompt"], s["tool_call"],
+                 s["tokens"]) for s in steps] == [
+            (r.step, r.decision, r.result, r.prompt, r.tool_call, r.tokens) for r in records
+        ]  # fmt: skip
+
+
+def test_types_are_upstreams(written: Store) -> None:
+    runs = written.arrow("runs")
+    assert runs.schema.field("started_at").type == STAMP
+    steps = written.arrow("steps")
+    assert steps.schema.field("tokens").type == pa.uint64()
+    mcp = written.arrow("mcp_events")
+    assert mcp.schema.field("ok").type == pa.bool_()
+    assert mcp.schema.field("millis").type == pa.uint64()
+    outcomes = written.arrow("run_outcomes")
+    assert outcomes.schema.field("success").type == pa.bool_()
+    assert outcomes.schema.field("finished_at").type == STAMP
+    calls = written.arrow("provider_calls")
+    assert calls.schema.field("prompt_tokens").type == pa.uint64()
+    assert calls.schema.field("at").type == STAMP  # `YYYY-MM-DD HH:MM:SS` text
+    assert written.arrow("memory_recalls").schema.field("at").type == STAMP
+
+
+def test_wrapped_u64_fields_read_back_as_upstream_meant_them(written: Store) -> None:
+    millis = written.arrow("mcp_events")["millis"].to_pylist()
+    assert BIG_U64 in millis  # stored as -1
+    context = written.arrow("context_events").to_pylist()
+    assert any(c["est_tokens"] == BIG_U64 and c["reported_tokens"] == 2**63 + 5 for c in context)
+    for run in written.runs():
+        by_getter = [e.millis for e in written.mcp_events(run)]
+        assert written.arrow("mcp_events", runs=[run])["millis"].to_pylist() == by_getter
+        by_getter = [(e.est_tokens, e.reported_tokens) for e in written.context_events(run)]
+        got = written.arrow("context_events", runs=[run]).to_pylist()
+        assert [(c["est_tokens"], c["reported_tokens"]) for c in got] == by_getter
+
+
+def test_values_equal_the_stores_getters(written: Store) -> None:
+    for run in written.runs():
+        calls = written.arrow("provider_calls", runs=[run]).to_pylist()
+        assert [(c["step"], c["attempt"], c["provider"], c["model"], c["latency_ms"],
+                 c["ttft_ms"], c["finish_reason"], c["failure"]) for c in calls] == [
+            (p.step, p.attempt, p.provider, p.model, p.latency_ms, p.ttft_ms, p.finish_reason,
+             p.failure) for p in written.provider_calls(run)
+        ]  # fmt: skip
+        assert [c["total_tokens"] for c in calls] == [
+            None if p.usage is None else p.usage.total_tokens for p in written.provider_calls(run)
+        ]
+        mcp = written.arrow("mcp_events", runs=[run]).to_pylist()
+        assert [(e["step"], e["kind"], e["server"], e["tool"], e["ok"], e["detail"])
+                for e in mcp] == [(e.step, e.kind, e.server, e.tool, e.ok, e.detail)
+                                  for e in written.mcp_events(run)]  # fmt: skip
+        summary = written.run_summary(run)
+        outcome = written.arrow("run_outcomes", runs=[run]).to_pylist()
+        if summary is None:
+            assert outcome == []
+        else:
+            (row,) = outcome
+            assert (row["outcome"], row["success"], row["steps"], row["tokens"],
+                    row["duration_ms"]) == (summary.outcome, summary.success, summary.steps,
+                                            summary.tokens, summary.duration_ms)  # fmt: skip
+            assert row["finished_at"] == stamp(summary.finished_at)
+        status = written.arrow("runs", runs=[run], columns=["status"])["status"].to_pylist()
+        assert status == [written.status(run)]
+        questions = written.arrow("pending_questions", runs=[run]).to_pylist()
+        assert [(q["question"], q["choice_list"] or [], q["resolved"]) for q in questions] == [
+            (q.question, q.choices, q.resolved) for q in written.questions(run)
+        ]
+        plans = written.arrow("plans", runs=[run]).to_pylist()
+        assert [(p["resolved"], [s["intent"] for s in p["plan_steps"]]) for p in plans] == [
+            (p.resolved, [s.intent for s in p.plan.steps]) for p in written.plans(run)
+        ]
+    memory = written.arrow("memory").to_pylist()
+    for workspace in {m["workspace"] for m in memory}:
+        entries = written.memory_list(workspace)
+        rows = {m["key"]: m for m in memory if m["workspace"] == workspace}
+        assert len(rows) == len(entries)
+        for entry in entries:
+            row = rows[entry.key]
+            assert (row["value"], row["pinned"] or False, row["created_at"]) == (
+                entry.value, entry.pinned, stamp(entry.created_at)
+            )  # fmt: skip
+
+
+def stamp(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+def test_parsed_columns_beside_the_json(written: Store) -> None:
+    steps = written.arrow("steps").to_pylist()
+    called = [s for s in steps if s["tool"] is not None]
+    assert called, "the writers record steps that called a tool"
+    for s in steps:
+        if s["tool"] is not None:
+            assert s["tool_call"] == f"{s['tool']}:{s['tool_args']}"
+        else:
+            assert s["tool_args"] is None
+    policies = written.arrow("run_policies").to_pylist()
+    for row in policies:
+        document = written.run_policy(row["run_id"])
+        assert document is not None
+        assert row["policy_defaults"] == {
+            act: document["defaults"].get(act) for act in ("read", "write", "exec", "net")
+        }
+        assert row["policy_layers"] == [layer["name"] for layer in document["layers"]]
+    turns = written.arrow("step_turns").to_pylist()
+    assert turns
+    for run in {row["run_id"] for row in turns}:
+        by_getter = [[c.name for c in turn.calls] for turn in written.step_turns(run)]
+        assert [r["call_names"] for r in turns if r["run_id"] == run] == by_getter
+
+
+def test_iter_arrow_streams_batches_that_add_up_to_the_table(written: Store) -> None:
+    batches = list(written.iter_arrow("memory_snapshots", batch_rows=7))
+    assert len(batches) > 1
+    assert all(b.num_rows <= 7 for b in batches)
+    assert pa.Table.from_batches(batches).equals(written.arrow("memory_snapshots"))
+
+
+def test_filters_and_columns(written: Store) -> None:
+    runs = written.runs()
+    some = runs[:2]
+    steps = written.arrow("steps", runs=some)
+    assert set(steps["run_id"].to_pylist()) <= set(some)
+    assert steps.num_rows == sum(len(written.steps(r)) for r in some)
+    chosen = written.arrow("steps", columns=["tool", "run_id"])
+    assert chosen.column_names == ["tool", "run_id"]
+    assert written.arrow("runs", since="2999-01-01").num_rows == 0
+    assert written.arrow("steps", since="2999-01-01").num_rows == 0
+    assert written.arrow("steps", since="2000-01-01").num_rows == written.arrow("steps").num_rows
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.arrow("nope"),
+        lambda s: s.arrow("steps", columns=["nope"]),
+        lambda s: s.arrow("steps", since="yesterday"),
+        lambda s: s.arrow("steps", columns=["origin"]),
+        lambda s: s.arrow("steps", runs=["1"]),
+        lambda s: s.frame("steps", engine="spark"),
+    ],
+)
+def test_bad_input_is_a_typed_error(written: Store, call: object) -> None:
+    with pytest.raises(InvalidValueError):
+        call(written)  # type: ignore[operator]
+
+
+def test_frames_are_the_same_arrow_data(written: Store) -> None:
+    import pandas as pd
+    import polars as pl
+
+    data = written.arrow("provider_calls")
+    frame = written.frame("provider_calls")
+    assert isinstance(frame, pd.DataFrame)
+    assert pa.Table.from_pandas(frame, preserve_index=False).equals(data)
+    assert str(frame["prompt_tokens"].dtype) == "uint64[pyarrow]"
+    polars = written.frame("provider_calls", engine="polars")
+    assert isinstance(polars, pl.DataFrame)
+    assert polars.to_arrow().cast(data.schema).equals(data)
+    assert polars.schema["at"] == pl.Datetime("us", "UTC")
+    assert polars.schema["prompt_tokens"] == pl.UInt64
+
+
+def test_every_kind_has_an_arrow_type() -> None:
+    assert set(ARROW_TYPES) == set(Kind)
