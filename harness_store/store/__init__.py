@@ -35,6 +35,7 @@ from .memory import MemoryMixin
 from .notes import NotesMixin
 from .questions import QuestionsMixin
 from .retention import RetentionMixin
+from .run_retention import RunRetentionMixin
 from .runs import RunsMixin
 from .sessions import SessionsMixin
 from .stream import StreamMixin
@@ -58,6 +59,7 @@ class Store(
     NotesMixin,
     SessionsMixin,
     RetentionMixin,
+    RunRetentionMixin,
 ):
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""
