@@ -271,6 +271,13 @@ def prune_runs_command(
     """Runs, whole trees, in batches (see `Store.prune_runs`). A dry run opens the store
     read-only, so not a byte of it changes."""
     chosen = tuple(statuses or ("completed", "failed"))
+    wrong = sorted(set(chosen) - {"completed", "failed"})
+    if wrong:
+        raise CliError(
+            EXIT_USAGE,
+            f"--status takes completed or failed (a running or paused run can still resume), "
+            f"got {', '.join(wrong)}",
+        )
     if dry_run:
         with open_reader(db) as reader:
             would = reader.store.prune_runs(
