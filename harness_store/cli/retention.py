@@ -1,10 +1,12 @@
 """`harness-store size`, `prune` and `compact`: how big a store is, deleting (or archiving)
-old sessions, and giving the freed space back.
+old sessions or run trees, and giving the freed space back.
 
-`prune` deletes one session at a time, each in its own transaction (all of it or none of it,
-never an orphan), with a progress bar on a terminal; an interrupted prune leaves every session
-either whole or gone. Sessions holding a run that can still resume are kept and listed. Both
-`prune` and `compact` ask first unless `--yes`; `--dry-run` only says what would go.
+`prune` deletes one session at a time, each decided again and deleted in its own transaction
+(all of it or none of it, never an orphan), with a progress bar on a terminal; an interrupted
+prune leaves every session either whole or gone. `prune --runs` does the same for whole run
+trees, in batches (`Store.prune_runs`), optionally copying them into an archive file first.
+Anything still in use is kept and listed. Both `prune` and `compact` ask first unless
+`--yes`; `--dry-run` only says what would go (for runs, opening the store read-only).
 """
 
 from __future__ import annotations

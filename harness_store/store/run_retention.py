@@ -13,6 +13,7 @@ the deletion itself (their triggers), so every kept spend answer stays exact.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,6 +42,10 @@ PRUNABLE_STATUSES = frozenset({"completed", "failed"})
 
 BATCH_ROWS = 20_000
 """About how many step and checkpoint rows one batch deletes: a writer waits at most that long."""
+
+BETWEEN_BATCHES = 0.005
+"""Seconds a prune pauses after each batch commits: a writer waiting for its turn (SQLite's
+writers' queue retries every millisecond or two) gets in before the next batch begins."""
 
 SPEND_TABLES = (SPEND_RUNS, PRICED_RUNS)
 """harness_store's per-run spend rows, deleted with their runs (after `provider_calls`, whose
@@ -145,7 +150,9 @@ class RunRetentionMixin(StoreBase):
         count = 0
         archive_store = None if target is None or not trees else self._open_archive(target)
         try:
-            for batch in batches(trees, batch_rows):
+            for i, batch in enumerate(batches(trees, batch_rows)):
+                if i:
+                    time.sleep(BETWEEN_BATCHES)
                 pruned = self._prune_batch(batch, cutoff, chosen, archive_store)
                 done.append(pruned)
                 kept += pruned.refused
