@@ -201,7 +201,8 @@ class RunRetentionMixin(StoreBase):
                 children.setdefault(int(parent), []).append(int(run))
         tops.sort()
         trees: list[Tree] = []
-        for root in tops if roots is None else [t for t in tops if t in set(roots)]:
+        wanted = None if roots is None else set(roots)
+        for root in tops if wanted is None else [t for t in tops if t in wanted]:
             members, todo, seen = [], [root], {root}
             while todo:
                 run = todo.pop()
