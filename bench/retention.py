@@ -102,3 +102,122 @@ def run(cfg: Config) -> list[Table]:
         "on one open Store (a Store's first call builds its statements, ~0.2 s)."
     )
     return [one, sweep]
+
+
+# --- 9.2: pruning half of a store of runs ------------------------------------------------
+
+WRITER = """
+import json, sys, time
+from pathlib import Path
+from harness_store import Store, StepRecord
+stop = Path(sys.argv[2])
+with Store.open(sys.argv[1], backup=False) as store:
+    run = store.start_run("live", "plan.toml")
+    print("ready", flush=True)
+    waits, step = [], 0
+    while not stop.exists():
+        step += 1
+        start = time.perf_counter()
+        store.checkpoint_step(run, StepRecord(step, "decide", "ok", "p", "{}", 1))
+        waits.append(time.perf_counter() - start)
+        time.sleep(0.002)
+print(json.dumps({"max": max(waits), "median": sorted(waits)[len(waits) // 2], "n": len(waits)}))
+"""
+"""A live driver beside the prune: checkpoints one step at a time, timing each."""
+
+
+def fill_runs(store: Any, runs: int, steps: int) -> list[int]:
+    """`runs` finished runs of `steps` checkpointed steps each, the first half dated 2020."""
+    from sqlalchemy import update
+
+    from harness_store import StepRecord
+    from harness_store import models as m
+
+    ids = []
+    for i in range(runs):
+        run = store.start_run(f"goal {i}", "plan.toml")
+        store.checkpoint_steps(
+            run, [StepRecord(s, "read_file", "ok " * 8, "p", "{}", 5) for s in range(1, steps + 1)]
+        )
+        store.finish_run(run, "passed")
+        ids.append(run)
+    with store._write() as conn:
+        old = ids[: runs // 2]
+        for part in range(0, len(old), 500):
+            conn.execute(
+                update(m.Run)
+                .where(m.Run.id.in_(old[part : part + 500]))
+                .values(started_at="2020-01-01T00:00:00.000Z")
+            )
+    return ids[: runs // 2]
+
+
+def plain_delete(store: Any, runs: list[int]) -> None:
+    """The baseline: one `DELETE … WHERE run_id IN (…)` per run-keyed table and the runs, in
+    one transaction, with no check, count or batching."""
+    from sqlalchemy import text
+
+    from harness_store.store.retention import RUN_TABLES
+
+    ids = ", ".join(map(str, runs))
+    with store._write() as conn:
+        for name, key in [*RUN_TABLES, ("hs_spend_runs", "run_id"), ("runs", "id")]:
+            conn.execute(text(f"DELETE FROM {name} WHERE {key} IN ({ids})"))
+
+
+def beside_a_writer(target: str, work: Any, action: Any) -> tuple[float, dict[str, float]]:
+    """Time `action()` while a writer process checkpoints; its time and the writer's waits."""
+    import json
+    import subprocess
+    import sys
+
+    stop = work / "writer.stop"
+    stop.unlink(missing_ok=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, target, str(stop)], stdout=subprocess.PIPE, text=True
+    )
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    start = time.perf_counter()
+    action()
+    took = time.perf_counter() - start
+    time.sleep(0.3)
+    stop.touch()
+    out, _ = writer.communicate(timeout=120)
+    return took, json.loads(out)
+
+
+def run_prune(cfg: Config, size: tuple[int, int] | None = None) -> list[Table]:
+    """Benchmark 9.2; `size` (runs, steps per run) instead of the issue's 1,000 × 1,000."""
+    from harness_store import Store
+
+    runs, steps = size or cfg.pick((1000, 1000), (100, 100))
+    table = Table(
+        f"9.2 Pruning half of a store of {runs:,} runs × {steps:,} steps (prune_runs)",
+        ["backend", "how", "runs", "rows", "time", "writer's worst wait", "writer's median"],
+    )
+    for backend, target in each_target(cfg, "prune_runs"):
+        for how in ("prune_runs", "plain DELETE"):
+            say(f"prune: {backend}, {how}: filling {runs} runs × {steps} steps")
+            with Store.open(target, backup=False) as store:
+                old = fill_runs(store, runs, steps)
+                rows = store.prune_runs(before="2021-01-01", dry_run=True).rows
+
+                def act(store: Any = store, old: list[int] = old, how: str = how) -> None:
+                    if how == "prune_runs":
+                        assert store.prune_runs(before="2021-01-01").runs == len(old)
+                    else:
+                        plain_delete(store, old)
+
+                say(f"prune: {backend}, {how}")
+                took, waits = beside_a_writer(str(target), cfg.work, act)
+                table.add(backend, how, f"{len(old):,}", f"{rows:,}", fmt_time(took),
+                          fmt_time(waits["max"]), fmt_time(waits["median"]))  # fmt: skip
+                store.prune_runs(before="9999-01-01")  # empty for the next variant
+    table.notes.append(
+        "prune_runs decides, counts and deletes in batches of about 20,000 rows, each one "
+        "transaction with its runs locked; the plain DELETE is one transaction over the same "
+        "rows with nothing checked. The writer is another process checkpointing one step "
+        "every 2 ms into a live run throughout."
+    )
+    return [table]

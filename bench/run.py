@@ -35,6 +35,7 @@ NAMES = (
     "cli",
     "accounting",
     "retention",
+    "prune",
     "sync",
     "pg",
     "asyncstore",
@@ -65,6 +66,8 @@ def benchmark(name: str) -> Callable[[Config], list[Table]]:
         from .postgres import run
     elif name == "retention":
         from .retention import run
+    elif name == "prune":
+        from .retention import run_prune as run
     elif name == "sync":
         from .sync import run
     elif name == "asyncstore":

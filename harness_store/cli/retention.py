@@ -1,21 +1,25 @@
 """`harness-store size`, `prune` and `compact`: how big a store is, deleting (or archiving)
-old sessions, and giving the freed space back.
+old sessions or run trees, and giving the freed space back.
 
-`prune` deletes one session at a time, each in its own transaction (all of it or none of it,
-never an orphan), with a progress bar on a terminal; an interrupted prune leaves every session
-either whole or gone. Sessions holding a run that can still resume are kept and listed. Both
-`prune` and `compact` ask first unless `--yes`; `--dry-run` only says what would go.
+`prune` deletes one session at a time, each decided again and deleted in its own transaction
+(all of it or none of it, never an orphan), with a progress bar on a terminal; an interrupted
+prune leaves every session either whole or gone. `prune --runs` does the same for whole run
+trees, in batches (`Store.prune_runs`), optionally copying them into an archive file first.
+Anything still in use is kept and listed. Both `prune` and `compact` ask first unless
+`--yes`; `--dry-run` only says what would go (for runs, opening the store read-only).
 """
 
 from __future__ import annotations
 
+import re
 import sys
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
 from rich.text import Text
 
+from ..records import Pruned
 from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .decide import open_writer
 from .output import (
@@ -42,6 +46,23 @@ def confirm(question: str, yes: bool) -> None:
         raise CliError(EXIT_USAGE, f"{question} — not asked without a terminal: add --yes")
     if not typer.confirm(question, default=False, err=True):
         raise CliError(EXIT_USAGE, "nothing was changed")
+
+
+def cutoff_of(before: str | None, older_than: str | None) -> str:
+    """The cutoff stamp from `--before DATE` or `--older-than AGE` (exactly one of them)."""
+    if (before is None) == (older_than is None):
+        raise CliError(EXIT_USAGE, "give one of --before DATE or --older-than AGE (e.g. 30d)")
+    if before is not None:
+        return check_date(before)
+    assert older_than is not None
+    match = re.fullmatch(r"\s*(\d+)\s*([dhmw])\s*", older_than)
+    if match is None:
+        raise CliError(
+            EXIT_USAGE, f"--older-than takes an age like 30d, 12h, 90m or 2w, got {older_than!r}"
+        )
+    unit = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes"}[match.group(2)]
+    moment = datetime.now(UTC) - timedelta(**{unit: int(match.group(1))})
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def check_date(before: str) -> str:
@@ -91,8 +112,31 @@ def size_command(db: DbArg, as_json: JsonOpt = False) -> None:
 def prune_command(
     db: DbArg,
     before: Annotated[
-        str, typer.Option("--before", metavar="DATE", help="Sessions created before this date.")
-    ],
+        str | None,
+        typer.Option("--before", metavar="DATE", help="Sessions (or runs) from before this date."),
+    ] = None,
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than", metavar="AGE", help="Instead of --before: an age such as 30d or 12h."
+        ),
+    ] = None,
+    runs: Annotated[
+        bool,
+        typer.Option("--runs", help="Prune runs (whole trees) instead of sessions."),
+    ] = False,
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status", metavar="STATUS", help="With --runs: statuses to prune (completed, failed)."
+        ),
+    ] = None,
+    keep_last: Annotated[
+        int | None,
+        typer.Option(
+            "--keep-last", metavar="N", help="With --runs: always keep the N newest trees."
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would go; change nothing.")
     ] = False,
@@ -100,24 +144,54 @@ def prune_command(
         bool,
         typer.Option("--archive", help="Clear the sessions' words but keep their shape and facts."),
     ] = False,
+    archive_to: Annotated[
+        str | None,
+        typer.Option(
+            "--archive-to",
+            metavar="FILE",
+            help="With --runs: copy the pruned rows into this SQLite store file first.",
+        ),
+    ] = None,
     yes: YesOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Delete (or --archive) every session created before DATE, with its turns, runs and
-    every row of theirs; sessions whose runs can still resume are kept."""
-    before = check_date(before)
+    every row of theirs; with --runs, every run tree started before DATE whose runs all
+    finished. Anything still in use (running, paused, leased, awaiting a decision) is kept."""
+    cutoff = cutoff_of(before, older_than)
+    if runs:
+        if archive:
+            raise CliError(
+                EXIT_USAGE, "--archive clears sessions; with --runs use --archive-to FILE"
+            )
+        prune_runs_command(db, cutoff, status, keep_last, dry_run, archive_to, yes, as_json)
+        return
+    if status or keep_last is not None or archive_to is not None:
+        raise CliError(EXIT_USAGE, "--status, --keep-last and --archive-to go with --runs")
+    prune_sessions_command(db, cutoff, dry_run, archive, yes, as_json)
+
+
+def prune_sessions_command(
+    db: str, before: str, dry_run: bool, archive: bool, yes: bool, as_json: bool
+) -> None:
+    """Sessions, one transaction each, each decided again under its lock."""
     totals = {"sessions": 0, "turns": 0, "runs": 0, "rows": 0, "bytes": 0}
+    verb = "archive" if archive else "delete"
     with open_writer(db) as store:
         doomed, refused = store.sweep_candidates(before)
-        sizes = [store.session_size(s) for s in doomed]
-        would = {
-            "sessions": len(doomed),
-            "turns": sum(s.turns for s in sizes if s),
-            "runs": sum(s.runs for s in sizes if s),
-            "rows": sum(s.rows for s in sizes if s),
-            "bytes": sum(s.bytes for s in sizes if s),
-        }
-        verb = "archive" if archive else "delete"
+        if archive:
+            cleared = [store.archive_session(s, dry_run=True) for s in doomed]
+            sizes = [store.session_size(s) for s in doomed]
+            would = {
+                "sessions": len(doomed),
+                "turns": sum(a.turns for a in cleared),
+                "runs": sum(s.runs for s in sizes if s),
+                "rows": sum(a.rows for a in cleared),
+                "bytes": sum(a.bytes for a in cleared),
+            }
+        else:
+            forecast = [store.sweep_session(s, before, dry_run=True) for s in doomed]
+            would = {key: sum(getattr(p, key) for p in forecast) for key in totals}
         if dry_run or not doomed:
             report(would, refused, verb, dry_run=True, as_json=as_json)
             return
@@ -126,6 +200,7 @@ def prune_command(
             f"{plural(would['rows'], 'row')}) created before {before}?",
             yes,
         )
+        refused = list(refused)
         with progress_bars(stderr_console(), quiet=as_json, label=verb) as bars:
             task = bars.add_task(verb, total=len(doomed)) if bars else None
             for i, session in enumerate(doomed, start=1):
@@ -136,12 +211,13 @@ def prune_command(
                     totals["rows"] += done.rows
                     totals["bytes"] += done.bytes
                 else:
-                    pruned = store.delete_session(session)
+                    pruned = store.sweep_session(session, before)
+                    refused += pruned.refused
                     for key in ("sessions", "turns", "runs", "rows", "bytes"):
                         totals[key] += getattr(pruned, key)
                 if bars is not None and task is not None:
                     bars.update(task, completed=i)
-    report(totals, refused, verb, dry_run=False, as_json=as_json)
+    report(totals, sorted(refused), verb, dry_run=False, as_json=as_json)
 
 
 def report(
@@ -182,3 +258,96 @@ def compact_command(db: DbArg, yes: YesOpt = False, as_json: JsonOpt = False) ->
     stdout_console().print(
         Text(f"reclaimed {human_size(reclaimed)}; the store is {human_size(after.file_bytes)}")
     )
+
+
+def prune_runs_command(
+    db: str,
+    before: str,
+    statuses: list[str] | None,
+    keep_last: int | None,
+    dry_run: bool,
+    archive_to: str | None,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Runs, whole trees, in batches (see `Store.prune_runs`). A dry run opens the store
+    read-only, so not a byte of it changes."""
+    chosen = tuple(statuses or ("completed", "failed"))
+    wrong = sorted(set(chosen) - {"completed", "failed"})
+    if wrong:
+        raise CliError(
+            EXIT_USAGE,
+            f"--status takes completed or failed (a running or paused run can still resume), "
+            f"got {', '.join(wrong)}",
+        )
+    if dry_run:
+        with open_reader(db) as reader:
+            would = reader.store.prune_runs(
+                before=before, statuses=chosen, keep_last=keep_last, dry_run=True
+            )
+        report_runs(would, before, dry_run=True, archive_to=archive_to, as_json=as_json)
+        return
+    with open_writer(db) as store:
+        would = store.prune_runs(before=before, statuses=chosen, keep_last=keep_last, dry_run=True)
+        if not would.runs:
+            report_runs(would, before, dry_run=True, archive_to=archive_to, as_json=as_json)
+            return
+        into = f" into {archive_to}" if archive_to else ""
+        confirm(
+            f"delete {plural(would.runs, 'run')} ({plural(would.rows, 'row')}) started before "
+            f"{before}{into}?",
+            yes,
+        )
+        with progress_bars(stderr_console(), quiet=as_json, label="prune") as bars:
+            task = bars.add_task("prune", total=would.runs) if bars else None
+
+            def advance(done: int, total: int) -> None:
+                if bars is not None and task is not None:
+                    bars.update(task, completed=done, total=total)
+
+            pruned = store.prune_runs(
+                before=before,
+                statuses=chosen,
+                keep_last=keep_last,
+                archive=archive_to,
+                progress=advance,
+            )
+    report_runs(pruned, before, dry_run=False, archive_to=archive_to, as_json=as_json)
+
+
+def report_runs(
+    pruned: Pruned, before: str, *, dry_run: bool, archive_to: str | None, as_json: bool
+) -> None:
+    if as_json:
+        emit_json(
+            {
+                "runs": pruned.runs,
+                "rows": pruned.rows,
+                "bytes": pruned.bytes,
+                "tables": pruned.tables,
+                "run_ids": pruned.run_ids,
+                "refused": pruned.refused,
+                "archive": archive_to,
+                "dry_run": dry_run,
+                "action": "delete",
+            }
+        )
+        return
+    done = "would delete" if dry_run else "deleted"
+    into = f" (copied to {archive_to} first)" if archive_to else ""
+    stdout_console().print(
+        Text(
+            f"{done} {plural(pruned.runs, 'run')} started before {before}, "
+            f"{plural(pruned.rows, 'row')}, {pruned.bytes:,} characters of text{into}"
+        )
+    )
+    if pruned.tables:
+        emit_table(
+            [Column("table"), Column("rows", "right")],
+            [(name, f"{n:,}") for name, n in sorted(pruned.tables.items())],
+        )
+    if pruned.refused:
+        kept = ", ".join(str(r) for r in pruned.refused)
+        stdout_console().print(
+            Text(f"kept (a run in use, or a session's): the trees of runs {kept}")
+        )

@@ -36,7 +36,9 @@ class SessionSize:
 @dataclass(frozen=True)
 class Pruned:
     """What a deletion removed (0.58); `refused` lists sessions a sweep kept because a run of
-    theirs can still resume."""
+    theirs can still resume (for `prune_runs`: the roots of the trees kept because a run of
+    theirs is in use). Beyond upstream, and left out of comparisons: `tables`, the rows per
+    table, and `run_ids`, the runs (for `prune_runs`)."""
 
     sessions: int = 0
     turns: int = 0
@@ -45,6 +47,8 @@ class Pruned:
     bytes: int = 0
     restore_points: int = 0
     refused: list[int] = field(default_factory=list)
+    tables: dict[str, int] = field(default_factory=dict, compare=False)
+    run_ids: list[int] = field(default_factory=list, compare=False)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from .memory import MemoryMixin
 from .notes import NotesMixin
 from .questions import QuestionsMixin
 from .retention import RetentionMixin
+from .run_retention import RunRetentionMixin
 from .runs import RunsMixin
 from .sessions import SessionsMixin
 from .spans import SpansMixin
@@ -66,6 +67,7 @@ class Store(
     RetentionMixin,
     HealthMixin,
     ArrowMixin,
+    RunRetentionMixin,
 ):
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""

@@ -16,7 +16,7 @@ from typing import Any, Self
 from sqlalchemy import Connection, delete, insert, literal_column, select, text, update
 
 from .. import models as m
-from ..errors import LeaseConflictError
+from ..errors import LeaseConflictError, RunNotFoundError, StoreError
 from ..formats import i64
 from ..records import AssistantTurn, LeaseRow
 from .base import StoreBase
@@ -158,7 +158,8 @@ class LeasesMixin(StoreBase):
         held by a process that is gone (both take-overs: generation + 1). Refused with
         `LeaseConflictError` while another live owner's lease is unlapsed. Decision and write
         are one transaction, the write a compare-and-swap on the row decided on, and
-        concurrent acquires of one run take turns on the run's row: exactly one wins."""
+        concurrent acquires of one run take turns on the run's row: exactly one wins. A run
+        that does not exist (or was pruned) is `RunNotFoundError`, and no lease is written."""
         run_id = i64(run_id, "run_id")
         ttl = i64(ttl_secs, "ttl_secs")
         r = m.RunLease
@@ -167,7 +168,11 @@ class LeasesMixin(StoreBase):
             # Acquires of one run take turns on the run's row. `FOR NO KEY UPDATE` on
             # PostgreSQL: a checkpoint holding the lease row takes `KEY SHARE` on the run (its
             # step's foreign key), which a plain `FOR UPDATE` here would deadlock against.
-            conn.execute(select(m.Run.id).where(m.Run.id == run_id).with_for_update(key_share=True))
+            found = conn.execute(
+                select(m.Run.id).where(m.Run.id == run_id).with_for_update(key_share=True)
+            ).first()
+            if found is None:
+                raise RunNotFoundError(f"no run with id {run_id} in the store; no lease taken")
             held = self._read_lease(conn, run_id, lock=True)
             if held is not None:
                 mine = held.owner == self._owner
@@ -211,15 +216,23 @@ class LeasesMixin(StoreBase):
 
     def renew_lease(self, run_id: int, generation: int) -> None:
         """Extend this handle's lease at `generation`; `LeaseConflictError` once the run was
-        taken over (renewing is no way back in)."""
+        taken over (renewing is no way back in); `RunNotFoundError` once the run is gone."""
         r = m.RunLease
+        run_id = i64(run_id, "run_id")
         with self._write() as conn:
             renewed = conn.execute(
                 update(r)
                 .where(r.run_id == run_id, r.owner == self._owner, r.generation == generation)
                 .values(renewed_at=text(self._backend.now()))
             ).rowcount
-            conflict = None if renewed else self._conflict(conn, run_id)
+            conflict: StoreError | None = None
+            if not renewed:
+                exists = conn.execute(select(m.Run.id).where(m.Run.id == run_id)).first()
+                conflict = (
+                    self._conflict(conn, run_id)
+                    if exists is not None
+                    else RunNotFoundError(f"no run with id {run_id} in the store")
+                )
         if conflict is not None:
             raise conflict
 

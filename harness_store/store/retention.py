@@ -13,12 +13,24 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, delete, func, literal, or_, select, update
+from sqlalchemy import (
+    Table,
+    and_,
+    bindparam,
+    delete,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.sql.sqltypes import LargeBinary, String
 
 from .. import models as m
 from ..records import Archived, Pruned, SessionSize, StoreSize
 from .base import StoreBase
+from .leases import lease_row
 
 RUN_TABLES: tuple[tuple[str, str], ...] = (
     ("steps", "run_id"),
@@ -176,6 +188,65 @@ def tally(conn: Any, scope: str, ids: Sequence[int]) -> list[tuple[int, int]]:
     return totals or []
 
 
+LIVE_STATUSES = ("running", "paused")
+"""Statuses of a run that can still resume: never deleted by retention."""
+
+
+def lock_runs(conn: Any, ids: Sequence[int]) -> list[int]:
+    """Lock the rows of these runs until the commit and return those that exist, ascending.
+
+    PostgreSQL: `SELECT … FOR UPDATE`, in id order (two prunes never deadlock), which waits
+    for a writer holding one of them (a status change, a lease being taken, a step's foreign
+    key) and makes the next such writer wait for this transaction. SQLite: the transaction
+    already holds the database's write lock (`BEGIN IMMEDIATE`), so the plain read is enough.
+    """
+    r = table("runs")
+    found: list[int] = []
+    for part in chunks(sorted(ids)):
+        statement = select(r.c.id).where(r.c.id.in_(part)).order_by(r.c.id).with_for_update()
+        found += [int(i) for i in conn.execute(statement).scalars()]
+    return found
+
+
+def live_runs(conn: Any, now_sql: str, ids: Sequence[int]) -> set[int]:
+    """Which of these runs retention must keep, read now (under `lock_runs` for a deletion):
+    running or paused, holding an unlapsed lease (on the database's clock), or waiting for a
+    person (an unresolved approval, an unanswered question, an undecided plan)."""
+    r, leases = table("runs"), table("run_leases")
+    approvals, questions, plans = (
+        table("pending_approvals"),
+        table("pending_questions"),
+        table("plans"),
+    )
+    live: set[int] = set()
+    for part in chunks(list(ids)):
+        waiting = [
+            select(r.c.id).where(r.c.id.in_(part), r.c.status.in_(LIVE_STATUSES)),
+            select(approvals.c.run_id).where(
+                approvals.c.run_id.in_(part), approvals.c.resolved.is_(None)
+            ),
+            select(questions.c.run_id).where(
+                questions.c.run_id.in_(part), questions.c.resolved == 0
+            ),
+            select(plans.c.run_id).where(plans.c.run_id.in_(part), plans.c.resolved == 0),
+        ]
+        for statement in waiting:
+            live.update(int(i) for i in conn.execute(statement).scalars())
+        held = select(
+            leases.c.run_id,
+            leases.c.owner,
+            leases.c.generation,
+            leases.c.acquired_at,
+            leases.c.renewed_at,
+            leases.c.ttl_secs,
+            literal_column(now_sql),
+        ).where(leases.c.run_id.in_(part))
+        for row in conn.execute(held):
+            if not lease_row(int(row[0]), row[1:6], row[6]).expired:
+                live.add(int(row[0]))
+    return live
+
+
 class RetentionMixin(StoreBase):
     """Upstream's `sessions.rs`, second half, with `store_size` and `compact`."""
 
@@ -240,40 +311,49 @@ class RetentionMixin(StoreBase):
 
     def sweep_sessions(self, before: str, *, dry_run: bool = False) -> Pruned:
         """Delete every session created before `before` (an ISO date or stamp, compared as
-        upstream compares it, as text), except those holding a run that can still resume
-        (running or paused), which are listed in `refused`. One transaction."""
+        upstream compares it, as text), except those holding a run that can still resume or
+        is in use — running or paused, leased, or awaiting a decision — which are listed in
+        `refused`. One transaction: the check is made with the sessions' runs locked, so a run
+        another process resumes meanwhile is kept."""
         with self._write() if not dry_run else self._read() as conn:
-            doomed, refused = self._sweep_candidates(conn, before)
+            doomed, refused = self._sweep_candidates(conn, before, lock=not dry_run)
+            return self._prune_in(conn, doomed, refused, dry_run=dry_run)
+
+    def sweep_session(self, session_id: int, before: str, *, dry_run: bool = False) -> Pruned:
+        """Delete one session if it was created before `before` and no run of its is in use
+        (as `sweep_sessions` decides), deciding and deleting in one transaction with its runs
+        locked: what `harness-store prune` does session by session. A session it keeps is in
+        `refused`; one gone or newer is skipped (nothing counted)."""
+        with self._write() if not dry_run else self._read() as conn:
+            doomed, refused = self._sweep_candidates(
+                conn, before, lock=not dry_run, only=[session_id]
+            )
             return self._prune_in(conn, doomed, refused, dry_run=dry_run)
 
     def sweep_candidates(self, before: str) -> tuple[list[int], list[int]]:
         """The sessions `sweep_sessions(before)` would delete, and those it would keep because
-        a run of theirs can resume (beyond upstream: what a pruning tool shows first)."""
+        a run of theirs is in use (beyond upstream: what a pruning tool shows first). Only a
+        forecast: the sweep decides again under its lock."""
         with self._read() as conn:
-            return self._sweep_candidates(conn, before)
+            return self._sweep_candidates(conn, before, lock=False)
 
-    def _sweep_candidates(self, conn: Any, before: str) -> tuple[list[int], list[int]]:
-        s, r = table("sessions"), table("runs")
-        candidates = [
-            int(i)
-            for i in conn.execute(
-                select(s.c.id).where(s.c.created_at < before).order_by(s.c.id)
-            ).scalars()
-        ]
+    def _sweep_candidates(
+        self, conn: Any, before: str, *, lock: bool, only: Sequence[int] | None = None
+    ) -> tuple[list[int], list[int]]:
+        s = table("sessions")
+        query = select(s.c.id).where(s.c.created_at < before).order_by(s.c.id)
+        if only is not None:
+            query = query.where(s.c.id.in_(list(only)))
+        candidates = [int(i) for i in conn.execute(query).scalars()]
+        trees = {session: self._session_runs(conn, [session]) for session in candidates}
+        every = sorted({run for runs in trees.values() for run in runs})
+        if lock:
+            lock_runs(conn, every)
+        live = live_runs(conn, self._backend.now(), every)
         doomed: list[int] = []
         refused: list[int] = []
         for session in candidates:
-            runs = self._session_runs(conn, [session])
-            live = 0
-            for part in chunks(runs):
-                live += int(
-                    conn.execute(
-                        select(func.count())
-                        .select_from(r)
-                        .where(r.c.id.in_(part), r.c.status.in_(("running", "paused")))
-                    ).scalar()
-                )
-            (refused if live else doomed).append(session)
+            (refused if live.intersection(trees[session]) else doomed).append(session)
         return doomed, refused
 
     def _prune(self, sessions: list[int], refused: list[int], *, dry_run: bool) -> Pruned:

@@ -259,8 +259,14 @@ class RunsMixin(StoreBase):
     # --- run attributes ------------------------------------------------------------------
 
     def _update_run(self, run_id: int, **values: Any) -> None:
+        """Set columns of an existing run; `RunNotFoundError` (nothing written) when it is
+        gone — a deleted run must not look updated to the writer that lost it to a prune."""
         with self._write() as conn:
-            conn.execute(update(m.Run).where(m.Run.id == run_id).values(**values))
+            changed = conn.execute(
+                update(m.Run).where(m.Run.id == i64(run_id, "run_id")).values(**values)
+            ).rowcount
+        if not changed:
+            raise RunNotFoundError(f"no run with id {run_id} in the store")
 
     def set_provider(self, run_id: int, provider: str) -> None:
         """Record which provider ran this run."""
@@ -272,7 +278,8 @@ class RunsMixin(StoreBase):
         return value
 
     def set_status(self, run_id: int, status: str) -> None:
-        """Set the durable run status (`running`, `paused`, `completed`, `failed`)."""
+        """Set the durable run status (`running`, `paused`, `completed`, `failed`);
+        `RunNotFoundError` for a run that does not exist (or was pruned)."""
         value = status.value if isinstance(status, RunStatus) else check_text(status, "status")
         self._update_run(run_id, status=value)
 
@@ -331,10 +338,10 @@ class RunsMixin(StoreBase):
             changed = conn.execute(
                 update(m.Run).where(m.Run.id == run_id).values(outcome=outcome, status=status)
             ).rowcount
-            if status != "completed":
-                return  # a paused run gets no summary yet (and, as upstream, none is checked)
             if not changed:
                 raise RunNotFoundError(f"no run with id {run_id} in the store")
+            if status != "completed":
+                return  # a paused run gets no summary yet
             finished_at, duration = conn.execute(
                 text(self._backend.finish_clock()), {"run_id": run_id}
             ).one()

@@ -1,0 +1,352 @@
+"""Retention for runs (beyond upstream): `prune_runs` deletes whole run trees that finished
+before a date, in batches, each batch decided again and deleted in one transaction with its
+runs locked, optionally copying exactly the rows it deletes into an archive store first.
+
+A tree goes or stays whole: a root run goes with every descendant only when every run of the
+tree qualifies. A run in use is never pruned, whatever its date: running or paused, leased
+(unlapsed), waiting for a person, or answering a session's turn (sessions go with their
+session, by `sweep_sessions`). With each run go its rows in every run-keyed table
+(`RUN_TABLES`) and harness_store's per-run spend rows; the per-day spend counters are moved by
+the deletion itself (their triggers), so every kept spend answer stays exact.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select
+
+from ..errors import InvalidValueError
+from ..models.spend import PRICED_RUNS, SPEND_RUNS
+from ..records import Pruned
+from .base import StoreBase
+from .retention import (
+    RUN_TABLES,
+    SNAPSHOTS,
+    chunks,
+    delete_statement,
+    live_runs,
+    lock_runs,
+    table,
+    tally,
+)
+
+PRUNABLE_STATUSES = frozenset({"completed", "failed"})
+"""The statuses `prune_runs` may delete: a run running or paused can still resume."""
+
+BATCH_ROWS = 20_000
+"""About how many step and checkpoint rows one batch deletes: a writer waits at most that long."""
+
+BETWEEN_BATCHES = 0.005
+"""Seconds a prune pauses after each batch commits: a writer waiting for its turn (SQLite's
+writers' queue retries every millisecond or two) gets in before the next batch begins."""
+
+SPEND_TABLES = (SPEND_RUNS, PRICED_RUNS)
+"""harness_store's per-run spend rows, deleted with their runs (after `provider_calls`, whose
+delete triggers bump them)."""
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class Tree:
+    """A root run and every run under it, ascending, with their steps (to size batches)."""
+
+    root: int
+    runs: list[int]
+    steps: int = 0
+
+
+def check_cutoff(before: object) -> str:
+    if not isinstance(before, str):
+        raise InvalidValueError(f"before must be an ISO date or stamp, not {before!r}")
+    try:
+        datetime.fromisoformat(before.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidValueError(
+            f"before takes a date like 2026-01-31 or an ISO stamp, got {before!r}"
+        ) from None
+    return before
+
+
+def check_statuses(statuses: object) -> frozenset[str]:
+    if isinstance(statuses, str) or not isinstance(statuses, Sequence | frozenset | set):
+        raise InvalidValueError(f"statuses must be a sequence of statuses, not {statuses!r}")
+    chosen = frozenset(str(s.value if hasattr(s, "value") else s) for s in statuses)
+    wrong = sorted(chosen - PRUNABLE_STATUSES)
+    if wrong or not chosen:
+        raise InvalidValueError(
+            f"only completed and failed runs can be pruned (a running or paused run can still "
+            f"resume), got {sorted(chosen) or 'none'}"
+        )
+    return chosen
+
+
+def batches(trees: Sequence[Tree], rows: int) -> Iterator[list[Tree]]:
+    """Whole trees, a batch holding about `rows` step rows (a bigger tree is a batch alone)."""
+    batch: list[Tree] = []
+    size = 0
+    for tree in trees:
+        weight = 2 * tree.steps + len(tree.runs)
+        if batch and size + weight > rows:
+            yield batch
+            batch, size = [], 0
+        batch.append(tree)
+        size += weight
+    if batch:
+        yield batch
+
+
+class RunRetentionMixin(StoreBase):
+    """`prune_runs`: retention for every run, not only a session's."""
+
+    def prune_runs(
+        self,
+        *,
+        before: str,
+        statuses: Sequence[str] = ("completed", "failed"),
+        keep_last: int | None = None,
+        dry_run: bool = False,
+        archive: str | os.PathLike[str] | None = None,
+        batch_rows: int = BATCH_ROWS,
+        progress: Progress | None = None,
+    ) -> Pruned:
+        """Delete every run tree started before `before` whose runs all have one of
+        `statuses` and none is in use, with every row of theirs; the `keep_last` newest trees
+        of those statuses stay whatever their dates. Say what went: runs, rows (and per
+        table, `tables`), characters of text, the pruned `run_ids`, and in `refused` the roots
+        kept because a run of theirs is in use.
+
+        Batches of whole trees (about `batch_rows` rows each) are each decided again and
+        deleted in one transaction with their runs locked, so a live writer waits at most one
+        batch and a run resumed meanwhile is kept. `archive` (a SQLite file, created at head
+        if absent) first receives exactly the rows of each batch, committed before the batch
+        is deleted: a crash leaves every run in the source, or in the archive and not in the
+        source. `dry_run=True` says what would go and writes nothing. `progress(done, total)`
+        is called with runs after each batch.
+        """
+        cutoff = check_cutoff(before)
+        chosen = check_statuses(statuses)
+        if keep_last is not None and (
+            isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0
+        ):
+            raise InvalidValueError(f"keep_last must be a number of trees ≥ 0, not {keep_last!r}")
+        if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+            raise InvalidValueError(f"batch_rows must be a positive number, not {batch_rows!r}")
+        target = None if archive is None else self._archive_path(archive)
+        with self._read() as conn:
+            trees, refused = self._prunable_trees(conn, cutoff, chosen, keep_last)
+            if dry_run:
+                return self._pruned(conn, [r for t in trees for r in t.runs], refused)
+        total = sum(len(t.runs) for t in trees)
+        done: list[Pruned] = []
+        kept = list(refused)
+        count = 0
+        archive_store = None if target is None or not trees else self._open_archive(target)
+        try:
+            for i, batch in enumerate(batches(trees, batch_rows)):
+                if i:
+                    time.sleep(BETWEEN_BATCHES)
+                pruned = self._prune_batch(batch, cutoff, chosen, archive_store)
+                done.append(pruned)
+                kept += pruned.refused
+                count += sum(len(t.runs) for t in batch)
+                if progress is not None:
+                    progress(count, total)
+        finally:
+            if archive_store is not None:
+                archive_store.close()
+        tables: dict[str, int] = {}
+        for p in done:
+            for name, n in p.tables.items():
+                tables[name] = tables.get(name, 0) + n
+        return Pruned(
+            runs=sum(p.runs for p in done),
+            rows=sum(p.rows for p in done),
+            bytes=sum(p.bytes for p in done),
+            restore_points=sum(p.restore_points for p in done),
+            refused=sorted(set(kept)),
+            tables=tables,
+            run_ids=sorted(r for p in done for r in p.run_ids),
+        )
+
+    # --- deciding -------------------------------------------------------------------------
+
+    def _prunable_trees(
+        self,
+        conn: Any,
+        cutoff: str,
+        chosen: frozenset[str],
+        keep_last: int | None,
+        roots: Sequence[int] | None = None,
+    ) -> tuple[list[Tree], list[int]]:
+        """The trees to prune now (ascending by root) and the roots kept because in use.
+        `roots` limits the answer to those trees (a batch deciding again)."""
+        r = table("runs")
+        rows = conn.execute(select(r.c.id, r.c.parent_run_id, r.c.status, r.c.started_at)).all()
+        children: dict[int, list[int]] = {}
+        info: dict[int, tuple[str | None, str | None]] = {}
+        tops: list[int] = []
+        for run, parent, status, started in rows:
+            info[int(run)] = (status, started)
+            if parent is None:
+                tops.append(int(run))
+            else:
+                children.setdefault(int(parent), []).append(int(run))
+        tops.sort()
+        trees: list[Tree] = []
+        wanted = None if roots is None else set(roots)
+        for root in tops if wanted is None else [t for t in tops if t in wanted]:
+            members, todo, seen = [], [root], {root}
+            while todo:
+                run = todo.pop()
+                members.append(run)
+                for child in children.get(run, ()):
+                    if child not in seen:
+                        seen.add(child)
+                        todo.append(child)
+            if all(info[run][0] in chosen for run in members):
+                trees.append(Tree(root, sorted(members)))
+        if keep_last and roots is None:
+            trees = trees[: max(len(trees) - keep_last, 0)]
+        trees = [
+            t
+            for t in trees
+            if all(info[run][1] is None or str(info[run][1]) < cutoff for run in t.runs)
+        ]
+        every = [run for t in trees for run in t.runs]
+        busy = live_runs(conn, self._backend.now(), every) | self._session_runs_among(conn, every)
+        refused = [t.root for t in trees if busy.intersection(t.runs)]
+        trees = [t for t in trees if not busy.intersection(t.runs)]
+        self._count_steps(conn, trees)
+        return trees, refused
+
+    @staticmethod
+    def _session_runs_among(conn: Any, ids: Sequence[int]) -> set[int]:
+        turns = table("session_turns")
+        found: set[int] = set()
+        for part in chunks(list(ids)):
+            statement = select(turns.c.run_id).where(turns.c.run_id.in_(part))
+            found.update(int(i) for i in conn.execute(statement).scalars())
+        return found
+
+    @staticmethod
+    def _count_steps(conn: Any, trees: Sequence[Tree]) -> None:
+        s = table("steps")
+        owner = {run: t for t in trees for run in t.runs}
+        for part in chunks(list(owner)):
+            statement = (
+                select(s.c.run_id, func.count()).where(s.c.run_id.in_(part)).group_by(s.c.run_id)
+            )
+            for run, n in conn.execute(statement):
+                owner[int(run)].steps += int(n)
+
+    # --- counting and deleting --------------------------------------------------------------
+
+    def _pruned(self, conn: Any, runs: list[int], refused: list[int]) -> Pruned:
+        """What deleting these runs removes, counted in `conn`'s transaction."""
+        if not runs:
+            return Pruned(refused=refused)
+        counted = tally(conn, "runs", runs)
+        names = ["runs", *(name for name, _ in RUN_TABLES)]
+        tables = {name: n for name, (n, _) in zip(names, counted, strict=True) if n}
+        for spend in SPEND_TABLES:
+            n = self._count_keyed(conn, spend, runs)
+            if n:
+                tables[spend.name] = n
+        return Pruned(
+            runs=len(runs),
+            rows=sum(tables.values()),
+            bytes=sum(c for _, c in counted),
+            restore_points=counted[1 + SNAPSHOTS][0],
+            refused=refused,
+            tables=tables,
+            run_ids=sorted(runs),
+        )
+
+    def _count_keyed(self, conn: Any, spend: Any, runs: Sequence[int]) -> int:
+        if not self._has_columns(spend.name, "run_id"):
+            return 0
+        total = 0
+        for part in chunks(list(runs)):
+            statement = select(func.count()).select_from(spend).where(spend.c.run_id.in_(part))
+            total += int(conn.execute(statement).scalar() or 0)
+        return total
+
+    def _prune_batch(
+        self, batch: list[Tree], cutoff: str, chosen: frozenset[str], archive: Any
+    ) -> Pruned:
+        """One transaction: lock the batch's runs, decide again, copy to the archive (its own
+        transaction, committed first), delete."""
+        with self._write() as conn:
+            lock_runs(conn, [run for t in batch for run in t.runs])
+            trees, refused = self._prunable_trees(
+                conn, cutoff, chosen, None, roots=[t.root for t in batch]
+            )
+            # A tree that grew a run since the forecast is locked again whole; its new runs
+            # were started after the lock's first read, so they are decided on now.
+            lock_runs(conn, [run for t in trees for run in t.runs])
+            runs = [run for t in trees for run in t.runs]
+            pruned = self._pruned(conn, runs, refused)
+            if not runs:
+                return pruned
+            if archive is not None:
+                archive._receive(conn, runs)
+            work = [*RUN_TABLES]
+            for name, key in work:
+                for part in chunks(runs):
+                    conn.execute(delete_statement(name, key), {"ids": part})
+            for spend in SPEND_TABLES:
+                if self._has_columns(spend.name, "run_id"):
+                    for part in chunks(runs):
+                        conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
+            for part in chunks(runs):
+                conn.execute(delete_statement("runs", "id"), {"ids": part})
+        return pruned
+
+    # --- the archive --------------------------------------------------------------------
+
+    def _archive_path(self, archive: str | os.PathLike[str]) -> Path:
+        text = os.fspath(archive)
+        if not isinstance(text, str) or "://" in text or not text:
+            raise InvalidValueError(f"an archive is a SQLite file path, not {archive!r}")
+        path = Path(text).resolve()
+        mine = self._engine.url.database
+        if mine and Path(mine).resolve() == path:
+            raise InvalidValueError("the archive must be another file than the store pruned")
+        if path.is_dir():
+            raise InvalidValueError(f"the archive {path} is a directory")
+        return path
+
+    def _open_archive(self, path: Path) -> Any:
+        from . import Store
+
+        return Store.open(path, backup=False)
+
+    def _receive(self, source: Any, runs: Sequence[int]) -> None:
+        """Copy every row of these runs from the `source` connection into this store, in one
+        transaction committed here: replacing any copy already there (a prune that crashed
+        after its archive committed and before its delete, run again)."""
+        names = [("runs", "id"), *RUN_TABLES]
+        with self._write() as conn:
+            for name, key in reversed(names):
+                for part in chunks(list(runs)):
+                    conn.execute(delete_statement(name, key), {"ids": part})
+            for spend in SPEND_TABLES:
+                for part in chunks(list(runs)):
+                    conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
+            for name, key in names:
+                t = table(name)
+                for part in chunks(list(runs)):
+                    rows = [
+                        dict(row._mapping)
+                        for row in source.execute(select(t).where(t.c[key].in_(part)))
+                    ]
+                    if rows:
+                        conn.execute(insert(t), rows)
