@@ -113,3 +113,14 @@ class LeaseConflictError(StoreError):
 class HeadConflictError(StoreError):
     """A conditional session-head move found the head moved by another writer (upstream's
     `Error::Conflict` from `set_session_head_if`); nothing was changed."""
+
+
+class TransactionOpenError(StoreError):
+    """A maintenance call that must run outside any transaction (`compact`'s `VACUUM`) was
+    made inside an open `Store.transaction()` block. Nothing was done, and the block goes on:
+    call it after the block ends."""
+
+
+class IntegerOverflowError(StoreError):
+    """A sum the database computed (tokens, spend) does not fit a signed 64-bit integer, as
+    upstream's SQLite `SUM` refuses it. Nothing was changed."""

@@ -83,6 +83,7 @@ READS = frozenset(
         "spend_by_day",
         "spend_by_model",
         "spend_by_run",
+        "iter_spend_by_run",
         "spent_tokens",
         "spent_tokens_tree",
         "step_turns",
@@ -180,10 +181,14 @@ WRITES = frozenset(
 LOCAL = frozenset({"owner"})
 """Methods that touch no database: run in place, no hop."""
 
-ITERATORS: dict[str, str | None] = {"iter_steps": "page", "follow": None}
+ITERATORS: dict[str, str | int | None] = {
+    "iter_steps": "page",
+    "iter_spend_by_run": 1000,
+    "follow": None,
+}
 """Generators, mirrored as async iterators: the argument giving how many items one hop pulls
-(the generator's own page), or None for one the facade implements natively (`follow` polls
-with `asyncio.sleep`, holding no thread while it waits)."""
+(the generator's own page), a fixed number of them, or None for one the facade implements
+natively (`follow` polls with `asyncio.sleep`, holding no thread while it waits)."""
 
 NOT_MIRRORED = frozenset({"open", "memory", "close", "transaction"})
 """Written by hand on `AsyncStore`: the constructors (coroutine classmethods), `close`, and

@@ -26,12 +26,12 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from ..store.spend import KEEPER
 from .lanes import Lanes
 from .methods import READ
 
 if TYPE_CHECKING:
     from ..store import Store
+    from ..store.connector import BlockState
 
 WRITE_THREADS = 8
 """Threads calling the Store's writes: enough for group commit to batch 8 concurrent tasks."""
@@ -49,8 +49,6 @@ class ThreadRunner:
     def __init__(self, store: Store, reader: Store | None) -> None:
         self.store = store
         self.reader = reader
-        if reader is not None:  # spend answers priced on the twin are kept through the store
-            setattr(reader, KEEPER, store)
         self._writes = Lanes(WRITE_THREADS, "hs-async-write")
         self._reads = Lanes(READ_THREADS, "hs-async-read") if reader is not None else self._writes
         self._bound: contextvars.ContextVar[_Bound | None] = contextvars.ContextVar(
@@ -253,8 +251,7 @@ class GreenletRunner:
     async def transaction(self) -> AsyncIterator[None]:
         from sqlalchemy.util import greenlet_spawn
 
-        active = self.store._active
-        prior = (active.conn, active.write)
+        prior = self.store._connector.block_state()
         block: AbstractContextManager[None] = self.store.transaction()
         await greenlet_spawn(block.__enter__)
         try:
@@ -265,7 +262,10 @@ class GreenletRunner:
         await self._end(block, None, prior)
 
     async def _end(
-        self, block: AbstractContextManager[None], exc: BaseException | None, prior: Any
+        self,
+        block: AbstractContextManager[None],
+        exc: BaseException | None,
+        prior: BlockState,
     ) -> None:
         """End the block in a task of its own, seen through even when this task is cancelled
         again meanwhile; then this task's context is put back as it was before the block."""
@@ -276,7 +276,7 @@ class GreenletRunner:
         try:
             await asyncio.shield(ending)
         finally:
-            self.store._active.set(*prior)
+            self.store._connector.restore_block_state(prior)
 
     async def aclose(self) -> None:
         from sqlalchemy.util import greenlet_spawn
