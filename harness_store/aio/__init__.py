@@ -13,7 +13,6 @@ reads on a read-only twin of the file (see `runners`). Errors are the Store's ty
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import os
 import threading
@@ -72,11 +71,7 @@ class AsyncStore(StoreMethods):
             reader = None
             if not read_only and sqlite_path(opened.url) is not None:
                 try:
-                    reader = await asyncio.to_thread(
-                        functools.partial(
-                            Store.open, opened.url, read_only=True, spend_keeper=opened
-                        )
-                    )
+                    reader = await asyncio.to_thread(Store._open_read_only, opened.url, opened)
                 except BaseException:
                     opened.close()
                     raise

@@ -93,7 +93,26 @@ class ThreadRunner:
         bound = self._bound.get()
         if bound is not None:  # nested: a savepoint, on the same thread
             block = self.store.transaction()
-            await bound.run(block.__enter__)
+            began = False
+
+            def begin() -> None:
+                nonlocal began
+                block.__enter__()
+                began = True
+
+            def end_begun() -> None:
+                if began:
+                    block.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
+
+            try:
+                await bound.run(begin)
+            except BaseException:
+                # Cancelled while the savepoint was being opened: once it is, close it on the
+                # block's thread, before the outer block ends (the thread runs in order); left
+                # open, it would be ended by the garbage collector on whatever thread, on the
+                # connection another block is using by then.
+                bound.submit(end_begun)
+                raise
             try:
                 yield
             except BaseException as exc:

@@ -115,7 +115,6 @@ class Store(
         synchronous: str | None = None,
         read_only: bool = False,
         busy_timeout: float | None = None,
-        spend_keeper: Store | None = None,
     ) -> Self:
         """Open (creating if absent) the store at a file path or SQLAlchemy URL.
 
@@ -132,8 +131,7 @@ class Store(
         `read_only=True` opens a store that holds the whole 0.13 schema (at head, an
         untracked 0.13 store, or a newer release's) for reading only: nothing is upgraded,
         stamped or switched, and every write raises `StoreAccessError`. A read-only file is
-        fine. `spend_keeper` (read-only only) is a writable Store of the same store through
-        which the spend answers this one prices are kept.
+        fine.
         """
         url = to_url(target)
         if is_memory_target(url):
@@ -141,7 +139,7 @@ class Store(
                 raise InvalidValueError("an in-memory store cannot be opened read-only")
             return cls.memory(synchronous=synchronous)
         if read_only:
-            return cls._open_read_only(url, spend_keeper)
+            return cls._open_read_only(url)
         path = sqlite_path(url)
         report = None
         if path is not None:
@@ -164,6 +162,9 @@ class Store(
 
     @classmethod
     def _open_read_only(cls, url: URL, spend_keeper: Store | None = None) -> Self:
+        """`open(url, read_only=True)`; `spend_keeper` is the writable Store of the same
+        store through which the spend answers this one prices are kept (an `AsyncStore`'s
+        reader)."""
         path = sqlite_path(url)
         if path is not None:
             if not path.exists():
