@@ -2,8 +2,9 @@
 
 `ThreadRunner` (SQLite, whose driver has no asyncio API): writes run on a few threads
 (`lanes`) calling the one Store, so concurrent tasks' checkpoints meet in group commit
-(`store.group`) under `BEGIN IMMEDIATE` and the busy timeout as from threads; reads run on a
-second set over a read-only twin of the file, so they never queue behind a write. Inside
+(`store.connector.group`) under `BEGIN IMMEDIATE` and the busy timeout as from threads;
+reads run on a second set over a read-only twin of the file, so they never queue behind a
+write. Inside
 `transaction()` every call of the task runs on the one thread that holds the transaction.
 
 `GreenletRunner` (PostgreSQL): the Store runs over SQLAlchemy's asyncio engine, each call in

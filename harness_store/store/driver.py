@@ -2,7 +2,7 @@
 
 Checkpoints and tree aggregates run statements compiled once straight on the driver, through
 the connector (`connector`): on SQLite in group commit on the Store's one connection
-(`group`), on PostgreSQL on a kept connection in autocommit (`held`), and inside
+(`connector.group`), on PostgreSQL on a kept connection in autocommit (`connector.kept`), and inside
 `Store.transaction()` in the block's own transaction (a savepoint per call).
 """
 
@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.sql import ClauseElement
 
 if TYPE_CHECKING:
-    from .group import Call
+    from .connector.group import Call
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from ...dialects.base import WRITE_DEADLINE
 from ...dialects.sqlite import WRITE
 from ...errors import StoreConnectionError, StoreError, TransactionOpenError
 from ..driver import DriverStatement
-from ..held import Chained
+from .kept import Chained
 
 Work = Sequence[tuple[DriverStatement, Any]]
 """Pre-compiled statements and their parameters, run in order."""

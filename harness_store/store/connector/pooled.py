@@ -1,5 +1,5 @@
 """`PooledConnector`: connections borrowed from the pool per operation, and a few driver
-connections kept for the hot paths (`held`), each in autocommit (PostgreSQL, and an
+connections kept for the hot paths (`kept`), each in autocommit (PostgreSQL, and an
 `AsyncStore`'s connections on the event loop)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from sqlalchemy.engine import URL
 
 from ...dialects import Backend
 from ..driver import DriverStatement
-from ..held import HeldConnections
 from .base import Connector, Work
+from .kept import HeldConnections
 from .sqlite import INHERITED
 
 
@@ -28,7 +28,7 @@ class PooledConnector(Connector):
         self._kept = self._keep()
 
     def _keep(self) -> HeldConnections | None:
-        """The set of kept driver connections (see `held`), if the backend uses one."""
+        """The set of kept driver connections (see `kept`), if the backend uses one."""
         cap = self.backend.held_connections
         if not cap:
             return None

@@ -15,8 +15,8 @@ from sqlalchemy.engine import URL
 from ...dialects import Backend
 from ...errors import StoreError, TransactionOpenError
 from ..driver import LATE_ROUNDS, execute_call, execute_together
-from ..group import Call, GroupCommit
 from .base import Connector, Work
+from .group import Call, GroupCommit
 
 INHERITED: list[Any] = []
 """Connections a forked child inherited and dropped: referenced for the child's life so that
