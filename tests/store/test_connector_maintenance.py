@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness_store import StepRecord
+from harness_store import StepRecord, Store
 from harness_store.errors import StoreError, TransactionOpenError
 
 
@@ -54,3 +54,22 @@ def test_compact_outside_a_block_still_runs(store: Any) -> None:
     run = store.start_run("goal", "out.txt")
     assert store.compact() >= 0
     assert store.runs() == [run]
+
+
+def test_the_connectors_maintenance_refuses_inside_a_block_before_touching_anything(
+    store_target: str,
+) -> None:
+    """The one way to a connection outside any transaction (VACUUM, the switch to WAL at
+    open) refuses inside a block: its body never runs, so nothing can commit the block."""
+    ran: list[object] = []
+    with Store.open(store_target) as store:
+        with pytest.raises(Boom), store.transaction():
+            store.start_run("goal", "out.txt")
+            with pytest.raises(TransactionOpenError), store._connector.maintenance() as driver:
+                ran.append(driver)
+            raise Boom
+        assert ran == []
+        assert store.runs() == []
+        with store._connector.maintenance() as driver:  # outside a block: a driver connection
+            ran.append(driver)
+        assert len(ran) == 1
