@@ -214,7 +214,7 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
     import psycopg
 
     from harness_store import Store
-    from harness_store.store.group import Call, GroupCommit
+    from harness_store.store.connector.group import Call, GroupCommit
 
     from .checkpoint import PG_ONE_STATEMENT
     from .common import pg_conninfo

@@ -118,3 +118,14 @@ class HeadConflictError(StoreError):
 class ExportError(StoreError):
     """An export could not deliver what it read: the receiver was unreachable or refused it.
     The message names the receiver's URL (never its headers); the store is unchanged."""
+
+
+class TransactionOpenError(StoreError):
+    """A maintenance call that must run outside any transaction (`compact`'s `VACUUM`) was
+    made inside an open `Store.transaction()` block. Nothing was done, and the block goes on:
+    call it after the block ends."""
+
+
+class IntegerOverflowError(StoreError):
+    """A sum the database computed (tokens, spend) does not fit a signed 64-bit integer, as
+    upstream's SQLite `SUM` refuses it. Nothing was changed."""

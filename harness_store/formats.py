@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import InvalidValueError, StoreError
+from .errors import IntegerOverflowError, InvalidValueError
 
 CHECKPOINT_FORMAT = 7
 """The checkpoint layout version stamped into `PRAGMA user_version` (upstream 0.7+)."""
@@ -93,7 +93,9 @@ def token_sum(value: Any) -> int:
     BIGINT into NUMERIC, so an overflow there is caught here and raised as SQLite raises it."""
     total = int(value or 0)
     if total > I64_MAX:
-        raise StoreError(f"integer overflow: the token total {total} does not fit 64 bits")
+        raise IntegerOverflowError(
+            f"integer overflow: the token total {total} does not fit 64 bits"
+        )
     return total
 
 

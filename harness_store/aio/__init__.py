@@ -13,13 +13,12 @@ reads on a read-only twin of the file (see `runners`). Errors are the Store's ty
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import os
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from sqlalchemy.engine import URL
 
@@ -28,19 +27,9 @@ from ..formats import i64
 from ..records import RunEvent
 from ..store import Store
 from ..store.stream import FOLLOW_BATCH, follow_limit
-from .methods import (
-    ITERATORS,
-    LOCAL,
-    NOT_MIRRORED,
-    PROPERTIES,
-    WRITE,
-    kind_of,
-    public_methods,
-)
+from .generated import StoreMethods
+from .methods import WRITE
 from .runners import GreenletRunner, ThreadRunner
-
-if TYPE_CHECKING:
-    from ..dialects import Backend
 
 __all__ = ["AsyncLease", "AsyncStore"]
 
@@ -48,7 +37,7 @@ STOP_POLL = 0.05
 """How often `follow` looks at a `stop` event while it waits between polls."""
 
 
-class AsyncStore:
+class AsyncStore(StoreMethods):
     """A run store for asyncio code: `Store`'s methods as coroutines (see the module)."""
 
     def __init__(self, store: Store, runner: ThreadRunner | GreenletRunner) -> None:
@@ -82,7 +71,7 @@ class AsyncStore:
             reader = None
             if not read_only and sqlite_path(opened.url) is not None:
                 try:
-                    reader = await asyncio.to_thread(Store.open, opened.url, read_only=True)
+                    reader = await asyncio.to_thread(Store._open_read_only, opened.url, opened)
                 except BaseException:
                     opened.close()
                     raise
@@ -93,10 +82,14 @@ class AsyncStore:
         speaks = read_only_url(url) if read_only else url
         engine = make_async_engine(speaks, synchronous=synchronous, busy_timeout=busy_timeout)
         store = Store(
-            speaks, synchronous=synchronous, busy_timeout=busy_timeout, engine=engine.sync_engine
+            speaks,
+            synchronous=synchronous,
+            busy_timeout=busy_timeout,
+            engine=engine.sync_engine,
+            url=url,
+            read_only=read_only,
+            upgrade_report=report,
         )
-        store.url = url
-        store.upgrade_report = report
         return cls(store, GreenletRunner(store, engine))
 
     @classmethod
@@ -182,12 +175,19 @@ class AsyncStore:
         lease = await self._runner.call(WRITE, "acquire_lease", (run_id, ttl_secs), {})
         return AsyncLease(self, lease.run_id, lease.generation)
 
-    if TYPE_CHECKING:
+    async def _call(self, kind: str, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        return await self._runner.call(kind, name, args, kw)
 
-        @property
-        def backend(self) -> Backend: ...
+    def _iterate(
+        self, kind: str, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
+    ) -> AsyncIterator[Any]:
+        return self._runner.iterate(kind, name, page, args, kw)
 
-        def __getattr__(self, name: str) -> Any: ...
+    def _local(self, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        return getattr(self._store, name)(*args, **kw)
+
+    def _attribute(self, name: str) -> Any:
+        return getattr(self._store, name)
 
 
 class AsyncLease:
@@ -223,55 +223,17 @@ class AsyncLease:
         )
 
 
-def _mirror(name: str) -> Callable[..., Any]:
-    original = getattr(Store, name)
-    kind = kind_of(name)
-    if name in LOCAL:
-
-        async def method(self: AsyncStore, *args: Any, **kw: Any) -> Any:
-            return getattr(self._store, name)(*args, **kw)
-
-    elif name in ITERATORS:
-        page_argument = ITERATORS[name]
-        signature = inspect.signature(original)
-
-        async def method(self: AsyncStore, *args: Any, **kw: Any) -> Any:  # type: ignore[misc]
-            page = signature.bind(self, *args, **kw)
-            page.apply_defaults()
-            size = page.arguments.get(page_argument or "", 1)
-            hop = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 1
-            async for item in self._runner.iterate(kind, name, hop, args, kw):
-                yield item
-
-    else:
-
-        async def method(self: AsyncStore, *args: Any, **kw: Any) -> Any:
-            return await self._runner.call(kind, name, args, kw)
-
-    functools.update_wrapper(method, original)
-    method.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
-    return method
+def _check_mirrored() -> None:
+    """Give the hand-written coroutines the Store methods' signatures. (That every public
+    Store method has its coroutine is `tests/aio/test_async_generated.py`'s check: raising
+    here would stop `scripts/generate_async.py` itself from importing the package.)"""
+    for name in ("follow", "acquire_lease"):
+        method = getattr(AsyncStore, name)
+        returns = "AsyncLease" if name == "acquire_lease" else None
+        signature = inspect.signature(getattr(Store, name))
+        if returns is not None:
+            signature = signature.replace(return_annotation=returns)
+        method.__signature__ = signature
 
 
-def _property(name: str) -> property:
-    def get(self: AsyncStore) -> Any:
-        return getattr(self._store, name)
-
-    get.__doc__ = f"`Store.{name}`."
-    return property(get)
-
-
-def _build() -> None:
-    for name in public_methods(Store) - NOT_MIRRORED:
-        if name in AsyncStore.__dict__:
-            continue  # written by hand (follow)
-        setattr(AsyncStore, name, _mirror(name))
-    for name in PROPERTIES - set(AsyncStore.__dict__):
-        setattr(AsyncStore, name, _property(name))
-    AsyncStore.follow.__signature__ = inspect.signature(Store.follow)  # type: ignore[attr-defined]
-    AsyncStore.acquire_lease.__signature__ = inspect.signature(  # type: ignore[attr-defined]
-        Store.acquire_lease
-    ).replace(return_annotation="AsyncLease")
-
-
-_build()
+_check_mirrored()

@@ -13,6 +13,18 @@ import inspect
 
 READS = frozenset(
     {
+        "arrow",
+        "frame",
+        "iter_arrow",
+        "check",
+        "span_event_rows",
+        "span_mcp_events",
+        "span_provider_calls",
+        "span_run",
+        "span_runs",
+        "span_server_tool_calls",
+        "span_steps",
+        "span_tool_attempts",
         "agent_count_tree",
         "agent_events",
         "answered_question",
@@ -83,6 +95,7 @@ READS = frozenset(
         "spend_by_day",
         "spend_by_model",
         "spend_by_run",
+        "iter_spend_by_run",
         "spent_tokens",
         "spent_tokens_tree",
         "step_turns",
@@ -104,6 +117,9 @@ READS = frozenset(
 
 WRITES = frozenset(
     {
+        "repair",
+        "prune_runs",
+        "sweep_session",
         "acquire_lease",
         "answer_question",
         "archive_session",
@@ -180,10 +196,15 @@ WRITES = frozenset(
 LOCAL = frozenset({"owner"})
 """Methods that touch no database: run in place, no hop."""
 
-ITERATORS: dict[str, str | None] = {"iter_steps": "page", "follow": None}
+ITERATORS: dict[str, str | int | None] = {
+    "iter_steps": "page",
+    "iter_spend_by_run": 1000,
+    "iter_arrow": "batch_rows",
+    "follow": None,
+}
 """Generators, mirrored as async iterators: the argument giving how many items one hop pulls
-(the generator's own page), or None for one the facade implements natively (`follow` polls
-with `asyncio.sleep`, holding no thread while it waits)."""
+(the generator's own page), a fixed number of them, or None for one the facade implements
+natively (`follow` polls with `asyncio.sleep`, holding no thread while it waits)."""
 
 NOT_MIRRORED = frozenset({"open", "memory", "close", "transaction"})
 """Written by hand on `AsyncStore`: the constructors (coroutine classmethods), `close`, and

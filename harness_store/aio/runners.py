@@ -2,8 +2,9 @@
 
 `ThreadRunner` (SQLite, whose driver has no asyncio API): writes run on a few threads
 (`lanes`) calling the one Store, so concurrent tasks' checkpoints meet in group commit
-(`store.group`) under `BEGIN IMMEDIATE` and the busy timeout as from threads; reads run on a
-second set over a read-only twin of the file, so they never queue behind a write. Inside
+(`store.connector.group`) under `BEGIN IMMEDIATE` and the busy timeout as from threads;
+reads run on a second set over a read-only twin of the file, so they never queue behind a
+write. Inside
 `transaction()` every call of the task runs on the one thread that holds the transaction.
 
 `GreenletRunner` (PostgreSQL): the Store runs over SQLAlchemy's asyncio engine, each call in
@@ -26,12 +27,12 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
-from ..store.spend import KEEPER
 from .lanes import Lanes
 from .methods import READ
 
 if TYPE_CHECKING:
     from ..store import Store
+    from ..store.connector import BlockState
 
 WRITE_THREADS = 8
 """Threads calling the Store's writes: enough for group commit to batch 8 concurrent tasks."""
@@ -49,8 +50,6 @@ class ThreadRunner:
     def __init__(self, store: Store, reader: Store | None) -> None:
         self.store = store
         self.reader = reader
-        if reader is not None:  # spend answers priced on the twin are kept through the store
-            setattr(reader, KEEPER, store)
         self._writes = Lanes(WRITE_THREADS, "hs-async-write")
         self._reads = Lanes(READ_THREADS, "hs-async-read") if reader is not None else self._writes
         self._bound: contextvars.ContextVar[_Bound | None] = contextvars.ContextVar(
@@ -95,7 +94,26 @@ class ThreadRunner:
         bound = self._bound.get()
         if bound is not None:  # nested: a savepoint, on the same thread
             block = self.store.transaction()
-            await bound.run(block.__enter__)
+            began = False
+
+            def begin() -> None:
+                nonlocal began
+                block.__enter__()
+                began = True
+
+            def end_begun() -> None:
+                if began:
+                    block.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
+
+            try:
+                await bound.run(begin)
+            except BaseException:
+                # Cancelled while the savepoint was being opened: once it is, close it on the
+                # block's thread, before the outer block ends (the thread runs in order); left
+                # open, it would be ended by the garbage collector on whatever thread, on the
+                # connection another block is using by then.
+                bound.submit(end_begun)
+                raise
             try:
                 yield
             except BaseException as exc:
@@ -253,8 +271,7 @@ class GreenletRunner:
     async def transaction(self) -> AsyncIterator[None]:
         from sqlalchemy.util import greenlet_spawn
 
-        active = self.store._active
-        prior = (active.conn, active.write)
+        prior = self.store._connector.block_state()
         block: AbstractContextManager[None] = self.store.transaction()
         await greenlet_spawn(block.__enter__)
         try:
@@ -265,7 +282,10 @@ class GreenletRunner:
         await self._end(block, None, prior)
 
     async def _end(
-        self, block: AbstractContextManager[None], exc: BaseException | None, prior: Any
+        self,
+        block: AbstractContextManager[None],
+        exc: BaseException | None,
+        prior: BlockState,
     ) -> None:
         """End the block in a task of its own, seen through even when this task is cancelled
         again meanwhile; then this task's context is put back as it was before the block."""
@@ -276,7 +296,7 @@ class GreenletRunner:
         try:
             await asyncio.shield(ending)
         finally:
-            self.store._active.set(*prior)
+            self.store._connector.restore_block_state(prior)
 
     async def aclose(self) -> None:
         from sqlalchemy.util import greenlet_spawn

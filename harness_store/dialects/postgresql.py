@@ -20,6 +20,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
 from ..errors import (
+    IntegerOverflowError,
     InvalidValueError,
     RunNotFoundError,
     StoreAccessError,
@@ -44,6 +45,8 @@ LOCKED_STATES = frozenset({"55P03", "40P01", "40001"})
 """lock_not_available (lock timeout), deadlock_detected, serialization_failure."""
 READ_ONLY_STATE = "25006"
 FOREIGN_KEY_STATE = "23503"
+OUT_OF_RANGE_STATE = "22003"
+"""numeric_value_out_of_range: a BIGINT sum or cast past 64 bits."""
 STEPS_RUN_FKEY = "steps_run_id_fkey"
 LOST_CLASSES = frozenset({"08"})
 """Class 08: connection exceptions."""
@@ -232,6 +235,8 @@ class PostgreSQLBackend(Backend):
             return StoreLockedError(f"the store stayed locked by another writer: {message}")
         if sqlstate == READ_ONLY_STATE:
             return StoreAccessError(f"the store was opened read-only: {message}")
+        if sqlstate == OUT_OF_RANGE_STATE:
+            return IntegerOverflowError(f"integer overflow: {message}")
         if sqlstate == FOREIGN_KEY_STATE:
             constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
             if constraint == STEPS_RUN_FKEY:

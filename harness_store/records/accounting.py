@@ -19,7 +19,7 @@ NO_KEY = "(none)"
 """The tally key of rows whose group value is NULL (kept, not dropped)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts one provider call reported, by kind."""
 
@@ -176,7 +176,7 @@ def _price(value: object) -> Price:
     return Price(**{k: _count(v) for k, v in value.items()})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Spend:
     """One group of provider calls: how many, their summed usage, what the priced ones cost,
     and how many could not be priced (then `cost_micros` is a floor)."""

@@ -30,6 +30,7 @@ from .agents import AgentsMixin
 from .approvals import ApprovalsMixin
 from .arguments import checked_arguments
 from .arrow import ArrowMixin
+from .connector import Connector
 from .health import HealthMixin
 from .journal import JournalMixin
 from .leases import Lease, LeasesMixin
@@ -72,9 +73,6 @@ class Store(
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""
 
-    upgrade_report: object | None = None
-    """What `open` found and did when it had to upgrade the store (a `migrate.UpgradeReport`)."""
-
     def __init__(
         self,
         engine_url: URL,
@@ -82,11 +80,37 @@ class Store(
         synchronous: str | None = None,
         busy_timeout: float | None = None,
         engine: Engine | None = None,
+        connector: Connector | None = None,
+        url: URL | None = None,
+        read_only: bool = False,
+        spend_keeper: Store | None = None,
+        upgrade_report: object | None = None,
     ) -> None:
+        """A Store speaking to `engine_url` (prefer `open`, which checks and upgrades).
+
+        `engine` is a prebuilt engine (an asyncio engine's `sync_engine`, for `AsyncStore`),
+        `connector` a prebuilt connector over it; `url` is the store's URL as named when the
+        engine's differs (a read-only open's); `read_only` says the store is opened for
+        reading only; `spend_keeper` is the writable Store of the same database through which
+        a read-only one keeps the spend answers it prices; `upgrade_report` is what opening
+        found and did."""
         backend = backend_named(engine_url.get_backend_name())
-        if engine is None:  # a prebuilt one: an asyncio engine's `sync_engine` (AsyncStore)
+        if engine is None:
             engine = make_engine(engine_url, synchronous=synchronous, busy_timeout=busy_timeout)
-        super().__init__(engine, backend, engine_url, busy_timeout=busy_timeout)
+        super().__init__(
+            engine,
+            backend,
+            engine_url,
+            busy_timeout=busy_timeout,
+            connector=connector,
+            read_only=read_only,
+            spend_keeper=spend_keeper,
+        )
+        if url is not None:
+            self.url = url
+        self.upgrade_report = upgrade_report
+        """What `open` found and did when it had to upgrade the store (a
+        `migrate.UpgradeReport`), else None."""
         self._init_leases()
         self._compile_run_statements()
         self._compile_tree_statements()
@@ -138,8 +162,7 @@ class Store(
                 from ..migrate import upgrade as run_upgrade
 
                 report = run_upgrade(url, backup=False)
-        store = cls(url, synchronous=synchronous, busy_timeout=busy_timeout)
-        store.upgrade_report = report
+        store = cls(url, synchronous=synchronous, busy_timeout=busy_timeout, upgrade_report=report)
         try:
             store._ensure_schema(upgrade=upgrade, backup=backup)
         except BaseException:
@@ -148,14 +171,17 @@ class Store(
         return store
 
     @classmethod
-    def _open_read_only(cls, url: URL) -> Self:
+    def _open_read_only(cls, url: URL, spend_keeper: Store | None = None) -> Self:
+        """`open(url, read_only=True)`; `spend_keeper` is the writable Store of the same
+        store through which the spend answers this one prices are kept (an `AsyncStore`'s
+        reader)."""
         path = sqlite_path(url)
         if path is not None:
             if not path.exists():
                 raise StoreNotFoundError(f"no run store at {path}")
             check_sqlite_file(path, writable=False)
             check_readable(path)  # a hot journal: say so, not "readonly database"
-        store = cls(read_only_url(url))
+        store = cls(read_only_url(url), url=url, read_only=True, spend_keeper=spend_keeper)
         try:
             with store._read() as conn:
                 found = diagnose(conn, refuse_newer_format=False)
@@ -169,7 +195,6 @@ class Store(
         except BaseException:
             store.close()
             raise
-        store.url = url
         return store
 
     @classmethod
@@ -199,15 +224,13 @@ class Store(
                 )
             from ..migrate import upgrade as run_upgrade  # Alembic only when there is work
 
-            self._release()
-            self.upgrade_report = run_upgrade(self.url, backup=backup)
-            if self._backend.one_connection:
-                self._hold()
+            with self._connector.released():
+                self.upgrade_report = run_upgrade(self.url, backup=backup)
         with self._read() as conn:
             switch = self._backend.needs_wal_switch(conn)
         if switch:
-            with self._borrow() as conn:
-                self._backend.switch_to_wal(conn.connection.driver_connection)
+            with self._connector.maintenance() as driver:
+                self._backend.switch_to_wal(driver)
 
     def __enter__(self) -> Self:
         return self

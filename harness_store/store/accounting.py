@@ -31,7 +31,7 @@ from sqlalchemy import (
 )
 
 from .. import models as m
-from ..errors import StoreError
+from ..errors import IntegerOverflowError, StoreError
 from ..formats import i64, opt_text, opt_u64, u32, u64
 from ..formats import text as check_text
 from ..models.spend import USAGE_SUMS
@@ -48,7 +48,8 @@ from ..records import (
     Usage,
 )
 from .base import StoreBase
-from .spend import counted, fingerprint
+from .spend import counted, fingerprint, spend_of
+from .spend import run_rows as spend_run_rows
 from .spend import spend as spend_from_counters
 
 CALL_COLUMNS = ("step", "attempt", "provider", "model", *USAGE_SUMS, "latency_ms", "ttft_ms",
@@ -191,6 +192,26 @@ class AccountingMixin(StoreBase):
         """Spend per run (keyed by the run id as text, in text order, as upstream keys it)."""
         return self._spend(prices, since, "run")
 
+    def iter_spend_by_run(self, prices: PriceTable, *, since: str | None = None) -> Iterator[Spend]:
+        """`spend_by_run`'s records in the same order, built one at a time as they are taken
+        (the store is read whole at the first one): for a caller that handles a great many
+        runs one by one without holding all their records at once."""
+        if since is None:
+            try:
+                counted = self._spend_counted()
+                rows = spend_run_rows(self, prices, fingerprint(prices)) if counted else None
+            except _Inexact:
+                rows = None
+            except StoreError as exc:
+                if not _sum_overflowed(exc):
+                    raise
+                rows = None
+            if rows is not None:
+                for row in rows:
+                    yield spend_of(*row)
+                return
+        yield from self.spend_by_run(prices, since=since)
+
     def _spend(self, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
         """From hs3's counters where the store has them (`store.spend`), else one priced
         `GROUP BY` over the calls; exactly from the rows should a sum overflow."""
@@ -203,7 +224,7 @@ class AccountingMixin(StoreBase):
         except _Inexact:
             pass
         except StoreError as exc:
-            if "overflow" not in str(exc) and "out of range" not in str(exc):
+            if not _sum_overflowed(exc):
                 raise
         return self._spend_exact(prices, ROW_KEYS[by], since)
 
@@ -358,6 +379,22 @@ def priced_rows(
         if any(isinstance(v, float) for v in values):
             raise _Inexact
         yield tuple(row[:keys]), [int(v or 0) for v in values]
+
+
+def _sum_overflowed(exc: StoreError) -> bool:
+    """Whether a priced read failed because a sum passed 64 bits: typed from PostgreSQL's code
+    (`IntegerOverflowError`); SQLite's `SUM` fails with its generic result code (no more
+    specific one exists), an untyped error that a SELECT over the store's own tables raises
+    for nothing else here. Either way the exact path answers from the rows, or raises its own
+    error."""
+    if isinstance(exc, IntegerOverflowError):
+        return True
+    cause = getattr(exc.__cause__, "orig", None) or exc.__cause__  # SQLAlchemy's: the driver's
+    return type(exc) is StoreError and getattr(cause, "sqlite_errorcode", None) == SQLITE_ERROR
+
+
+SQLITE_ERROR = 1
+"""SQLite's generic result code (`SQLITE_ERROR`)."""
 
 
 class _Inexact(Exception):

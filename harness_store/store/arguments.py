@@ -141,9 +141,27 @@ def _tuple(items: list[_Rule | None]) -> _Rule:
     return _Rule(check, f"a pair of ({', '.join(r.takes if r else 'anything' for r in items)})")
 
 
+def _parameter_hints(function: Callable[..., Any]) -> dict[str, Any]:
+    """Each parameter's annotation, evaluated. One naming a type imported only for type
+    checkers (an optional dependency's, such as pyarrow's) is left unchecked."""
+    hints = {}
+    for name, annotation in function.__annotations__.items():
+        if name == "return":
+            continue
+        try:
+            hints[name] = (
+                eval(annotation, function.__globals__)
+                if isinstance(annotation, str)
+                else annotation
+            )
+        except NameError:
+            continue
+    return hints
+
+
 def _checking(function: Callable[..., Any], name: str) -> Callable[..., Any]:
     """`function` with its arguments checked first; itself when it has nothing to check."""
-    hints = typing.get_type_hints(function, include_extras=True)
+    hints = _parameter_hints(function)
     parameters = list(inspect.signature(function).parameters.values())[1:]  # self / cls
     checks: list[tuple[int | None, str, _Rule]] = []
     for index, parameter in enumerate(parameters):

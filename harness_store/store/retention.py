@@ -451,12 +451,12 @@ class RetentionMixin(StoreBase):
     def compact(self) -> int:
         """Give the space deletions freed back: SQLite `VACUUM` rewrites the file; PostgreSQL
         `VACUUM` marks dead rows' space reusable (the files shrink only at their tail; `VACUUM
-        FULL` would lock every table). Returns how many bytes the store shrank by."""
+        FULL` would lock every table). Returns how many bytes the store shrank by.
+
+        Outside any transaction only: inside a `transaction()` block it raises
+        `TransactionOpenError` and does nothing."""
         before = self.store_size().file_bytes
-        with self._translated(), self._borrow() as conn, self._queue.turn():
-            raw = conn.connection.dbapi_connection
-            if raw is not None and getattr(raw, "in_transaction", False):
-                raw.commit()
-            self._backend.vacuum(raw)
+        with self._connector.maintenance() as driver:
+            self._backend.vacuum(driver)
         after = self.store_size().file_bytes
         return max(before - after, 0)

@@ -18,12 +18,10 @@ the same, pricing again what it could not keep.
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from operator import attrgetter
+from collections.abc import Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Select, and_, inspect, select, true
@@ -34,19 +32,13 @@ from ..records import PriceTable, Spend, Usage
 
 if TYPE_CHECKING:
     from .accounting import AccountingMixin
+    from .base import StoreBase
 
 FULL_SCAN_DAYS = 8
 """Past this many days to price again, one pass over every call beats a range per day."""
 
 FULL_SCAN_RUNS = 2000
 """Past this many runs to price again, one pass over every call beats a probe per run."""
-
-UNKEPT = "_spend_unkept"
-"""The Store attribute set once a kept answer could not be written (a read-only store)."""
-
-KEEPER = "_spend_keeper"
-"""Set on a read-only twin that answers for a writable Store (an `AsyncStore`'s reader on
-SQLite): the Store its kept answers are written through, so they are kept all the same."""
 
 BIG = 2**63 - 1
 """The largest value a kept answer's BIGINT column holds (a group past it is not kept)."""
@@ -90,7 +82,7 @@ def spend(store: AccountingMixin, prices: PriceTable, since: str | None, by: str
         return _spend_by_run(store, prices, fp)
     keep: list[tuple[Any, Group, int, Values]] = []
     with store._read() as conn:
-        groups = _days(conn, prices, fp, since, keep)
+        groups = _days(store, conn, prices, fp, since, keep)
     if keep:
         _keep(store, fp, keep)
     merged: dict[str, Values] = {}
@@ -111,17 +103,11 @@ def spend(store: AccountingMixin, prices: PriceTable, since: str | None, by: str
     return out
 
 
-def _fetch(conn: Connection, statement: Select[Any]) -> list[Any]:
-    """The rows of a statement whose only values are literals (a price table's fingerprint,
-    a `since`), straight from the driver: a run's kept answer is a row, and building a
-    SQLAlchemy `Row` for each of 100,000 costs more than reading them."""
-    sql = str(statement.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.execute(sql)
-        return list(cursor.fetchall())
-    finally:
-        cursor.close()
+def _fetch(store: AccountingMixin, conn: Connection, statement: Select[Any]) -> list[Any]:
+    """The rows of a statement as plain tuples, read on the unit's driver connection through
+    the connector: a run's kept answer is a row, and building a SQLAlchemy `Row` for each of
+    100,000 costs more than reading them."""
+    return store._connector.rows(conn, statement)
 
 
 def _kept_columns(table: Any) -> list[Any]:
@@ -130,6 +116,7 @@ def _kept_columns(table: Any) -> list[Any]:
 
 
 def _days(
+    store: AccountingMixin,
     conn: Connection,
     prices: PriceTable,
     fp: str,
@@ -140,7 +127,7 @@ def _days(
     whole = d.c.day >= since if since is not None else true()
     on = and_(p.c.prices == fp, p.c.day == d.c.day, p.c.model == d.c.model)
     statement = select(d.c.day, d.c.model, d.c.changes, whole, p.c.changes, *_kept_columns(p))
-    rows = _fetch(conn, statement.select_from(d.outerjoin(p, on)))
+    rows = _fetch(store, conn, statement.select_from(d.outerjoin(p, on)))
     out: list[tuple[Group, Values]] = []
     stale: dict[Group, int] = {}
     partial: set[str] = set()
@@ -194,48 +181,47 @@ def _priced(
 
 
 def _spend_by_run(store: AccountingMixin, prices: PriceTable, fp: str) -> list[Spend]:
-    """Spend per run: one group per run, so each kept row is a `Spend` as it is (no merging),
-    only stale runs are priced again, and the records are sorted by their text key."""
+    """Spend per run: the records of `run_rows`."""
+    return [spend_of(*row) for row in run_rows(store, prices, fp)]
+
+
+def spend_of(
+    key: str, calls: int, pt: int, ct: int, tt: int, crt: int, cwt: int, rt: int, st: int,
+    cost: int, unpriced: int,
+) -> Spend:  # fmt: skip
+    return Spend(key, calls, Usage(pt, ct, tt, crt, cwt, rt, st), cost, unpriced)
+
+
+def run_rows(store: AccountingMixin, prices: PriceTable, fp: str) -> list[tuple[Any, ...]]:
+    """Spend per run as plain tuples (key, calls, the seven usage sums, cost, unpriced calls),
+    in the records' text order of keys: one group per run, so each kept row is a record as it
+    is (no merging), and only stale runs are priced again. Plain tuples of numbers rather
+    than records: cheap to build and sort, and nothing the garbage collector walks for long."""
     keep: list[tuple[Any, Group, int, Values]] = []
     r, p = SPEND_RUNS, PRICED_RUNS
     on = and_(p.c.prices == fp, p.c.run_id == r.c.run_id)
     kept = [p.c.calls, *(p.c[n] for n in USAGE_SUMS), p.c.cost_micros, p.c.unpriced_calls]
     statement = select(r.c.run_id, r.c.changes, p.c.changes, *kept).select_from(r.outerjoin(p, on))
-    with _collector_paused():
-        with store._read() as conn:
-            rows = _fetch(conn, statement)
-            stale = {(row[0],): int(row[1]) for row in rows if row[2] != row[1]}
-            priced = _price_runs(conn, prices, stale, keep) if stale else []
-        out = [
-            Spend(str(run_id), calls, Usage(pt, ct, tt, crt, cwt, rt, st), cost, unpriced)
-            for run_id, changes, kept_at, calls, pt, ct, tt, crt, cwt, rt, st, cost, unpriced
-            in rows
-            if kept_at == changes and calls
-        ]  # fmt: skip
-        for (run_id,), (calls, *usage, cost, priced_calls) in priced:
-            if calls:
-                out.append(Spend(str(run_id), calls, Usage(*usage), cost, calls - priced_calls))
-        out.sort(key=_KEY)
+    with store._read() as conn:
+        rows = _fetch(store, conn, statement)
+        stale = {(row[0],): int(row[1]) for row in rows if row[2] != row[1]}
+        priced = _price_runs(conn, prices, stale, keep) if stale else []
+    out = [
+        (str(row[0]), *row[3:])
+        for row in rows
+        if row[2] == row[1] and row[3]
+    ]  # fmt: skip
+    del rows
+    for (run_id,), (calls, *usage, cost, priced_calls) in priced:
+        if calls:
+            out.append((str(run_id), calls, *usage, cost, calls - priced_calls))
+    out.sort(key=_FIRST)
     if keep:
         _keep(store, fp, keep)
     return out
 
 
-_KEY = attrgetter("key")
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while 100,000 runs' rows and records are built:
-    they hold no cycles, yet each full collection walks all of them again (most of the time
-    the records took to build). Left off if the caller had turned it off."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+_FIRST = itemgetter(0)
 
 
 def _price_runs(
@@ -264,32 +250,45 @@ def _price_runs(
 
 
 def _keep(store: AccountingMixin, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
-    active = store._active.conn
-    if active is not None and not store._active.write:
-        return
-    store = getattr(store, KEEPER, None) or store
-    if getattr(store, UNKEPT, False):
-        return
-    rows: dict[Any, list[dict[str, Any]]] = {}
-    for table, group, changes, values in keep:
-        if any(v > BIG for v in values):
-            continue
-        calls, *usage, cost, priced = values
-        key = (
-            dict(zip(["day", "model"], group, strict=True))
-            if table is PRICED_DAYS
-            else {"run_id": group[0]}
-        )
-        rows.setdefault(table, []).append(
-            {"prices": fp, **key, "changes": changes, "calls": calls,
-             **dict(zip(USAGE_SUMS, usage, strict=True)), "cost_micros": cost,
-             "unpriced_calls": calls - priced}
-        )  # fmt: skip
-    try:
-        with store._write() as conn:
-            for table, batch in rows.items():
-                conn.execute(store.backend.replace(table), batch)
-    except StoreAccessError:
-        setattr(store, UNKEPT, True)  # read-only: price again each time, say nothing
-    except StoreLockedError:
-        pass  # a writer holds the store: kept next time
+    if store._connector.may_write():  # not inside a read-only transaction
+        store._spend_keeper.keep(store, fp, keep)
+
+
+class SpendKeeper:
+    """Where a Store writes the spend answers it priced, to be kept: through itself, or, for
+    a read-only twin answering for a writable Store (an `AsyncStore`'s reader on SQLite),
+    through that Store, so they are kept all the same. Writing is best effort: a store that
+    turns out not to be writable is not tried again."""
+
+    def __init__(self, through: StoreBase | None = None, *, read_only: bool = False) -> None:
+        self._through = through
+        self._unkept = read_only and through is None
+        """Whether kept answers cannot be written (a read-only store)."""
+
+    def keep(self, store: StoreBase, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
+        if self._unkept:
+            return
+        rows: dict[Any, list[dict[str, Any]]] = {}
+        for table, group, changes, values in keep:
+            if any(v > BIG for v in values):
+                continue
+            calls, *usage, cost, priced = values
+            key = (
+                dict(zip(["day", "model"], group, strict=True))
+                if table is PRICED_DAYS
+                else {"run_id": group[0]}
+            )
+            rows.setdefault(table, []).append(
+                {"prices": fp, **key, "changes": changes, "calls": calls,
+                 **dict(zip(USAGE_SUMS, usage, strict=True)), "cost_micros": cost,
+                 "unpriced_calls": calls - priced}
+            )  # fmt: skip
+        target = self._through or store
+        try:
+            with target._write() as conn:
+                for table, batch in rows.items():
+                    conn.execute(target.backend.replace(table), batch)
+        except StoreAccessError:
+            self._unkept = True  # read-only: price again each time, say nothing
+        except StoreLockedError:
+            pass  # a writer holds the store: kept next time

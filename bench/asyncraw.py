@@ -1,0 +1,103 @@
+"""`AsyncStore.checkpoint_step` against the same statements sent raw through the asyncio
+driver: psycopg's `AsyncConnection` in autocommit (one connection per task) on PostgreSQL,
+`aiosqlite` (one connection, `BEGIN IMMEDIATE` … `COMMIT`, writers taking turns) on SQLite;
+1 and 8 tasks, two alternating rounds of 2 s each.
+
+    python -m bench.asyncraw STORE   # a SQLite file path or a PostgreSQL URL
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import Any
+
+from harness_store import AsyncStore, StepRecord
+from harness_store.store.runs import step_values
+
+SECONDS = 2.0
+
+
+async def drive(op: Any, tasks: int, seconds: float) -> float:
+    count = 0
+    stop = time.perf_counter() + seconds
+
+    async def one(k: int) -> None:
+        nonlocal count
+        n = 0
+        while time.perf_counter() < stop:
+            n += 1
+            await op(k, n)
+            count += 1
+
+    await asyncio.gather(*(one(k) for k in range(tasks)))
+    return count / seconds
+
+
+async def main(target: str) -> None:
+    store = await AsyncStore.open(target)
+    sync = store.store
+    runs = [await store.start_run("b", "f") for _ in range(16)]
+    works = sync._checkpoint_writes
+
+    async def a_op(k: int, n: int) -> None:
+        await store.checkpoint_step(runs[k], StepRecord.new(n, "p" * 300, "r" * 50))
+
+    if target.startswith("postgresql"):
+        import psycopg
+
+        dsn = target.replace("postgresql+psycopg", "postgresql")
+        conns = [await psycopg.AsyncConnection.connect(dsn, autocommit=True) for _ in range(8)]
+        raw_runs = [await store.start_run("raw", "f") for _ in range(8)]
+
+        async def r_op(k: int, n: int) -> None:
+            values = step_values(raw_runs[k], StepRecord.new(n, "p" * 300, "r" * 50))
+            conn = conns[k]
+            if len(works) == 1:
+                await conn.execute(works[0].sql, works[0].params(values))
+            else:
+                async with conn.transaction():
+                    for w in works:
+                        await conn.execute(w.sql, w.params(values))
+    else:
+        import aiosqlite
+
+        one = await aiosqlite.connect(target, isolation_level=None)
+        await one.execute("PRAGMA busy_timeout=5000")
+        await one.execute("PRAGMA synchronous=FULL")
+        conns = [one]
+        raw_runs = [await store.start_run("raw", "f") for _ in range(8)]
+        lock = asyncio.Lock()
+
+        async def r_op(k: int, n: int) -> None:
+            values = step_values(raw_runs[k], StepRecord.new(n, "p" * 300, "r" * 50))
+            async with lock:
+                c = conns[0]
+                await c.execute("BEGIN IMMEDIATE")
+                for w in works:
+                    await c.execute(w.sql, w.params(values))
+                await c.execute("COMMIT")
+
+    out: dict[tuple[str, int], list[float]] = {}
+    conns: list[Any]
+    variants: list[tuple[str, Any]] = [("AsyncStore", a_op), ("raw", r_op)]
+    for _ in range(2):
+        for tasks in (1, 8):
+            for name, op in variants:
+                out.setdefault((name, tasks), []).append(await drive(op, tasks, SECONDS))
+        variants.reverse()
+    for tasks in (1, 8):
+        a = sum(out[("AsyncStore", tasks)]) / 2
+        r = sum(out[("raw", tasks)]) / 2
+        print(
+            f"{sync.backend.name} {tasks} task(s): AsyncStore {a:,.0f}/s, "
+            f"raw asyncio driver {r:,.0f}/s, ratio {a / r:.2f}x"
+        )
+    for c in conns:
+        await c.close()
+    await store.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
