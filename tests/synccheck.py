@@ -16,6 +16,7 @@ from harness_store.engine import make_engine, read_only_url
 from harness_store.models import Base
 from harness_store.records import StepRecord
 from harness_store.sync import RULES, list_origins
+from harness_store.sync.rows import event_json_for
 from harness_store.sync.rules import RUNS, SESSIONS, TURNS
 from harness_store.sync.tables import IDS, ORIGINS
 
@@ -115,6 +116,8 @@ def mirror_problems(dest: str, source: Path, *, skip: tuple[str, ...] = ("memory
                     for column, target in rule.links.items():
                         if row.get(column) is not None:
                             row[column] = maps[target].get(row[column], ("unmapped", row[column]))
+                    if rule.table == "run_events":
+                        row["json"] = event_json_for(row["json"], maps[RUNS])
                     want[tuple(row[c] for c in keep)] += 1
                 if rule.table in REFERENCED:
                     scope = table.c.id.in_(maps[rule.table].values())

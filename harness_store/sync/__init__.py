@@ -18,15 +18,26 @@ from __future__ import annotations
 
 from .core import sync
 from .lookup import OriginInfo, central_run, list_origins, origin_runs, source_run
-from .report import OriginReport, Progress, SyncReport, TableCounts
+from .report import (
+    DuplicateOriginError,
+    OriginReport,
+    Progress,
+    RefusedSource,
+    SyncRefusedError,
+    SyncReport,
+    TableCounts,
+)
 from .rules import RULES, Rule
 
 __all__ = [
     "RULES",
+    "DuplicateOriginError",
     "OriginInfo",
     "OriginReport",
     "Progress",
+    "RefusedSource",
     "Rule",
+    "SyncRefusedError",
     "SyncReport",
     "TableCounts",
     "central_run",
