@@ -3,6 +3,7 @@ destination holds exactly each origin's rows, every link remapped."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections import Counter
 from contextlib import closing
@@ -77,7 +78,8 @@ def _maps(conn: Any, origin_id: int) -> dict[str, dict[int, int]]:
 
 
 def _source_rows(path: Path, table: str) -> tuple[list[str], list[dict[str, Any]]]:
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+    still = "&immutable=1" if not os.access(path.parent, os.W_OK) else ""  # read-only media
+    with closing(sqlite3.connect(f"file:{path}?mode=ro{still}", uri=True)) as conn:
         conn.row_factory = sqlite3.Row
         have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
         if not have:

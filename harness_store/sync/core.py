@@ -43,6 +43,7 @@ from ..transfer.reading import (
     writer_appeared,
 )
 from ..transfer.report import UnknownTablesError
+from ..transfer.target import create_like
 from . import origins
 from .apply import BATCH, OriginSync
 from .report import (
@@ -138,6 +139,9 @@ def sync(
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hs-sync") as pool:
             return list(pool.map(one, which))
 
+    dest_path = sqlite_path(dest_url)
+    if dest_path is not None and paths:
+        create_like(dest_path, paths)  # a new central store as private as its sources
     try:
         _prepare_dest(engine, dest_url)
         results = each(paths)

@@ -68,12 +68,16 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from ..engine import make_engine, safe_url, to_url, where
+from ..engine import make_engine, safe_url, sqlite_path, to_url, where
+from ..errors import MalformedStoreError
+from ..preflight import is_malformed
 from ..releases import HEAD
 from .marker import (
     COPY_MARKER,
@@ -91,7 +95,9 @@ from .plan import (
     refuse_unknown,
     snapshot,
     source_engine,
+    still_source,
 )
+from .reading import check_source_pages, malformed_source_message, writer_appeared
 from .report import (
     DEFAULT_BATCH_SIZE,
     CopyError,
@@ -102,7 +108,7 @@ from .report import (
     UnknownTablesError,
 )
 from .tables import fill
-from .target import check_target_empty, empty_again, verify_committed
+from .target import check_target_empty, create_like, empty_again, verify_committed
 
 __all__ = [
     "COPY_MARKER",
@@ -155,15 +161,38 @@ def copy_store(
     started = time.monotonic()
     source_url = to_url(source)
     target_url = to_url(target)
-    engine = source_engine(source_url)
-    try:
-        with connected(engine, source_url) as src, snapshot(src):
-            plan = make_plan(src, source_url)
-            if not skip_unknown_tables:
-                refuse_unknown(plan, source_url)
-            _copy(src, plan, target_url, batch_size, progress, replace=replace)
-    finally:
-        engine.dispose()
+    still = still_source(source_url)
+    while True:
+        engine = source_engine(source_url, still=still is not None)
+        try:
+            with connected(engine, source_url) as src, snapshot(src):
+                if src.dialect.name == "sqlite":
+                    check_source_pages(src, where(source_url), "copied")
+                plan = make_plan(src, source_url)
+                if not skip_unknown_tables:
+                    refuse_unknown(plan, source_url)
+                check = None if still is None else _no_writer_on(still)
+                _copy(
+                    src,
+                    plan,
+                    target_url,
+                    batch_size,
+                    progress,
+                    replace=replace,
+                    check=check,
+                    mode_from=sqlite_path(source_url),
+                )
+            break
+        except WriterAppeared:
+            still = None  # a writer opened the source meanwhile: read it again through mode=ro
+        except DBAPIError as exc:
+            if is_malformed(exc):
+                raise MalformedStoreError(
+                    malformed_source_message(where(source_url), str(exc.orig), "copied")
+                ) from None
+            raise
+        finally:
+            engine.dispose()
     return CopyReport(
         source=safe_url(source_url),
         target=safe_url(target_url),
@@ -176,6 +205,18 @@ def copy_store(
     )
 
 
+class WriterAppeared(Exception):
+    """A writer opened a source read as a still file: its snapshot may be torn."""
+
+
+def _no_writer_on(path: Path) -> Callable[[], None]:
+    def check() -> None:
+        if writer_appeared(path):
+            raise WriterAppeared(str(path))
+
+    return check
+
+
 def _copy(
     src: Connection,
     plan: Plan,
@@ -184,12 +225,17 @@ def _copy(
     progress: Progress | None,
     *,
     replace: bool = False,
+    check: Callable[[], None] | None = None,
+    mode_from: Path | None = None,
 ) -> None:
     """Build the target's schema, mark it unfinished, copy into it in one transaction that
     also drops the mark, verify; empty it on failure."""
     before = check_target_empty(url, replace=replace)
     from ..migrate import upgrade  # Alembic only once there is work
 
+    target_path = sqlite_path(url)
+    if target_path is not None and mode_from is not None and not before.file_existed:
+        create_like(target_path, [mode_from])
     try:
         try:
             report = upgrade(url, backup=False)
@@ -202,7 +248,7 @@ def _copy(
         engine = make_engine(url)
         try:
             mark_unfinished(engine)
-            fill(src, plan, engine, batch_size, progress)
+            fill(src, plan, engine, batch_size, progress, check)
         finally:
             engine.dispose()
     except BaseException as exc:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, insert, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Connection, Engine, Table, select
 
 from ..dialects import Backend, backend_named
 from ..dialects.sqlite import KEEP_ORPHANS, WRITE
@@ -20,10 +19,16 @@ MEMORY_TABLE = "memory"
 
 
 def fill(
-    src: Connection, plan: Plan, engine: Engine, batch_size: int, progress: Progress | None
+    src: Connection,
+    plan: Plan,
+    engine: Engine,
+    batch_size: int,
+    progress: Progress | None,
+    before_commit: Callable[[], None] | None = None,
 ) -> None:
     """Every row, the marker, the id generators, and the in-transaction count check; the
-    unfinished-copy marker is dropped by the same transaction."""
+    unfinished-copy marker is dropped by the same transaction. `before_commit` may still
+    refuse the commit (by raising)."""
     with engine.connect() as dst:
         backend = backend_named(dst.dialect.name)
         dst.info[WRITE] = True  # SQLite: take the write lock up front (BEGIN IMMEDIATE)
@@ -43,6 +48,8 @@ def fill(
             backend.after_copy(dst, plan.tables)
             compare(plan.counts, {t.name: count(dst, t.name) for t in plan.tables}, "")
             marker_table().drop(dst)
+            if before_commit is not None:
+                before_commit()
 
 
 def copy_table(
@@ -54,21 +61,41 @@ def copy_table(
     plan: Plan,
     progress: Progress | None,
 ) -> int:
-    """Stream one table in primary-key order, `batch_size` rows per `executemany`."""
+    """Stream one table in primary-key order, `batch_size` rows at a time, through the
+    backend's bulk path (`Backend.bulk_insert`: COPY on PostgreSQL, `executemany` on SQLite),
+    the one sync's append tables take too."""
     total = plan.counts[table.name]
-    statement = select(*plan.columns[table.name]).order_by(*table.primary_key.columns)
-    result = src.execute(statement, execution_options={"yield_per": batch_size})
+    columns = plan.columns[table.name]
+    names = [c.name for c in columns]
+    statement = select(*columns).order_by(*table.primary_key.columns)
     done = 0
-    for batch in result.partitions(batch_size):
-        rows = [row._asdict() for row in batch]
+    for batch in source_batches(src, statement, batch_size):
         try:
-            dst.execute(insert(table), rows)
-        except SQLAlchemyError as exc:
+            backend.bulk_insert(dst, table, names, batch)
+        except Exception as exc:  # a driver error of either backend, or a refused value
+            rows = [dict(zip(names, row, strict=True)) for row in batch]
             raise CopyError(explain(table, rows, backend, exc)) from exc
-        done += len(rows)
+        done += len(batch)
         if progress is not None:
             progress(table.name, done, total)
     return done
+
+
+def source_batches(src: Connection, statement: Any, size: int) -> Iterator[list[Sequence[Any]]]:
+    """The statement's rows as plain tuples, `size` at a time: on SQLite straight from the
+    driver's cursor (inside the snapshot's transaction), without a SQLAlchemy row per value."""
+    if src.dialect.name != "sqlite":
+        result = src.execute(statement, execution_options={"yield_per": size})
+        for part in result.partitions(size):
+            yield [tuple(row) for row in part]
+        return
+    compiled = statement.compile(dialect=src.dialect)
+    params = [compiled.params[name] for name in compiled.positiontup or ()]
+    driver = src.connection.driver_connection
+    assert driver is not None
+    cursor = driver.execute(str(compiled), params)
+    while batch := cursor.fetchmany(size):
+        yield batch
 
 
 def explain(
