@@ -61,24 +61,42 @@ def copy_table(
     plan: Plan,
     progress: Progress | None,
 ) -> int:
-    """Stream one table in primary-key order, `batch_size` rows at a time, through the
-    backend's bulk path (`Backend.bulk_insert`: COPY on PostgreSQL, `executemany` on SQLite),
-    the one sync's append tables take too."""
+    """Stream one table in primary-key order through the backend's bulk path
+    (`Backend.bulk_insert`: one COPY on PostgreSQL, `executemany` batches on SQLite), the one
+    sync's append tables take too; progress after every `batch_size` rows read."""
     total = plan.counts[table.name]
     columns = plan.columns[table.name]
     names = [c.name for c in columns]
     statement = select(*columns).order_by(*table.primary_key.columns)
     done = 0
-    for batch in source_batches(src, statement, batch_size):
-        try:
-            backend.bulk_insert(dst, table, names, batch)
-        except Exception as exc:  # a driver error of either backend, or a refused value
-            rows = [dict(zip(names, row, strict=True)) for row in batch]
-            raise CopyError(explain(table, rows, backend, exc)) from exc
-        done += len(batch)
-        if progress is not None:
-            progress(table.name, done, total)
+
+    def rows() -> Iterator[Sequence[Any]]:
+        nonlocal done
+        for batch in source_batches(src, statement, batch_size):
+            yield from batch
+            done += len(batch)
+            if progress is not None:
+                progress(table.name, done, total)
+
+    try:
+        backend.bulk_insert(dst, table, names, rows())
+    except Exception as exc:  # a driver error of either backend, or a refused value
+        raise CopyError(explain_table(src, table, statement, batch_size, backend, exc)) from exc
     return done
+
+
+def explain_table(
+    src: Connection, table: Table, statement: Any, batch_size: int, backend: Backend, exc: Exception
+) -> str:
+    """Why a table could not be written: the first source row the target cannot hold, found
+    by reading the table again, else what the database said."""
+    names = [c.name for c in statement.selected_columns]
+    for batch in source_batches(src, statement, batch_size):
+        rows = [dict(zip(names, row, strict=True)) for row in batch]
+        found = explain_row(table, rows, backend)
+        if found is not None:
+            return found
+    return explain(table, [], backend, exc)
 
 
 def source_batches(src: Connection, statement: Any, size: int) -> Iterator[list[Sequence[Any]]]:
@@ -98,10 +116,8 @@ def source_batches(src: Connection, statement: Any, size: int) -> Iterator[list[
         yield batch
 
 
-def explain(
-    table: Table, rows: Sequence[Mapping[str, Any]], backend: Backend, exc: Exception
-) -> str:
-    """Why a batch could not be written, naming the row and column when it can be found."""
+def explain_row(table: Table, rows: Sequence[Mapping[str, Any]], backend: Backend) -> str | None:
+    """The first of `rows` the target cannot hold, said for a person, or None."""
     keys = [c.name for c in table.primary_key.columns]
 
     def row_name(row: Mapping[str, Any]) -> str:
@@ -123,11 +139,26 @@ def explain(
                     f"{table.name} row {row_name(row)}: {refused}; the target was emptied "
                     "again and the source left as it is"
                 )
-    span = f"{row_name(rows[0])} … {row_name(rows[-1])}" if rows else "?"
+    return None
+
+
+def explain(
+    table: Table, rows: Sequence[Mapping[str, Any]], backend: Backend, exc: Exception
+) -> str:
+    """Why rows could not be written, naming the row and column when it can be found."""
+    found = explain_row(table, rows, backend)
+    if found is not None:
+        return found
+    keys = [c.name for c in table.primary_key.columns]
+
+    def row_name(row: Mapping[str, Any]) -> str:
+        return ", ".join(f"{k}={row[k]}" for k in keys)
+
+    span = f"the rows {row_name(rows[0])} … {row_name(rows[-1])}" if rows else "its rows"
     lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     detail = " ".join(line.strip() for line in lines[:3] if not line.startswith("["))[:500]
     return (
-        f"{table.name}: the rows {span} could not be written to the target ({detail}); "
+        f"{table.name}: {span} could not be written to the target ({detail}); "
         "the target was emptied again and the source left as it is"
     )
 
