@@ -108,8 +108,12 @@ class OriginSync:
         batch_size: int = BATCH,
         *,
         fresh: bool = False,
+        check_pages: Callable[[], None] | None = None,
     ) -> None:
         self.fresh = fresh  # a new origin: nothing of it is in the destination yet
+        self.check_pages = check_pages
+        """Raises when the source's pages are damaged; called before the first write."""
+        self.scan_texts = False
         self.src, self.dst, self.origin_id, self.have = src, dst, origin_id, have
         self.backend = backend_named(dst.dialect.name)
         self.counts, self.on_rows, self.batch_size = counts, on_rows, batch_size
@@ -132,25 +136,40 @@ class OriginSync:
     # --- the whole origin ------------------------------------------------------------------
 
     def run(self) -> None:
-        """Send everything that changed since the last sync of this origin."""
+        """Send everything that changed since the last sync of this origin.
+
+        The source's pages are checked (`check_pages`) before anything is written, when there
+        is anything to write: a sync that finds nothing new reads only the tops of the append
+        tables and the state tables, and spares the check's read of the whole file."""
+        reason = None
         if not self.fresh:
             self._load()
             reason = self._rewound()
-            if reason is not None:
-                self._forget()
-                self.reread = reason
-                self.fresh = True
-                self.maps = {}
-                self.ids = {RUNS: {}, SESSIONS: {}, TURNS: {}}
-                self.hwm, self.hwm_loaded = {}, {}
-        for tbl in self.ids:
-            self.maps.setdefault(tbl, {})
         self.tops = self._append_tops()
         read = {
             rule.table: self._read_state(rule)
             for rule in RULES
             if rule.kind == "state" and rule.table in self.have
         }
+        state_changed = any(
+            self.hwm_loaded.get(STATE_MARK + table) != total for table, (*_, total) in read.items()
+        )
+        grown = any(top > self.hwm.get(table, 0) for table, top in self.tops.items())
+        work = self.fresh or reason is not None or state_changed or grown
+        if work and self.check_pages is not None:
+            self.check_pages()
+        # an archive changes state rows too (turns, runs): only then are the append tables'
+        # texts counted again
+        self.scan_texts = state_changed
+        if reason is not None:
+            self._forget()
+            self.reread = reason
+            self.fresh = True
+            self.maps = {}
+            self.ids = {RUNS: {}, SESSIONS: {}, TURNS: {}}
+            self.hwm, self.hwm_loaded = {}, {}
+        for tbl in self.ids:
+            self.maps.setdefault(tbl, {})
         # one query for the id maps of every table that changed (a table without a mark was
         # never synced from this origin: it has no map to read)
         changed = [
@@ -158,7 +177,7 @@ class OriginSync:
             for table, (_, _, total) in read.items()
             if table not in self.ids and self.hwm_loaded.get(STATE_MARK + table) != total
         ]
-        if changed:
+        if changed and not self.fresh:
             self._read_maps(IDS.c.tbl.in_(changed))
         for rule in RULES:
             if rule.table not in self.have:
@@ -509,15 +528,17 @@ class OriginSync:
         texts = text_columns(columns)
         reload = set(self.reload_runs)
         text_total = 0
-        if hwm and texts:
+        kept = self.hwm.get(TEXT_MARK + rule.table)
+        if hwm and texts and (self.scan_texts or kept is None):
             text_total = int(
                 self.src.execute(
                     select(func.coalesce(func.sum(nonempty(texts)), 0)).where(table.c.id <= hwm)
                 ).scalar_one()
             )
-            kept = self.hwm.get(TEXT_MARK + rule.table)
             if kept is not None and kept != text_total:
                 reload |= self._cleared_runs(table, source_run, texts, hwm)
+        elif kept is not None:
+            text_total = kept
         reload -= set(self.gone_runs)
         if reload and hwm:
             dest_runs = [self.ids[RUNS][r] for r in reload if r in self.ids[RUNS]]

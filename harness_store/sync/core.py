@@ -92,6 +92,11 @@ def sync(
     On PostgreSQL `workers` sources are synced at once (each in its own transaction), so one
     source is read while another is written; a SQLite destination takes one writer at a time,
     so there they go one by one.
+
+    Raises `DuplicateOriginError` (nothing synced) when two sources carry one origin mark, and
+    `SyncRefusedError` after syncing the others when some sources were refused (damaged,
+    older than 0.13, or holding tables or columns of a newer io-harness); its `report` is what
+    this call synced.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -408,7 +413,6 @@ def _send(
 ) -> OriginReport:
     counts = TableCounts()
     with _snapshot(src_engine) as src, engine.connect() as dst:
-        check_source_pages(src, str(path), "synced")
         have = _check_source(src, path)
         ident = origins.identify(path, origins.read_mark(src))
         dst.info[WRITE] = True
@@ -422,7 +426,15 @@ def _send(
                 origins.retire(dst, origin.id)
                 origin = origins.register(dst, ident, now)
             work = OriginSync(
-                src, dst, origin.id, have, counts, on_rows, batch_size, fresh=origin.created
+                src,
+                dst,
+                origin.id,
+                have,
+                counts,
+                on_rows,
+                batch_size,
+                fresh=origin.created,
+                check_pages=lambda: check_source_pages(src, str(path), "synced"),
             )
             work.run()
             if origin.anchor is None and anchor is not None:

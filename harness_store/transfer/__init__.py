@@ -6,24 +6,27 @@ It is what `harness-store copy SRC DST` runs.
 
 What it does, in order:
 
-1. Opens the source **read-only** (a SQLite file through `mode=ro`; PostgreSQL in a
-   `REPEATABLE READ, READ ONLY` transaction) and reads everything inside one snapshot, so a
-   store still being written by an agent is copied as of one instant (upstream's stores are in
-   WAL, so its writers carry on meanwhile; a SQLite source in rollback-journal mode makes them
-   wait for the copy instead). A read-only connection cannot remove a WAL store's `-wal` and
-   `-shm` side files when it closes, so those may be left beside the source; they hold no data
-   and the next writer reuses them. The source is never changed — not even upgraded: it must
-   already hold the whole 0.13 schema (harness_store's revision 0.13 or later, or an io-harness
-   store of 0.13 or later), else `UpgradeRequiredError` says to upgrade it first.
-2. Refuses, with `TargetNotEmptyError` and nothing changed, a target that has any table or view.
-   A SQLite target that does not exist yet is created.
+1. Opens the source **read-only** (a SQLite file through `mode=ro`, or `immutable=1` when it
+   is a closed WAL store or on read-only media, so no `-wal`/`-shm` is left beside it — see
+   `reading`; PostgreSQL in a `REPEATABLE READ, READ ONLY` transaction), checks a SQLite
+   source's pages with `PRAGMA quick_check` (a damaged one raises `MalformedStoreError` naming
+   it), and reads everything inside one snapshot, so a store still being written by an agent
+   is copied as of one instant (a writer that opens a store read as a still file makes the
+   copy start again through `mode=ro`). The source is never changed — not even upgraded: it
+   must already hold the whole 0.13 schema (harness_store's revision 0.13 or later, or an
+   io-harness store of 0.13 or later), else `UpgradeRequiredError` says to upgrade it first.
+2. Refuses, with `TargetNotEmptyError` and nothing changed, a target whose tables hold rows
+   (or that has views). A target whose tables are all empty (what `harness-store upgrade
+   URL` builds) is emptied and copied into. A SQLite target that does not exist yet is
+   created, with the permission bits (and group) of a SQLite source.
 3. Builds the target's schema by running the Alembic chain (`migrate.upgrade`), exactly as a new
    store is built: every table, harness_store's indexes, the checkpoint-format marker,
    the head stamp.
 4. In **one transaction** on the target, per table in foreign-key order (`runs` before
-   `steps`): reads the source in primary-key order, `batch_size` rows at a time, and inserts
-   each batch with one `executemany` of Core `insert(table)`, ids included. Then it copies the
-   source's checkpoint-format marker, lets the backend move its id generators past the copied
+   `steps`): reads the source in primary-key order, `batch_size` rows at a time, and streams
+   the rows, ids included, through the backend's bulk path (`Backend.bulk_insert`: one `COPY`
+   a table on PostgreSQL, `executemany` batches on SQLite), the one sync takes. Then it copies
+   the source's checkpoint-format marker, lets the backend move its id generators past the copied
    ids (`Backend.after_copy`: `setval` on PostgreSQL, so the next `start_run` gets `MAX(id)+1`),
    and counts every table on the target: a count that differs from the source's raises
    `CopyVerificationError` before anything is committed.
