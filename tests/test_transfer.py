@@ -723,7 +723,7 @@ def store_with(path: Path, statement: str) -> Path:
         # SQLite enforces no foreign key by default, so upstream stores can hold such rows.
         (
             "INSERT INTO steps (run_id, step, decision, result) VALUES (999, 1, 'd', 'r')",
-            r"steps: the rows id=\d+ … id=\d+ could not be written .*steps_run_id_fkey",
+            r"steps: its rows could not be written .*steps_run_id_fkey.*\(run_id\)=\(\d+\)",
         ),
         (
             f"INSERT INTO memory (workspace, key, value, run_id, step, created_at) "

@@ -69,20 +69,40 @@ def copy_table(
     names = [c.name for c in columns]
     statement = select(*columns).order_by(*table.primary_key.columns)
     done = 0
+    reading: list[BaseException] = []
+    """What reading the source or the progress callback raised (not the target's refusal)."""
 
     def rows() -> Iterator[Sequence[Any]]:
         nonlocal done
-        for batch in source_batches(src, statement, batch_size):
-            yield from batch
-            done += len(batch)
-            if progress is not None:
-                progress(table.name, done, total)
+        try:
+            for batch in source_batches(src, statement, batch_size):
+                yield from batch
+                done += len(batch)
+                if progress is not None:
+                    progress(table.name, done, total)
+        except BaseException as exc:
+            reading.append(exc)
+            raise
 
     try:
         backend.bulk_insert(dst, table, names, rows())
-    except Exception as exc:  # a driver error of either backend, or a refused value
+    except Exception as exc:  # a driver error of the target, or a value it refused
+        if reading and _caused_by(exc, reading[0]):
+            raise
         raise CopyError(explain_table(src, table, statement, batch_size, backend, exc)) from exc
     return done
+
+
+def _caused_by(exc: BaseException, origin: BaseException) -> bool:
+    """Whether `exc` is `origin` or was raised while handling it."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if current is origin:
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def explain_table(

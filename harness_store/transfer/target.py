@@ -125,8 +125,8 @@ def create_like(path: Path, sources: list[Path]) -> None:
         mode &= stat.S_IMODE(info.st_mode)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-    except FileExistsError:
-        return
+    except OSError:
+        return  # there already, or its directory is missing: the copy says so when it opens it
     try:
         os.fchmod(fd, mode)  # past the umask
         with suppress(OSError):  # a group the user is not in cannot be given
