@@ -7,6 +7,10 @@ write a fresh database built by the chain: `sync` with its id maps and marks, on
 per store; the baseline COPYs runs (ids offset per store), steps, checkpoint events and
 outcomes, one transaction per store. Then a second `sync` of the same stores finds nothing new.
 Targets: sync ≥ 0.7× COPY's rows/s; a sync with nothing new < 100 ms per store.
+
+Then `copy` against `sync` of one store into a fresh PostgreSQL database, side by side in the
+same run (they move the same rows through the same bulk path): a store of 1,000 runs with
+20,000 provider calls, and a store of 100,000 steps. Target: copy at least as fast as sync.
 """
 
 from __future__ import annotations
@@ -122,6 +126,76 @@ def copy_baseline(sources: list[Path], url: Any) -> int:
     return rows
 
 
+def provider_store(cfg: Config, runs: int, calls: int) -> Path:
+    """A store of `runs` finished runs and `calls` provider calls spread over them (cached)."""
+    from harness_store import Store
+
+    path = cfg.cache / f"sync-provider-{runs}-{calls}.sqlite3"
+    if not path.exists():
+        partial = path.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        with Store.open(partial, synchronous="off", backup=False) as store:
+            for n in range(runs):
+                store.finish_run(store.start_run(f"bench run {n}", "src/lib.rs"), "success")
+        with closing(sqlite3.connect(partial)) as conn, conn:
+            conn.execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+                "INSERT INTO provider_calls (run_id, step, attempt, provider, model, "
+                "prompt_tokens, completion_tokens, total_tokens, latency_ms, finish_reason) "
+                "SELECT 1 + i % ?, 1 + i / ?, 1, 'anthropic', 'claude', 1200 + i % 97, "
+                "300 + i % 31, 1500 + i % 128, 800 + i % 400, 'end_turn' FROM n",
+                (calls, runs, runs),
+            )
+        partial.rename(path)
+        Path(f"{partial}-writers").unlink(missing_ok=True)
+    return path
+
+
+def copy_against_sync(cfg: Config) -> Table:
+    """`copy` and `sync` of the same store into fresh PostgreSQL databases, alternating."""
+    from harness_store.sync import sync
+    from harness_store.transfer import copy_store as copy_into
+
+    assert cfg.pg is not None
+    stores = {
+        f"{cfg.pick(1000, 200):,} runs, {cfg.pick(20_000, 4_000):,} provider calls": (
+            provider_store(cfg, cfg.pick(1000, 200), cfg.pick(20_000, 4_000))
+        ),
+        f"{cfg.pick(100_000, 10_000):,} steps": template(cfg, cfg.pick(100_000, 10_000)),
+    }
+    table = Table(
+        "10b. copy against sync of one store into PostgreSQL",
+        ["store", "copy", "sync", "copy vs sync", "target", "result"],
+    )
+    for label, source in stores.items():
+        times: dict[str, list[float]] = {"copy": [], "sync": []}
+        for round_ in range(cfg.pick(3, 1)):
+            say(f"copy vs sync: {label}, round {round_ + 1}")
+            with pg_database(cfg.pg, f"hs_bench_copy_vs_{round_}") as url:
+                start = time.perf_counter()
+                copy_into(source, url)
+                times["copy"].append(time.perf_counter() - start)
+            with pg_database(cfg.pg, f"hs_bench_sync_vs_{round_}") as url:
+                start = time.perf_counter()
+                sync([source], url)
+                times["sync"].append(time.perf_counter() - start)
+        ratio = median(times["sync"]) / median(times["copy"])
+        table.add(
+            label,
+            fmt_time(median(times["copy"])),
+            fmt_time(median(times["sync"])),
+            fmt_ratio(ratio),
+            "≥ 1.00×",
+            table.check(f"copy of {label} at least as fast as sync", ratio >= 1.0),
+        )
+    table.notes.append(
+        "Each time includes building the schema in a fresh database (copy runs the chain; "
+        "sync opens the store as `Store.open` does); 'copy vs sync' is sync's time over "
+        "copy's (above 1: copy is faster)"
+    )
+    return table
+
+
 def run(cfg: Config) -> list[Table]:
     from harness_store import Store
     from harness_store.sync import sync
@@ -223,4 +297,4 @@ def run(cfg: Config) -> list[Table]:
         "sync; its time is the store's own part of the call (the whole call, opening the "
         f"destination included, took {fmt_time(median(call_times))})"
     )
-    return [table]
+    return [table, copy_against_sync(cfg)]

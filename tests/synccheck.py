@@ -3,6 +3,7 @@ destination holds exactly each origin's rows, every link remapped."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections import Counter
 from contextlib import closing
@@ -16,6 +17,7 @@ from harness_store.engine import make_engine, read_only_url
 from harness_store.models import Base
 from harness_store.records import StepRecord
 from harness_store.sync import RULES, list_origins
+from harness_store.sync.rows import event_json_for
 from harness_store.sync.rules import RUNS, SESSIONS, TURNS
 from harness_store.sync.tables import IDS, ORIGINS
 
@@ -76,7 +78,8 @@ def _maps(conn: Any, origin_id: int) -> dict[str, dict[int, int]]:
 
 
 def _source_rows(path: Path, table: str) -> tuple[list[str], list[dict[str, Any]]]:
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+    still = "&immutable=1" if not os.access(path.parent, os.W_OK) else ""  # read-only media
+    with closing(sqlite3.connect(f"file:{path}?mode=ro{still}", uri=True)) as conn:
         conn.row_factory = sqlite3.Row
         have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
         if not have:
@@ -115,6 +118,8 @@ def mirror_problems(dest: str, source: Path, *, skip: tuple[str, ...] = ("memory
                     for column, target in rule.links.items():
                         if row.get(column) is not None:
                             row[column] = maps[target].get(row[column], ("unmapped", row[column]))
+                    if rule.table == "run_events":
+                        row["json"] = event_json_for(row["json"], maps[RUNS])
                     want[tuple(row[c] for c in keep)] += 1
                 if rule.table in REFERENCED:
                     scope = table.c.id.in_(maps[rule.table].values())

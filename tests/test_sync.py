@@ -21,7 +21,15 @@ from harness_store.detect import StoreKind, diagnose
 from harness_store.engine import make_engine, read_only_url
 from harness_store.errors import StoreNotFoundError, UpgradeRequiredError
 from harness_store.models import Memory, Run, Step, table_of
-from harness_store.sync import RULES, central_run, list_origins, origin_runs, source_run, sync
+from harness_store.sync import (
+    RULES,
+    SyncRefusedError,
+    central_run,
+    list_origins,
+    origin_runs,
+    source_run,
+    sync,
+)
 
 
 def count(dest: str, model: type) -> int:
@@ -241,8 +249,9 @@ def test_refusals(tmp_path: Path) -> None:
             "REFERENCES runs(id), step INTEGER NOT NULL, decision TEXT NOT NULL, "
             "result TEXT NOT NULL)"
         )
-    with pytest.raises(UpgradeRequiredError, match="harness-store upgrade"):
+    with pytest.raises(SyncRefusedError, match="harness-store upgrade") as refused:
         sync([old], dest)
+    assert isinstance(refused.value.refused[0].error, UpgradeRequiredError)
 
 
 def test_oracle_store_of_every_table_mirrors(store_target: str, tmp_path: Path) -> None:

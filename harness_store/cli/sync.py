@@ -9,7 +9,8 @@ import typer
 from rich.progress import Progress, TaskID
 from rich.text import Text
 
-from .app import EPILOG, DbArg, JsonOpt, app
+from ..errors import SchemaError
+from .app import EPILOG, EXIT_NOT_A_STORE, EXIT_OTHER, CliError, DbArg, JsonOpt, app
 from .output import (
     Column,
     emit_json,
@@ -57,9 +58,12 @@ def _report_json(report: SyncReport) -> dict[str, object]:
                 "deleted": dict(o.counts.deleted),
                 "orphans": dict(o.counts.orphans),
                 "seconds": o.seconds,
+                "reread": o.reread,
+                "warnings": list(o.warnings),
             }
             for o in report.origins
         ],
+        "refused": [{"source": r.source, "error": str(r.error)} for r in report.refused],
     }
 
 
@@ -95,17 +99,32 @@ def sync_command(
         raise typer.BadParameter(
             "give at least one source and the destination", param_hint="SRC... DST"
         )
+    from ..sync import SyncRefusedError
+
     *sources, dest = [parse_target(store) for store in stores]
+    refused: SyncRefusedError | None = None
     with progress_bars(
         stderr_console(), quiet=as_json, label="stores", extra="{task.fields[rows]}"
     ) as bars:
-        report = sync(sources, dest, mark=mark, dry_run=dry_run, progress=SyncProgress(bars))
+        try:
+            report = sync(sources, dest, mark=mark, dry_run=dry_run, progress=SyncProgress(bars))
+        except SyncRefusedError as exc:
+            refused, report = exc, exc.report
+    for origin in report.origins:
+        for warning in origin.warnings:
+            note(f"warning: {warning}")
     if as_json:
         emit_json(_report_json(report))
-        return
-    console = stdout_console()
-    for line in report.describe():
-        console.print(Text(line))
+    else:
+        console = stdout_console()
+        for line in report.describe():
+            console.print(Text(line))
+    if refused is not None:
+        not_stores = all(isinstance(r.error, SchemaError) for r in refused.refused)
+        raise CliError(
+            EXIT_NOT_A_STORE if not_stores else EXIT_OTHER,
+            "; ".join(f"{r.source} was not synced: {r.error}" for r in refused.refused),
+        )
 
 
 @app.command("origins", epilog=EPILOG)

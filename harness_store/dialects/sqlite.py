@@ -13,9 +13,11 @@ import fcntl
 import os
 import sqlite3
 import stat
+import struct
+import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -84,7 +86,77 @@ def is_memory(url: URL) -> bool:
 
 
 QUEUE_SUFFIX = "-writers"
-"""The side file whose `flock` orders harness_store's writers to one database file."""
+"""The side file whose `flock` orders harness_store's writers to one database file. It exists
+only while a harness_store writer has the store open: the last one to close removes it."""
+
+PRESENCE = (
+    struct.Struct("hhqqi4x") if sys.platform == "linux" and hasattr(fcntl, "F_OFD_SETLK") else None
+)
+"""Linux `struct flock` for open-file-description locks on the queue file's byte 1, which
+every writer holding the file open keeps shared, so a closing writer knows whether it is the
+last (where these locks do not exist the queue file stays beside the store)."""
+
+
+def presence_lock(fd: int, kind: int, *, wait: bool) -> bool:
+    """Set this open file's presence lock (`fcntl.F_RDLCK`, `F_WRLCK` or `F_UNLCK`); False
+    when another writer's lock is in the way (without `wait`)."""
+    assert PRESENCE is not None
+    command = fcntl.F_OFD_SETLKW if wait else fcntl.F_OFD_SETLK
+    try:
+        fcntl.fcntl(fd, command, PRESENCE.pack(kind, os.SEEK_SET, 1, 1, 0))
+    except (BlockingIOError, PermissionError):
+        return False
+    return True
+
+
+def same_file(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open on `fd` (not removed or replaced)."""
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def open_queue_file(path: Path, store: Path) -> int:
+    """Open (creating) the queue file with the store's mode and group, past the umask, and
+    take its shared presence lock; a file a closing writer removed meanwhile is created anew."""
+    try:
+        info: os.stat_result | None = store.stat()
+    except OSError:
+        info = None
+    mode = stat.S_IMODE(info.st_mode) & 0o666 if info is not None else 0o600
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
+        try:
+            mine = os.fstat(fd)
+            if mine.st_uid == os.geteuid():
+                if stat.S_IMODE(mine.st_mode) != mode:
+                    os.fchmod(fd, mode)
+                if info is not None and mine.st_gid != info.st_gid:
+                    with suppress(OSError):  # a group the user is not in
+                        os.fchown(fd, -1, info.st_gid)
+            if PRESENCE is None:
+                return fd
+            presence_lock(fd, fcntl.F_RDLCK, wait=True)
+            if same_file(fd, path):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # removed by the last writer while this one opened it: again
+
+
+def close_queue_file(fd: int, path: Path) -> None:
+    """Close the queue file, removing it when no other writer holds it open."""
+    if PRESENCE is not None:
+        last = presence_lock(fd, fcntl.F_WRLCK, wait=False)
+        if not last:  # another closer may be on its way out too: step back, then try again
+            presence_lock(fd, fcntl.F_UNLCK, wait=False)
+            last = presence_lock(fd, fcntl.F_WRLCK, wait=False)
+        if last and same_file(fd, path):
+            with suppress(FileNotFoundError):
+                os.unlink(path)
+    os.close(fd)
 
 
 def check_busy_timeout(seconds: float | None) -> float:
@@ -183,11 +255,7 @@ class SQLiteWriteQueue(WriteQueue):
     def _open(self) -> int | None:
         if self._fd is None and self._path is not None and self._store is not None:
             try:
-                mode = stat.S_IMODE(self._store.stat().st_mode) & 0o666
-            except OSError:
-                mode = 0o600
-            try:
-                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
+                self._fd = open_queue_file(self._path, self._store)
             except OSError:
                 self._path = None  # e.g. a read-only directory: no queue, the busy handler
         return self._fd
@@ -251,7 +319,12 @@ class SQLiteWriteQueue(WriteQueue):
             self._fd = None
 
     def close(self) -> None:
-        self.forked()
+        self._holding = False
+        self._nowait = None
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            assert self._path is not None
+            close_queue_file(fd, self._path)
 
 
 class SQLiteBackend(Backend):

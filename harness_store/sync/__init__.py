@@ -10,23 +10,38 @@ How a change is found differs per table (`rules`): append-only tables by a high-
 tables upstream updates in place or deletes from by a hash of each row.
 
 A source is read in one read-only transaction (a consistent snapshot while io-harness keeps
-writing); its changes are written in one destination transaction together with the id maps
-and marks, so a sync is idempotent and a sync killed at any point is completed by the next.
+writing), leaving no side files (`transfer.reading`), and its pages are quick-checked before
+anything of it is written; its changes are written in one destination transaction together
+with the id maps and marks, so a sync is idempotent and a sync killed at any point is
+completed by the next. A source whose history went backwards (a restored backup) is read
+again in full. A source that cannot be synced (damaged, too old, of a newer io-harness) is
+left out whole while the others are synced, and `sync` then raises `SyncRefusedError`.
 """
 
 from __future__ import annotations
 
 from .core import sync
 from .lookup import OriginInfo, central_run, list_origins, origin_runs, source_run
-from .report import OriginReport, Progress, SyncReport, TableCounts
+from .report import (
+    DuplicateOriginError,
+    OriginReport,
+    Progress,
+    RefusedSource,
+    SyncRefusedError,
+    SyncReport,
+    TableCounts,
+)
 from .rules import RULES, Rule
 
 __all__ = [
     "RULES",
+    "DuplicateOriginError",
     "OriginInfo",
     "OriginReport",
     "Progress",
+    "RefusedSource",
     "Rule",
+    "SyncRefusedError",
     "SyncReport",
     "TableCounts",
     "central_run",

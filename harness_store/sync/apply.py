@@ -14,11 +14,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from sqlalchemy import (
+    Column,
     ColumnElement,
     Connection,
+    Integer,
+    String,
     Table,
     and_,
     bindparam,
+    case,
     delete,
     func,
     insert,
@@ -32,10 +36,12 @@ from .rows import (
     ROWID,
     Unlinked,
     digest,
+    event_json_for,
     insert_returning_ids,
     model_table,
     remap,
     source_columns,
+    source_columns_of,
     source_select,
 )
 from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
@@ -48,6 +54,44 @@ BATCH = 5000
 
 STATE_MARK = "#"
 """Prefix of a state table's mark: the hash of all its rows (in key order) when last synced."""
+
+ANCHOR_MARK = "@"
+"""Prefix of an append table's mark: the hash of the facts (integers and stamps) of the row at
+its high-water mark, which tells a source whose history went back (a restored backup) from one
+that only grew."""
+
+TEXT_MARK = "~"
+"""Prefix of an append table's mark: how many of its text values up to the high-water mark
+were non-empty, which tells that rows already sent were cleared (an archived session)."""
+
+CHUNK = 500
+"""Ids per `IN (…)` list."""
+
+
+def chunks(values: list[int]) -> Iterator[list[int]]:
+    """`values` in lists of at most `CHUNK`."""
+    for start in range(0, len(values), CHUNK):
+        yield values[start : start + CHUNK]
+
+
+def anchor_columns(columns: Iterable[Column[Any]]) -> list[Column[Any]]:
+    """The columns an archive never changes: integers and time stamps."""
+    return [
+        c
+        for c in columns
+        if isinstance(c.type, Integer) or c.name == "at" or c.name.endswith("_at")
+    ]
+
+
+def text_columns(columns: Iterable[Column[Any]]) -> list[Column[Any]]:
+    """The text columns an archive may clear (everything textual but the stamps)."""
+    anchors = {c.name for c in anchor_columns(columns)}
+    return [c for c in columns if isinstance(c.type, String) and c.name not in anchors]
+
+
+def nonempty(columns: list[Column[Any]]) -> Any:
+    """How many of `columns` are neither NULL nor '' in a row, as a SQL expression."""
+    return sum((case((c != "", 1), else_=0) for c in columns), start=0)
 
 
 class OriginSync:
@@ -64,8 +108,12 @@ class OriginSync:
         batch_size: int = BATCH,
         *,
         fresh: bool = False,
+        check_pages: Callable[[], None] | None = None,
     ) -> None:
         self.fresh = fresh  # a new origin: nothing of it is in the destination yet
+        self.check_pages = check_pages
+        """Raises when the source's pages are damaged; called before the first write."""
+        self.scan_texts = False
         self.src, self.dst, self.origin_id, self.have = src, dst, origin_id, have
         self.backend = backend_named(dst.dialect.name)
         self.counts, self.on_rows, self.batch_size = counts, on_rows, batch_size
@@ -80,29 +128,56 @@ class OriginSync:
         self.map_new: list[dict[str, Any]] = []
         self.map_changed: list[dict[str, Any]] = []
         self.map_gone: list[dict[str, Any]] = []
+        self.reread: str | None = None
+        """Why the origin was read again in full (its history went backwards), or None."""
+        self.uncovered = False
+        """Whether a memory entry that may shadow another origin's was deleted centrally."""
 
     # --- the whole origin ------------------------------------------------------------------
 
     def run(self) -> None:
-        """Send everything that changed since the last sync of this origin."""
+        """Send everything that changed since the last sync of this origin.
+
+        The source's pages are checked (`check_pages`) before anything is written, when there
+        is anything to write: a sync that finds nothing new reads only the tops of the append
+        tables and the state tables, and spares the check's read of the whole file."""
+        reason = None
         if not self.fresh:
             self._load()
-        for tbl in self.ids:
-            self.maps.setdefault(tbl, {})
+            reason = self._rewound()
         self.tops = self._append_tops()
         read = {
             rule.table: self._read_state(rule)
             for rule in RULES
             if rule.kind == "state" and rule.table in self.have
         }
+        state_changed = any(
+            self.hwm_loaded.get(STATE_MARK + table) != total for table, (*_, total) in read.items()
+        )
+        grown = any(top > self.hwm.get(table, 0) for table, top in self.tops.items())
+        work = self.fresh or reason is not None or state_changed or grown
+        if work and self.check_pages is not None:
+            self.check_pages()
+        # an archive changes state rows too (turns, runs): only then are the append tables'
+        # texts counted again
+        self.scan_texts = state_changed
+        if reason is not None:
+            self._forget()
+            self.reread = reason
+            self.fresh = True
+            self.maps = {}
+            self.ids = {RUNS: {}, SESSIONS: {}, TURNS: {}}
+            self.hwm, self.hwm_loaded = {}, {}
+        for tbl in self.ids:
+            self.maps.setdefault(tbl, {})
         # one query for the id maps of every table that changed (a table without a mark was
         # never synced from this origin: it has no map to read)
         changed = [
             table
             for table, (_, _, total) in read.items()
-            if table not in self.ids and self.hwm_loaded.get(STATE_MARK + table, total) != total
+            if table not in self.ids and self.hwm_loaded.get(STATE_MARK + table) != total
         ]
-        if changed:
+        if changed and not self.fresh:
             self._read_maps(IDS.c.tbl.in_(changed))
         for rule in RULES:
             if rule.table not in self.have:
@@ -113,7 +188,105 @@ class OriginSync:
                 self._sync_append(rule)
         self._apply_fixups()
         self._delete_gone_runs()
+        if self.uncovered:
+            self._uncover_shadowed()
         self._save()
+
+    # --- a source whose history went backwards ---------------------------------------------
+
+    def _rewound(self) -> str | None:
+        """Why the source's history went back since the last sync (a backup restored over it,
+        in place or by rename), or None: an append table's id sequence below what was sent,
+        or the row at its high-water mark not the one sent under that id."""
+        marked = [
+            model_table(r)
+            for r in RULES
+            if r.kind == "append" and r.table in self.have and self.hwm.get(r.table, 0) > 0
+        ]
+        if not marked:
+            return None
+        has_sequence = self.src.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'"
+        ).first()
+        sequences = (
+            {
+                str(n): int(v)
+                for n, v in self.src.exec_driver_sql("SELECT name, seq FROM sqlite_sequence")
+            }
+            if has_sequence
+            else {}
+        )
+        for table in marked:
+            hwm = self.hwm[table.name]
+            sequence = sequences.get(table.name, 0)
+            if sequence < hwm:
+                return f"{table.name} ids restart at {sequence}, below the {hwm} already synced"
+            kept = self.hwm.get(ANCHOR_MARK + table.name)
+            if kept is None:
+                continue
+            columns = anchor_columns(source_columns_of(table, self.have))
+            row = self._raw(select(*columns).where(table.c.id == hwm)).fetchone()
+            if row is not None and digest(tuple(row)) != kept:
+                return f"row {hwm} of {table.name} is not the row synced under that id"
+        return None
+
+    def _forget(self) -> None:
+        """Delete every central row of this origin, its id maps and marks: it is sent again
+        in full, as a new origin's would be (its runs get new central ids)."""
+        self._read_maps(IDS.c.tbl.not_in(list(self.ids)))
+        runs = self._dest_ids(RUNS)
+        for rule in reversed(RULES):
+            if rule.referenced:
+                continue
+            table = model_table(rule)
+            if rule.kind == "append" or rule.key in ("run", "rowid"):
+                assert rule.run_column is not None
+                self._delete_in(table, table.c[rule.run_column], runs)
+            else:
+                ids = self._dest_ids(rule.table)
+                self._delete_in(table, table.c.id, ids)
+                if rule.table == "memory" and ids:
+                    self.uncovered = True
+        run_table, sessions, turns = (model_table(r) for r in RULES[:3])
+        for part in chunks(self._dest_ids(SESSIONS)):
+            self.dst.execute(
+                update(sessions).where(sessions.c.id.in_(part)).values(head_turn_id=None)
+            )
+        self._delete_in(turns, turns.c.id, self._dest_ids(TURNS))
+        self._delete_in(sessions, sessions.c.id, self._dest_ids(SESSIONS))
+        for part in chunks(runs):
+            self.dst.execute(
+                update(run_table).where(run_table.c.id.in_(part)).values(parent_run_id=None)
+            )
+        self._delete_in(run_table, run_table.c.id, runs)
+        self.dst.execute(delete(IDS).where(IDS.c.origin_id == self.origin_id))
+        self.dst.execute(delete(MARKS).where(MARKS.c.origin_id == self.origin_id))
+
+    def _dest_ids(self, table: str) -> list[int]:
+        return sorted({int(e[0]) for e in self.maps.get(table, {}).values() if e[0] is not None})
+
+    def _delete_in(self, table: Table, column: Any, ids: list[int]) -> None:
+        for part in chunks(ids):
+            self.dst.execute(delete(table).where(column.in_(part)))
+
+    def _uncover_shadowed(self) -> None:
+        """Let other origins' memory entries a deleted one shadowed come back: their id maps
+        forget the hash and their memory mark goes, so their next sync sends them again
+        (unless another entry still holds the key and is newer)."""
+        shadowed = and_(
+            IDS.c.tbl == "memory", IDS.c.dest_id.is_(None), IDS.c.origin_id != self.origin_id
+        )
+        others = [
+            int(o)
+            for o in self.dst.execute(select(IDS.c.origin_id).where(shadowed).distinct()).scalars()
+        ]
+        if not others:
+            self.uncovered = False
+            return
+        self.dst.execute(update(IDS).where(shadowed).values(hash=None))
+        self.dst.execute(
+            delete(MARKS).where(MARKS.c.origin_id.in_(others), MARKS.c.tbl == STATE_MARK + "memory")
+        )
 
     def _load(self) -> None:
         """The id maps of the referenced tables (every sync needs them for links) and the
@@ -183,10 +356,14 @@ class OriginSync:
                 new.append((key, hashed, dict(zip(names, row, strict=True))))
             elif entry[2] != hashed:
                 changed.append((key, hashed, dict(zip(names, row, strict=True))))
-        gone = [k for k, e in old.items() if k not in seen and e[2] is not None]
+        gone = [
+            k for k, e in old.items() if k not in seen and (e[2] is not None or rule.table != RUNS)
+        ]
         if rule.table == RUNS:
             self._runs_gone(gone)
         else:
+            if rule.table == "memory" and any(old[k][0] is not None for k in gone):
+                self.uncovered = True
             self._delete_rows(rule, table, [old[k] for k in gone])
             for key in gone:
                 self.map_gone.append({"t": rule.table, "s": key})
@@ -348,21 +525,66 @@ class OriginSync:
         assert rule.run_column is not None
         hwm = self.hwm.get(rule.table, 0)
         source_run = table.c[rule.run_column]
-        if self.reload_runs and hwm:
-            dest_runs = [self.ids[RUNS][r] for r in self.reload_runs if r in self.ids[RUNS]]
-            self.dst.execute(delete(table).where(table.c[rule.run_column].in_(dest_runs)))
+        texts = text_columns(columns)
+        reload = set(self.reload_runs)
+        text_total = 0
+        kept = self.hwm.get(TEXT_MARK + rule.table)
+        if hwm and texts and (self.scan_texts or kept is None):
+            text_total = int(
+                self.src.execute(
+                    select(func.coalesce(func.sum(nonempty(texts)), 0)).where(table.c.id <= hwm)
+                ).scalar_one()
+            )
+            if kept is not None and kept != text_total:
+                reload |= self._cleared_runs(table, source_run, texts, hwm)
+        elif kept is not None:
+            text_total = kept
+        reload -= set(self.gone_runs)
+        if reload and hwm:
+            dest_runs = [self.ids[RUNS][r] for r in reload if r in self.ids[RUNS]]
+            for part in chunks(sorted(dest_runs)):
+                self.dst.execute(delete(table).where(table.c[rule.run_column].in_(part)))
             statement = (
                 select(*columns)
-                .where(source_run.in_(sorted(self.reload_runs)), table.c.id <= hwm)
+                .where(source_run.in_(sorted(reload)), table.c.id <= hwm)
                 .order_by(table.c.id)
             )
             self._send(rule, table, statement, reloaded=True)
-        if self.tops.get(rule.table, 0) <= hwm:
-            return
-        statement = select(*columns).where(table.c.id > hwm).order_by(table.c.id)
-        top = self._send(rule, table, statement, reloaded=False)
-        if top > hwm:
-            self.hwm[rule.table] = top
+        if self.tops.get(rule.table, 0) > hwm:
+            statement = select(*columns).where(table.c.id > hwm).order_by(table.c.id)
+            top, sent_texts, anchor = self._send(rule, table, statement, reloaded=False)
+            if top > hwm:
+                self.hwm[rule.table] = top
+                self.hwm[ANCHOR_MARK + rule.table] = anchor
+            text_total += sent_texts
+        if texts and self.hwm.get(rule.table, 0):
+            self.hwm[TEXT_MARK + rule.table] = text_total
+
+    def _cleared_runs(
+        self, table: Table, source_run: Any, texts: list[Column[Any]], hwm: int
+    ) -> set[int]:
+        """The source runs whose rows of `table` (up to `hwm`) hold another number of
+        non-empty text values than their central rows: cleared since (an archive)."""
+        count = func.sum(nonempty(texts))
+        here = {
+            int(run): int(n or 0)
+            for run, n in self.src.execute(
+                select(source_run, count).where(table.c.id <= hwm).group_by(source_run)
+            )
+        }
+        to_source = {dest: src for src, dest in self.ids[RUNS].items()}
+        central_run = table.c[source_run.name]
+        there: dict[int, int] = {}
+        for part in chunks(sorted(to_source)):
+            rows = self.dst.execute(
+                select(central_run, count).where(central_run.in_(part)).group_by(central_run)
+            )
+            there.update({to_source[int(run)]: int(n or 0) for run, n in rows})
+        return {
+            run
+            for run in set(here) | set(there)
+            if run in self.ids[RUNS] and here.get(run, 0) != there.get(run, 0)
+        }
 
     def _raw(self, statement: Any) -> Any:
         """Run a SELECT on the source's own driver connection (inside the snapshot's
@@ -376,11 +598,16 @@ class OriginSync:
         assert driver is not None
         return driver.execute(str(compiled), params)
 
-    def _send(self, rule: Rule, table: Table, statement: Any, *, reloaded: bool) -> int:
+    def _send(
+        self, rule: Rule, table: Table, statement: Any, *, reloaded: bool
+    ) -> tuple[int, int, int]:
         """Stream rows of an append table into the destination as they are read (on
         PostgreSQL one COPY a table, so the server works while the source is read); the
-        highest id read."""
+        highest id read, how many non-empty text values were read, and the hash of the
+        last row's facts (`ANCHOR_MARK`)."""
         top = 0
+        texts_read = 0
+        last: Any = None
         nullable = {c: bool(table.c[c].nullable) for c in rule.links}
         cursor = self._raw(statement)
         target = self.counts.updated if reloaded else self.counts.inserted
@@ -391,13 +618,22 @@ class OriginSync:
         ]
         id_at = keys.index("id")
         keep = [i for i, c in enumerate(keys) if c != "id"]
+        present = [table.c[k] for k in keys]
+        text_at = [keys.index(c.name) for c in text_columns(present)]
+        anchor_at = [keys.index(c.name) for c in anchor_columns(present)]
+        event_at = (
+            (names.index("json"), names.index("run_id")) if rule.table == "run_events" else None
+        )
+        run_ids = self.ids[RUNS]
 
         def rows() -> Iterator[list[Any]]:
-            nonlocal top
+            nonlocal top, texts_read, last
             while batch := cursor.fetchmany(self.batch_size):
                 sent = 0
                 for row in batch:
                     top = max(top, int(row[id_at]))
+                    last = row
+                    texts_read += sum(1 for i in text_at if row[i])
                     values = [row[i] for i in keep]
                     try:
                         for at, ids, may_be_null in links:
@@ -409,13 +645,16 @@ class OriginSync:
                     except Unlinked:
                         self.counts.orphans[rule.table] += 1
                         continue
+                    if event_at is not None:
+                        values[event_at[0]] = event_json_for(values[event_at[0]], run_ids)
                     sent += 1
                     yield values
                 target[rule.table] += sent
                 self._sent(sent)
 
         self.backend.bulk_insert(self.dst, table, names, rows())
-        return top
+        anchor = digest(tuple(last[i] for i in anchor_at)) if last is not None else 0
+        return top, texts_read, anchor
 
     # --- after every table -----------------------------------------------------------------
 

@@ -8,30 +8,53 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, inspect, select, update
+from sqlalchemy import Connection, Engine, Select, func, inspect, select, update
+from sqlalchemy import table as table_clause
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.util import LRUCache
 
 from ..detect import IGNORED_TABLES, StoreKind, check_sqlite_file, diagnose, read_revision
 from ..dialects import backend_named
 from ..dialects.sqlite import WRITE
-from ..engine import make_engine, read_only_url, safe_url, sqlite_path, to_url, where
+from ..engine import make_engine, safe_url, sqlite_path, to_url, where
 from ..errors import (
     InvalidValueError,
+    MalformedStoreError,
     SchemaError,
     StoreNotFoundError,
     UpgradeRequiredError,
 )
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
+from ..preflight import is_malformed
+from ..releases import NEWEST_KNOWN_RELEASE
+from ..transfer.plan import BOOKKEEPING_TABLES
+from ..transfer.reading import (
+    check_source_pages,
+    malformed_source_message,
+    read_as_still_file,
+    source_url,
+    writer_appeared,
+)
+from ..transfer.report import UnknownTablesError
+from ..transfer.target import create_like
 from . import origins
 from .apply import BATCH, OriginSync
-from .report import OriginReport, Progress, SyncReport, TableCounts
+from .report import (
+    DuplicateOriginError,
+    OriginReport,
+    Progress,
+    RefusedSource,
+    SyncRefusedError,
+    SyncReport,
+    TableCounts,
+)
 from .tables import ORIGINS, SYNC_METADATA
 
 Source = str | os.PathLike[str] | URL
@@ -69,6 +92,11 @@ def sync(
     On PostgreSQL `workers` sources are synced at once (each in its own transaction), so one
     source is read while another is written; a SQLite destination takes one writer at a time,
     so there they go one by one.
+
+    Raises `DuplicateOriginError` (nothing synced) when two sources carry one origin mark, and
+    `SyncRefusedError` after syncing the others when some sources were refused (damaged,
+    older than 0.13, or holding tables or columns of a newer io-harness); its `report` is what
+    this call synced.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -77,12 +105,13 @@ def sync(
     started = time.monotonic()
     dest_url = to_url(dest)
     paths = [_source_path(s) for s in sources]
+    _refuse_shared_marks(paths)
     engine = make_engine(dest_url)
     threads = 1 if backend_named(dest_url.get_backend_name()).one_connection else workers
     done = 0
     lock = threading.Lock()
 
-    def one(path: Path) -> OriginReport:
+    def one(path: Path) -> OriginReport | RefusedSource:
         nonlocal done
         label = str(path)
         sent = 0
@@ -97,23 +126,115 @@ def sync(
         if progress is not None:
             with lock:
                 progress(label, done, len(paths), 0)
-        report = _sync_one(path, engine, mark, dry_run, on_rows, batch_size)
+        try:
+            report: OriginReport | RefusedSource = _sync_one(
+                path, engine, mark, dry_run, on_rows, batch_size
+            )
+        except SOURCE_REFUSALS as exc:
+            report = RefusedSource(label, exc)
         with lock:
             done += 1
             if progress is not None:
                 progress(label, done, len(paths), sent)
         return report
 
+    def each(which: list[Path]) -> list[OriginReport | RefusedSource]:
+        if threads <= 1 or len(which) <= 1:
+            return [one(path) for path in which]
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hs-sync") as pool:
+            return list(pool.map(one, which))
+
+    dest_path = sqlite_path(dest_url)
+    if dest_path is not None and paths:
+        create_like(dest_path, paths)  # a new central store as private as its sources
     try:
         _prepare_dest(engine, dest_url)
-        if threads <= 1 or len(paths) <= 1:
-            reports = [one(path) for path in paths]
-        else:
-            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hs-sync") as pool:
-                reports = list(pool.map(one, paths))
+        results = each(paths)
+        if (
+            not dry_run
+            and len(paths) > 1
+            and any(isinstance(r, OriginReport) and r.uncovered for r in results)
+        ):
+            # a deleted memory entry may uncover another origin's: those origins send it now
+            done = 0
+            again = each([p for p, r in zip(paths, results, strict=True) if _synced(r)])
+            results = _merged(results, again)
     finally:
         engine.dispose()
-    return SyncReport(safe_url(dest_url), tuple(reports), time.monotonic() - started, dry_run)
+    report = SyncReport(
+        safe_url(dest_url),
+        tuple(r for r in results if isinstance(r, OriginReport)),
+        time.monotonic() - started,
+        dry_run,
+        tuple(r for r in results if isinstance(r, RefusedSource)),
+    )
+    if report.refused:
+        raise SyncRefusedError(report)
+    return report
+
+
+SOURCE_REFUSALS = (SchemaError,)
+"""What refuses one source (named, nothing of it written) while the others are synced."""
+
+
+def _synced(result: OriginReport | RefusedSource) -> bool:
+    return isinstance(result, OriginReport)
+
+
+def _merged(
+    first: list[OriginReport | RefusedSource], again: list[OriginReport | RefusedSource]
+) -> list[OriginReport | RefusedSource]:
+    """The reports of two passes over the same sources as one per source."""
+    later = iter(again)
+    merged: list[OriginReport | RefusedSource] = []
+    for result in first:
+        if not isinstance(result, OriginReport):
+            merged.append(result)
+            continue
+        second = next(later)
+        if not isinstance(second, OriginReport):
+            merged.append(second)
+            continue
+        counts = result.counts
+        for mine, theirs in zip(counts.all(), second.counts.all(), strict=True):
+            mine.update(theirs)
+        merged.append(
+            replace(
+                result,
+                seconds=result.seconds + second.seconds,
+                warnings=result.warnings + second.warnings,
+            )
+        )
+    return merged
+
+
+def _refuse_shared_marks(paths: list[Path]) -> None:
+    """Refuse, before anything is written, two sources that carry one origin mark: copies of
+    one marked store would overwrite each other's runs centrally."""
+    seen: dict[str, Path] = {}
+    for path in paths:
+        value = peek_mark(path)
+        if value is None:
+            continue
+        if value in seen and seen[value].resolve() != path.resolve():
+            raise DuplicateOriginError(
+                f"{seen[value]} and {path} carry the same origin mark {value}: one is a copy "
+                "of the other, and their runs would overwrite each other centrally. Nothing "
+                "was synced; sync only one of them (the store still in use)"
+            )
+        seen[value] = path
+
+
+def peek_mark(path: Path) -> str | None:
+    """The origin mark of the source at `path`, if it has one and can be read."""
+    engine = make_engine(source_url(path, immutable=read_as_still_file(path)))
+    try:
+        with _snapshot(engine) as src:
+            return origins.read_mark(src)
+    except SQLAlchemyError:
+        return None  # a damaged source is named when its turn comes
+    finally:
+        engine.dispose()
 
 
 def _source_path(source: Source) -> Path:
@@ -168,7 +289,8 @@ def _snapshot(engine: Engine) -> Iterator[Connection]:
 
 
 def _check_source(conn: Connection, path: Path) -> dict[str, frozenset[str]]:
-    """The source's tables and columns; refuse what is not a store of 0.13 or later.
+    """The source's tables and columns; refuse what is not a store of 0.13 or later, and a
+    store holding tables or columns of a newer io-harness (the centre cannot hold them).
 
     A store of exactly the head shape (the common case) is known from one query; anything
     else goes through `detect.diagnose`, which names what it found."""
@@ -184,7 +306,32 @@ def _check_source(conn: Connection, path: Path) -> dict[str, frozenset[str]]:
             f"are and never changes a source: upgrade it first with `harness-store upgrade "
             f"{path}`, then sync it"
         )
-    return dict(found.tables)
+    have = dict(found.tables)
+    unknown = [
+        f"{name} ({_count(conn, name)} rows)"
+        for name in sorted(have)
+        if name not in Base.metadata.tables
+        and name not in BOOKKEEPING_TABLES
+        and name not in IGNORED_TABLES
+        and not name.startswith("sqlite_")
+    ]
+    unknown += [
+        f"{name}.{column}"
+        for name in sorted(have)
+        if name in Base.metadata.tables
+        for column in sorted(have[name] - set(Base.metadata.tables[name].columns.keys()))
+    ]
+    if unknown:
+        raise UnknownTablesError(
+            f"{path} has tables or columns of an io-harness newer than {NEWEST_KNOWN_RELEASE}, "
+            f"which the central store cannot hold: {', '.join(unknown)}. Nothing of it was "
+            "synced; sync it with a harness_store that knows that release"
+        )
+    return have
+
+
+def _count(conn: Connection, name: str) -> int:
+    return int(conn.execute(select(func.count()).select_from(table_clause(name))).scalar_one())
 
 
 HEAD_SHAPE = {name: frozenset(table.columns.keys()) for name, table in Base.metadata.tables.items()}
@@ -216,25 +363,42 @@ def _sync_one(
     batch_size: int,
 ) -> OriginReport:
     started = time.monotonic()
-    src_engine = make_engine(read_only_url(path))
-    try:
-        if mark and not dry_run:
+    still = read_as_still_file(path)
+    if mark and not dry_run:
+        src_engine = make_engine(source_url(path, immutable=still))
+        try:
             with _snapshot(src_engine) as src:
                 _check_source(src, path)
                 marked = origins.read_mark(src)
-            if not marked:
-                with engine.connect() as dst, dst.begin():
-                    marked = origins.adopt_for_mark(dst, origins.identify(path, None))
-                origins.write_mark(path, marked)
-        for attempt in (1, 2):
-            try:
-                return _send(src_engine, engine, path, dry_run, on_rows, batch_size, started)
-            except IntegrityError:
-                if attempt == 2:  # another sync registered this origin meanwhile: once more
-                    raise
-        raise AssertionError("unreachable")
-    finally:
-        src_engine.dispose()
+        finally:
+            src_engine.dispose()
+        if not marked:
+            with engine.connect() as dst, dst.begin():
+                marked = origins.adopt_for_mark(dst, origins.identify(path, None))
+            origins.write_mark(path, marked)
+            still = read_as_still_file(path)
+    for attempt in (1, 2, 3):
+        src_engine = make_engine(source_url(path, immutable=still))
+        try:
+            return _send(src_engine, engine, path, dry_run, on_rows, batch_size, started, still)
+        except IntegrityError:
+            if attempt == 3:  # another sync registered this origin meanwhile: once more
+                raise
+        except WriterAppeared:
+            still = False  # a writer opened the store while it was read as a still file
+        except DBAPIError as exc:
+            if is_malformed(exc):
+                raise MalformedStoreError(
+                    malformed_source_message(str(path), str(exc.orig), "synced")
+                ) from None
+            raise
+        finally:
+            src_engine.dispose()
+    raise AssertionError("unreachable")
+
+
+class WriterAppeared(Exception):
+    """A writer opened a source read as a still file: its snapshot may be torn (read again)."""
 
 
 def _send(
@@ -245,6 +409,7 @@ def _send(
     on_rows: Callable[[int], None],
     batch_size: int,
     started: float,
+    still: bool,
 ) -> OriginReport:
     counts = TableCounts()
     with _snapshot(src_engine) as src, engine.connect() as dst:
@@ -254,17 +419,28 @@ def _send(
         transaction = dst.begin()
         try:
             now = now_stamp()
-            origin = origins.register(dst, ident, now)
             first = src.execute(select_first_run()).first() if "runs" in have else None
             anchor = f"{first[0]}:{first[1] or ''}" if first is not None else None
+            origin = origins.register(dst, ident, now, anchor)
             if origin.anchor and not ident.mark and _anchor_differs(src, origin.anchor):
                 origins.retire(dst, origin.id)
                 origin = origins.register(dst, ident, now)
-            OriginSync(
-                src, dst, origin.id, have, counts, on_rows, batch_size, fresh=origin.created
-            ).run()
+            work = OriginSync(
+                src,
+                dst,
+                origin.id,
+                have,
+                counts,
+                on_rows,
+                batch_size,
+                fresh=origin.created,
+                check_pages=lambda: check_source_pages(src, str(path), "synced"),
+            )
+            work.run()
             if origin.anchor is None and anchor is not None:
                 dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
+            if still and writer_appeared(path):
+                raise WriterAppeared(str(path))
         except BaseException:
             transaction.rollback()
             raise
@@ -280,6 +456,9 @@ def _send(
         counts=counts,
         seconds=time.monotonic() - started,
         committed=not dry_run,
+        reread=work.reread,
+        warnings=origin.warnings,
+        uncovered=work.uncovered,
     )
 
 

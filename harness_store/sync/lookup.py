@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import ColumnElement, Connection, func, inspect, or_, select
 from sqlalchemy.engine import URL
@@ -46,13 +47,23 @@ def _has_sync_tables(conn: Connection) -> bool:
     return inspect(conn).has_table(ORIGINS.name)
 
 
+def resolved(origin: str) -> str:
+    """`origin` as the absolute path an origin's path is recorded as (a relative path is
+    taken from the current directory, as sync took it)."""
+    try:
+        return str(Path(origin).resolve())
+    except (OSError, ValueError):
+        return origin
+
+
 def _origin_id(conn: Connection, origin: str) -> int | None:
-    """An origin by UUID (or a unique prefix of it), host:path, or path."""
+    """An origin by UUID (or a unique prefix of it), host:path, or path (relative or not)."""
     row = conn.execute(
         select(ORIGINS.c.id).where(
             or_(
                 ORIGINS.c.uuid == origin,
                 ORIGINS.c.path == origin,
+                ORIGINS.c.path == resolved(origin),
                 (ORIGINS.c.host + ":" + ORIGINS.c.path) == origin,
             )
         )
@@ -146,7 +157,11 @@ def origin_clause(origin: str) -> ColumnElement[bool]:
         .where(
             IDS.c.tbl == "runs",
             IDS.c.hash.is_not(None),
-            or_(ORIGINS.c.uuid == origin, ORIGINS.c.path == origin),
+            or_(
+                ORIGINS.c.uuid == origin,
+                ORIGINS.c.path == origin,
+                ORIGINS.c.path == resolved(origin),
+            ),
         )
     )
     return Run.id.in_(of_origin)
@@ -154,4 +169,4 @@ def origin_clause(origin: str) -> ColumnElement[bool]:
 
 def has_origin(dest: Target, origin: str) -> bool:
     """Whether `origin` (a UUID or the path it was synced from) is an origin of `dest`."""
-    return any(origin in (o.uuid, o.path) for o in list_origins(dest))
+    return any(origin in (o.uuid, o.path) or resolved(origin) == o.path for o in list_origins(dest))

@@ -17,6 +17,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, inspect, select, update
 
@@ -56,6 +57,7 @@ class Origin:
     anchor: str | None
     created: bool
     """Whether this sync registered it."""
+    warnings: tuple[str, ...] = ()
 
 
 def identify(path: Path, mark: str | None) -> SourceIdentity:
@@ -90,24 +92,64 @@ def write_mark(path: Path, value: str) -> None:
 
 def find(dst: Connection, ident: SourceIdentity) -> tuple[int, str, str | None] | None:
     """The origin registered for `ident` (by identity, or a marked source by its UUID)."""
-    row = dst.execute(
-        select(ORIGINS.c.id, ORIGINS.c.uuid, ORIGINS.c.anchor).where(
-            ORIGINS.c.identity == ident.key
-        )
-    ).first()
-    if row is None and ident.mark:
-        row = dst.execute(
-            select(ORIGINS.c.id, ORIGINS.c.uuid, ORIGINS.c.anchor).where(
-                ORIGINS.c.uuid == ident.mark
-            )
-        ).first()
+    row = _find_row(dst, ident)
     return (int(row[0]), str(row[1]), row[2]) if row is not None else None
 
 
-def register(dst: Connection, ident: SourceIdentity, now: str) -> Origin:
+def _find_row(dst: Connection, ident: SourceIdentity) -> Any:
+    columns = (ORIGINS.c.id, ORIGINS.c.uuid, ORIGINS.c.anchor, ORIGINS.c.path)
+    row = dst.execute(
+        select(*columns, ORIGINS.c.device, ORIGINS.c.inode).where(ORIGINS.c.identity == ident.key)
+    ).first()
+    if row is None and ident.mark:
+        row = dst.execute(
+            select(*columns, ORIGINS.c.device, ORIGINS.c.inode).where(ORIGINS.c.uuid == ident.mark)
+        ).first()
+    return row
+
+
+def _same_store_renamed(dst: Connection, ident: SourceIdentity, anchor: str) -> Any:
+    columns = (ORIGINS.c.id, ORIGINS.c.uuid, ORIGINS.c.anchor, ORIGINS.c.path)
+    return dst.execute(
+        select(*columns, ORIGINS.c.device, ORIGINS.c.inode).where(
+            ORIGINS.c.host == ident.host,
+            ORIGINS.c.path == str(ident.path),
+            ORIGINS.c.marked == 0,
+            ORIGINS.c.anchor == anchor,
+            ORIGINS.c.identity.startswith("file:"),
+            ORIGINS.c.identity.not_like("%:retired:%"),
+        )
+    ).first()
+
+
+def copy_warning(row: Any, ident: SourceIdentity) -> str | None:
+    """A warning when a marked source is synced from another file than last time while that
+    file is still there: two copies of one marked store overwrite each other's runs."""
+    if not ident.mark or row.path == str(ident.path):
+        return None
+    try:
+        before = os.stat(row.path)
+    except OSError:
+        return None  # moved: the old file is gone
+    if (before.st_dev, before.st_ino) == (ident.device, ident.inode):
+        return None  # the same file under another name
+    return (
+        f"origin {row.uuid} was last synced from {row.path}, which is still there: if "
+        f"{ident.path} is a copy of it, the two overwrite each other's runs centrally; sync "
+        "only the copy still in use"
+    )
+
+
+def register(dst: Connection, ident: SourceIdentity, now: str, anchor: str | None = None) -> Origin:
     """The origin of `ident` in the destination, registered now if it is new, its row locked
-    until the transaction ends; where and when the source was seen is brought up to date."""
-    found = find(dst, ident)
+    until the transaction ends; where and when the source was seen is brought up to date.
+
+    An unmarked source at the path of an origin whose anchor (first run) it shares is that
+    origin's store put back as a new file (a backup restored by rename): it keeps the
+    origin, whose history check then finds what went back."""
+    row = _find_row(dst, ident)
+    if row is None and not ident.mark and anchor is not None:
+        row = _same_store_renamed(dst, ident, anchor)
     seen = {
         "identity": ident.key,
         "host": ident.host,
@@ -116,14 +158,21 @@ def register(dst: Connection, ident: SourceIdentity, now: str) -> Origin:
         "inode": ident.inode,
         "marked": 1 if ident.mark else 0,
     }
-    if found is not None:
+    if row is not None:
+        warning = copy_warning(row, ident)
         # the UPDATE also locks the origin's row: a concurrent sync of it waits its turn
         dst.execute(
             update(ORIGINS)
-            .where(ORIGINS.c.id == found[0])
+            .where(ORIGINS.c.id == row.id)
             .values(synced_at=now, syncs=ORIGINS.c.syncs + 1, **seen)
         )
-        return Origin(found[0], found[1], found[2], created=False)
+        return Origin(
+            int(row.id),
+            str(row.uuid),
+            row.anchor,
+            created=False,
+            warnings=(warning,) if warning else (),
+        )
     value = ident.mark or str(uuid.uuid4())
     new_id = dst.execute(
         ORIGINS.insert()

@@ -6,6 +6,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..errors import InvalidValueError, StoreError
+
 Progress = Callable[[str, int, int, int], None]
 """`progress(source, sources_done, sources_total, rows_sent)`: called when a source starts
 (`rows_sent` 0), as its rows go (after each batch) and when it is done."""
@@ -27,6 +29,10 @@ class TableCounts:
         """Rows written centrally (inserted, updated or deleted)."""
         return sum(self.inserted.values()) + sum(self.updated.values()) + sum(self.deleted.values())
 
+    def all(self) -> tuple[Counter[str], ...]:
+        """The four counters, in field order."""
+        return self.inserted, self.updated, self.deleted, self.orphans
+
 
 @dataclass(frozen=True)
 class OriginReport:
@@ -41,6 +47,14 @@ class OriginReport:
     seconds: float
     committed: bool
     """False for a dry run: the counts are what a sync would have written."""
+    reread: str | None = None
+    """Why this origin was read again in full (its history went backwards: a restored backup),
+    or None."""
+    warnings: tuple[str, ...] = ()
+    """What a person should know and check (e.g. a copy of a marked store synced before)."""
+    uncovered: bool = False
+    """Whether this sync deleted a memory entry that may have shadowed another origin's (that
+    origin's entry comes back at its next sync)."""
 
     def describe(self) -> str:
         """One line for a person."""
@@ -54,7 +68,17 @@ class OriginReport:
         orphans = sum(c.orphans.values())
         tail = f"; {orphans} orphan rows left out" if orphans else ""
         label = " (new origin)" if self.new_origin else ""
+        if self.reread:
+            label += f" (read again in full: {self.reread})"
         return f"{self.source} → origin {self.origin}{label}: {what}{tail} ({self.seconds:.2f} s)"
+
+
+@dataclass(frozen=True)
+class RefusedSource:
+    """A source a sync did not send anything of, and why."""
+
+    source: str
+    error: StoreError
 
 
 @dataclass(frozen=True)
@@ -65,6 +89,9 @@ class SyncReport:
     origins: tuple[OriginReport, ...]
     seconds: float
     dry_run: bool = False
+    refused: tuple[RefusedSource, ...] = ()
+    """Sources left out (damaged, of a newer io-harness, …): `sync` raises `SyncRefusedError`
+    carrying this report when there are any."""
 
     @property
     def rows(self) -> int:
@@ -79,4 +106,25 @@ class SyncReport:
             f"in {self.seconds:.1f} s" + (" (dry run: nothing written)" if self.dry_run else "")
         ]
         lines += ["  " + o.describe() for o in self.origins]
+        lines += [f"  {r.source}: refused: {r.error}" for r in self.refused]
         return lines
+
+
+class SyncRefusedError(StoreError):
+    """Some sources were refused (nothing of them written) while the others were synced;
+    `report` says what was synced, `refused` which sources were left out and why."""
+
+    def __init__(self, report: SyncReport) -> None:
+        self.report = report
+        self.refused = report.refused
+        names = "; ".join(f"{r.source}: {r.error}" for r in report.refused)
+        done = len(report.origins)
+        super().__init__(
+            f"{len(report.refused)} of {done + len(report.refused)} sources refused, nothing "
+            f"of them synced ({names})"
+        )
+
+
+class DuplicateOriginError(InvalidValueError):
+    """Two sources of one sync carry the same origin mark (one is a copy of the other);
+    nothing was synced."""

@@ -4,6 +4,7 @@ row hash, link remapping, and inserting rows whose new ids must be known."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,7 +25,38 @@ def model_table(rule: Rule) -> Table:
 
 def source_columns(rule: Rule, have: Mapping[str, frozenset[str]]) -> list[Column[Any]]:
     """The model's columns the source has (an older release's store lacks later ones)."""
-    return [c for c in model_table(rule).columns if c.name in have.get(rule.table, ())]
+    return source_columns_of(model_table(rule), have)
+
+
+def source_columns_of(table: Table, have: Mapping[str, frozenset[str]]) -> list[Column[Any]]:
+    """The columns of `table` the source has."""
+    return [c for c in table.columns if c.name in have.get(table.name, ())]
+
+
+EVENT_RUN_FIELDS = ("run_id", "child_run_id")
+"""Fields of a stored event's JSON that name a run (remapped as the row's columns are)."""
+
+
+def event_json_for(raw: Any, runs: Mapping[int, int]) -> Any:
+    """A stored event's JSON with the runs it names given their central ids (the Store reads
+    an event from its JSON, not from the row's columns); JSON it cannot read is kept as is."""
+    if not isinstance(raw, str) or "run_id" not in raw:
+        return raw
+    try:
+        document = json.loads(raw)
+    except ValueError:
+        return raw
+    if not isinstance(document, dict):
+        return raw
+    changed = False
+    for name in EVENT_RUN_FIELDS:
+        value = document.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value in runs:
+            document[name] = runs[value]
+            changed = True
+    if not changed:
+        return raw
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
 
 def source_select(rule: Rule, columns: Sequence[Column[Any]]) -> Select[Any]:

@@ -6,24 +6,27 @@ It is what `harness-store copy SRC DST` runs.
 
 What it does, in order:
 
-1. Opens the source **read-only** (a SQLite file through `mode=ro`; PostgreSQL in a
-   `REPEATABLE READ, READ ONLY` transaction) and reads everything inside one snapshot, so a
-   store still being written by an agent is copied as of one instant (upstream's stores are in
-   WAL, so its writers carry on meanwhile; a SQLite source in rollback-journal mode makes them
-   wait for the copy instead). A read-only connection cannot remove a WAL store's `-wal` and
-   `-shm` side files when it closes, so those may be left beside the source; they hold no data
-   and the next writer reuses them. The source is never changed — not even upgraded: it must
-   already hold the whole 0.13 schema (harness_store's revision 0.13 or later, or an io-harness
-   store of 0.13 or later), else `UpgradeRequiredError` says to upgrade it first.
-2. Refuses, with `TargetNotEmptyError` and nothing changed, a target that has any table or view.
-   A SQLite target that does not exist yet is created.
+1. Opens the source **read-only** (a SQLite file through `mode=ro`, or `immutable=1` when it
+   is a closed WAL store or on read-only media, so no `-wal`/`-shm` is left beside it — see
+   `reading`; PostgreSQL in a `REPEATABLE READ, READ ONLY` transaction), checks a SQLite
+   source's pages with `PRAGMA quick_check` (a damaged one raises `MalformedStoreError` naming
+   it), and reads everything inside one snapshot, so a store still being written by an agent
+   is copied as of one instant (a writer that opens a store read as a still file makes the
+   copy start again through `mode=ro`). The source is never changed — not even upgraded: it
+   must already hold the whole 0.13 schema (harness_store's revision 0.13 or later, or an
+   io-harness store of 0.13 or later), else `UpgradeRequiredError` says to upgrade it first.
+2. Refuses, with `TargetNotEmptyError` and nothing changed, a target whose tables hold rows
+   (or that has views). A target whose tables are all empty (what `harness-store upgrade
+   URL` builds) is emptied and copied into. A SQLite target that does not exist yet is
+   created, with the permission bits (and group) of a SQLite source.
 3. Builds the target's schema by running the Alembic chain (`migrate.upgrade`), exactly as a new
    store is built: every table, harness_store's indexes, the checkpoint-format marker,
    the head stamp.
 4. In **one transaction** on the target, per table in foreign-key order (`runs` before
-   `steps`): reads the source in primary-key order, `batch_size` rows at a time, and inserts
-   each batch with one `executemany` of Core `insert(table)`, ids included. Then it copies the
-   source's checkpoint-format marker, lets the backend move its id generators past the copied
+   `steps`): reads the source in primary-key order, `batch_size` rows at a time, and streams
+   the rows, ids included, through the backend's bulk path (`Backend.bulk_insert`: one `COPY`
+   a table on PostgreSQL, `executemany` batches on SQLite), the one sync takes. Then it copies
+   the source's checkpoint-format marker, lets the backend move its id generators past the copied
    ids (`Backend.after_copy`: `setval` on PostgreSQL, so the next `start_run` gets `MAX(id)+1`),
    and counts every table on the target: a count that differs from the source's raises
    `CopyVerificationError` before anything is committed.
@@ -68,12 +71,16 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from ..engine import make_engine, safe_url, to_url, where
+from ..engine import make_engine, safe_url, sqlite_path, to_url, where
+from ..errors import MalformedStoreError
+from ..preflight import is_malformed
 from ..releases import HEAD
 from .marker import (
     COPY_MARKER,
@@ -91,7 +98,9 @@ from .plan import (
     refuse_unknown,
     snapshot,
     source_engine,
+    still_source,
 )
+from .reading import check_source_pages, malformed_source_message, writer_appeared
 from .report import (
     DEFAULT_BATCH_SIZE,
     CopyError,
@@ -102,7 +111,7 @@ from .report import (
     UnknownTablesError,
 )
 from .tables import fill
-from .target import check_target_empty, empty_again, verify_committed
+from .target import check_target_empty, create_like, empty_again, verify_committed
 
 __all__ = [
     "COPY_MARKER",
@@ -155,15 +164,38 @@ def copy_store(
     started = time.monotonic()
     source_url = to_url(source)
     target_url = to_url(target)
-    engine = source_engine(source_url)
-    try:
-        with connected(engine, source_url) as src, snapshot(src):
-            plan = make_plan(src, source_url)
-            if not skip_unknown_tables:
-                refuse_unknown(plan, source_url)
-            _copy(src, plan, target_url, batch_size, progress, replace=replace)
-    finally:
-        engine.dispose()
+    still = still_source(source_url)
+    while True:
+        engine = source_engine(source_url, still=still is not None)
+        try:
+            with connected(engine, source_url) as src, snapshot(src):
+                if src.dialect.name == "sqlite":
+                    check_source_pages(src, where(source_url), "copied")
+                plan = make_plan(src, source_url)
+                if not skip_unknown_tables:
+                    refuse_unknown(plan, source_url)
+                check = None if still is None else _no_writer_on(still)
+                _copy(
+                    src,
+                    plan,
+                    target_url,
+                    batch_size,
+                    progress,
+                    replace=replace,
+                    check=check,
+                    mode_from=sqlite_path(source_url),
+                )
+            break
+        except WriterAppeared:
+            still = None  # a writer opened the source meanwhile: read it again through mode=ro
+        except DBAPIError as exc:
+            if is_malformed(exc):
+                raise MalformedStoreError(
+                    malformed_source_message(where(source_url), str(exc.orig), "copied")
+                ) from None
+            raise
+        finally:
+            engine.dispose()
     return CopyReport(
         source=safe_url(source_url),
         target=safe_url(target_url),
@@ -176,6 +208,18 @@ def copy_store(
     )
 
 
+class WriterAppeared(Exception):
+    """A writer opened a source read as a still file: its snapshot may be torn."""
+
+
+def _no_writer_on(path: Path) -> Callable[[], None]:
+    def check() -> None:
+        if writer_appeared(path):
+            raise WriterAppeared(str(path))
+
+    return check
+
+
 def _copy(
     src: Connection,
     plan: Plan,
@@ -184,12 +228,17 @@ def _copy(
     progress: Progress | None,
     *,
     replace: bool = False,
+    check: Callable[[], None] | None = None,
+    mode_from: Path | None = None,
 ) -> None:
     """Build the target's schema, mark it unfinished, copy into it in one transaction that
     also drops the mark, verify; empty it on failure."""
     before = check_target_empty(url, replace=replace)
     from ..migrate import upgrade  # Alembic only once there is work
 
+    target_path = sqlite_path(url)
+    if target_path is not None and mode_from is not None and not before.file_existed:
+        create_like(target_path, [mode_from])
     try:
         try:
             report = upgrade(url, backup=False)
@@ -202,7 +251,7 @@ def _copy(
         engine = make_engine(url)
         try:
             mark_unfinished(engine)
-            fill(src, plan, engine, batch_size, progress)
+            fill(src, plan, engine, batch_size, progress, check)
         finally:
             engine.dispose()
     except BaseException as exc:

@@ -6,6 +6,7 @@ import shlex
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Column, Connection, Engine, Table, func, select
@@ -20,6 +21,7 @@ from ..dialects.sqlite import WRITE
 from ..engine import URL_ENV, make_engine, read_only_url, safe_url, sqlite_path, where
 from ..errors import SchemaError, StoreError, StoreNotFoundError, UpgradeRequiredError
 from ..releases import NEWEST_KNOWN_RELEASE, SHAPES, STORE_RELEASE
+from .reading import read_as_still_file, source_url
 from .report import UnknownTablesError
 
 if TYPE_CHECKING:
@@ -49,14 +51,24 @@ def models_metadata() -> MetaData:
     return Base.metadata
 
 
-def source_engine(url: URL) -> Engine:
-    """An engine that can only read the source (a read-only file is fine)."""
+def source_engine(url: URL, *, still: bool = False) -> Engine:
+    """An engine that can only read the source (a read-only file is fine); `still`: a SQLite
+    file read with `immutable=1` (see `reading`)."""
     path = sqlite_path(url)
     if path is not None and not url.query.get("uri"):
         if not path.exists():
             raise StoreNotFoundError(f"no run store at {path}; nothing to copy")
         check_sqlite_file(path, writable=False)
+        return make_engine(source_url(path, immutable=still))
     return make_engine(read_only_url(url))
+
+
+def still_source(url: URL) -> Path | None:
+    """The SQLite file of `url` when it is to be read as a still file (`reading`), else None."""
+    path = sqlite_path(url)
+    if path is None or url.query.get("uri") or not path.exists():
+        return None
+    return path if read_as_still_file(path) else None
 
 
 @contextmanager

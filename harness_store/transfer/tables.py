@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, insert, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Connection, Engine, Table, select
 
 from ..dialects import Backend, backend_named
 from ..dialects.sqlite import KEEP_ORPHANS, WRITE
@@ -20,10 +19,16 @@ MEMORY_TABLE = "memory"
 
 
 def fill(
-    src: Connection, plan: Plan, engine: Engine, batch_size: int, progress: Progress | None
+    src: Connection,
+    plan: Plan,
+    engine: Engine,
+    batch_size: int,
+    progress: Progress | None,
+    before_commit: Callable[[], None] | None = None,
 ) -> None:
     """Every row, the marker, the id generators, and the in-transaction count check; the
-    unfinished-copy marker is dropped by the same transaction."""
+    unfinished-copy marker is dropped by the same transaction. `before_commit` may still
+    refuse the commit (by raising)."""
     with engine.connect() as dst:
         backend = backend_named(dst.dialect.name)
         dst.info[WRITE] = True  # SQLite: take the write lock up front (BEGIN IMMEDIATE)
@@ -43,6 +48,8 @@ def fill(
             backend.after_copy(dst, plan.tables)
             compare(plan.counts, {t.name: count(dst, t.name) for t in plan.tables}, "")
             marker_table().drop(dst)
+            if before_commit is not None:
+                before_commit()
 
 
 def copy_table(
@@ -54,27 +61,83 @@ def copy_table(
     plan: Plan,
     progress: Progress | None,
 ) -> int:
-    """Stream one table in primary-key order, `batch_size` rows per `executemany`."""
+    """Stream one table in primary-key order through the backend's bulk path
+    (`Backend.bulk_insert`: one COPY on PostgreSQL, `executemany` batches on SQLite), the one
+    sync's append tables take too; progress after every `batch_size` rows read."""
     total = plan.counts[table.name]
-    statement = select(*plan.columns[table.name]).order_by(*table.primary_key.columns)
-    result = src.execute(statement, execution_options={"yield_per": batch_size})
+    columns = plan.columns[table.name]
+    names = [c.name for c in columns]
+    statement = select(*columns).order_by(*table.primary_key.columns)
     done = 0
-    for batch in result.partitions(batch_size):
-        rows = [row._asdict() for row in batch]
+    reading: list[BaseException] = []
+    """What reading the source or the progress callback raised (not the target's refusal)."""
+
+    def rows() -> Iterator[Sequence[Any]]:
+        nonlocal done
         try:
-            dst.execute(insert(table), rows)
-        except SQLAlchemyError as exc:
-            raise CopyError(explain(table, rows, backend, exc)) from exc
-        done += len(rows)
-        if progress is not None:
-            progress(table.name, done, total)
+            for batch in source_batches(src, statement, batch_size):
+                yield from batch
+                done += len(batch)
+                if progress is not None:
+                    progress(table.name, done, total)
+        except BaseException as exc:
+            reading.append(exc)
+            raise
+
+    try:
+        backend.bulk_insert(dst, table, names, rows())
+    except Exception as exc:  # a driver error of the target, or a value it refused
+        if reading and _caused_by(exc, reading[0]):
+            raise
+        raise CopyError(explain_table(src, table, statement, batch_size, backend, exc)) from exc
     return done
 
 
-def explain(
-    table: Table, rows: Sequence[Mapping[str, Any]], backend: Backend, exc: Exception
+def _caused_by(exc: BaseException, origin: BaseException) -> bool:
+    """Whether `exc` is `origin` or was raised while handling it."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if current is origin:
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def explain_table(
+    src: Connection, table: Table, statement: Any, batch_size: int, backend: Backend, exc: Exception
 ) -> str:
-    """Why a batch could not be written, naming the row and column when it can be found."""
+    """Why a table could not be written: the first source row the target cannot hold, found
+    by reading the table again, else what the database said."""
+    names = [c.name for c in statement.selected_columns]
+    for batch in source_batches(src, statement, batch_size):
+        rows = [dict(zip(names, row, strict=True)) for row in batch]
+        found = explain_row(table, rows, backend)
+        if found is not None:
+            return found
+    return explain(table, [], backend, exc)
+
+
+def source_batches(src: Connection, statement: Any, size: int) -> Iterator[list[Sequence[Any]]]:
+    """The statement's rows as plain tuples, `size` at a time: on SQLite straight from the
+    driver's cursor (inside the snapshot's transaction), without a SQLAlchemy row per value."""
+    if src.dialect.name != "sqlite":
+        result = src.execute(statement, execution_options={"yield_per": size})
+        for part in result.partitions(size):
+            yield [tuple(row) for row in part]
+        return
+    compiled = statement.compile(dialect=src.dialect)
+    params = [compiled.params[name] for name in compiled.positiontup or ()]
+    driver = src.connection.driver_connection
+    assert driver is not None
+    cursor = driver.execute(str(compiled), params)
+    while batch := cursor.fetchmany(size):
+        yield batch
+
+
+def explain_row(table: Table, rows: Sequence[Mapping[str, Any]], backend: Backend) -> str | None:
+    """The first of `rows` the target cannot hold, said for a person, or None."""
     keys = [c.name for c in table.primary_key.columns]
 
     def row_name(row: Mapping[str, Any]) -> str:
@@ -96,11 +159,26 @@ def explain(
                     f"{table.name} row {row_name(row)}: {refused}; the target was emptied "
                     "again and the source left as it is"
                 )
-    span = f"{row_name(rows[0])} … {row_name(rows[-1])}" if rows else "?"
+    return None
+
+
+def explain(
+    table: Table, rows: Sequence[Mapping[str, Any]], backend: Backend, exc: Exception
+) -> str:
+    """Why rows could not be written, naming the row and column when it can be found."""
+    found = explain_row(table, rows, backend)
+    if found is not None:
+        return found
+    keys = [c.name for c in table.primary_key.columns]
+
+    def row_name(row: Mapping[str, Any]) -> str:
+        return ", ".join(f"{k}={row[k]}" for k in keys)
+
+    span = f"the rows {row_name(rows[0])} … {row_name(rows[-1])}" if rows else "its rows"
     lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     detail = " ".join(line.strip() for line in lines[:3] if not line.startswith("["))[:500]
     return (
-        f"{table.name}: the rows {span} could not be written to the target ({detail}); "
+        f"{table.name}: {span} could not be written to the target ({detail}); "
         "the target was emptied again and the source left as it is"
     )
 

@@ -4,6 +4,8 @@ into afresh: its rows were never committed, so there is nothing to continue from
 
 from __future__ import annotations
 
+import os
+import stat
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,9 @@ def check_target_empty(url: URL, *, replace: bool = False) -> TargetBefore:
             )
     finally:
         engine.dispose()
+    if names and not unfinished and rowless and not replace:
+        # a schema without rows (what `harness-store upgrade URL` builds): nothing to lose
+        replace = True
     if names and replace and (unfinished or rowless):
         empty_again(url, TargetBefore(file_existed=True, checkpoint_format=0))
         return TargetBefore(file_existed=path is not None, checkpoint_format=0)
@@ -61,8 +66,9 @@ def check_target_empty(url: URL, *, replace: bool = False) -> TargetBefore:
     if names:
         shown = ", ".join(names[:8]) + (" …" if len(names) > 8 else "")
         raise TargetNotEmptyError(
-            f"{where(url)} is not empty (it has {shown}); a copy only goes into an empty "
-            "database, so nothing was changed. Drop its tables or choose another target"
+            f"{where(url)} is not empty (it has {shown}, with rows); a copy only goes into a "
+            "database without rows, so nothing was changed. Drop its tables or choose "
+            "another target (--replace redoes only a copy that was killed)"
         )
     return TargetBefore(file_existed=path is not None, checkpoint_format=fmt)
 
@@ -101,3 +107,29 @@ def empty_again(url: URL, before: TargetBefore) -> None:
                 reflected.drop_all(conn)
     finally:
         engine.dispose()
+
+
+def create_like(path: Path, sources: list[Path]) -> None:
+    """Create the empty file of a new SQLite store with the permission bits every one of
+    `sources` allows (a private source makes a private target) and, where allowed, the first
+    one's group, before a row is written; its side files follow it (SQLite creates them with
+    the database's mode). A target that exists already is left as it is."""
+    modes = []
+    for source in sources:
+        with suppress(OSError):
+            modes.append(source.stat())
+    if not modes:
+        return
+    mode = 0o666
+    for info in modes:
+        mode &= stat.S_IMODE(info.st_mode)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    except OSError:
+        return  # there already, or its directory is missing: the copy says so when it opens it
+    try:
+        os.fchmod(fd, mode)  # past the umask
+        with suppress(OSError):  # a group the user is not in cannot be given
+            os.fchown(fd, -1, modes[0].st_gid)
+    finally:
+        os.close(fd)

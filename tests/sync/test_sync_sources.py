@@ -1,0 +1,109 @@
+"""Sources are only read: on read-only media, leaving no side files, checked for damage first
+(a damaged one named and skipped the same way on both destinations, the others synced, a
+non-zero exit at the end); two copies of one marked store are refused in one sync and warned
+about across syncs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from synccheck import mirror_problems, write_source
+
+from harness_store import StepRecord, Store
+from harness_store.errors import MalformedStoreError
+from harness_store.sync import DuplicateOriginError, SyncRefusedError, list_origins, sync
+from harness_store.transfer import copy_store
+from sync.media import read_only_medium
+from sync.running import run_cli
+
+SIDE = ("-wal", "-shm")
+
+
+def side_files(path: Path) -> list[str]:
+    return [s for s in SIDE if path.with_name(path.name + s).exists()]
+
+
+def damaged_store(path: Path) -> None:
+    """A store whose header is fine and whose table pages are overwritten with garbage."""
+    with Store.open(path) as store:
+        run = store.start_run("goal", "/x")
+        store.checkpoint_steps(
+            run, [StepRecord.new(i, "d" * 400, "r" * 400) for i in range(1, 300)]
+        )
+    size = path.stat().st_size
+    with path.open("r+b") as handle:
+        for offset in range(4096 * 3, size - 4096, 4096 * 4):
+            handle.seek(offset)
+            handle.write(b"\xde\xad\xbe\xef" * 256)
+
+
+def test_a_source_on_read_only_media_is_synced_and_copied(
+    store_target: str, tmp_path: Path
+) -> None:
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    write_source(shelf / "agent.sqlite3", runs=2)
+    assert side_files(shelf / "agent.sqlite3") == []
+    with read_only_medium(shelf, tmp_path / "mounted") as medium:
+        source = medium / "agent.sqlite3"
+        report = sync([source], store_target)
+        assert report.origins[0].counts.rows > 0
+        assert mirror_problems(store_target, source) == []
+        copied = tmp_path / "copy.sqlite3"
+        copy_store(source, copied)
+        assert side_files(source) == []
+    with Store.open(copied, read_only=True) as store:
+        assert len(store.runs()) == 4
+
+
+def test_a_synced_or_copied_source_keeps_no_side_files(store_target: str, tmp_path: Path) -> None:
+    source = tmp_path / "agent.sqlite3"
+    write_source(source, runs=2)
+    assert side_files(source) == []
+    sync([source], store_target)
+    assert side_files(source) == []
+    copy_store(source, tmp_path / "copy.sqlite3")
+    assert side_files(source) == []
+    shown = run_cli("sync", source, store_target)
+    assert shown.returncode == 0, shown.stderr
+    assert side_files(source) == []
+
+
+def test_a_damaged_source_is_named_and_skipped_and_the_others_synced(
+    store_target: str, tmp_path: Path
+) -> None:
+    first, broken, last = (tmp_path / f"{n}.sqlite3" for n in ("first", "broken", "last"))
+    write_source(first, tag="f")
+    damaged_store(broken)
+    write_source(last, tag="l")
+    with pytest.raises(SyncRefusedError) as refused:
+        sync([first, broken, last], store_target)
+    (left_out,) = refused.value.refused
+    assert left_out.source == str(broken)
+    assert isinstance(left_out.error, MalformedStoreError) and str(broken) in str(left_out.error)
+    assert mirror_problems(store_target, first) == []
+    assert mirror_problems(store_target, last) == []
+    assert len(list_origins(store_target)) == 2
+    shown = run_cli("sync", first, broken, last, store_target)
+    assert shown.returncode == 3
+    assert str(broken) in shown.stderr and "damaged" in shown.stderr
+    assert "nothing new" in shown.stdout  # the others were read, and had nothing new
+
+
+def test_two_copies_of_one_marked_store_are_refused_together_and_warned_apart(
+    store_target: str, tmp_path: Path
+) -> None:
+    original, twin = tmp_path / "agent.sqlite3", tmp_path / "agent-copy.sqlite3"
+    write_source(original, runs=1)
+    sync([original], store_target, mark=True)
+    shutil.copyfile(original, twin)
+    with pytest.raises(DuplicateOriginError, match="same origin mark"):
+        sync([original, twin], store_target)
+    shown = run_cli("sync", original, twin, store_target)
+    assert shown.returncode != 0 and "same origin mark" in shown.stderr
+    later = sync([twin], store_target)
+    assert any(str(original) in w for w in later.origins[0].warnings)
+    warned = run_cli("sync", original, store_target)
+    assert warned.returncode == 0 and "warning" in warned.stderr
