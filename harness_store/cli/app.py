@@ -8,7 +8,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 from importlib import metadata
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
@@ -181,13 +181,59 @@ def scrubbed(message: str, argv: Sequence[str] | None = None) -> str:
     return message
 
 
+class OutputClosed(Exception):
+    """The reader of the command's output closed it (`… | head`): nothing more to say."""
+
+
+class PipeGuard:
+    """stdout, with a write into a closed pipe raised as `OutputClosed` (not an `OSError`,
+    which click would turn into a silent exit 1)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise OutputClosed from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise OutputClosed from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def close_quietly(stream: TextIO) -> None:
+    """Point the closed stdout at /dev/null, so the interpreter's last flush at exit cannot
+    fail on it again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass  # not a real file (a test's buffer): nothing will flush into a pipe
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the command; turn every error into one line on stderr and its exit code."""
+    """Run the command; turn every error into one line on stderr and its exit code. Output
+    into a pipe its reader closed ends the command quietly, exit 0, as `… | head` expects."""
+    stdout = sys.stdout
+    sys.stdout = PipeGuard(stdout)
     try:
         app(args=list(argv) if argv is not None else None, prog_name="harness-store")
+    except OutputClosed:
+        close_quietly(stdout)
+        sys.exit(0)
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             raise
         code, message = classify(exc)
         sys.stderr.write(f"harness-store: error: {visible(scrubbed(one_line(message)))}\n")
         sys.exit(code)
+    finally:
+        sys.stdout = stdout

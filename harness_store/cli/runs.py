@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -124,6 +125,19 @@ def count_runs(reader: Reader, status: str | None, origin: str | None = None) ->
         return int(conn.execute(statement).scalar_one())
 
 
+def known_origin(db: str, origin: str) -> str:
+    """`origin` as the store knows it: a UUID or path as given, or a relative path resolved
+    from here, as sync resolved it when it recorded the path."""
+    from ..sync.lookup import has_origin
+
+    for candidate in dict.fromkeys([origin, str(Path(origin).expanduser().resolve())]):
+        if has_origin(db, candidate):
+            return candidate
+    raise typer.BadParameter(
+        f"no store synced into DB has origin {origin!r}", param_hint="--origin"
+    )
+
+
 def tokens_cell(row: dict[str, Any]) -> str:
     """The tokens column: the total, or `overflow` past what io-harness can store."""
     return "overflow" if row["tokens_overflow"] else f"{row['tokens']:,}"
@@ -159,12 +173,7 @@ def runs_command(
     wanted = None if every else limit or DEFAULT_RUNS
     state = status.value if status is not None else None
     if origin is not None:
-        from ..sync.lookup import has_origin
-
-        if not has_origin(db, origin):
-            raise typer.BadParameter(
-                f"no store synced into DB has origin {origin!r}", param_hint="--origin"
-            )
+        origin = known_origin(db, origin)
     with open_reader(db) as reader:
         rows = run_pages(reader, state, wanted, origin)
         if as_json:
