@@ -40,11 +40,15 @@ MAX_INT = 2**63 - 1
 PACKAGE_DOC = sys.modules[__package__].__doc__ or "" if __package__ else ""
 """The package docstring: the summary and the exit-code table that --help shows."""
 
-EPILOG = (
+EXIT_CODES = (
     "\b\nExit codes (an error is one line on stderr):\n"
     + PACKAGE_DOC.partition("an exit code:\n\n")[2].rstrip()
 )
-"""The exit-code table of the package docstring, kept as it is laid out (`\\b`) in --help."""
+"""The exit-code table of the package docstring, kept as it is laid out (`\\b`) in the
+top-level --help (once: not repeated in every command's)."""
+
+EPILOG = ""
+"""A command's --help epilog: none (the exit codes are in `harness-store --help`)."""
 
 
 class CliError(Exception):
@@ -60,8 +64,8 @@ app = typer.Typer(
     help=PACKAGE_DOC.split("\n\n", 1)[0]
     + "\n\nRead commands open the store read-only and never change it; a store older than "
     "0.13 (or torn) must first be brought up with `harness-store upgrade` (exit code 3).",
-    epilog=EPILOG,
-    add_completion=False,
+    epilog=EXIT_CODES,
+    add_completion=True,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,

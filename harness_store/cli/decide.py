@@ -14,7 +14,7 @@ import typer
 from rich.text import Text
 
 from ..records import PlanVerdict
-from .app import EPILOG, EXIT_NOT_FOUND, EXIT_USAGE, MAX_INT, CliError, DbArg, JsonOpt, RunArg, app
+from .app import EXIT_NOT_FOUND, EXIT_USAGE, MAX_INT, CliError, DbArg, JsonOpt, RunArg, app
 from .output import emit_json, stdout_console, visible
 from .reader import parse_target
 
@@ -39,7 +39,7 @@ def say(line: str) -> None:
     stdout_console().print(Text(line))
 
 
-@app.command("approve", epilog=EPILOG)
+@app.command("approve")
 def approve_command(
     db: DbArg,
     run: RunArg,
@@ -101,7 +101,7 @@ def approve_command(
         say(f"{what} {item[what]} of run {run}: {item['decision']}{state}")
 
 
-@app.command("answer", epilog=EPILOG)
+@app.command("answer")
 def answer_command(
     db: DbArg,
     run: RunArg,

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from ..errors import StoreError
 from ..records import RunStatus
-from .app import EPILOG, MAX_INT, DbArg, JsonOpt, app
+from .app import MAX_INT, DbArg, JsonOpt, app
 from .output import (
     Column,
     JsonArray,
@@ -143,7 +143,7 @@ def tokens_cell(row: dict[str, Any]) -> str:
     return "overflow" if row["tokens_overflow"] else f"{row['tokens']:,}"
 
 
-@app.command("runs", epilog=EPILOG)
+@app.command("runs")
 def runs_command(
     db: DbArg,
     status: Annotated[
@@ -185,13 +185,13 @@ def runs_command(
             shown = emit_table(
                 [
                     Column("id", "right"),
-                    Column("parent", "right"),
+                    Column("parent", "right", drop=3),
                     Column("status"),
-                    Column("outcome", cut=True),
+                    Column("outcome", cut=True, drop=2),
                     Column("steps", "right"),
                     Column("tokens", "right"),
                     Column("started (UTC)"),
-                    Column("took", "right"),
+                    Column("took", "right", drop=1),
                     Column("goal", cut=True),
                 ],
                 (

@@ -16,14 +16,14 @@ from ..releases import HEAD, NEWEST_KNOWN_RELEASE, REVISIONS, revision_for
 
 if TYPE_CHECKING:
     from ..migrate import UpgradeReport
-from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
+from .app import EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .output import emit_json, stderr_console, visible
 from .reader import hot_journal, look, parse_target
 
 # --- upgrade -----------------------------------------------------------------------------
 
 
-@app.command("upgrade", epilog=EPILOG)
+@app.command("upgrade")
 def upgrade_command(
     db: DbArg,
     to: Annotated[
