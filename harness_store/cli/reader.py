@@ -64,10 +64,12 @@ def command_target(url: URL) -> str:
     return shlex.quote(safe_url(url))
 
 
-def suggest(command: str, url: URL, then: str = "") -> str:
-    """A command for the person to run on this store, in backquotes, pasteable as it is, then
-    `then`, then where the URL goes when the command names it by `$HARNESS_STORE_URL`."""
-    text = f"`harness-store {command} {command_target(url)}`{then}"
+def suggest(command: str, url: URL, then: str = "", *, options: str = "") -> str:
+    """A command for the person to run on this store (with `options` after the store), in
+    backquotes, pasteable as it is, then `then`, then where the URL goes when the command
+    names it by `$HARNESS_STORE_URL`."""
+    tail = f" {options}" if options else ""
+    text = f"`harness-store {command} {command_target(url)}{tail}`{then}"
     if sqlite_path(url) is None and url.password:
         text += f", with {URL_ENV} set to the store's URL (its password is not shown here)"
     return text
