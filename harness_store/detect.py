@@ -26,6 +26,7 @@ from .errors import (
     NotADatabaseError,
     SchemaError,
     StoreAccessError,
+    UpgradeRequiredError,
 )
 from .formats import CHECKPOINT_FORMAT
 from .releases import (
@@ -124,6 +125,21 @@ class Diagnosis:
             partly = f"; {', '.join(also)} partly present too" if also else ""
             return f"{base} (torn open of {self.torn_of}: {'; '.join(detail)}{partly})"
         return base
+
+
+def refuse_unreadable(found: Diagnosis, shown: str, upgrade_command: str) -> None:
+    """The one decision whether a store can be read without an upgrade (the read commands,
+    a read-only `Store.open`, a sync source): an empty database is no run store
+    (`NotADatabaseError`); a store without the whole 0.13 schema raises
+    `UpgradeRequiredError` naming `upgrade_command` (a shell command, ready to paste).
+    `shown` is how the store is named (its path, or its URL without the password)."""
+    if found.kind is StoreKind.EMPTY:
+        raise NotADatabaseError(f"{shown} is an empty database (no tables), not a run store")
+    if not found.holds_upstream_head:
+        raise UpgradeRequiredError(
+            f"{shown}: {found.describe()}; reading it needs the {STORE_RELEASE} schema "
+            f"— run {upgrade_command} first (nothing was changed)"
+        )
 
 
 def read_tables(conn: Connection) -> dict[str, frozenset[str]]:
