@@ -11,6 +11,7 @@ Everything here is read-only.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -25,6 +26,7 @@ from .errors import (
     NotADatabaseError,
     SchemaError,
     StoreAccessError,
+    UpgradeRequiredError,
 )
 from .formats import CHECKPOINT_FORMAT
 from .releases import (
@@ -123,6 +125,21 @@ class Diagnosis:
             partly = f"; {', '.join(also)} partly present too" if also else ""
             return f"{base} (torn open of {self.torn_of}: {'; '.join(detail)}{partly})"
         return base
+
+
+def refuse_unreadable(found: Diagnosis, shown: str, upgrade_command: str) -> None:
+    """The one decision whether a store can be read without an upgrade (the read commands,
+    a read-only `Store.open`, a sync source): an empty database is no run store
+    (`NotADatabaseError`); a store without the whole 0.13 schema raises
+    `UpgradeRequiredError` naming `upgrade_command` (a shell command, ready to paste).
+    `shown` is how the store is named (its path, or its URL without the password)."""
+    if found.kind is StoreKind.EMPTY:
+        raise NotADatabaseError(f"{shown} is an empty database (no tables), not a run store")
+    if not found.holds_upstream_head:
+        raise UpgradeRequiredError(
+            f"{shown}: {found.describe()}; reading it needs the {STORE_RELEASE} schema "
+            f"— run {upgrade_command} first (nothing was changed)"
+        )
 
 
 def read_tables(conn: Connection) -> dict[str, frozenset[str]]:
@@ -292,18 +309,33 @@ def _order(items: set[str]) -> list[str]:
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
+def special_kind(mode: int) -> str:
+    """What a path that is no regular file is, for a person: "a FIFO (named pipe)", …"""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
 def check_sqlite_file(path: Path, *, writable: bool = True) -> None:
     """Refuse, before SQLite touches it, a path that cannot be a run store.
 
-    A directory, a file that is not SQLite, and a truncated store each raise
+    A directory, a FIFO, socket or device, a file that is not SQLite, and a truncated store raise
     `NotADatabaseError` (a 0-byte file passes: it is an empty database); when `writable`, a
     file without write permission raises `StoreAccessError`. The file is only read. A
     missing path passes: creating a store there is the caller's decision.
     """
     if not path.exists():
         return
-    if path.is_dir():
+    mode = path.stat().st_mode
+    if stat.S_ISDIR(mode):
         raise NotADatabaseError(f"{path} is a directory, not a run store")
+    if not stat.S_ISREG(mode):
+        # Opening a FIFO to read its header would wait for a writer forever.
+        raise NotADatabaseError(f"{path} is {special_kind(mode)}, not a run store")
     size = path.stat().st_size
     if size == 0:
         return  # an empty database, as SQLite, Alembic and upstream see it: nothing to protect

@@ -97,11 +97,11 @@ class UpgradeReport:
 
 
 def script_location() -> str:
-    """The migrations directory: inside the installed package, or the checkout's top level."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "migrations", here.parent / "migrations"):
-        if (candidate / "env.py").is_file():
-            return str(candidate)
+    """The migrations directory, `harness_store/migrations` (the same in a wheel, an editable
+    install and a checkout)."""
+    candidate = Path(__file__).resolve().parent / "migrations"
+    if (candidate / "env.py").is_file():
+        return str(candidate)
     raise FileNotFoundError("harness_store's migrations are missing from this installation")
 
 

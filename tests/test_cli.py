@@ -120,7 +120,7 @@ def test_help_names_every_command_and_the_exit_codes() -> None:
     for command in ("inspect", "upgrade", "runs", "trace", "tree", "memory", "copy"):
         assert command in out
     assert "Exit codes" in out and "4  locked" in out
-    assert "harness-store upgrade" in ok("runs", "--help")
+    assert "harness-store upgrade" in out  # the exit codes say it once, here, not per command
 
 
 def test_installed_script_runs() -> None:

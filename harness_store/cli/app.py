@@ -8,7 +8,7 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 from importlib import metadata
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
@@ -40,11 +40,15 @@ MAX_INT = 2**63 - 1
 PACKAGE_DOC = sys.modules[__package__].__doc__ or "" if __package__ else ""
 """The package docstring: the summary and the exit-code table that --help shows."""
 
-EPILOG = (
+EXIT_CODES = (
     "\b\nExit codes (an error is one line on stderr):\n"
     + PACKAGE_DOC.partition("an exit code:\n\n")[2].rstrip()
 )
-"""The exit-code table of the package docstring, kept as it is laid out (`\\b`) in --help."""
+"""The exit-code table of the package docstring, kept as it is laid out (`\\b`) in the
+top-level --help (once: not repeated in every command's)."""
+
+EPILOG = ""
+"""A command's --help epilog: none (the exit codes are in `harness-store --help`)."""
 
 
 class CliError(Exception):
@@ -60,8 +64,8 @@ app = typer.Typer(
     help=PACKAGE_DOC.split("\n\n", 1)[0]
     + "\n\nRead commands open the store read-only and never change it; a store older than "
     "0.13 (or torn) must first be brought up with `harness-store upgrade` (exit code 3).",
-    epilog=EPILOG,
-    add_completion=False,
+    epilog=EXIT_CODES,
+    add_completion=True,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
@@ -129,6 +133,11 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return exc.code, str(exc)
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         return classify(exc.orig)
+    for cause in causes(exc):
+        if type(cause).__module__.startswith("psycopg"):
+            unreached = unreachable_server(cause)
+            if unreached is not None:
+                return EXIT_OTHER, unreached
     if isinstance(exc, StoreLockedError):
         return EXIT_LOCKED, str(exc)
     if isinstance(exc, SchemaError | StoreNotFoundError):
@@ -145,6 +154,9 @@ def classify(exc: BaseException) -> tuple[int, str]:
             return EXIT_NOT_A_STORE, f"not a SQLite database: {exc}"
         return EXIT_OTHER, f"SQLite error: {exc}"
     if type(exc).__module__.startswith("psycopg"):
+        unreached = unreachable_server(exc)
+        if unreached is not None:
+            return EXIT_OTHER, unreached
         typed = backend_named("postgresql").translate_error(exc)
         if typed is not None:
             return classify(typed)
@@ -155,9 +167,92 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return EXIT_USAGE, f"alembic: {exc}"
     if isinstance(exc, SQLAlchemyError):
         return EXIT_OTHER, f"database error: {exc}"
+    if isinstance(exc, ModuleNotFoundError) and exc.name in DRIVER_EXTRAS:
+        return EXIT_OTHER, (
+            f"{exc.name} is not installed; the store's URL needs it: "
+            f"pip install 'harness_store[{DRIVER_EXTRAS[exc.name]}]'"
+        )
     if isinstance(exc, OSError):
         return EXIT_OTHER, f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
     return EXIT_OTHER, f"unexpected {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for details)"
+
+
+DRIVER_EXTRAS = {"psycopg": "postgresql", "psycopg_binary": "postgresql"}
+"""Driver modules this package's extras install, and the extra that does."""
+
+
+def server_of(argv: Sequence[str]) -> tuple[str, int, str] | None:
+    """(host, port, database) of the first PostgreSQL URL among the arguments."""
+    from sqlalchemy.engine import make_url
+
+    for arg in argv:
+        if arg.startswith("postgresql"):
+            try:
+                url = make_url(arg)
+            except ArgumentError:
+                continue
+            return url.host or "localhost", url.port or 5432, url.database or ""
+    return None
+
+
+def unreachable_server(exc: BaseException, argv: Sequence[str] | None = None) -> str | None:
+    """A failed PostgreSQL connection said as what it is — no such database, an unknown
+    host, a refused connection — or None when it is none of these (the password is never
+    part of it)."""
+    import socket
+
+    if type(exc).__name__ != "OperationalError" or getattr(exc, "sqlstate", None):
+        return None
+    found = server_of(sys.argv[1:] if argv is None else argv)
+    if found is None:
+        return None
+    host, port, _ = found
+    try:
+        socket.getaddrinfo(host, port)
+    except socket.gaierror:
+        return f"unknown host {host!r}: it does not resolve to an address"
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except ConnectionRefusedError:
+        return f"the server at {host}:{port} refused the connection (is PostgreSQL running there?)"
+    except OSError as err:
+        return f"cannot reach {host}:{port}: {err.strerror or err}"
+    if missing_database(sys.argv[1:] if argv is None else argv):
+        return f"the database {found[2]!r} does not exist on {host}:{port}; create it first"
+    return None
+
+
+def missing_database(argv: Sequence[str]) -> bool:
+    """Whether the server of the first PostgreSQL URL answers on its `postgres` database that
+    the URL's database is not among its databases (psycopg gives a failed connection no
+    SQLSTATE, so the server is asked)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    for arg in argv:
+        if not arg.startswith("postgresql"):
+            continue
+        url = make_url(arg)
+        engine = create_engine(url.set(database="postgres"), connect_args={"connect_timeout": 5})
+        try:
+            with engine.connect() as conn:
+                named = text("SELECT 1 FROM pg_database WHERE datname = :name")
+                return conn.execute(named, {"name": url.database}).first() is None
+        except SQLAlchemyError:
+            return False
+        finally:
+            engine.dispose()
+    return False
+
+
+def causes(exc: BaseException) -> list[BaseException]:
+    """The errors `exc` was raised from (its cause, theirs, …), nearest first."""
+    found: list[BaseException] = []
+    current = exc.__cause__ or exc.__context__
+    while current is not None and current not in found and len(found) < 8:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
 
 
 def secrets_in(argv: Sequence[str]) -> list[str]:
@@ -181,13 +276,59 @@ def scrubbed(message: str, argv: Sequence[str] | None = None) -> str:
     return message
 
 
+class OutputClosed(Exception):
+    """The reader of the command's output closed it (`… | head`): nothing more to say."""
+
+
+class PipeGuard:
+    """stdout, with a write into a closed pipe raised as `OutputClosed` (not an `OSError`,
+    which click would turn into a silent exit 1)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise OutputClosed from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise OutputClosed from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def close_quietly(stream: TextIO) -> None:
+    """Point the closed stdout at /dev/null, so the interpreter's last flush at exit cannot
+    fail on it again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass  # not a real file (a test's buffer): nothing will flush into a pipe
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the command; turn every error into one line on stderr and its exit code."""
+    """Run the command; turn every error into one line on stderr and its exit code. Output
+    into a pipe its reader closed ends the command quietly, exit 0, as `… | head` expects."""
+    stdout = sys.stdout
+    sys.stdout = PipeGuard(stdout)
     try:
         app(args=list(argv) if argv is not None else None, prog_name="harness-store")
+    except OutputClosed:
+        close_quietly(stdout)
+        sys.exit(0)
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             raise
         code, message = classify(exc)
         sys.stderr.write(f"harness-store: error: {visible(scrubbed(one_line(message)))}\n")
         sys.exit(code)
+    finally:
+        sys.stdout = stdout

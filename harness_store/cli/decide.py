@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
+from ..engine import where
+from ..errors import UpgradeRequiredError
 from ..records import PlanVerdict
-from .app import EPILOG, EXIT_NOT_FOUND, EXIT_USAGE, MAX_INT, CliError, DbArg, JsonOpt, RunArg, app
+from ..releases import HEAD
+from .app import EXIT_NOT_FOUND, EXIT_USAGE, MAX_INT, CliError, DbArg, JsonOpt, RunArg, app
 from .output import emit_json, stdout_console, visible
-from .reader import parse_target
+from .reader import parse_target, suggest
 
 IdOpt = Annotated[
     int | None, typer.Option("--id", help="Only this request, plan or question.", max=MAX_INT)
@@ -32,14 +35,21 @@ def open_writer(db: str) -> Store:
     """The store for writing, as it is: never upgraded by a decision."""
     from ..store import Store  # the ORM Store only when a command writes
 
-    return Store.open(parse_target(db), upgrade=False)
+    url = parse_target(db)
+    try:
+        return Store.open(url, upgrade=False)
+    except UpgradeRequiredError:
+        raise UpgradeRequiredError(
+            f"{where(url)} is not at this package's schema ({HEAD}); run "
+            f"{suggest('upgrade', url, ' first')} (nothing was changed)"
+        ) from None
 
 
 def say(line: str) -> None:
     stdout_console().print(Text(line))
 
 
-@app.command("approve", epilog=EPILOG)
+@app.command("approve")
 def approve_command(
     db: DbArg,
     run: RunArg,
@@ -101,7 +111,7 @@ def approve_command(
         say(f"{what} {item[what]} of run {run}: {item['decision']}{state}")
 
 
-@app.command("answer", epilog=EPILOG)
+@app.command("answer")
 def answer_command(
     db: DbArg,
     run: RunArg,

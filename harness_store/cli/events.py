@@ -11,7 +11,7 @@ import typer
 
 from ..errors import RunNotFoundError
 from ..records import RunEvent
-from .app import EPILOG, MAX_INT, DbArg, JsonOpt, RunArg, app
+from .app import MAX_INT, DbArg, JsonOpt, RunArg, app
 from .output import visible
 from .reader import open_reader, parse_target
 
@@ -28,7 +28,7 @@ def line(cursor: int, event: RunEvent, *, as_json: bool) -> str:
     )
 
 
-@app.command("events", epilog=EPILOG)
+@app.command("events")
 def events_command(
     db: DbArg,
     run: Annotated[
@@ -93,7 +93,7 @@ def events_command(
         store.close()
 
 
-@app.command("patch", epilog=EPILOG)
+@app.command("patch")
 def patch_command(db: DbArg, run: RunArg) -> None:
     """A run's whole change as a unified-diff patch series in step order (io-harness 0.51's
     hunks), ready for `git apply` or `patch`; an edit stored without a hunk shows as a `#`

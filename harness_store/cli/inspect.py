@@ -13,7 +13,7 @@ from ..releases import HEAD
 
 if TYPE_CHECKING:
     pass
-from .app import EPILOG, DbArg, JsonOpt, app
+from .app import DbArg, JsonOpt, app
 from .output import emit_json, emit_pairs, emit_table, human_size
 from .reader import Reader, in_wal_mode, open_reader, suggest
 
@@ -73,10 +73,10 @@ def inspect_document(reader: Reader) -> dict[str, Any]:
     }
 
 
-@app.command("inspect", epilog=EPILOG)
+@app.command("inspect")
 def inspect_command(db: DbArg, as_json: JsonOpt = False) -> None:
     """What this store is: the io-harness release its shape matches (or "torn open of X", or
-    "newer than 0.13"), its Alembic revision, user_version, journal mode, size and rows per
+    "newer than 0.66"), its Alembic revision, user_version, journal mode, size and rows per
     table. Read-only: the file's bytes stay the same."""
     with open_reader(db, require_readable=False, shape=True) as reader:
         doc = inspect_document(reader)

@@ -10,14 +10,14 @@ from sqlalchemy import select
 
 if TYPE_CHECKING:
     pass
-from .app import EPILOG, DbArg, JsonOpt, app
+from .app import DbArg, JsonOpt, app
 from .output import Column, emit_json, emit_table, short_time, stderr_console, visible
 from .reader import open_reader
 
 # --- memory ------------------------------------------------------------------------------
 
 
-@app.command("memory", epilog=EPILOG)
+@app.command("memory")
 def memory_command(
     db: DbArg,
     workspace: Annotated[str, typer.Argument(metavar="WORKSPACE", help="Workspace path.")],

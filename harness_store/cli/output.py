@@ -117,13 +117,39 @@ class JsonArray:
 class Column:
     """A table column: its header, alignment, and whether long values are cut to fit.
 
-    Columns that are not `cut` (ids, numbers, times) are never shortened or dropped; on a
-    terminal the `cut` ones are narrowed, widest first, and end in "…" when they do not fit.
+    Columns that are not `cut` (ids, numbers, times) are never shortened; on a terminal too
+    narrow for the table the `drop` ones go first, then the `cut` ones are narrowed, widest
+    first, and end in "…".
     """
 
     header: str
     justify: str = "left"
     cut: bool = False
+    drop: int = 0
+    """When a terminal is too narrow: 0, never dropped; otherwise dropped before the columns
+    with a lower number (the highest first), before any cut column is narrowed below
+    `CUT_FLOOR` cells."""
+
+
+CUT_FLOOR = 16
+"""Cells a cut column keeps before the droppable columns have all gone."""
+
+
+def kept_columns(columns: Sequence[Column], natural: list[int], total: int) -> list[int]:
+    """The indexes of the columns to show within `total` cells: every one, less the
+    droppable ones (highest `drop` first) while the table would not fit with its cut columns
+    at `CUT_FLOOR` cells."""
+    keep = list(range(len(columns)))
+
+    def need(indexes: list[int]) -> int:
+        cells = (min(natural[i], CUT_FLOOR) if columns[i].cut else natural[i] for i in indexes)
+        return sum(cells) + 2 * (len(indexes) - 1)
+
+    for i in sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop):
+        if need(keep) <= total:
+            break
+        keep.remove(i)
+    return keep
 
 
 FIRST_ROWS = 200
@@ -183,6 +209,13 @@ def emit_table(
     natural = [
         max([width_of(c.header), *(width_of(r[i]) for r in first)]) for i, c in enumerate(spec)
     ]
+    shown = kept_columns(spec, natural, console.width) if terminal else list(range(len(spec)))
+    if len(shown) < len(spec):
+        dropped = ", ".join(c.header for i, c in enumerate(spec) if i not in shown)
+        note(f"(not shown at {console.width} columns: {dropped}; --json has every field)")
+        spec = [spec[i] for i in shown]
+        natural = [natural[i] for i in shown]
+        first = [[row[i] for i in shown] for row in first]
     widths = fit_widths(spec, natural, console.width) if terminal else natural
     out = sys.stdout
 
@@ -213,7 +246,8 @@ def emit_table(
         out.write(line(cells) + "\n")
         count += 1
     for row in iterator:
-        out.write(line([visible(v) for v in row]) + "\n")
+        cells = [visible(v) for v in row]
+        out.write(line([cells[i] for i in shown] if len(shown) < len(cells) else cells) + "\n")
         count += 1
     out.flush()
     return count

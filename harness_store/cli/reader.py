@@ -19,17 +19,15 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-from ..detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
+from ..detect import Diagnosis, check_sqlite_file, diagnose
+from ..detect import refuse_unreadable as refuse_unreadable_store
 from ..dialects import backend_named
 from ..engine import URL_ENV, make_engine, safe_url, sqlite_path, to_url, where
 from ..engine import read_only_url as engine_read_only_url
 from ..errors import (
-    NotADatabaseError,
     SchemaError,
     StoreNotFoundError,
-    UpgradeRequiredError,
 )
-from ..releases import UPSTREAM_HEAD
 from ..transfer.marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
 
 if TYPE_CHECKING:
@@ -64,10 +62,12 @@ def command_target(url: URL) -> str:
     return shlex.quote(safe_url(url))
 
 
-def suggest(command: str, url: URL, then: str = "") -> str:
-    """A command for the person to run on this store, in backquotes, pasteable as it is, then
-    `then`, then where the URL goes when the command names it by `$HARNESS_STORE_URL`."""
-    text = f"`harness-store {command} {command_target(url)}`{then}"
+def suggest(command: str, url: URL, then: str = "", *, options: str = "") -> str:
+    """A command for the person to run on this store (with `options` after the store), in
+    backquotes, pasteable as it is, then `then`, then where the URL goes when the command
+    names it by `$HARNESS_STORE_URL`."""
+    tail = f" {options}" if options else ""
+    text = f"`harness-store {command} {command_target(url)}{tail}`{then}"
     if sqlite_path(url) is None and url.password:
         text += f", with {URL_ENV} set to the store's URL (its password is not shown here)"
     return text
@@ -271,11 +271,4 @@ def open_reader(db: str, *, require_readable: bool = True, shape: bool = False) 
 
 def refuse_unreadable(reader: Reader) -> None:
     """Raise for a store the read commands cannot read without an upgrade."""
-    found = reader.found
-    if found.kind is StoreKind.EMPTY:
-        raise NotADatabaseError(f"{reader.where} is an empty database (no tables), not a run store")
-    if not found.holds_upstream_head:
-        raise UpgradeRequiredError(
-            f"{reader.where}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} schema "
-            f"— run {suggest('upgrade', reader.url, ' first')} (nothing was changed)"
-        )
+    refuse_unreadable_store(reader.found, reader.where, suggest("upgrade", reader.url))

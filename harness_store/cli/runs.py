@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from sqlalchemy import Connection, func, select
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import func, select
 
+from ..errors import StoreError
 from ..records import RunStatus
-from .app import EPILOG, MAX_INT, DbArg, JsonOpt, app
+from .app import MAX_INT, DbArg, JsonOpt, app
 from .output import (
     Column,
     JsonArray,
@@ -26,37 +27,26 @@ DEFAULT_RUNS = 50
 """How many runs `runs` lists without `--limit` or `--all`: the newest."""
 
 PAGE = 500
-"""Runs read per transaction: a page's totals are one grouped query."""
+"""Runs read per transaction (each run's totals are then asked of the Store)."""
 
 
-def step_totals(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[int, int, bool]]:
-    """Per run: (highest step, total tokens, whether the total passed 2⁶³−1).
-
-    A run whose token sum overflows the database's integer makes the grouped query fail; then
-    each run of the page is summed on its own, and the overflowing one is summed exactly here,
-    so one such run never hides the others."""
-    from .. import models as m
-
-    s = m.Step
-    grouped = (
-        select(s.run_id, func.max(s.step), func.sum(s.tokens))
-        .where(s.run_id.in_(run_ids))
-        .group_by(s.run_id)
-    )
+def run_totals(reader: Reader, run_id: int) -> tuple[int, int, bool]:
+    """A run's (highest step, tokens, whether the tokens passed 2⁶³−1), as the Store counts
+    them (`last_step`, `spent_tokens`: a reply turn's tokens are its provider calls'). A total
+    too large for the database's integer is summed exactly here instead, so one such run never
+    hides the others."""
+    store = reader.store
+    steps = store.last_step(run_id)
     try:
-        with conn.begin_nested():
-            rows = conn.execute(grouped).all()
-        return {int(r): (int(steps or 0), int(tokens or 0), False) for r, steps, tokens in rows}
-    except DBAPIError:
-        pass
-    totals: dict[int, tuple[int, int, bool]] = {}
-    for run_id in run_ids:
-        steps = conn.execute(select(func.max(s.step)).where(s.run_id == run_id)).scalar()
-        tokens = sum(
-            int(t or 0) for t in conn.execute(select(s.tokens).where(s.run_id == run_id)).scalars()
-        )
-        totals[run_id] = (int(steps or 0), tokens, tokens > MAX_INT)
-    return totals
+        return steps, store.spent_tokens(run_id), False
+    except StoreError:
+        from .. import models as m
+
+        s = m.Step
+        with reader.connection() as conn:
+            found = conn.execute(select(s.tokens).where(s.run_id == run_id)).scalars()
+            tokens = sum(int(t or 0) for t in found)
+        return steps, tokens, tokens > MAX_INT
 
 
 def run_pages(
@@ -97,9 +87,8 @@ def run_pages(
             query = query.where(r.id < before)
         with reader.connection() as conn:
             rows = conn.execute(query).all()
-            totals = step_totals(conn, [int(row[0]) for row in rows])
         for row in rows:
-            steps, tokens, overflow = totals.get(row[0], (0, 0, False))
+            steps, tokens, overflow = run_totals(reader, int(row[0]))
             yield {
                 "run_id": row[0],
                 "parent_run_id": row[1],
@@ -136,12 +125,25 @@ def count_runs(reader: Reader, status: str | None, origin: str | None = None) ->
         return int(conn.execute(statement).scalar_one())
 
 
+def known_origin(db: str, origin: str) -> str:
+    """`origin` as the store knows it: a UUID or path as given, or a relative path resolved
+    from here, as sync resolved it when it recorded the path."""
+    from ..sync.lookup import has_origin
+
+    for candidate in dict.fromkeys([origin, str(Path(origin).expanduser().resolve())]):
+        if has_origin(db, candidate):
+            return candidate
+    raise typer.BadParameter(
+        f"no store synced into DB has origin {origin!r}", param_hint="--origin"
+    )
+
+
 def tokens_cell(row: dict[str, Any]) -> str:
     """The tokens column: the total, or `overflow` past what io-harness can store."""
     return "overflow" if row["tokens_overflow"] else f"{row['tokens']:,}"
 
 
-@app.command("runs", epilog=EPILOG)
+@app.command("runs")
 def runs_command(
     db: DbArg,
     status: Annotated[
@@ -171,12 +173,7 @@ def runs_command(
     wanted = None if every else limit or DEFAULT_RUNS
     state = status.value if status is not None else None
     if origin is not None:
-        from ..sync.lookup import has_origin
-
-        if not has_origin(db, origin):
-            raise typer.BadParameter(
-                f"no store synced into DB has origin {origin!r}", param_hint="--origin"
-            )
+        origin = known_origin(db, origin)
     with open_reader(db) as reader:
         rows = run_pages(reader, state, wanted, origin)
         if as_json:
@@ -188,13 +185,13 @@ def runs_command(
             shown = emit_table(
                 [
                     Column("id", "right"),
-                    Column("parent", "right"),
+                    Column("parent", "right", drop=3),
                     Column("status"),
-                    Column("outcome", cut=True),
+                    Column("outcome", cut=True, drop=2),
                     Column("steps", "right"),
                     Column("tokens", "right"),
                     Column("started (UTC)"),
-                    Column("took", "right"),
+                    Column("took", "right", drop=1),
                     Column("goal", cut=True),
                 ],
                 (

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from ..records import MICROS_PER_UNIT, PriceTable, Spend
-from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
+from .app import EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .output import Column, emit_json, emit_table, note
 from .reader import open_reader
 
@@ -40,7 +40,7 @@ def document(s: Spend) -> dict[str, object]:
             "unpriced_calls": s.unpriced_calls}  # fmt: skip
 
 
-@app.command("spend", epilog=EPILOG)
+@app.command("spend")
 def spend_command(
     db: DbArg,
     by: Annotated[By, typer.Option("--by", help="Group by model, day or run.")] = By.MODEL,
@@ -72,9 +72,10 @@ def spend_command(
                    "groups": [document(s) for s in groups]})  # fmt: skip
         return
     emit_table(
-        [Column(by.value), Column("calls", "right"), Column("prompt", "right"),
-         Column("completion", "right"), Column("cache read", "right"),
-         Column("total tokens", "right"), Column("cost", "right"), Column("unpriced", "right")],
+        [Column(by.value), Column("calls", "right"), Column("prompt", "right", drop=2),
+         Column("completion", "right", drop=2), Column("cache read", "right", drop=3),
+         Column("total tokens", "right"), Column("cost", "right"),
+         Column("unpriced", "right", drop=1)],
         (
             (s.key, f"{s.calls:,}", f"{s.usage.prompt_tokens:,}",
              f"{s.usage.completion_tokens:,}", f"{s.usage.cache_read_tokens:,}",

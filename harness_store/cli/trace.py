@@ -16,8 +16,8 @@ from sqlalchemy import Connection, select
 from ..errors import (
     RunNotFoundError,
 )
-from .app import EPILOG, MAX_INT, DbArg, JsonOpt, RunArg, app
-from .output import Column, JsonArray, emit_table, note, plural, visible
+from .app import MAX_INT, DbArg, JsonOpt, RunArg, app
+from .output import Column, JsonArray, emit_table, fit_cell, note, plural, stdout_console, visible
 from .reader import Reader, Replaced, open_reader
 from .trace_rows import NEWER_RANKS, newer_entries
 
@@ -199,7 +199,7 @@ def trace_entries(
     )
 
 
-@app.command("trace", epilog=EPILOG)
+@app.command("trace")
 def trace_command(
     db: DbArg,
     run: RunArg,
@@ -233,16 +233,20 @@ def trace_command(
         if as_json or jsonl:
             stream_json(header, entries, lines=jsonl, replaced=reader.replaced)
         else:
-            sys.stdout.write(
+            title = (
                 f"run {run}  {visible(header['status'])}  {visible(header['outcome'])}  "
-                f"{visible(header['goal'])}\n"
+                f"{visible(header['goal'])}"
+            )
+            console = stdout_console()
+            sys.stdout.write(
+                (fit_cell(title, console.width) if console.is_terminal else title) + "\n"
             )
             emit_table(
                 [
                     Column("step", "right"),
                     Column("type"),
                     Column("tokens", "right"),
-                    Column("what"),
+                    Column("what", cut=True),
                 ],
                 (
                     (e.step, e.type, "" if e.tokens is None else f"{e.tokens:,}", e.summary)

@@ -14,7 +14,7 @@ from ..records import TreeNode
 
 if TYPE_CHECKING:
     pass
-from .app import EPILOG, DbArg, JsonOpt, RunArg, app
+from .app import DbArg, JsonOpt, RunArg, app
 from .output import emit_json, plural, stdout_console, visible
 from .reader import open_reader
 
@@ -39,7 +39,7 @@ def mailbox(node: TreeNode) -> str:
     return out
 
 
-@app.command("tree", epilog=EPILOG)
+@app.command("tree")
 def tree_command(db: DbArg, run: RunArg, as_json: JsonOpt = False) -> None:
     """The agent tree under RUN: each run's status, outcome, steps and tokens, and the tree's
     totals. Read-only."""

@@ -16,14 +16,14 @@ from ..releases import HEAD, NEWEST_KNOWN_RELEASE, REVISIONS, revision_for
 
 if TYPE_CHECKING:
     from ..migrate import UpgradeReport
-from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
+from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .output import emit_json, stderr_console, visible
-from .reader import hot_journal, look, parse_target
+from .reader import hot_journal, look, parse_target, suggest
 
 # --- upgrade -----------------------------------------------------------------------------
 
 
-@app.command("upgrade", epilog=EPILOG)
+@app.command("upgrade")
 def upgrade_command(
     db: DbArg,
     to: Annotated[
@@ -76,7 +76,8 @@ def upgrade_command(
             raise CliError(
                 EXIT_USAGE,
                 f"{where(url)} is at {found.revision}, above --to {destination}; upgrade never "
-                "goes down (nothing was changed)",
+                f"goes down: run {suggest('downgrade', url, options=f'--to {destination}')} "
+                "to take it down (nothing was changed)",
             )
         say(f"found: {found.describe()}")
     status = stderr_console()
@@ -85,6 +86,14 @@ def upgrade_command(
     )
     with busy or nullcontext():
         report = upgrade(url, destination, backup=not no_backup, create=True)
+    tell(report, url, as_json=as_json, created=created, no_backup=no_backup, verb="upgraded")
+
+
+def tell(
+    report: UpgradeReport, url: URL, *, as_json: bool, created: bool, no_backup: bool, verb: str
+) -> None:
+    """Say what an upgrade or downgrade found and did, and where its backup is."""
+    say = (lambda line: None) if as_json else stdout_line
     raced = bool(getattr(report, "raced", False))
     changed = not raced and (report.before != report.after or report.stamped is not None)
     if as_json:
@@ -108,17 +117,75 @@ def upgrade_command(
             say(message)
     if raced:
         say(
-            f"{where(url)}: nothing to do — another upgrade brought it to {report.after} while "
+            f"{where(url)}: nothing to do — another process brought it to {report.after} while "
             "this one waited; nothing changed"
         )
     elif not changed:
         say(f"{where(url)}: nothing to do — already at {report.after}; nothing changed")
     else:
-        say(f"upgraded {where(url)}: {report.before or 'empty'} → {report.after}")
+        say(f"{verb} {where(url)}: {report.before or 'empty'} → {report.after}")
     if report.backup is None and created:
         say("backup: none (a new store)")
     elif report.backup is None:
         say(f"backup: {no_backup_reason(report, url, skipped=no_backup, changed=changed)}")
+
+
+@app.command("downgrade")
+def downgrade_command(
+    db: DbArg,
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="REV",
+            help="Target: an io-harness release (0.40 means 0.37) or a revision; required.",
+        ),
+    ],
+    no_backup: Annotated[
+        bool, typer.Option("--no-backup", help="Skip the backup copy of a SQLite file.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Say what the store is, back it up (SQLite files), and take it down the Alembic chain
+    to REV, in one transaction; report what changed. The data of the releases above REV is
+    dropped (the backup keeps it)."""
+    from ..migrate import downgrade
+
+    try:
+        destination = revision_for(to)
+    except KeyError as exc:
+        raise CliError(EXIT_USAGE, str(exc.args[0])) from None
+    if destination not in REVISIONS:
+        raise CliError(
+            EXIT_USAGE,
+            f"unknown revision {to!r}; choose an io-harness release name (0.1 … "
+            f"{NEWEST_KNOWN_RELEASE}) or one of {', '.join(REVISIONS)}",
+        )
+    url = parse_target(db)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        raise StoreNotFoundError(f"no run store at {path} (nothing to downgrade)")
+    found = look(db)
+    if found.revision is None or found.kind is StoreKind.EMPTY:
+        raise CliError(EXIT_NOT_A_STORE, f"{where(url)}: {found.describe()}; nothing to downgrade")
+    if found.revision not in REVISIONS:
+        raise CliError(EXIT_USAGE, f"{where(url)} is at {found.revision}, unknown to this package")
+    if REVISIONS.index(found.revision) < REVISIONS.index(destination):
+        raise CliError(
+            EXIT_USAGE,
+            f"{where(url)} is at {found.revision}, below --to {destination}; downgrade never "
+            f"goes up: run {suggest('upgrade', url, options=f'--to {destination}')} to bring it up "
+            "(nothing was changed)",
+        )
+    if not as_json:
+        stdout_line(f"found: {found.describe()}")
+    status = stderr_console()
+    busy = (
+        status.status(f"downgrading {where(url)} …") if status.is_terminal and not as_json else None
+    )
+    with busy or nullcontext():
+        report = downgrade(url, destination, backup=not no_backup)
+    tell(report, url, as_json=as_json, created=False, no_backup=no_backup, verb="downgraded")
 
 
 def stdout_line(line: str) -> None:

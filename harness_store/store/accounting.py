@@ -47,7 +47,7 @@ from ..records import (
     Tally,
     Usage,
 )
-from .base import StoreBase
+from .older import OlderStoreMixin
 from .spend import counted, fingerprint, spend_of
 from .spend import run_rows as spend_run_rows
 from .spend import spend as spend_from_counters
@@ -146,7 +146,7 @@ def group(key: str, calls: list[ProviderCall], prices: PriceTable) -> Spend:
     return Spend(key, len(calls), Usage(*sums), cost, unpriced)
 
 
-class AccountingMixin(StoreBase):
+class AccountingMixin(OlderStoreMixin):
     """Provider calls and the roll-ups over them and over finished runs."""
 
     def record_provider_call(self, run_id: int, call: ProviderCall) -> None:
@@ -171,6 +171,8 @@ class AccountingMixin(StoreBase):
     def provider_calls(self, run_id: int) -> list[ProviderCall]:
         """Every provider call of a run, in order (empty for a run from before 0.18: an
         unrecorded run is not a free one)."""
+        if self._lacks("provider_calls"):
+            return []
         c = m.ProviderCall
         columns = [getattr(c, name) for name in CALL_COLUMNS]
         statement = select(*columns).where(c.run_id == run_id).order_by(c.id)
@@ -215,6 +217,8 @@ class AccountingMixin(StoreBase):
     def _spend(self, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
         """From hs3's counters where the store has them (`store.spend`), else one priced
         `GROUP BY` over the calls; exactly from the rows should a sum overflow."""
+        if self._lacks("provider_calls"):
+            return []  # a store from before 0.18 recorded no calls
         if since is not None:
             since = check_text(since, "since")
         try:

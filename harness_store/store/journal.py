@@ -14,7 +14,7 @@ from ..errors import InvalidValueError, ResumeError
 from ..formats import i64, opt_text, u32
 from ..formats import text as check_text
 from ..records import AssistantTurn, GateAttempt, GateOutcome, ToolAttempt, ToolCall, ToolRecovery
-from .base import StoreBase
+from .older import OlderStoreMixin
 
 
 def turn_calls_json(run_id: int, turn: AssistantTurn) -> str:
@@ -46,7 +46,7 @@ def _gate(id: int, step: int, phase: str, outcome: str, detail: str, at: str) ->
     return GateAttempt(id, step, phase, GateOutcome.parse(outcome), detail, at)
 
 
-class JournalMixin(StoreBase):
+class JournalMixin(OlderStoreMixin):
     """Gate attempts, step turns and tool attempts."""
 
     _staged: dict[int, AssistantTurn]
@@ -79,6 +79,8 @@ class JournalMixin(StoreBase):
             return int(conn.execute(statement).scalar_one())
 
     def _gate_rows(self, run_id: int, *, last: bool) -> list[GateAttempt]:
+        if self._lacks("gate_attempts"):
+            return []
         g = m.GateAttempt
         statement = select(g.id, g.step, g.phase, g.outcome, g.detail, g.at).where(
             g.run_id == run_id
@@ -129,6 +131,8 @@ class JournalMixin(StoreBase):
     def step_turns(self, run_id: int) -> list[AssistantTurn]:
         """Every recorded turn of a run, oldest step first; a row this release cannot read
         raises `ResumeError` rather than restoring a different conversation."""
+        if self._lacks("step_turns"):
+            return []
         t = m.StepTurn
         statement = select(t.step, t.text, t.calls).where(t.run_id == run_id).order_by(t.step)
         with self._read() as conn:
@@ -186,6 +190,8 @@ class JournalMixin(StoreBase):
     def open_attempts(self, run_id: int) -> list[ToolAttempt]:
         """The run's attempts that started and never finished, oldest first: what a resume
         must decide about (served by the partial index of open rows)."""
+        if self._lacks("tool_attempts"):
+            return []
         a = m.ToolAttempt
         statement = (
             select(a.id, a.run_id, a.step, a.tool, a.started_at)

@@ -19,7 +19,7 @@ from .. import models as m
 from ..errors import LeaseConflictError, RunNotFoundError, StoreError
 from ..formats import i64
 from ..records import AssistantTurn, LeaseRow
-from .base import StoreBase
+from .older import OlderStoreMixin
 
 _OWNER_SEQ = itertools.count()
 
@@ -112,7 +112,7 @@ class Lease:
         )
 
 
-class LeasesMixin(StoreBase):
+class LeasesMixin(OlderStoreMixin):
     """`owner`, `acquire_lease`, `renew_lease`, `release_lease`, `run_lease`, and the check
     `checkpoint_step` makes for a run this handle leases."""
 
@@ -253,6 +253,8 @@ class LeasesMixin(StoreBase):
     def run_lease(self, run_id: int) -> LeaseRow | None:
         """Who holds a run now and whether that lease lapsed (on the database's clock); None
         when the run has no lease."""
+        if self._lacks("run_leases"):
+            return None
         with self._read() as conn:
             return self._read_lease(conn, run_id)
 

@@ -18,6 +18,7 @@ from ..formats import i64, opt_text, text, u32, u64
 from ..records import AgentMessage, ProcessHandle
 from .agents import tree_ids
 from .base import StoreBase
+from .older import OlderStoreMixin
 
 # `ON CONFLICT … DO NOTHING` is upstream's `INSERT OR IGNORE` in a form both backends parse;
 # the unique indexes agent_queue_entry and process_handles_run are the guards.
@@ -58,7 +59,7 @@ def i32(value: int | None, name: str) -> int | None:
     return value
 
 
-class MailboxMixin(StoreBase):
+class MailboxMixin(OlderStoreMixin):
     """Upstream's `agents.rs`: the mailbox, the queue, addresses and process handles."""
 
     def send_message(
@@ -104,6 +105,8 @@ class MailboxMixin(StoreBase):
 
     def messages_for(self, to_run_id: int) -> list[AgentMessage]:
         """Every message sent to a run, read or not, oldest first (reading nothing)."""
+        if self._lacks("agent_messages"):
+            return []
         a = m.AgentMessage
         statement = (
             select(
@@ -136,6 +139,8 @@ class MailboxMixin(StoreBase):
 
     def queued_agents(self, root: int) -> list[tuple[int, str]]:
         """Every child queued anywhere in the tree, as (depth, goal), in queue order."""
+        if self._lacks("agent_queue"):
+            return []
         q = m.table_of(m.AgentQueueEntry)
         tree = tree_ids(root)
         statement = (
@@ -146,6 +151,8 @@ class MailboxMixin(StoreBase):
     def tree_addresses(self, root: int) -> list[tuple[str, int]]:
         """The names agents of the tree answer to, as (name, run id), sorted: every named
         child, and `root` for the root."""
+        if self._lacks("spawns", "as_name"):  # no child had a name before 0.60
+            return [(ROOT_ADDRESS, root)]
         s = m.table_of(m.Spawn)
         tree = tree_ids(root)
         statement = (
@@ -210,6 +217,8 @@ class MailboxMixin(StoreBase):
 
     def process_handles(self, run_id: int) -> list[ProcessHandle]:
         """Every process handle of a run, in start order."""
+        if self._lacks("process_handles"):
+            return []
         h = m.ProcessHandle
         statement = select(*_handle_columns()).where(h.run_id == run_id).order_by(h.id)
         return self._rows(statement, handle_row)
@@ -239,6 +248,8 @@ class MailboxMixin(StoreBase):
 
     def handle_output(self, run_id: int, handle: int) -> str:
         """Everything a handle's process printed, as read, concatenated."""
+        if self._lacks("handle_output"):
+            return ""
         o = m.HandleOutput
         statement = select(o.chunk).where(o.run_id == run_id, o.handle == handle).order_by(o.id)
         return "".join(self._rows(statement, str))

@@ -29,7 +29,7 @@ from ..records import (
     MemorySnapshot,
     MemoryWrite,
 )
-from .base import StoreBase
+from .older import OlderStoreMixin
 
 FACT = "fact"
 DECISION = "decision"
@@ -144,7 +144,7 @@ def memory_entry(
     )
 
 
-class MemoryMixin(StoreBase):
+class MemoryMixin(OlderStoreMixin):
     """The memory half of upstream's Store."""
 
     def memory_put(self, workspace: str, key: str, value: str, run_id: int, step: int) -> list[str]:
@@ -269,6 +269,8 @@ class MemoryMixin(StoreBase):
 
     def memory_recalls(self, run_id: int) -> list[MemoryRecall]:
         """Which entries a run drew on, in recall order; a key once per recall (0.30)."""
+        if self._lacks("memory_recalls"):
+            return []
         r = m.MemoryRecall
         statement = (
             select(r.run_id, r.step, r.workspace, r.key, r.at)
@@ -280,6 +282,8 @@ class MemoryMixin(StoreBase):
     def memory_snapshots(self, run_id: int) -> list[MemorySnapshot]:
         """What every entry this run changed looked like before its first change (0.36), in
         order: the restore points a rewind puts back. An unknown state reads as a value."""
+        if self._lacks("memory_snapshots"):
+            return []
         s = m.MemorySnapshot
         statement = (
             select(s.workspace, s.key, s.before, s.kind, s.step, s.state)

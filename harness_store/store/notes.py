@@ -12,7 +12,7 @@ from ..errors import InvalidValueError
 from ..formats import i64, u32, u64
 from ..formats import text as check_text
 from ..records import Summary, TodoItem, TodoState
-from .base import StoreBase
+from .older import OlderStoreMixin
 
 TODO_MAX_ITEMS = 64
 """Most items a run's todo list keeps; the rest are dropped (and counted)."""
@@ -24,7 +24,7 @@ def summary(id: int, through: int, folded: int, txt: str, est: int, at: str) -> 
     return Summary(int(id), int(through), int(folded), txt, int(est), at)
 
 
-class NotesMixin(StoreBase):
+class NotesMixin(OlderStoreMixin):
     """Summaries and todos: upstream's `memory.rs`, second half."""
 
     def put_summary(
@@ -48,6 +48,8 @@ class NotesMixin(StoreBase):
             return int(conn.execute(statement).scalar_one())
 
     def _summaries(self, run_id: int, folded: int | None = None) -> list[Summary]:
+        if self._lacks("summaries"):
+            return []
         s = m.Summary
         statement = select(s.id, s.through_step, s.folded, s.text, s.est_tokens, s.at).where(
             s.run_id == run_id
@@ -96,6 +98,8 @@ class NotesMixin(StoreBase):
     def todos(self, run_id: int) -> list[TodoItem]:
         """A run's todo list in the order written; empty when it never wrote one or cleared
         it. A row with a state this release does not know is skipped."""
+        if self._lacks("todos"):
+            return []
         t = m.Todo
         statement = select(t.text, t.state).where(t.run_id == run_id).order_by(t.position)
         known = {s.value: s for s in TodoState}

@@ -17,7 +17,7 @@ from .. import models as m
 from ..errors import InvalidValueError, ResumeError
 from ..formats import i64, opt_text, text, u32
 from ..records import PendingPlan, PendingQuestion, Plan, PlanStep, PlanVerdict, Question
-from .base import StoreBase
+from .older import OlderStoreMixin
 
 VERDICTS = ("approve", "revise", "cancel")
 
@@ -109,7 +109,7 @@ def _plan_columns() -> tuple[Any, ...]:
     return (p.id, p.run_id, p.step, p.steps, p.verdict, p.correction, p.decided_by, p.resolved)
 
 
-class QuestionsMixin(StoreBase):
+class QuestionsMixin(OlderStoreMixin):
     """Questions and plans: upstream's `approvals.rs`, second half."""
 
     def put_question(self, run_id: int, step: int, q: Question) -> int:
@@ -133,6 +133,8 @@ class QuestionsMixin(StoreBase):
 
     def question(self, question_id: int) -> PendingQuestion | None:
         """A question by id, answered or not."""
+        if self._lacks("pending_questions"):
+            return None
         statement = select(*_question_columns()).where(m.PendingQuestion.id == question_id)
         found = self._rows(statement, question_row)
         return found[0] if found else None
@@ -140,6 +142,8 @@ class QuestionsMixin(StoreBase):
     def answered_question(self, run_id: int, step: int, question: str) -> PendingQuestion | None:
         """The newest answered question with this text at this step of the run: what a resumed
         run reads instead of asking again."""
+        if self._lacks("pending_questions"):
+            return None
         q = m.PendingQuestion
         statement = (
             select(*_question_columns())
@@ -169,6 +173,8 @@ class QuestionsMixin(StoreBase):
 
     def questions(self, run_id: int) -> list[PendingQuestion]:
         """Every question of a run, in order."""
+        if self._lacks("pending_questions"):
+            return []
         q = m.PendingQuestion
         statement = select(*_question_columns()).where(q.run_id == run_id).order_by(q.id)
         return self._rows(statement, question_row)
@@ -187,11 +193,15 @@ class QuestionsMixin(StoreBase):
 
     def plan(self, plan_id: int) -> PendingPlan | None:
         """A plan by id, decided or not."""
+        if self._lacks("plans"):
+            return None
         found = self._rows(select(*_plan_columns()).where(m.Plan.id == plan_id), plan_row)
         return found[0] if found else None
 
     def approved_plan(self, run_id: int) -> Plan | None:
         """The newest plan of the run a person approved, if any."""
+        if self._lacks("plans"):
+            return None
         p = m.Plan
         statement = (
             select(*_plan_columns())
@@ -231,6 +241,8 @@ class QuestionsMixin(StoreBase):
 
     def plans(self, run_id: int) -> list[PendingPlan]:
         """Every plan of a run, in order."""
+        if self._lacks("plans"):
+            return []
         p = m.Plan
         return self._rows(
             select(*_plan_columns()).where(p.run_id == run_id).order_by(p.id), plan_row

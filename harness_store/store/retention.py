@@ -29,8 +29,8 @@ from sqlalchemy.sql.sqltypes import LargeBinary, String
 
 from .. import models as m
 from ..records import Archived, Pruned, SessionSize, StoreSize
-from .base import StoreBase
 from .leases import lease_row
+from .older import OlderStoreMixin
 
 RUN_TABLES: tuple[tuple[str, str], ...] = (
     ("steps", "run_id"),
@@ -247,7 +247,7 @@ def live_runs(conn: Any, now_sql: str, ids: Sequence[int]) -> set[int]:
     return live
 
 
-class RetentionMixin(StoreBase):
+class RetentionMixin(OlderStoreMixin):
     """Upstream's `sessions.rs`, second half, with `store_size` and `compact`."""
 
     @staticmethod
@@ -290,6 +290,8 @@ class RetentionMixin(StoreBase):
     def session_size(self, session_id: int) -> SessionSize | None:
         """What a session holds: turns, runs, rows in every table and characters of text —
         what `delete_session` would remove. None for no such session."""
+        if self._lacks("sessions"):
+            return None
         s = table("sessions")
         with self._read() as conn:
             if conn.execute(select(s.c.id).where(s.c.id == session_id)).first() is None:
@@ -334,6 +336,8 @@ class RetentionMixin(StoreBase):
         """The sessions `sweep_sessions(before)` would delete, and those it would keep because
         a run of theirs is in use (beyond upstream: what a pruning tool shows first). Only a
         forecast: the sweep decides again under its lock."""
+        if self._lacks("sessions"):
+            return [], []
         with self._read() as conn:
             return self._sweep_candidates(conn, before, lock=False)
 
@@ -441,9 +445,12 @@ class RetentionMixin(StoreBase):
         """The store's footprint: bytes in use and free, sessions and runs, and bytes per table
         and index, largest first (SQLite pages through `dbstat`; PostgreSQL relation sizes)."""
         s, r = table("sessions"), table("runs")
+        has_sessions = not self._lacks("sessions")
         with self._read() as conn:
             file_bytes, free_bytes, tables = self._backend.footprint(conn)
-            sessions = int(conn.execute(select(func.count()).select_from(s)).scalar())
+            sessions = 0
+            if has_sessions:
+                sessions = int(conn.execute(select(func.count()).select_from(s)).scalar())
             runs = int(conn.execute(select(func.count()).select_from(r)).scalar())
         tables.sort(key=lambda item: (-item[1], item[0]))
         return StoreSize(file_bytes, free_bytes, sessions, runs, tables)

@@ -15,7 +15,7 @@ from .. import models as m
 from ..errors import HeadConflictError
 from ..formats import i64, opt_text, text
 from ..records import Turn
-from .base import StoreBase
+from .older import OlderStoreMixin
 
 
 def turn_row(*r: Any) -> Turn:
@@ -40,7 +40,7 @@ def opt_i64(value: int | None, name: str) -> int | None:
     return None if value is None else i64(value, name)
 
 
-class SessionsMixin(StoreBase):
+class SessionsMixin(OlderStoreMixin):
     """Upstream's `sessions.rs`, first half: sessions, heads and turns."""
 
     def create_session(self, root: str) -> int:
@@ -52,11 +52,15 @@ class SessionsMixin(StoreBase):
 
     def session_root(self, session_id: int) -> str | None:
         """The directory a session is rooted at, or None for no such session."""
+        if self._lacks("sessions"):
+            return None
         value = self._scalar(select(m.Session.root).where(m.Session.id == session_id))
         return None if value is None else str(value)
 
     def session_head(self, session_id: int) -> int | None:
         """The session's newest turn, or None (no turn yet, or no such session)."""
+        if self._lacks("sessions"):
+            return None
         value = self._scalar(select(m.Session.head_turn_id).where(m.Session.id == session_id))
         return None if value is None else int(value)
 
@@ -120,17 +124,23 @@ class SessionsMixin(StoreBase):
 
     def session_turn(self, turn_id: int) -> Turn | None:
         """One turn by id."""
+        if self._lacks("session_turns"):
+            return None
         found = self._rows(select(*_turn_columns()).where(m.SessionTurn.id == turn_id), turn_row)
         return found[0] if found else None
 
     def turn_for_run(self, run_id: int) -> int | None:
         """The turn a run answered, if it answered one."""
+        if self._lacks("session_turns"):
+            return None
         t = m.SessionTurn
         value = self._scalar(select(t.id).where(t.run_id == run_id).order_by(t.id).limit(1))
         return None if value is None else int(value)
 
     def session_turns(self, session_id: int) -> list[Turn]:
         """Every turn of a session, in the order recorded."""
+        if self._lacks("session_turns"):
+            return []
         t = m.SessionTurn
         return self._rows(
             select(*_turn_columns()).where(t.session_id == session_id).order_by(t.id), turn_row

@@ -19,7 +19,7 @@ from ..formats import i64, u32
 from ..formats import text as check_text
 from ..records import RunEvent
 from .agents import tree_ids
-from .base import StoreBase
+from .older import OlderStoreMixin
 
 HEAD_FIELDS = ("run_id", "step", "depth", "event")
 """The keys of an event's JSON that are not its kind's own fields (`event` is the kind)."""
@@ -77,7 +77,7 @@ def tree_events_query(root: int, cursor: int, limit: int) -> Select[tuple[int, s
     )
 
 
-class StreamMixin(StoreBase):
+class StreamMixin(OlderStoreMixin):
     """`put_event`, `event_cursor`, `events_since`, and `follow`."""
 
     def put_event(self, event: RunEvent) -> int:
@@ -100,11 +100,15 @@ class StreamMixin(StoreBase):
     def event_cursor(self) -> int:
         """The highest cursor the stream has reached, over every run (0 when empty): where a
         reader that wants "from now on" starts."""
+        if self._lacks("run_events"):
+            return 0
         return int(self._scalar(select(func.coalesce(func.max(m.RunEvent.id), 0))))
 
     def events_since(self, run_id: int, cursor: int, limit: int) -> list[tuple[int, RunEvent]]:
         """One run's events after `cursor` (exclusive), oldest first, at most `limit`: one seek
         on the (run_id, id) index."""
+        if self._lacks("run_events"):
+            return []
         e = m.RunEvent
         statement = (
             select(e.id, e.json)
@@ -120,6 +124,8 @@ class StreamMixin(StoreBase):
         (cursors rise across runs); each event's `run_id` and `depth` say whose it is. Walks
         the tree, then seeks each run's events on the (run_id, id) index, so other trees'
         events are never read."""
+        if self._lacks("run_events"):
+            return []
         statement = tree_events_query(i64(root, "root"), i64(cursor, "cursor"), _limit(limit))
         return self._rows(statement, lambda i, raw: (int(i), parse_event(int(i), raw)))
 
@@ -128,6 +134,8 @@ class StreamMixin(StoreBase):
     ) -> list[tuple[int, RunEvent]]:
         """Events after `cursor` of every run (or of `run_id`), oldest first, at most `limit`
         (beyond upstream, whose `events_since` reads one run): one poll of `follow`."""
+        if self._lacks("run_events"):
+            return []
         e = m.RunEvent
         statement = select(e.id, e.json).where(e.id > cursor).order_by(e.id).limit(_limit(limit))
         if run_id is not None:

@@ -18,6 +18,7 @@ from sqlalchemy import (
     exists,
     insert,
     literal,
+    null,
     select,
     update,
 )
@@ -48,7 +49,7 @@ from ..records import (
     Snapshot,
 )
 from .arguments import WrappedU64
-from .base import StoreBase
+from .older import OlderStoreMixin
 
 
 def of_run(run_id: int, *columns: Any) -> Select[Any]:
@@ -58,7 +59,7 @@ def of_run(run_id: int, *columns: Any) -> Select[Any]:
     return select(*columns).where(model.run_id == run_id).order_by(model.id)
 
 
-class TraceMixin(StoreBase):
+class TraceMixin(OlderStoreMixin):
     """Upstream's `trace.rs` half of the Store (steps themselves live in `runs`)."""
 
     def record_sandbox_event(self, e: SandboxEvent) -> None:
@@ -209,8 +210,11 @@ class TraceMixin(StoreBase):
 
     def edits(self, run_id: int) -> list[Edit]:
         """Every file change of a run, in the order made."""
+        if self._lacks("edits"):
+            return []
         e = m.Edit
-        statement = of_run(run_id, e.step, e.tool, e.path, e.lines_added, e.lines_removed, e.hunk)
+        hunk = null() if self._lacks("edits", "hunk") else e.hunk  # hunks are kept from 0.51
+        statement = of_run(run_id, e.step, e.tool, e.path, e.lines_added, e.lines_removed, hunk)
         return self._rows(statement, Edit)
 
     def patch(self, run_id: int) -> str:
@@ -255,6 +259,8 @@ class TraceMixin(StoreBase):
         """The restore point of one path under one run (the earliest row), or None if the run
         never wrote it. A state this release does not know reads as `unkept`, never `absent`
         (which a rewind would turn into deleting the file)."""
+        if self._lacks("snapshots"):
+            return None
         s = m.Snapshot
         statement = (
             select(s.step, s.path, s.before, s.state)
@@ -281,6 +287,8 @@ class TraceMixin(StoreBase):
 
     def snapshot_paths(self, run_id: int) -> list[str]:
         """Every path the run kept a restore point for, in the order it first touched them."""
+        if self._lacks("snapshots"):
+            return []
         s = m.Snapshot
         return self._rows(of_run(run_id, s.path), str)
 
@@ -307,9 +315,12 @@ class TraceMixin(StoreBase):
 
     def rewinds(self, run_id: int) -> list[RewindRecord]:
         """Every rewind of a run, oldest first (an unreadable list reads as empty)."""
+        if self._lacks("rewinds"):
+            return []
         r = m.Rewind
+        undid = null() if self._lacks("rewinds", "undid_step") else r.undid_step  # from 0.51
         statement = of_run(run_id, r.at, r.files, r.memory_restored, r.memory_removed,
-                           r.queue_cleared, r.undid_step)  # fmt: skip
+                           r.queue_cleared, undid)  # fmt: skip
 
         def make(at: str, *rest: Any) -> RewindRecord:
             files, restored, removed, cleared = (_string_list(raw) for raw in rest[:4])
@@ -344,6 +355,8 @@ class TraceMixin(StoreBase):
 
     def citations(self, run_id: int) -> list[Citation]:
         """Every source the run cited, in order (empty for a run that never searched)."""
+        if self._lacks("citations"):
+            return []
         c = m.Citation
         return self._rows(of_run(run_id, c.url, c.title, c.cited_text), Citation)
 
@@ -369,6 +382,8 @@ class TraceMixin(StoreBase):
 
     def server_tool_calls(self, run_id: int) -> list[ServerToolCall]:
         """Every provider-side call of the run, in order."""
+        if self._lacks("server_tool_calls"):
+            return []
         c = m.ServerToolCall
         return self._rows(of_run(run_id, c.provider, c.tool, c.error), ServerToolCall)
 

@@ -31,7 +31,7 @@ def upgrade() -> None:
         sa.Column("run_id", INT, nullable=False),
         sa.Column("step", INT, nullable=False),
         sa.Column("created_at", sa.Text(), nullable=False),
-        sa.UniqueConstraint("workspace", "key"),
+        sa.UniqueConstraint("workspace", "key"),  # type: ignore[arg-type]  # a SchemaItem, as Alembic accepts
         autoincrement=False,
     )
     create_table(

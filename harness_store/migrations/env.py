@@ -14,4 +14,4 @@ from alembic import context
 from harness_store.migrate import configure_logging, run_environment
 
 configure_logging(context.config)
-run_environment(context)
+run_environment(context)  # type: ignore[arg-type]  # the module proxies an EnvironmentContext

@@ -1,0 +1,72 @@
+"""A PostgreSQL URL that cannot be used is said as what it is — the driver not installed, a
+server refusing the connection, a host that does not resolve, a database that does not
+exist — with the URL's password never shown."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from clirun import environ
+from sqlalchemy.engine import make_url
+
+SECRET = "s3cret-pw"
+
+
+def harness_store(*args: str, block: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The command in a child process; `block` names a module made unimportable there."""
+    prelude = "import sys; " + (f"sys.modules[{block!r}] = None; " if block else "")
+    code = prelude + "from harness_store.cli import main; main(sys.argv[1:])"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=environ(),
+        timeout=120,
+        check=False,
+    )
+
+
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def check(done: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert done.returncode == 1, done
+    assert SECRET not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    for word in words:
+        assert word in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("command", ["upgrade", "runs"])
+def test_psycopg_missing_names_the_extra(command: str) -> None:
+    url = f"postgresql+psycopg://u:{SECRET}@127.0.0.1:5432/x"
+    check(harness_store(command, url, block="psycopg"), "pip install 'harness_store[postgresql]'")
+
+
+@pytest.mark.parametrize("command", ["upgrade", "runs", "inspect"])
+def test_a_refused_connection(command: str) -> None:
+    url = f"postgresql+psycopg://u:{SECRET}@127.0.0.1:{unused_port()}/x"
+    check(harness_store(command, url), "refused the connection")
+
+
+@pytest.mark.parametrize("command", ["upgrade", "runs"])
+def test_an_unknown_host(command: str) -> None:
+    url = f"postgresql+psycopg://u:{SECRET}@no-such-host.invalid/x"
+    check(harness_store(command, url), "unknown host 'no-such-host.invalid'")
+
+
+@pytest.mark.parametrize("command", ["upgrade", "runs"])
+def test_a_missing_database(command: str) -> None:
+    server = os.environ.get("HARNESS_STORE_PG_URL")
+    if not server:
+        pytest.skip("needs HARNESS_STORE_PG_URL")
+    url = make_url(server).set(database="hs_test_never_created", password=SECRET)
+    done = harness_store(command, url.render_as_string(hide_password=False))
+    check(done, "the database 'hs_test_never_created' does not exist")

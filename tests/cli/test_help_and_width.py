@@ -1,0 +1,79 @@
+"""What a newcomer reads first: the help (exit codes once, completion on, versions true) and
+tables that fit an 80-column terminal without cutting an id."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from clirun import on_terminal
+
+from harness_store import Store
+from harness_store.cli import app
+from harness_store.records import ProviderCall, StepRecord, Usage
+from harness_store.releases import NEWEST_KNOWN_RELEASE
+
+from .conftest import run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def command_names() -> list[str]:
+    names = [c.name for c in app.registered_commands if c.name]
+    return names + [g.name for g in app.registered_groups if g.name]
+
+
+def test_exit_codes_once_in_the_top_level_help_and_completion_on() -> None:
+    top = run_cli("--help")
+    assert top.out.count("Exit codes") == 1
+    assert "--install-completion" in top.out
+    for name in command_names():
+        sub = run_cli(name, "--help")
+        assert sub.code == 0, (name, sub)
+        assert "Exit codes" not in sub.out, name
+
+
+def test_the_versions_it_names_are_true() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert f"0.1 → {NEWEST_KNOWN_RELEASE}" in project["description"]
+    inspect_help = " ".join(run_cli("inspect", "--help").out.split())
+    assert f"newer than {NEWEST_KNOWN_RELEASE}" in inspect_help
+    assert "newer than 0.13" not in inspect_help
+
+
+@pytest.fixture
+def wide_store(tmp_path: Path) -> Path:
+    """Runs with long goals and outcomes, ids up to five digits, calls with big counts."""
+    path = tmp_path / "runs.sqlite3"
+    with Store.open(path) as store, store.transaction():
+        for n in range(12):
+            run = store.start_run(f"goal {n}: " + "refactor the parser module " * 4, "task.md")
+            store.checkpoint_step(run, StepRecord(1, "d", "r", tokens=123_456_789))
+            usage = Usage(1_234_567, 7_654_321, 8_888_888, 5_555_555)
+            store.record_provider_call(
+                run, ProviderCall(1, 0, "p", "claude-long-model-name", usage)
+            )
+            store.finish_run(run, "success after a very long explanation of what happened")
+    return path
+
+
+@pytest.mark.parametrize(
+    "args", [("runs", "{db}"), ("spend", "{db}"), ("spend", "{db}", "--by", "run"),
+             ("trace", "{db}", "1"), ("memory", "{db}", "/repo"), ("size", "{db}")],
+    ids=" ".join,
+)  # fmt: skip
+def test_tables_fit_80_columns(args: tuple[str, ...], wide_store: Path) -> None:
+    code, out = on_terminal(*(a.format(db=wide_store) for a in args), columns=80)
+    assert code == 0, out
+    lines = ANSI.sub("", out).splitlines()
+    assert max(len(line) for line in lines) <= 80, "\n".join(lines)
+
+
+def test_runs_at_80_columns_keeps_every_id(wide_store: Path) -> None:
+    code, out = on_terminal("runs", wide_store, "--all", columns=80)
+    assert code == 0, out
+    ids = [line.split()[0] for line in ANSI.sub("", out).splitlines()[2:] if line.strip()]
+    assert ids == [str(n) for n in range(12, 0, -1)]

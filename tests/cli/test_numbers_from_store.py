@@ -1,0 +1,85 @@
+"""The numbers `harness-store` prints are the Store's: tokens, steps and spend of every kind
+of run (steps only, a reply turn with provider calls and no steps, calls and steps, a child,
+an empty run), on both backends."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from sqlalchemy import create_engine, text
+
+from harness_store import Store
+from harness_store.records import PriceTable, ProviderCall, StepRecord, Usage
+
+from .conftest import run_cli
+
+
+def call(step: int, tokens: int, model: str = "m1") -> ProviderCall:
+    usage = Usage(prompt_tokens=tokens - 5, completion_tokens=5, total_tokens=tokens)
+    return ProviderCall(step=step, provider="p", model=model, usage=usage, latency_ms=3)
+
+
+def every_kind_of_run(target: str) -> dict[str, int]:
+    """A store holding one run of each kind; their ids by kind."""
+    with Store.open(target) as store:
+        stepped = store.start_run("steps only", "a.md")
+        for n in (1, 2, 3):
+            store.checkpoint_step(stepped, StepRecord(step=n, decision="d", result="r", tokens=7))
+        reply = store.start_run("a reply turn", "b.md")
+        store.record_provider_call(reply, call(0, 15))
+        both = store.start_run("steps and calls", "c.md")
+        store.checkpoint_step(both, StepRecord(step=1, decision="d", result="r", tokens=11))
+        store.record_provider_call(both, call(1, 40, "m2"))
+        child = store.start_child_run("a child", "d.md", both, 1)
+        store.checkpoint_step(child, StepRecord(step=1, decision="d", result="r", tokens=2))
+        empty = store.start_run("nothing yet", "e.md")
+    engine = create_engine(target if "://" in target else f"sqlite:///{target}")
+    with engine.begin() as conn:  # what upstream 0.37+ writes for a session's reply turn
+        conn.execute(text("UPDATE runs SET turn_kind = 'reply' WHERE id = :id"), {"id": reply})
+    engine.dispose()
+    return {"stepped": stepped, "reply": reply, "both": both, "child": child, "empty": empty}
+
+
+def test_runs_tokens_and_steps_are_the_stores(store_target: str) -> None:
+    runs = every_kind_of_run(store_target)
+    ran = run_cli("runs", store_target, "--all", "--json")
+    assert ran.code == 0, ran
+    printed = {row["run_id"]: row for row in json.loads(ran.out)}
+    with Store.open(store_target, read_only=True) as store:
+        for kind, run in runs.items():
+            assert printed[run]["tokens"] == store.spent_tokens(run), kind
+            assert printed[run]["steps"] == store.last_step(run), kind
+        assert printed[runs["reply"]]["tokens"] == 15
+
+
+def test_tree_totals_are_the_stores(store_target: str) -> None:
+    runs = every_kind_of_run(store_target)
+    ran = run_cli("tree", store_target, str(runs["both"]), "--json")
+    assert ran.code == 0, ran
+    with Store.open(store_target, read_only=True) as store:
+        nodes = {n.run_id: n for n in store.tree(runs["both"])}
+        document = json.loads(ran.out)
+    shown = {n["run_id"]: n for n in document["nodes"]}
+    assert set(shown) == set(nodes)
+    for run_id, node in nodes.items():
+        assert shown[run_id]["tokens"] == node.tokens
+        assert shown[run_id]["steps"] == node.steps
+
+
+def test_spend_is_the_stores(store_target: str) -> None:
+    every_kind_of_run(store_target)
+    prices = PriceTable.new("none")
+    with Store.open(store_target, read_only=True) as store:
+        expected = {
+            by: [asdict(s) for s in getattr(store, f"spend_by_{by}")(prices)]
+            for by in ("model", "day", "run")
+        }
+    for by, rows in expected.items():
+        ran = run_cli("spend", store_target, "--by", by, "--json")
+        assert ran.code == 0, ran
+        shown = json.loads(ran.out)
+        flat = [{"key": r["key"], "calls": r["calls"], **r["usage"],
+                 "cost_micros": r["cost_micros"], "unpriced_calls": r["unpriced_calls"]}
+                for r in rows]  # fmt: skip
+        assert shown["groups"] == flat
