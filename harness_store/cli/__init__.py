@@ -1,7 +1,8 @@
-"""`harness-store`: look into, upgrade and copy io-harness run stores from a shell.
+"""`harness-store`: look into, upgrade, check, export and copy io-harness run stores.
 
     harness-store inspect DB            what the file is: release, revision, format, size, rows
     harness-store upgrade DB [--to REV] [--no-backup]
+    harness-store downgrade DB --to REV [--no-backup]
     harness-store runs DB [--status S]  one line a run, newest first
     harness-store trace DB RUN          steps, policy events, approvals, checkpoints in order
     harness-store tree DB RUN           the agent tree under a run, with totals
@@ -14,9 +15,13 @@
     harness-store answer DB RUN ANSWER  answer a paused run's open question
     harness-store size DB               bytes in use and free, sessions, runs, largest tables
     harness-store prune DB --before DATE [--dry-run] [--archive] [--yes]
+    harness-store prune DB --runs --older-than 30d [--status S] [--keep-last N] [--archive-to F]
+    harness-store check DB [--json] [--repair]   integrity, schema, resumable runs, orphans, spend
     harness-store compact DB [--yes]    give the space deletions freed back (VACUUM)
     harness-store sync SRC... DST       many stores into one, incrementally [--mark] [--dry-run]
     harness-store origins DB            the stores synced into a store
+    harness-store export otlp DB --endpoint URL   runs as OpenTelemetry traces (Phoenix, Jaeger)
+    harness-store export parquet DB DIR           a Parquet dataset, one directory a table
 
 DB is a file path or a SQLAlchemy URL; a password in a URL is never printed. The read commands
 (inspect, runs, trace, tree, memory) open the store read-only — SQLite through a `mode=ro` URI,
@@ -36,6 +41,7 @@ Errors are one line on stderr and an exit code:
        the read commands, a store older than 0.13 or torn, which needs `harness-store upgrade`
     4  locked: another process held the store past the busy timeout (5 s)
     5  not in the store: no run with that id (or nothing open to approve or answer)
+    6  check: the store has problems (after --repair: problems are left)
 
 Set HARNESS_STORE_DEBUG=1 to see the traceback of an unexpected error.
 """
