@@ -14,9 +14,10 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from ..transfer import CopyReport
+from ..engine import sqlite_path
 from .app import EPILOG, EXIT_OTHER, CliError, JsonOpt, app
 from .output import emit_json, progress_bars, stderr_console, stdout_console
-from .reader import parse_target
+from .reader import check_file, parse_target
 
 # --- copy --------------------------------------------------------------------------------
 
@@ -118,6 +119,9 @@ def copy_command(
     killed outright leaves it marked, for --replace."""
     copy_store = load_copy_store()
     source_url, target_url = parse_target(source), parse_target(target)
+    source_path = sqlite_path(source_url)
+    if source_path is not None:
+        check_file(source_path)  # a FIFO, socket, device or directory: refused before reading
     console = stderr_console()
     with progress_bars(console, quiet=as_json) as bars, stopped_by_signals():
         report = copy_store(

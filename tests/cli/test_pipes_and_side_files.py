@@ -58,6 +58,7 @@ READ_COMMANDS = (
     ("events", "{db}"),
     ("patch", "{db}", "1"),
     ("size", "{db}"),
+    ("origins", "{db}"),
 )
 
 

@@ -32,8 +32,9 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("compact", "{db}", "--yes"),
     ("copy", "{db}", "{other}"),
     ("sync", "{db}", "{other}"),
+    ("origins", "{db}"),
 )
-"""Every command but `origins`, which reads the path through the sync layer's own open."""
+"""Every command that takes a store path."""
 
 ALARM = 20
 """Seconds a command may run before the test calls it blocked (it takes well under one)."""
