@@ -124,16 +124,17 @@ def test_backup_has_the_stores_mode(tmp_path: Path, mode: int) -> None:
 
 
 def test_backup_name_is_the_documented_one(tmp_path: Path) -> None:
-    """The README's restore example names a backup `<store>.<revision>-<UTC time>.bak`."""
+    """The migrations guide's restore example names a backup `<store>.<revision>-<UTC time>.bak`."""
     path = grown_0_11(tmp_path / "runs.sqlite3", 10)
     report = migrate.upgrade(path)
     assert report.backup is not None
     name = report.backup.name
     assert name.startswith("runs.sqlite3.0.11-") and name.endswith("Z.bak")
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    guide = Path(__file__).resolve().parents[1] / "docs" / "guides" / "migrations.md"
+    readme = guide.read_text()
     stamp = name.removeprefix("runs.sqlite3.0.11-").removesuffix(".bak")
     example = [w for w in readme.split() if w.startswith("runs.sqlite3.0.") and ".bak" in w]
-    assert example, "the README shows a backup name"
+    assert example, "the migrations guide shows a backup name"
     for shown in example:
         shown_stamp = shown.split("-", 1)[1].removesuffix(".bak").rstrip("`")
         assert len(shown_stamp) == len(stamp), (shown, name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -36,7 +37,7 @@ def money(micros: int) -> str:
 
 
 def document(s: Spend) -> dict[str, object]:
-    return {"key": s.key, "calls": s.calls, **vars(s.usage), "cost_micros": s.cost_micros,
+    return {"key": s.key, "calls": s.calls, **asdict(s.usage), "cost_micros": s.cost_micros,
             "unpriced_calls": s.unpriced_calls}  # fmt: skip
 
 

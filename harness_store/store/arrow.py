@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidValueError
-from .base import StoreBase
+from .older import OlderStoreMixin
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -20,7 +20,7 @@ BATCH_ROWS = 32_768
 """Rows in one record batch of `iter_arrow` (and of a Parquet export's row groups)."""
 
 
-class ArrowMixin(StoreBase):
+class ArrowMixin(OlderStoreMixin):
     """`arrow`, `iter_arrow` and `frame`: the store's tables with upstream's types restored."""
 
     _origins_seen = False
@@ -78,6 +78,7 @@ class ArrowMixin(StoreBase):
         stored = shape.stored_columns(columns)
         names = [*stored, ORIGIN] if origin else stored
         statement = read_statement(shape, stored, filters, origin=origin)
+        self._refuse_missing(statement)  # a store of an older release: say to upgrade it
         statement = statement.execution_options(yield_per=batch_rows)
         with self._read() as conn:
             result = conn.execute(statement)

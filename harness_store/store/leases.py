@@ -158,8 +158,10 @@ class LeasesMixin(OlderStoreMixin):
         held by a process that is gone (both take-overs: generation + 1). Refused with
         `LeaseConflictError` while another live owner's lease is unlapsed. Decision and write
         are one transaction, the write a compare-and-swap on the row decided on, and
-        concurrent acquires of one run take turns on the run's row: exactly one wins. A run
-        that does not exist (or was pruned) is `RunNotFoundError`, and no lease is written."""
+        concurrent acquires of one run take turns on the run's row: exactly one wins. As
+        upstream, a run id not (or not yet) in the store can be leased: a harness may hold a
+        run before it writes it. (Retention deletes a run and its lease under one lock, so it
+        never deletes a leased run; a lease left on a run that is gone is named by `check`.)"""
         run_id = i64(run_id, "run_id")
         ttl = i64(ttl_secs, "ttl_secs")
         r = m.RunLease
@@ -168,11 +170,7 @@ class LeasesMixin(OlderStoreMixin):
             # Acquires of one run take turns on the run's row. `FOR NO KEY UPDATE` on
             # PostgreSQL: a checkpoint holding the lease row takes `KEY SHARE` on the run (its
             # step's foreign key), which a plain `FOR UPDATE` here would deadlock against.
-            found = conn.execute(
-                select(m.Run.id).where(m.Run.id == run_id).with_for_update(key_share=True)
-            ).first()
-            if found is None:
-                raise RunNotFoundError(f"no run with id {run_id} in the store; no lease taken")
+            conn.execute(select(m.Run.id).where(m.Run.id == run_id).with_for_update(key_share=True))
             held = self._read_lease(conn, run_id, lock=True)
             if held is not None:
                 mine = held.owner == self._owner

@@ -9,8 +9,11 @@ the store does hold, the read raises `UpgradeRequiredError` naming the command t
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
-from sqlalchemy import inspect
+from sqlalchemy import Select, inspect
+from sqlalchemy.sql import visitors
+from sqlalchemy.sql.expression import ColumnClause, TableClause
 
 from ..engine import where
 from ..errors import UpgradeRequiredError
@@ -39,3 +42,16 @@ class OlderStoreMixin(StoreBase):
             f"{shown} is of an io-harness release without {what}; run "
             f"`harness-store upgrade {shown}` to read it (nothing was changed)"
         )
+
+    def _refuse_missing(self, statement: Select[Any]) -> None:
+        """`UpgradeRequiredError` when the store lacks a table or column `statement` reads
+        (its select list, joins and conditions): for reads that need the newest shape whole
+        (the exporters'), checked before anything is read."""
+        read: dict[str, set[str]] = {}
+        for element in visitors.iterate(statement):
+            table = getattr(element, "table", None)
+            if isinstance(element, ColumnClause) and isinstance(table, TableClause):
+                read.setdefault(table.name, set()).add(element.name)
+        for name, columns in sorted(read.items()):
+            if self._lacks(name, *columns):
+                raise self._refuse_older(f"{name} ({', '.join(sorted(columns))})")

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, TypeVar
 from sqlalchemy import Select, func, or_, select
 
 from .. import models as m
-from .base import StoreBase
+from .older import OlderStoreMixin
 
 T = TypeVar("T")
 
@@ -182,11 +182,14 @@ def _event_maker(table: str, names: tuple[str, ...]) -> Callable[..., SpanEventR
     return make
 
 
-class SpansMixin(StoreBase):
+class SpansMixin(OlderStoreMixin):
     """`span_runs`, `span_run`, and each run's rows with ids and stamps, for trace exporters."""
 
     def _select(self, statement: Select[Any], make: Callable[..., T]) -> list[T]:
-        """The statement's rows, each made into a record, in one read."""
+        """The statement's rows, each made into a record, in one read. On a store of an older
+        release that lacks a table or column the statement reads, `UpgradeRequiredError`
+        (an export needs the whole newest shape; nothing is read)."""
+        self._refuse_missing(statement)
         with self._read() as conn:
             return [make(*row) for row in conn.execute(statement)]
 

@@ -4,6 +4,7 @@ as partitions on a synced store — on both backends."""
 
 from __future__ import annotations
 
+from dataclasses import astuple
 from pathlib import Path
 
 import duckdb
@@ -104,7 +105,7 @@ def test_duckdb_reads_the_dataset_and_its_aggregates_equal_the_stores(
     for key, spend in (("model", written.spend_by_model(prices)),
                        ("day", written.spend_by_day(prices))):  # fmt: skip
         expected = [
-            (s.key, s.calls, *(int(v) for v in vars(s.usage).values()), s.cost_micros,
+            (s.key, s.calls, *(int(v) for v in astuple(s.usage)), s.cost_micros,
              s.unpriced_calls) for s in spend
         ]  # fmt: skip
         got = [tuple(int(v) if not isinstance(v, str) else v for v in row)

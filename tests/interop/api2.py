@@ -46,8 +46,12 @@ def py(value: Any) -> Any:
         out["kind"] = value.kind.capitalize()
         return out
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # Fields left out of a record's equality are harness_store's additions beside
+        # upstream's struct (`Pruned.tables`, `Pruned.run_ids`): not in upstream's debug form.
         out = {"_type": type(value).__name__}
-        out.update({f.name: py(getattr(value, f.name)) for f in dataclasses.fields(value)})
+        out.update(
+            {f.name: py(getattr(value, f.name)) for f in dataclasses.fields(value) if f.compare}
+        )
         return out
     if isinstance(value, list):
         return [py(v) for v in value]
