@@ -23,6 +23,22 @@ from .reader import hot_journal, look, parse_target, suggest
 # --- upgrade -----------------------------------------------------------------------------
 
 
+def chain_revision(to: str, *, head: bool) -> str:
+    """The chain revision `--to` names (an io-harness release or a revision; `head` too when
+    `head` is allowed); anything else is a usage error."""
+    try:
+        destination = HEAD if head and to in ("head", "heads") else revision_for(to)
+    except KeyError as exc:
+        raise CliError(EXIT_USAGE, str(exc.args[0])) from None
+    if destination not in REVISIONS:
+        raise CliError(
+            EXIT_USAGE,
+            f"unknown revision {to!r}; choose an io-harness release name (0.1 … "
+            f"{NEWEST_KNOWN_RELEASE}) or one of {', '.join(REVISIONS)}",
+        )
+    return destination
+
+
 @app.command("upgrade")
 def upgrade_command(
     db: DbArg,
@@ -45,16 +61,7 @@ def upgrade_command(
     store exists gets a new one."""
     from ..migrate import upgrade
 
-    try:
-        destination = HEAD if to in ("head", "heads") else revision_for(to)
-    except KeyError as exc:
-        raise CliError(EXIT_USAGE, str(exc.args[0])) from None
-    if destination not in REVISIONS:
-        raise CliError(
-            EXIT_USAGE,
-            f"unknown revision {to!r}; choose an io-harness release name (0.1 … "
-            f"{NEWEST_KNOWN_RELEASE}) or one of {', '.join(REVISIONS)}",
-        )
+    destination = chain_revision(to, head=True)
     url = parse_target(db)
     path = sqlite_path(url)
     say = (lambda line: None) if as_json else stdout_line
@@ -151,16 +158,7 @@ def downgrade_command(
     dropped (the backup keeps it)."""
     from ..migrate import downgrade
 
-    try:
-        destination = revision_for(to)
-    except KeyError as exc:
-        raise CliError(EXIT_USAGE, str(exc.args[0])) from None
-    if destination not in REVISIONS:
-        raise CliError(
-            EXIT_USAGE,
-            f"unknown revision {to!r}; choose an io-harness release name (0.1 … "
-            f"{NEWEST_KNOWN_RELEASE}) or one of {', '.join(REVISIONS)}",
-        )
+    destination = chain_revision(to, head=False)
     url = parse_target(db)
     path = sqlite_path(url)
     if path is not None and not path.exists():
