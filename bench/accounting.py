@@ -25,20 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .common import (
-    Config,
-    Table,
-    alternating,
-    copy_store,
-    empty_head,
-    fmt_ratio,
-    fmt_time,
-    median,
-    pg_conninfo,
-    pg_database,
-    remove_store,
-    say,
-)
+from .common import Config, Table, alternating, fmt_ratio, fmt_time, median, say
+from .stores import copy_store, empty_head, pg_conninfo, pg_database, remove_store
 
 FORMAT = 2
 CALLS_PER_RUN = 10

@@ -22,21 +22,9 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
-from .common import (
-    Config,
-    Table,
-    checkpoint_ops,
-    copy_store,
-    fmt_rate,
-    fmt_ratio,
-    fmt_time,
-    head_template,
-    pg_conninfo,
-    pg_database,
-    say,
-    step_record,
-)
+from .common import Config, Table, checkpoint_ops, fmt_rate, fmt_ratio, fmt_time, say, step_record
 from .group import drive
+from .stores import copy_store, head_template, pg_conninfo, pg_database
 
 TASKS = 8
 SINGLE_TARGET = 0.9

@@ -11,22 +11,24 @@ import time
 from typing import Any
 
 from .common import (
-    INSERT_CHECKPOINT,
-    INSERT_STEP,
     Config,
     Table,
-    copy_store,
     fmt_rate,
     fmt_ratio,
     fmt_time,
-    head_template,
     interleaved,
     median,
-    raw_connect,
     say,
     speedup,
     spread,
     step_records,
+)
+from .stores import (
+    INSERT_CHECKPOINT,
+    INSERT_STEP,
+    copy_store,
+    head_template,
+    raw_connect,
     store_pragmas,
 )
 
@@ -159,7 +161,7 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
     from harness_store.store.runs import BULK_CHUNK
 
     from .checkpoint import PG_INSERT_CHECKPOINT, PG_INSERT_STEP
-    from .common import pg_conninfo
+    from .stores import pg_conninfo
 
     table = Table(
         "6.2 checkpoint_steps on PostgreSQL — one transaction per batch",

@@ -16,22 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .common import (
-    INSERT_CHECKPOINT,
-    INSERT_STEP,
-    Config,
-    Table,
-    copy_store,
-    empty_head,
-    fmt_time,
-    interleaved,
-    median,
-    pg_database,
-    prompt,
-    say,
-    spread,
-    tool_call,
-)
+from .common import Config, Table, fmt_time, interleaved, median, prompt, say, spread, tool_call
+from .stores import INSERT_CHECKPOINT, INSERT_STEP, copy_store, empty_head, pg_database
 
 FORMAT = 1
 """Bump when the generated store changes, so a stale cache is rebuilt."""

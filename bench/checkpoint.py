@@ -17,22 +17,24 @@ from collections.abc import Callable
 from typing import Any
 
 from .common import (
-    INSERT_CHECKPOINT,
-    INSERT_STEP,
     Config,
     Table,
     alternating,
-    copy_store,
     fmt_rate,
     fmt_ratio,
     fmt_time,
-    head_template,
     median,
-    raw_connect,
     say,
     speedup,
     spread,
     step_record,
+)
+from .stores import (
+    INSERT_CHECKPOINT,
+    INSERT_STEP,
+    copy_store,
+    head_template,
+    raw_connect,
     store_pragmas,
 )
 
@@ -280,7 +282,7 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
 
     from harness_store import Store
 
-    from .common import pg_conninfo
+    from .stores import pg_conninfo
 
     table = Table(
         "6.1 checkpoint_step on PostgreSQL, per call",

@@ -23,19 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import (
-    INSERT_STEP,
-    Config,
-    Table,
-    copy_store,
-    empty_head,
-    fmt_bytes,
-    fmt_time,
-    median,
-    prompt,
-    say,
-    tool_call,
-)
+from .common import Config, Table, fmt_bytes, fmt_time, median, prompt, say, tool_call
+from .stores import INSERT_STEP, copy_store, empty_head
 
 FORMAT = 3
 COMMAND = [sys.executable, "-m", "harness_store.cli"]

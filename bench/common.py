@@ -1,4 +1,6 @@
-"""What every benchmark shares: configuration, interleaved timing, tables, payloads, stores.
+"""What every benchmark shares: configuration, interleaved timing, tables, payloads.
+
+The stores and the baselines they are measured against are in `bench.stores`.
 
 Timing discipline (the machine is small and noisy): a benchmark is a set of *variants* — the
 candidate and its baseline(s) — each a function that runs one block of work and returns seconds
@@ -13,13 +15,11 @@ from __future__ import annotations
 import gc
 import os
 import platform
-import shutil
 import sqlite3
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,91 +236,7 @@ def step_records(first: int, count: int) -> list[Any]:
     return [step_record(n) for n in range(first, first + count)]
 
 
-# --- stores ------------------------------------------------------------------------------
-
-INSERT_STEP = (
-    "INSERT INTO steps (run_id, step, decision, result, prompt, tool_call, tokens) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-INSERT_CHECKPOINT = (
-    "INSERT INTO checkpoint_events (run_id, step, kind, detail) VALUES (?, ?, 'checkpoint', NULL)"
-)
-"""Upstream 0.13's two checkpoint statements (the same as the Store's compiled ones)."""
-
-
-def empty_head(cfg: Config) -> Path:
-    """An empty store built by the Alembic chain (0.1 → … → 0.13 → hs1), closed."""
-    path = cfg.work / "head-empty.sqlite3"
-    if not path.exists():
-        from harness_store import Store
-
-        Store.open(path, backup=False).close()
-    return path
-
-
-def head_template(cfg: Config) -> Path:
-    """A store built by the Alembic chain with one run (id 1) to checkpoint into."""
-    path = cfg.work / "head-template.sqlite3"
-    if not path.exists():
-        from harness_store import Store
-
-        with Store.open(copy_store(empty_head(cfg), path), backup=False) as store:
-            store.start_run("benchmark run", "src/parser.rs")
-    return path
-
-
-def copy_store(source: Path, destination: Path) -> Path:
-    """Copy a closed SQLite store (its WAL was checkpointed and removed at close)."""
-    for suffix in ("", "-wal", "-shm"):
-        target = Path(str(destination) + suffix)
-        if target.exists():
-            target.unlink()
-    if Path(str(source) + "-wal").exists():
-        raise RuntimeError(f"{source} has a -wal file: close every connection first")
-    shutil.copyfile(source, destination)
-    settle(destination)
-    return destination
-
-
-def settle(path: Path) -> None:
-    """Flush a freshly written file to disk, as a store that has sat on disk is. Without it
-    the first fsync a benchmark times (a WAL switch, a commit) also writes out the whole copy,
-    a cost proportional to the file that no real store pays."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def remove_store(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
-
-
-def raw_connect(path: Path, synchronous: str, like: Any = None) -> sqlite3.Connection:
-    """A plain `sqlite3` connection set up as the Store sets up its own: no implicit
-    transactions, 5 s busy timeout, the given `synchronous` — and, given a Store as `like`,
-    that Store's WAL auto-checkpoint interval (whatever the package sets, the baseline gets)."""
-    conn = sqlite3.connect(path, isolation_level=None, timeout=5.0, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout = 5000")
-    conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-    if like is not None:
-        with like.engine.connect() as store_conn:
-            frames = int(store_conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one())
-        conn.execute(f"PRAGMA wal_autocheckpoint = {frames}")
-    return conn
-
-
-SYNC_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
-
-
-def store_pragmas(store: Any) -> tuple[str, str]:
-    """(synchronous, journal_mode) as a Store's own connections have them."""
-    with store.engine.connect() as conn:
-        sync = int(conn.exec_driver_sql("PRAGMA synchronous").scalar_one())
-        mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one())
-    return f"{sync} ({SYNC_NAMES.get(sync, '?')})", mode
+# --- the run's environment ----------------------------------------------------------
 
 
 def environment(cfg: Config) -> list[str]:
@@ -328,6 +244,8 @@ def environment(cfg: Config) -> list[str]:
     import sqlalchemy
 
     from harness_store import Store
+
+    from .stores import copy_store, head_template, remove_store, store_pragmas
 
     probe = copy_store(head_template(cfg), cfg.work / "probe.sqlite3")
     with Store.open(probe) as store:
@@ -371,34 +289,17 @@ def environment(cfg: Config) -> list[str]:
     ]
 
 
-# --- PostgreSQL --------------------------------------------------------------------------
+_MOVED_TO_STORES = frozenset(
+    {"INSERT_STEP", "INSERT_CHECKPOINT", "copy_store", "empty_head", "head_template",
+     "remove_store", "raw_connect", "store_pragmas", "pg_conninfo", "pg_database"}
+)  # fmt: skip
 
 
-def pg_conninfo(url: Any) -> str:
-    """A libpq URI for psycopg from a SQLAlchemy URL (or URL string)."""
-    from sqlalchemy.engine import make_url
+def __getattr__(name: str) -> Any:
+    """The store builders moved to `bench.stores`; a module that still imports them from
+    here gets them from there."""
+    if name in _MOVED_TO_STORES:
+        from . import stores
 
-    u = make_url(url) if isinstance(url, str) else url
-    return u.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-@contextmanager
-def pg_database(server: str, name: str, template: str | None = None) -> Iterator[Any]:
-    """A scratch database on the server at `server`, dropped afterwards; yields its URL."""
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    from harness_store.engine import to_url
-
-    base = to_url(server)
-    admin = psycopg.connect(pg_conninfo(base), autocommit=True)
-    try:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        extra = f' TEMPLATE "{template}"' if template else ""
-        admin.execute(f'CREATE DATABASE "{name}"{extra}')
-        try:
-            yield make_url(base).set(database=name)
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        admin.close()
+        return getattr(stores, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

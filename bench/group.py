@@ -18,21 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .common import (
-    INSERT_CHECKPOINT,
-    INSERT_STEP,
-    Config,
-    Table,
-    checkpoint_ops,
-    copy_store,
-    fmt_rate,
-    fmt_ratio,
-    fmt_time,
-    head_template,
-    raw_connect,
-    say,
-    step_record,
-)
+from .common import Config, Table, checkpoint_ops, fmt_rate, fmt_ratio, fmt_time, say, step_record
+from .stores import INSERT_CHECKPOINT, INSERT_STEP, copy_store, head_template, raw_connect
 
 THREADS = (1, 2, 4, 8, 16)
 ROUNDS = 4
@@ -217,7 +204,7 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
     from harness_store.store.connector.group import Call, GroupCommit
 
     from .checkpoint import PG_ONE_STATEMENT
-    from .common import pg_conninfo
+    from .stores import pg_conninfo
 
     seconds = cfg.pick(3.0, 1.0)
     table = Table(

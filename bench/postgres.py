@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-from .common import Config, Table, pg_database
+from .common import Config, Table
+from .stores import pg_database
 
 
 def run(cfg: Config) -> list[Table]:

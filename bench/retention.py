@@ -14,7 +14,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .common import Config, Table, fmt_time, median, pg_database, remove_store, say
+from .common import Config, Table, fmt_time, median, say
+from .stores import pg_database, remove_store
 
 SESSIONS = 10
 UPSTREAM_ONE = {10: "1.140 ms", 100: "1.564 ms", 1000: "5.832 ms"}

@@ -19,11 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from .common import (
-    INSERT_STEP,
     Config,
     Table,
-    copy_store,
-    empty_head,
     fmt_bytes,
     fmt_rate,
     fmt_ratio,
@@ -31,12 +28,12 @@ from .common import (
     interleaved,
     median,
     prompt,
-    remove_store,
     say,
     speedup,
     spread,
     tool_call,
 )
+from .stores import INSERT_STEP, copy_store, empty_head, remove_store
 
 FORMAT = 1
 PEAK_TARGET = 1.5

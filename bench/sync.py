@@ -21,20 +21,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from .common import (
-    Config,
-    Table,
-    copy_store,
-    fmt_rate,
-    fmt_ratio,
-    fmt_time,
-    median,
-    pg_conninfo,
-    pg_database,
-    say,
-    spread,
-    step_records,
-)
+from .common import Config, Table, fmt_rate, fmt_ratio, fmt_time, median, say, spread, step_records
+from .stores import copy_store, pg_conninfo, pg_database
 
 RUNS_PER_STORE = 10
 

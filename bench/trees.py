@@ -1,16 +1,18 @@
-"""Benchmark 3: tree aggregates on a large store (full: 200,000 runs, 2,000,000 steps).
+"""Benchmark 3: tree aggregates on a large store (full: 200,000 runs, 2,000,000 steps), on
+SQLite (`trees`) and on PostgreSQL (6.3, part of `pg`): one body, run per backend.
 
 The store: 20,000 agent trees of 10 runs each (a random recursive tree per root, depth ≤ 4),
 10 steps per run. Trees run concurrently, as they do in a real store: runs are created in
 groups of 50 trees whose run ids interleave, and the steps of a group's runs interleave too,
-so a tree's rows are scattered over the file. Built with raw `sqlite3` `executemany` in one
-transaction into a store made by the chain, then cached (with its index-less twin).
+so a tree's rows are scattered over the file. On SQLite built with raw `sqlite3` `executemany`
+in one transaction into a store made by the chain, then cached (with its index-less twin); on
+PostgreSQL the same rows loaded by COPY into a scratch database, and its twin cloned from it.
 
 Candidate: `Store.spent_tokens_tree` / `agent_count_tree` / `tree_run_ids` / `tree` on the store.
-Baseline: upstream 0.13's SQL for tree_run_ids / spent_tokens_tree / agent_count_tree (raw
-sqlite3) on a copy of the store with the hs_ indexes dropped — upstream's shape; for `tree`
-(no upstream method) the Store's own query on that copy. For reference, also upstream's SQL
-run raw on the indexed store (what the indexes alone buy, without the Store's Python layer).
+Baseline: upstream 0.13's SQL for tree_run_ids / spent_tokens_tree / agent_count_tree (the raw
+driver) on the twin, with the hs_ indexes dropped — upstream's shape; for `tree` (no upstream
+method) the Store's own query on the twin. For reference, also upstream's SQL run raw on the
+indexed store (what the indexes alone buy, without the Store's Python layer).
 """
 
 from __future__ import annotations
@@ -20,21 +22,24 @@ import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .common import (
-    Config,
-    Table,
+from .common import Config, Table, fmt_ratio, fmt_time, median, prompt, say, tool_call
+from .stores import (
+    INSERT_STEP,
+    POSTGRESQL,
+    SQLITE,
+    STEP_COLUMNS,
+    Backend,
     copy_store,
     empty_head,
-    fmt_ratio,
-    fmt_time,
-    median,
-    prompt,
+    pg_conninfo,
+    pg_copy,
+    pg_database,
     remove_store,
-    say,
-    tool_call,
 )
 
 FORMAT = 1
@@ -146,19 +151,32 @@ def generate(
     return runs, steps, roots
 
 
-RUN_INSERT = (
-    "INSERT INTO runs (id, goal, file, outcome, provider, parent_run_id, depth, status, "
-    "started_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-STEP_INSERT = (
-    "INSERT INTO steps (run_id, step, decision, result, prompt, tool_call, tokens) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
+RUN_COLUMNS = "runs (id, goal, file, outcome, provider, parent_run_id, depth, status, started_at)"
+RUN_INSERT = f"INSERT INTO {RUN_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
-def build(cfg: Config, trees: int) -> tuple[Path, Path, dict[str, Any]]:
-    """The cached store and its index-less twin (built when absent or stale), and their facts."""
+@dataclass
+class Forest:
+    """The generated trees loaded into one backend: the store and its index-less twin."""
+
+    indexed: Any
+    """The store as the chain builds it (a path or a URL)."""
+    twin: Any
+    """The same rows with the hs_ indexes dropped: upstream's shape."""
+    runs: int
+    steps: int
+    roots: list[int]
+    """The roots queried: five spread over the store."""
+    notes: list[str]
+    """How the store was built, for the table."""
+
+
+def sample_roots(roots: list[int]) -> list[int]:
+    return [roots[int(i * (len(roots) - 1) / 4)] for i in range(5)]
+
+
+def sqlite_forest(cfg: Config, trees: int) -> Forest:
+    """The cached store and its index-less twin (built when absent or stale)."""
     stem = f"trees-{trees}x{PER_TREE}x{STEPS_PER_RUN}-v{FORMAT}"
     indexed = cfg.cache / f"{stem}.sqlite3"
     upstream = cfg.cache / f"{stem}-upstream.sqlite3"
@@ -166,8 +184,27 @@ def build(cfg: Config, trees: int) -> tuple[Path, Path, dict[str, Any]]:
     if meta_path.exists() and indexed.exists() and upstream.exists():
         meta = json.loads(meta_path.read_text())
         say(f"trees: reusing {indexed.name} ({meta['runs']:,} runs, {meta['steps']:,} steps)")
-        return indexed, upstream, meta
-    meta_path.unlink(missing_ok=True)
+    else:
+        meta = build_sqlite(cfg, trees, stem, indexed, upstream)
+        meta_path.write_text(json.dumps(meta, indent=1))
+    return Forest(
+        indexed,
+        upstream,
+        meta["runs"],
+        meta["steps"],
+        meta["sample_roots"],
+        [
+            f"{meta['roots']:,} trees of {PER_TREE} runs (random shape, depth ≤ {MAX_DEPTH}), "
+            f"{STEPS_PER_RUN} steps per run, {CONCURRENT} trees interleaved at a time; file "
+            f"{meta['file_bytes'] / 2**30:.2f} GiB, built in {meta['build_seconds']} s (cached)",
+            f"upstream copy: indexes dropped: {', '.join(meta['dropped_in_upstream_copy'])}",
+        ],
+    )
+
+
+def build_sqlite(cfg: Config, trees: int, stem: str, indexed: Path, upstream: Path) -> Any:
+    """Fill a chain-built store by `executemany` in one transaction, copy it without the hs_
+    indexes; return the facts kept beside them."""
     building = cfg.cache / f"{stem}.building.sqlite3"
     remove_store(building)
     copy_store(empty_head(cfg), building)
@@ -187,7 +224,7 @@ def build(cfg: Config, trees: int) -> tuple[Path, Path, dict[str, Any]]:
     for name, _ in indexes:  # built after the rows: one sort instead of 2M random inserts
         conn.execute(f'DROP INDEX "{name}"')
     conn.executemany(RUN_INSERT, runs)
-    conn.executemany(STEP_INSERT, steps())
+    conn.executemany(INSERT_STEP, steps())
     for _, sql in indexes:
         conn.execute(sql)
     conn.execute("COMMIT")
@@ -211,18 +248,78 @@ def build(cfg: Config, trees: int) -> tuple[Path, Path, dict[str, Any]]:
     for name in dropped:
         conn.execute(f'DROP INDEX "{name}"')
     conn.close()
-    meta = {
+    return {
         "format": FORMAT,
         "runs": n_runs,
         "steps": n_steps,
         "roots": len(roots),
-        "sample_roots": [roots[int(i * (len(roots) - 1) / 4)] for i in range(5)],
+        "sample_roots": sample_roots(roots),
         "build_seconds": round(built, 1),
         "file_bytes": indexed.stat().st_size,
         "dropped_in_upstream_copy": dropped,
     }
-    meta_path.write_text(json.dumps(meta, indent=1))
-    return indexed, upstream, meta
+
+
+@contextmanager
+def postgresql_forest(cfg: Config, server: str, name: str, trees: int) -> Iterator[Forest]:
+    """The same trees in a scratch database filled by COPY, and its index-less twin cloned
+    from it; both dropped afterwards."""
+    import psycopg
+
+    from harness_store import Store
+
+    runs, steps, roots = generate(trees)
+    with pg_database(server, name) as url:
+        Store.open(url).close()  # the chain builds the schema
+        say(
+            f"PostgreSQL trees: loading {len(runs):,} runs / "
+            f"{len(runs) * STEPS_PER_RUN:,} steps by COPY"
+        )
+        start = time.perf_counter()
+        with psycopg.connect(pg_conninfo(url)) as conn:
+            indexes = conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('runs', 'steps') "
+                "AND indexname LIKE 'hs\\_%'"
+            ).fetchall()
+            for index, _ in indexes:
+                conn.execute(f'DROP INDEX "{index}"')
+            with conn.cursor() as cursor:
+                pg_copy(cursor, RUN_COLUMNS, runs)
+                pg_copy(cursor, STEP_COLUMNS, steps())
+            for _, sql in indexes:
+                conn.execute(sql)
+            conn.execute(
+                "SELECT setval(pg_get_serial_sequence('runs', 'id'), (SELECT MAX(id) FROM runs))"
+            )
+            conn.commit()
+            conn.autocommit = True
+            conn.execute("VACUUM ANALYZE runs")
+            conn.execute("VACUUM ANALYZE steps")
+        built = time.perf_counter() - start
+        say(f"PostgreSQL trees: loaded in {built:.1f} s; cloning the index-less twin")
+        with pg_database(server, name + "_up", template=name) as up_url:
+            with psycopg.connect(pg_conninfo(up_url), autocommit=True) as conn:
+                dropped = [
+                    n
+                    for (n,) in conn.execute(
+                        "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'hs\\_%'"
+                    ).fetchall()
+                ]
+                for index in dropped:
+                    conn.execute(f'DROP INDEX "{index}"')
+                conn.execute("ANALYZE")
+            yield Forest(
+                url,
+                up_url,
+                len(runs),
+                len(runs) * STEPS_PER_RUN,
+                sample_roots(roots),
+                [
+                    f"same generated trees as the SQLite store; loaded by COPY in {built:.1f} s, "
+                    "VACUUM ANALYZEd; twin database cloned from it (TEMPLATE) with "
+                    f"{', '.join(dropped)} dropped, ANALYZEd"
+                ],
+            )
 
 
 # --- the measurement -------------------------------------------------------------------------
@@ -339,28 +436,24 @@ COLUMNS = [
 ]
 
 
-def run(cfg: Config) -> list[Table]:
+def tree_table(cfg: Config, backend: Backend, number: str, forest: Forest, reps: int) -> Table:
+    """Every tree method on `forest`: the Store beside upstream's SQL, raw, on the index-less
+    twin (for `tree`, the Store's own query there) and on the indexed store."""
     from harness_store import Store
 
-    trees = cfg.pick(20_000, 2_000)
-    indexed, upstream, meta = build(cfg, trees)
-    roots = meta["sample_roots"]
-    reps = cfg.pick(50, 20)
     rounds = cfg.pick(3, 2)
     methods = ["spent_tokens_tree", "agent_count_tree", "tree_run_ids", "tree"]
-
-    store = Store.open(indexed, upgrade=False)
-    plain = Store.open(upstream, upgrade=False)  # at hs1 by its stamp, without the indexes
-    up = sqlite3.connect(upstream, isolation_level=None)
-    ref = sqlite3.connect(indexed, isolation_level=None)
-    for conn in (up, ref):
-        conn.execute("PRAGMA busy_timeout = 5000")
+    statements = {method: backend.sql(sql) for method, sql in UPSTREAM_SQL.items()}
+    store = Store.open(forest.indexed, upgrade=False)
+    plain = Store.open(forest.twin, upgrade=False)  # at head by its stamp, without the indexes
+    up = backend.connect(forest.twin, True)
+    ref = backend.connect(forest.indexed, True)
 
     def candidate(method: str, root: int) -> Any:
         return normalise(method, getattr(store, method)(root))
 
-    def raw(conn: sqlite3.Connection, method: str, root: int) -> Any:
-        rows = conn.execute(UPSTREAM_SQL[method], (root,)).fetchall()
+    def raw(conn: Any, method: str, root: int) -> Any:
+        rows = conn.execute(statements[method], (root,)).fetchall()
         return normalise(method, [r[0] for r in rows] if method == "tree_run_ids" else rows[0][0])
 
     def baseline(method: str, root: int) -> Any:
@@ -369,12 +462,12 @@ def run(cfg: Config) -> list[Table]:
         return normalise(method, getattr(plain, method)(root))
 
     say(
-        f"trees: {len(methods)} methods × {len(roots)} roots × {rounds}+1 rounds "
-        f"({reps} calls per candidate sample)"
+        f"{backend.name} trees: {len(methods)} methods × {len(forest.roots)} roots × "
+        f"{rounds}+1 rounds ({reps} calls per candidate sample)"
     )
     try:
         results = measure(
-            methods, roots, candidate, baseline, lambda m, r: raw(ref, m, r), reps, rounds
+            methods, forest.roots, candidate, baseline, lambda m, r: raw(ref, m, r), reps, rounds
         )
     finally:
         store.close()
@@ -382,140 +475,34 @@ def run(cfg: Config) -> list[Table]:
         up.close()
         ref.close()
     table = Table(
-        f"3. Tree aggregates, SQLite: {meta['runs']:,} runs / {meta['steps']:,} steps, per call",
+        f"{number} Tree aggregates, {backend.name}: {forest.runs:,} runs / "
+        f"{forest.steps:,} steps, per call",
         COLUMNS,
     )
-    tabulate(table, results, "SQLite", "upstream SQL, no hs_ indexes")
+    tabulate(table, results, backend.name, "upstream SQL, no hs_ indexes")
     if cfg.quick:
         table.notes.append(
             "quick mode: a store 10× smaller than the targets assume — the "
             "baseline's scans shrink with it, so the speedup verdicts mean little here"
         )
     table.notes += [
-        f"{meta['roots']:,} trees of {PER_TREE} runs (random shape, depth ≤ {MAX_DEPTH}), "
-        f"{STEPS_PER_RUN} steps per run, {CONCURRENT} trees interleaved at a time; file "
-        f"{meta['file_bytes'] / 2**30:.2f} GiB, built in {meta['build_seconds']} s (cached)",
-        f"roots queried: {roots}; {rounds} rounds × {len(roots)} roots per method; "
+        *forest.notes[:1],
+        f"roots queried: {forest.roots}; {rounds} rounds × {len(forest.roots)} roots per method; "
         "medians per call; "
         "speedup = median over roots of (baseline / candidate) per root; baselines slower than "
         f"{SLOW:g} s timed once per root; every answer checked equal to the baseline's",
-        f"upstream copy: indexes dropped: {', '.join(meta['dropped_in_upstream_copy'])}",
+        *forest.notes[1:],
     ]
-    return [table]
+    return table
 
 
-# --- PostgreSQL ----------------------------------------------------------------------------
+def run(cfg: Config) -> list[Table]:
+    """Benchmark 3, on SQLite."""
+    forest = sqlite_forest(cfg, cfg.pick(20_000, 2_000))
+    return [tree_table(cfg, SQLITE, "3.", forest, reps=cfg.pick(50, 20))]
 
 
 def run_pg(cfg: Config, server: str, name: str) -> list[Table]:
-    """The same on PostgreSQL: a scratch database filled by COPY, and its index-less twin."""
-    import psycopg
-
-    from harness_store import Store
-
-    from .common import pg_conninfo, pg_database
-
-    trees = cfg.pick(20_000, 2_000)
-    runs, steps, roots = generate(trees)
-    sample = [roots[int(i * (len(roots) - 1) / 4)] for i in range(5)]
-    with pg_database(server, name) as url:
-        Store.open(url).close()  # the chain builds the schema
-        say(
-            f"PostgreSQL trees: loading {len(runs):,} runs / "
-            f"{len(runs) * STEPS_PER_RUN:,} steps by COPY"
-        )
-        start = time.perf_counter()
-        with psycopg.connect(pg_conninfo(url)) as conn:
-            indexes = conn.execute(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('runs', 'steps') "
-                "AND indexname LIKE 'hs\\_%'"
-            ).fetchall()
-            for index, _ in indexes:
-                conn.execute(f'DROP INDEX "{index}"')
-            with conn.cursor().copy(
-                "COPY runs (id, goal, file, outcome, provider, parent_run_id, depth, status, "
-                "started_at) FROM STDIN"
-            ) as copy:
-                for row in runs:
-                    copy.write_row(row)
-            with conn.cursor().copy(
-                "COPY steps (run_id, step, decision, result, prompt, tool_call, tokens) FROM STDIN"
-            ) as copy:
-                for row in steps():
-                    copy.write_row(row)
-            for _, sql in indexes:
-                conn.execute(sql)
-            conn.execute(
-                "SELECT setval(pg_get_serial_sequence('runs', 'id'), (SELECT MAX(id) FROM runs))"
-            )
-            conn.commit()
-            conn.autocommit = True
-            conn.execute("VACUUM ANALYZE runs")
-            conn.execute("VACUUM ANALYZE steps")
-        built = time.perf_counter() - start
-        say(f"PostgreSQL trees: loaded in {built:.1f} s; cloning the index-less twin")
-        with pg_database(server, name + "_up", template=name) as up_url:
-            with psycopg.connect(pg_conninfo(up_url), autocommit=True) as conn:
-                dropped = [
-                    n
-                    for (n,) in conn.execute(
-                        "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'hs\\_%'"
-                    ).fetchall()
-                ]
-                for index in dropped:
-                    conn.execute(f'DROP INDEX "{index}"')
-                conn.execute("ANALYZE")
-            reps = cfg.pick(30, 10)
-            rounds = cfg.pick(3, 2)
-            store = Store.open(url, upgrade=False)
-            plain = Store.open(up_url, upgrade=False)
-            up = psycopg.connect(pg_conninfo(up_url), autocommit=True)
-            ref = psycopg.connect(pg_conninfo(url), autocommit=True)
-            methods = ["spent_tokens_tree", "agent_count_tree", "tree_run_ids", "tree"]
-
-            def candidate(method: str, root: int) -> Any:
-                return normalise(method, getattr(store, method)(root))
-
-            def raw(conn: Any, method: str, root: int) -> Any:
-                rows = conn.execute(
-                    UPSTREAM_SQL[method].replace("?1", "%(root)s"), {"root": root}
-                ).fetchall()
-                return normalise(
-                    method, [r[0] for r in rows] if method == "tree_run_ids" else rows[0][0]
-                )
-
-            def baseline(method: str, root: int) -> Any:
-                if method in UPSTREAM_SQL:
-                    return raw(up, method, root)
-                return normalise(method, getattr(plain, method)(root))
-
-            say(
-                f"PostgreSQL trees: {len(methods)} methods × {len(sample)} roots × "
-                f"{rounds}+1 rounds"
-            )
-            try:
-                results = measure(
-                    methods, sample, candidate, baseline, lambda m, r: raw(ref, m, r), reps, rounds
-                )
-            finally:
-                store.close()
-                plain.close()
-                up.close()
-                ref.close()
-    table = Table(
-        f"6.3 Tree aggregates, PostgreSQL: {len(runs):,} runs / "
-        f"{len(runs) * STEPS_PER_RUN:,} steps, per call",
-        COLUMNS,
-    )
-    tabulate(table, results, "PostgreSQL", "upstream SQL, no hs_ indexes")
-    if cfg.quick:
-        table.notes.append(
-            "quick mode: a store 10× smaller than the targets assume (speedups shrink with it)"
-        )
-    table.notes += [
-        f"same generated trees as the SQLite store; loaded by COPY in {built:.1f} s, "
-        "VACUUM ANALYZEd; "
-        f"twin database cloned from it (TEMPLATE) with {', '.join(dropped)} dropped, ANALYZEd",
-        f"roots queried: {sample}; {rounds} rounds; every answer checked equal to the baseline's",
-    ]
-    return [table]
+    """Benchmark 3 on PostgreSQL (6.3, part of `pg`)."""
+    with postgresql_forest(cfg, server, name, cfg.pick(20_000, 2_000)) as forest:
+        return [tree_table(cfg, POSTGRESQL, "6.3", forest, reps=cfg.pick(30, 10))]

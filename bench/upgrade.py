@@ -23,19 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import (
-    REPO,
-    Config,
-    Table,
-    copy_store,
-    fmt_ratio,
-    fmt_time,
-    interleaved,
-    median,
-    remove_store,
-    say,
-    spread,
-)
+from .common import REPO, Config, Table, fmt_ratio, fmt_time, interleaved, median, say, spread
+from .stores import copy_store, remove_store
 
 FORMAT = 1
 STEPS_PER_RUN = 10
