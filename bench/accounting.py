@@ -440,10 +440,11 @@ def _floor(answer: list[Any]) -> tuple[float, float]:
     database, no sorting), what any way of answering pays at least: with Python's cyclic
     collector on, and paused."""
     import gc
+    from dataclasses import astuple
 
     from harness_store import Spend, Usage
 
-    rows = [(s.key, s.calls, *vars(s.usage).values(), s.cost_micros, s.unpriced_calls)
+    rows = [(s.key, s.calls, *astuple(s.usage), s.cost_micros, s.unpriced_calls)
             for s in answer]  # fmt: skip
     times = []
     for paused in (False, True):

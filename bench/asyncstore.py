@@ -24,7 +24,7 @@ from typing import Any
 
 from .common import Config, Table, checkpoint_ops, fmt_rate, fmt_ratio, fmt_time, say, step_record
 from .group import drive
-from .stores import copy_store, head_template, pg_conninfo, pg_database
+from .stores import copy_store, head_template, langgraph_checkpoint, pg_conninfo, pg_database
 
 TASKS = 8
 SINGLE_TARGET = 0.9
@@ -37,13 +37,36 @@ AsyncOp = Callable[[int, int], Awaitable[Any]]
 """An async checkpoint: (worker, n) → awaitable."""
 
 
+class Ticker:
+    """A task sleeping TICK in a loop beside the work, recording how late it wakes: the event
+    loop's worst lag while it runs (`async with Ticker() as ticker: …; ticker.worst`)."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._running = True
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        while self._running:
+            began = time.perf_counter()
+            await asyncio.sleep(TICK)
+            self.worst = max(self.worst, time.perf_counter() - began - TICK)
+
+    async def __aenter__(self) -> Ticker:
+        self._task = asyncio.create_task(self._tick())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._running = False
+        assert self._task is not None
+        await self._task
+
+
 async def drive_tasks(op: AsyncOp, tasks: int, seconds: float) -> tuple[float, float]:
     """Run `tasks` tasks calling `op` in a loop for `seconds`, with a ticker measuring the
     loop's lag; return (calls per second over all tasks, worst lag in seconds)."""
     end = time.perf_counter() + seconds
     counts = [0] * tasks
-    worst = 0.0
-    running = True
 
     async def worker(k: int) -> None:
         clock = time.perf_counter
@@ -53,48 +76,15 @@ async def drive_tasks(op: AsyncOp, tasks: int, seconds: float) -> tuple[float, f
             n += 1
         counts[k] = n
 
-    async def ticker() -> None:
-        nonlocal worst
-        while running:
-            began = time.perf_counter()
-            await asyncio.sleep(TICK)
-            worst = max(worst, time.perf_counter() - began - TICK)
-
-    ticking = asyncio.create_task(ticker())
-    began = time.perf_counter()
-    await asyncio.gather(*(worker(k) for k in range(tasks)))
-    elapsed = time.perf_counter() - began
-    running = False
-    await ticking
-    return sum(counts) / elapsed, worst
-
-
-def lg_checkpoint(r: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A LangGraph checkpoint holding exactly one step (as benchmark 1's)."""
-    from langgraph.checkpoint.base import LATEST_VERSION
-    from langgraph.checkpoint.base.id import uuid6
-
-    checkpoint = {
-        "v": LATEST_VERSION,
-        "id": str(uuid6(clock_seq=r.step)),
-        "ts": "2025-01-01T00:00:00.000000+00:00",
-        "channel_values": {
-            "step": r.step,
-            "decision": r.decision,
-            "result": r.result,
-            "prompt": r.prompt,
-            "tool_call": r.tool_call,
-            "tokens": r.tokens,
-        },
-        "channel_versions": {"step": r.step},
-        "versions_seen": {},
-        "updated_channels": ["step"],
-    }
-    return checkpoint, {"source": "loop", "step": r.step, "parents": {}}
+    async with Ticker() as ticker:
+        began = time.perf_counter()
+        await asyncio.gather(*(worker(k) for k in range(tasks)))
+        elapsed = time.perf_counter() - began
+    return sum(counts) / elapsed, ticker.worst
 
 
 def saver_op(saver: Any, records: list[Any]) -> AsyncOp:
-    prepared = [lg_checkpoint(r) for r in records]
+    prepared = [langgraph_checkpoint(r) for r in records]
     configs: dict[int, Any] = {}
 
     async def op(k: int, n: int) -> None:
@@ -234,21 +224,9 @@ async def measure(
 async def _sync(ops: list[Callable[[int], None]], seconds: float) -> tuple[float, float]:
     """The sync Store's threads, with the loop's ticker running beside them (the lag that
     threads checkpointing in the same process cause, whoever calls them)."""
-    worst = 0.0
-    running = True
-
-    async def ticker() -> None:
-        nonlocal worst
-        while running:
-            began = time.perf_counter()
-            await asyncio.sleep(TICK)
-            worst = max(worst, time.perf_counter() - began - TICK)
-
-    ticking = asyncio.create_task(ticker())
-    rate, _ = await asyncio.to_thread(drive, ops, seconds)
-    running = False
-    await ticking
-    return rate, worst
+    async with Ticker() as ticker:
+        rate, _ = await asyncio.to_thread(drive, ops, seconds)
+    return rate, ticker.worst
 
 
 async def idle_lag(seconds: float) -> tuple[float, float]:

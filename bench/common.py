@@ -184,6 +184,26 @@ class Table:
         return "\n".join(out) + "\n"
 
 
+def add_variant(
+    table: Table,
+    lead: Sequence[str],
+    variant: str,
+    series: Sequence[float],
+    versus: str,
+    target: str = "",
+    result: str = "",
+    items: int = 1,
+) -> None:
+    """A row for one variant of an alternated measurement: `lead` cells (e.g. the
+    synchronous level), the variant, its median time, rate (`items` per block), noise, its
+    ratio to the baseline as `versus` says it, and a target with its result."""
+    middle = median(series)
+    table.add(
+        *lead, variant, fmt_time(middle), fmt_rate(items / middle), spread(series), versus,
+        target, result,
+    )  # fmt: skip
+
+
 # --- payloads ----------------------------------------------------------------------------
 
 _PROMPT = (

@@ -11,7 +11,6 @@ Aggregate throughput (calls/s over all threads) and p99 call latency, under FULL
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import Config, Table, checkpoint_ops, fmt_rate, fmt_ratio, fmt_time, say, step_record
-from .stores import INSERT_CHECKPOINT, INSERT_STEP, copy_store, head_template, raw_connect
+from .stores import SQLITE, copy_store, head_template, raw_checkpoint_op, raw_connect
 
 THREADS = (1, 2, 4, 8, 16)
 ROUNDS = 4
@@ -79,24 +78,31 @@ def store_ops(store: Any, runs: list[int]) -> list[Callable[[int], None]]:
 
 
 def raw_ops(path: Path, sync: str, runs: list[int], like: Any) -> tuple[list[Any], list[Any]]:
+    """Per run its own raw sqlite3 connection committing each call (upstream's checkpoint)."""
     conns = [raw_connect(path, sync, like=like) for _ in runs]
+    ops = [
+        raw_checkpoint_op(SQLITE, conn, run, lambda n: step_record(n + 1))
+        for conn, run in zip(conns, runs, strict=True)
+    ]
+    return ops, conns
 
-    def make(conn: sqlite3.Connection, run: int) -> Callable[[int], None]:
-        cursor = conn.cursor()
-        execute, commit = cursor.execute, conn.commit
 
-        def op(n: int) -> None:
-            r = step_record(n + 1)
-            execute("BEGIN IMMEDIATE")
-            execute(
-                INSERT_STEP, (run, r.step, r.decision, r.result, r.prompt, r.tool_call, r.tokens)
-            )
-            execute(INSERT_CHECKPOINT, (run, r.step))
-            commit()
+Series = tuple[list[float], list[float]]
+"""Per round the aggregate rate, and every call's latency pooled over the rounds."""
 
-        return op
 
-    return [make(c, run) for c, run in zip(conns, runs, strict=True)], conns
+def alternate(
+    first: list[Callable[[int], None]], second: list[Callable[[int], None]], seconds: float
+) -> tuple[Series, Series]:
+    """`drive` each set of ops in ROUNDS short alternating rounds (fsync latency on a shared
+    disk drifts); return each set's rates per round and pooled latencies."""
+    out: tuple[Series, Series] = (([], []), ([], []))
+    for _ in range(ROUNDS):
+        for ops, (rates, latencies) in zip((first, second), out, strict=True):
+            rate, lat = drive(ops, seconds / ROUNDS)
+            rates.append(rate)
+            latencies += lat
+    return out
 
 
 def run(cfg: Config) -> list[Table]:
@@ -130,16 +136,8 @@ def run(cfg: Config) -> list[Table]:
                 raw_runs = [setup.start_run(f"agent {k}", "f") for k in range(threads)]
                 ops, conns = raw_ops(raw_path, sync, raw_runs, like=store)
                 s_ops = store_ops(store, store_runs)
-                r_rates, s_rates, r_lat, s_lat = [], [], [], []
                 try:
-                    # short rounds, alternating: fsync latency on a shared disk drifts
-                    for _ in range(ROUNDS):
-                        rate, lat = drive(ops, seconds / ROUNDS)
-                        r_rates.append(rate)
-                        r_lat += lat
-                        rate, lat = drive(s_ops, seconds / ROUNDS)
-                        s_rates.append(rate)
-                        s_lat += lat
+                    (r_rates, r_lat), (s_rates, s_lat) = alternate(ops, s_ops, seconds)
                 finally:
                     for conn in conns:
                         conn.close()
@@ -254,14 +252,7 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
 
             s_ops = store_ops(store, runs[:threads])
             b_ops = [batched(run) for run in runs[threads:]]
-            s_rates, b_rates, s_lat, b_lat = [], [], [], []
-            for _ in range(ROUNDS):
-                rate, lat = drive(s_ops, seconds / ROUNDS)
-                s_rates.append(rate)
-                s_lat += lat
-                rate, lat = drive(b_ops, seconds / ROUNDS)
-                b_rates.append(rate)
-                b_lat += lat
+            (s_rates, s_lat), (b_rates, b_lat) = alternate(s_ops, b_ops, seconds)
             s_rate, b_rate = sum(s_rates) / ROUNDS, sum(b_rates) / ROUNDS
             table.add(
                 threads,

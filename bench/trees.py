@@ -302,7 +302,8 @@ def postgresql_forest(cfg: Config, server: str, name: str, trees: int) -> Iterat
                 dropped = [
                     n
                     for (n,) in conn.execute(
-                        "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'hs\\_%'"
+                        "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'hs\\_%' "
+                        "AND indexname NOT IN (SELECT conname FROM pg_constraint)"
                     ).fetchall()
                 ]
                 for index in dropped:
