@@ -13,6 +13,7 @@ first ask with a price table (every group priced and kept), a kept answer, and a
 one new call on the newest day; each answer checked equal to upstream's per-call pricing. Run
 roll-ups: the Store beside upstream's SQL, raw `sqlite3`, with the candidate's query plan.
 Write cost: `record_provider_call` with and without hs3's triggers, alternating call by call.
+Each table is written once and run per backend (`bench.stores.Backend`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,21 @@ import json
 import random
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from .common import Config, Table, alternating, fmt_ratio, fmt_time, median, say
-from .stores import copy_store, empty_head, pg_conninfo, pg_database, remove_store
+from .common import Config, Table, alternating, fmt_ratio, fmt_time, median, say, timed
+from .stores import (
+    POSTGRESQL,
+    SQLITE,
+    Backend,
+    backends,
+    copy_store,
+    empty_head,
+    scratch_target,
+)
 
 FORMAT = 2
 CALLS_PER_RUN = 10
@@ -206,36 +216,45 @@ def plan(conn: sqlite3.Connection, sql: str, params: Any = ()) -> str:
 
 
 def run(cfg: Config) -> list[Table]:
-    from harness_store import copy_store as copy_into
-
+    """The spend roll-ups on each backend (PostgreSQL gets a copy of the SQLite store), the run
+    roll-ups on SQLite, and the write cost of the triggers on each backend."""
     runs = cfg.pick(100_000, 5_000)
     path = build(cfg, runs)
-    work = copy_store(path, cfg.work / "accounting.sqlite3")
-    tables = [_spend_table(cfg, "SQLite", str(work), runs), _tally_table(work, runs)]
-    if cfg.pg:
-        with pg_database(cfg.pg, "hs_bench_accounting") as url:
-            say("accounting: copying the store into PostgreSQL")
-            copy_into(copy_store(path, cfg.work / "accounting-pg-source.sqlite3"), url)
-            target = url.render_as_string(hide_password=False)
-            tables.append(_spend_table(cfg, "PostgreSQL", target, runs))
+    tables = []
+    for backend in backends(cfg):
+        with accounting_store(cfg, backend, path) as target:
+            tables.append(_spend_table(cfg, backend, target, runs))
+            if backend is SQLITE:
+                tables.append(_tally_table(target, runs))
     tables.append(_write_cost(cfg))
     return tables
 
 
-def _upstream_rows(target: str) -> Callable[[], Any]:
-    """Upstream's `all_provider_calls` read, raw (sqlite3, or psycopg with `date(at)` spelled
-    as PostgreSQL can: the first ten characters)."""
-    if "://" not in target:
-        raw = sqlite3.connect(target, isolation_level=None)
-        return lambda: raw.execute(UPSTREAM_ALL_CALLS).fetchall()
-    import psycopg
+@contextmanager
+def accounting_store(cfg: Config, backend: Backend, built: Path) -> Iterator[Any]:
+    """A scratch copy of the built store on `backend`."""
+    from harness_store import copy_store as copy_into
 
-    conn = psycopg.connect(pg_conninfo(target), autocommit=True)
-    sql = UPSTREAM_ALL_CALLS.replace("date(at)", "substr(at, 1, 10)")
-    return lambda: conn.execute(sql).fetchall()
+    if backend is SQLITE:
+        yield copy_store(built, cfg.work / "accounting.sqlite3")
+        return
+    with scratch_target(cfg, backend, "accounting") as url:
+        say(f"accounting: copying the store into {backend.name}")
+        copy_into(copy_store(built, cfg.work / "accounting-pg-source.sqlite3"), url)
+        yield url
 
 
-def _spend_table(cfg: Config, backend: str, target: str, runs: int) -> Table:
+def _upstream_rows(backend: Backend, target: Any) -> Callable[[], Any]:
+    """Upstream's `all_provider_calls` read, raw (on PostgreSQL with `date(at)` spelled as it
+    can: the first ten characters)."""
+    raw = backend.connect(target, True)
+    sql = UPSTREAM_ALL_CALLS
+    if backend is POSTGRESQL:
+        sql = sql.replace("date(at)", "substr(at, 1, 10)")
+    return lambda: raw.execute(sql).fetchall()
+
+
+def _spend_table(cfg: Config, backend: Backend, target: Any, runs: int) -> Table:
     """Each spend grouping: upstream's way, the plain GROUP BY (the Store without hs3), the
     first ask with a price table (every group priced and kept), a kept answer, and an answer
     after one new call on the newest day (that day priced again)."""
@@ -246,10 +265,10 @@ def _spend_table(cfg: Config, backend: str, target: str, runs: int) -> Table:
 
     store = Store.open(target, upgrade=False, backup=False)
     table_prices = prices()
-    rows = _upstream_rows(target)
+    rows = _upstream_rows(backend, target)
     rounds = 3
     table = Table(
-        f"Spend roll-ups ({runs:,} runs, {runs * CALLS_PER_RUN:,} provider calls, {backend})",
+        f"Spend roll-ups ({runs:,} runs, {runs * CALLS_PER_RUN:,} provider calls, {backend.name})",
         ["roll-up", "upstream's way", "plain GROUP BY (no hs3)", "first ask (prices all, keeps)",
          "kept", "after 1 new call", "kept vs upstream", "same answer"],
     )  # fmt: skip
@@ -275,7 +294,7 @@ def _spend_table(cfg: Config, backend: str, target: str, runs: int) -> Table:
     ]
     floor: list[tuple[float, float]] = []
     for name, by, since in cases:
-        say(f"accounting: {backend} {name}")
+        say(f"accounting: {backend.name} {name}")
         getter = getattr(store, f"spend_by_{by}")
         timings: dict[str, list[float]] = {k: [] for k in ("up", "plain", "cold", "kept", "new")}
         same = True
@@ -287,10 +306,10 @@ def _spend_table(cfg: Config, backend: str, target: str, runs: int) -> Table:
             else:
                 theirs = store._spend_exact(table_prices, ROW_KEYS[by], since)
             timings["plain"].append(
-                _timed(lambda s=since, b=by: store._spend_plain(table_prices, s, b))
+                timed(lambda s=since, b=by: store._spend_plain(table_prices, s, b))
             )
             forget()
-            timings["cold"].append(_timed(lambda g=getter, s=since: g(table_prices, since=s)))
+            timings["cold"].append(timed(lambda g=getter, s=since: g(table_prices, since=s)))
             start = time.perf_counter()
             kept = getter(table_prices, since=since)
             timings["kept"].append(time.perf_counter() - start)
@@ -309,7 +328,7 @@ def _spend_table(cfg: Config, backend: str, target: str, runs: int) -> Table:
         if by == "run" and since is None:
             on, off = (median([f[k] for f in floor]) for k in (0, 1))
             table.notes.append(
-                f"{backend} spend_by_run's floor: its {runs:,} `Spend` records built from "
+                f"{backend.name} spend_by_run's floor: its {runs:,} `Spend` records built from "
                 f"in-memory tuples by their constructors take {fmt_time(on)}, "
                 f"{fmt_time(off)} with the cyclic collector paused (as the Store builds them); "
                 f"the kept answer is {fmt_ratio(kept_t / on)} and {fmt_ratio(kept_t / off)} that."
@@ -322,7 +341,7 @@ def _spend_table(cfg: Config, backend: str, target: str, runs: int) -> Table:
             fmt_time(kept_t),
             fmt_time(median(timings["new"])),
             fmt_ratio(up / kept_t) if up else fmt_ratio(median(timings["plain"]) / kept_t),
-            table.check(f"{backend} {name} agrees with upstream's per-call pricing", same),
+            table.check(f"{backend.name} {name} agrees with upstream's per-call pricing", same),
         )
     table.notes.append(
         "upstream's way: its `all_provider_calls` read (every call row) grouped and priced per "
@@ -367,8 +386,8 @@ def _tally_table(path: Path, runs: int) -> Table:
         compiled = _candidate_sql(store, prices(), conn)
     for name in UPSTREAM_SQL:
         same = ours_tally(name) == upstream_tally(name)
-        t_ours = median([_timed(lambda n=name: ours_tally(n)) for _ in range(rounds)])
-        t_theirs = median([_timed(lambda n=name: upstream_tally(n)) for _ in range(rounds)])
+        t_ours = median([timed(lambda n=name: ours_tally(n)) for _ in range(rounds)])
+        t_theirs = median([timed(lambda n=name: upstream_tally(n)) for _ in range(rounds)])
         table.add(
             name,
             fmt_time(t_ours),
@@ -393,24 +412,21 @@ def _write_cost(cfg: Config) -> Table:
         ["backend", "synchronous", "with triggers", "without", "ratio"],
     )
     call = ProviderCall(1, 1, "p", "gpt-c", Usage(1200, 80, 1280, 100, 10, 5, 1), 300, 20, "stop")
-    targets: list[tuple[str, str, str | None, Any]] = [
-        ("SQLite", "full", None, None),
-        ("SQLite", "normal", None, None),
-    ]
-    contexts = []
+    cases: list[tuple[Backend, str | None]] = [(SQLITE, "full"), (SQLITE, "normal")]
     if cfg.pg:
-        contexts = [pg_database(cfg.pg, "hs_bench_wa"), pg_database(cfg.pg, "hs_bench_wb")]
-        urls = [c.__enter__() for c in contexts]
-        targets.append(("PostgreSQL", "(server default)", None, urls))
-    try:
-        for backend, sync, _, urls in targets:
-            if urls is None:
-                pair = [cfg.work / f"write-{sync}-{k}.sqlite3" for k in "ab"]
-                for p in pair:
-                    remove_store(p)
-                stores = [Store.open(p, backup=False, synchronous=sync) for p in pair]
-            else:
-                stores = [Store.open(u, backup=False) for u in urls]
+        cases.append((POSTGRESQL, None))
+    for backend, sync in cases:
+        with ExitStack() as stack:
+            stores = [
+                stack.enter_context(
+                    Store.open(
+                        stack.enter_context(scratch_target(cfg, backend, f"w{k}_{sync or ''}")),
+                        backup=False,
+                        synchronous=sync,
+                    )
+                )
+                for k in "ab"
+            ]
             bare = stores[1]
             with bare.engine.begin() as conn:
                 for statement in bare.backend.drop_spend_triggers_sql():
@@ -421,13 +437,10 @@ def _write_cost(cfg: Config) -> Table:
                 for name, s, r in zip(("with", "without"), stores, run_ids, strict=True)
             ]
             times = alternating(ops, n, window, warmup=50)
-            w, wo = median(times["with"]), median(times["without"])
-            table.add(backend, sync, fmt_time(w), fmt_time(wo), fmt_ratio(w / wo))
-            for s in stores:
-                s.close()
-    finally:
-        for c in contexts:
-            c.__exit__(None, None, None)
+        w, wo = median(times["with"]), median(times["without"])
+        table.add(
+            backend.name, sync or "(server default)", fmt_time(w), fmt_time(wo), fmt_ratio(w / wo)
+        )
     table.notes.append(
         "Per call: the mean of each window of calls, median over windows; the two stores are "
         "written call by call in turn, so both see the same machine."
@@ -461,12 +474,6 @@ def _floor(answer: list[Any]) -> tuple[float, float]:
         assert built == answer
         del built
     return times[0], times[1]
-
-
-def _timed(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def _candidate_sql(store: Any, table_prices: Any, conn: Any) -> dict[str, str]:

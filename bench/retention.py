@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .common import Config, Table, fmt_time, median, say
-from .stores import pg_database, remove_store
+from .stores import backends, scratch_target
 
 SESSIONS = 10
 UPSTREAM_ONE = {10: "1.140 ms", 100: "1.564 ms", 1000: "5.832 ms"}
@@ -45,13 +45,10 @@ def fill(store: Any, steps: int) -> list[int]:
 
 
 def each_target(cfg: Config, name: str) -> Iterator[tuple[str, Any]]:
-    path = cfg.work / f"{name}.sqlite3"
-    remove_store(path)
-    yield "SQLite", str(path)
-    remove_store(path)
-    if cfg.pg:
-        with pg_database(cfg.pg, f"hs_bench_{name}") as url:
-            yield "PostgreSQL", url
+    """(backend name, a new store's target) on each backend of this run, in turn."""
+    for backend in backends(cfg):
+        with scratch_target(cfg, backend, name) as target:
+            yield backend.name, target
 
 
 def run(cfg: Config) -> list[Table]:

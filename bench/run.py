@@ -1,19 +1,19 @@
 """Run harness_store's benchmarks and print their tables.
 
-    python -m bench.run [--quick] [--only NAME[,NAME…]] [--pg URL] [--cache DIR] [--keep]
+    python -m bench.run [--list] [--quick] [--only NAME[,NAME…]] [--pg URL] [--cache DIR] [--keep]
 
-Benchmarks (names for --only): checkpoint, group, batch, trees, upgrade, stream, cli, accounting,
-retention, sync, pg, asyncstore. `sync` needs --pg too (and asyncstore's PostgreSQL rows). `pg`
-(1–3 on PostgreSQL) runs only with --pg, e.g.
---pg postgresql+psycopg://postgres@127.0.0.1:5432/test: it creates its own scratch databases
-on that server and drops them afterwards.
---quick uses small sizes and few rounds (a smoke run, under two minutes); the full run takes
+`--list` shows every benchmark by name (for --only), the tables it prints and the figure of the
+docs each one backs. `--pg URL` (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test) adds
+the PostgreSQL rows: each benchmark creates its own scratch databases on that server and drops
+them afterwards; `pg` (1–3 on PostgreSQL) and `sync` run only with it.
+--quick uses small sizes and few rounds (a smoke run, a few minutes); the full run takes
 longer and builds large stores once under --cache (default bench/.cache), reused afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shutil
 import sys
@@ -21,73 +21,97 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .common import DEFAULT_CACHE, Config, Table, environment
 
-NAMES = (
-    "checkpoint",
-    "group",
-    "batch",
-    "trees",
-    "upgrade",
-    "stream",
-    "cli",
-    "accounting",
-    "retention",
-    "prune",
-    "sync",
-    "pg",
-    "asyncstore",
-    "check",
-    "otlp",
-    "parquet",
-)
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark: where its code is, what it prints, and which figure of the docs it backs."""
+
+    name: str
+    """Its name for --only."""
+    module: str
+    """Its module in `bench`, holding `function(config) -> list[Table]`."""
+    tables: str
+    """The tables it prints (by their numbers where they have one)."""
+    figure: str
+    """The page and section (or table) of the docs whose figures it produces."""
+    function: str = "run"
+    postgresql: str = "rows with --pg"
+    """What it does on PostgreSQL: "rows with --pg", "needs --pg" or "SQLite only"."""
+
+    def runner(self) -> Callable[[Config], list[Table]]:
+        module = importlib.import_module(f"{__package__}.{self.module}")
+        return getattr(module, self.function)  # type: ignore[no-any-return]
+
+
+BENCH = "docs/benchmarks.md"
+BENCHMARKS = (
+    Benchmark("checkpoint", "checkpoint", "1", f"{BENCH}: Summary, `checkpoint_step` rows ¹; "
+              "Checkpoints on SQLite", postgresql="in pg"),
+    Benchmark("group", "group", "11", f"{BENCH}: Summary, threads rows ²; Group commit",
+              postgresql="in pg"),
+    Benchmark("batch", "batch", "2", f"{BENCH}: Summary, `checkpoint_steps` row",
+              postgresql="in pg"),
+    Benchmark("trees", "trees", "3", f"{BENCH}: Summary, tree rows", postgresql="in pg"),
+    Benchmark("upgrade", "upgrade", "4", f"{BENCH}: Summary, upgrade rows; Upgrades",
+              postgresql="SQLite only"),
+    Benchmark("stream", "stream", "5", f"{BENCH}: Summary, `iter_steps` row",
+              postgresql="SQLite only"),
+    Benchmark("cli", "cli", "7", f"{BENCH}: The command on a million steps",
+              postgresql="SQLite only"),
+    Benchmark("accounting", "accounting", "spend roll-ups, run roll-ups, write cost",
+              f"{BENCH}: Accounting roll-ups on a million provider calls"),
+    Benchmark("retention", "retention", "9, 9.1",
+              f"{BENCH}: Retention; docs/guides/retention.md: Figures"),
+    Benchmark("prune", "retention", "9.2", "docs/guides/retention.md: Figures",
+              function="run_prune"),
+    Benchmark("sync", "sync", "10, 10b", f"{BENCH}: Sync of many stores into PostgreSQL; "
+              "docs/guides/sync.md: Copy and sync, side by side", postgresql="needs --pg"),
+    Benchmark("pg", "postgres", "6.1 (checkpoint), 6.2 (batch), 11.1 (group), 6.3 (trees)",
+              f"{BENCH}: Summary, PostgreSQL rows ³ ⁴; Checkpoints on PostgreSQL; "
+              "docs/design/connector.md: Figures", postgresql="needs --pg"),
+    Benchmark("asyncstore", "asyncstore", "12",
+              f"{BENCH}: AsyncStore; docs/design/connector.md: Figures"),
+    Benchmark("check", "check", "check on a million steps",
+              "docs/guides/health.md: How long it takes"),
+    Benchmark("otlp", "otlp", "13", "docs/guides/otel.md: Figures", postgresql="SQLite only"),
+    Benchmark("parquet", "parquet", "Parquet export, incremental export",
+              "docs/guides/analysis.md: Figures", postgresql="SQLite only"),
+)  # fmt: skip
+NAMES = tuple(b.name for b in BENCHMARKS)
+BY_NAME = {b.name: b for b in BENCHMARKS}
 
 
 def benchmark(name: str) -> Callable[[Config], list[Table]]:
-    if name == "checkpoint":
-        from .checkpoint import run
-    elif name == "group":
-        from .group import run
-    elif name == "batch":
-        from .batch import run
-    elif name == "trees":
-        from .trees import run
-    elif name == "upgrade":
-        from .upgrade import run
-    elif name == "stream":
-        from .stream import run
-    elif name == "cli":
-        from .cli import run
-    elif name == "accounting":
-        from .accounting import run
-    elif name == "pg":
-        from .postgres import run
-    elif name == "retention":
-        from .retention import run
-    elif name == "prune":
-        from .retention import run_prune as run
-    elif name == "sync":
-        from .sync import run
-    elif name == "asyncstore":
-        from .asyncstore import run
-    elif name == "check":
-        from .check import run
-    elif name == "otlp":
-        from .otlp import run
-    elif name == "parquet":
-        from .parquet import run
-    else:
+    if name not in BY_NAME:
         raise ValueError(name)
-    return run
+    return BY_NAME[name].runner()
+
+
+def listing() -> str:
+    """The --list table: every benchmark, its tables, PostgreSQL and the figure it backs."""
+    rows = [("name", "tables", "PostgreSQL", "figure it produces")]
+    rows += [(b.name, b.tables, b.postgresql, b.figure) for b in BENCHMARKS]
+    widths = [max(len(row[k]) for row in rows[:-1] + rows[-1:]) for k in range(3)]
+    out = []
+    for row in rows:
+        out.append("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)))
+        out[-1] += "  " + row[3]
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.run", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--quick", action="store_true", help="small sizes, few rounds (< 2 min)")
+    parser.add_argument(
+        "--list", action="store_true", help="show the benchmarks and the figure each produces"
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes, few rounds")
     parser.add_argument(
         "--only", action="append", default=[], help=f"comma-separated subset of {', '.join(NAMES)}"
     )
@@ -95,13 +119,16 @@ def main(argv: list[str] | None = None) -> int:
         "--pg",
         metavar="URL",
         default=os.environ.get("HARNESS_BENCH_PG"),
-        help="PostgreSQL server for benchmark 6 (or $HARNESS_BENCH_PG)",
+        help="PostgreSQL server for the PostgreSQL rows and `pg` (or $HARNESS_BENCH_PG)",
     )
     parser.add_argument(
         "--cache", type=Path, default=DEFAULT_CACHE, help="where built stores are kept between runs"
     )
     parser.add_argument("--keep", action="store_true", help="keep this run's scratch directory")
     args = parser.parse_args(argv)
+    if args.list:
+        print(listing())
+        return 0
 
     chosen = [n.strip() for item in args.only for n in item.split(",") if n.strip()] or list(NAMES)
     unknown = [n for n in chosen if n not in NAMES]

@@ -271,3 +271,26 @@ def sqlite_saver_op(
         config[0] = put(config[0], checkpoint, metadata, {})
 
     return op, conn
+
+
+def backends(cfg: Config) -> list[Backend]:
+    """The backends this run measures: SQLite, and PostgreSQL when given `--pg`."""
+    return [SQLITE, POSTGRESQL] if cfg.pg else [SQLITE]
+
+
+@contextmanager
+def scratch_target(cfg: Config, backend: Backend, name: str) -> Iterator[Any]:
+    """Where a new Store on `backend` goes, gone afterwards: a path in the run's scratch
+    directory (no file there yet), or a scratch database `hs_bench_<name>` on `--pg`'s server."""
+    if backend is SQLITE:
+        path = cfg.work / f"{name}.sqlite3"
+        remove_store(path)
+        try:
+            yield path
+        finally:
+            remove_store(path)
+    else:
+        if not cfg.pg:
+            raise RuntimeError(f"{backend.name} needs --pg URL")
+        with pg_database(cfg.pg, f"hs_bench_{name}") as url:
+            yield url
