@@ -416,11 +416,12 @@ def _write_cost(cfg: Config) -> Table:
     if cfg.pg:
         cases.append((POSTGRESQL, None))
     for backend, sync in cases:
+        level = f"_{sync}" if sync else ""
         with ExitStack() as stack:
             stores = [
                 stack.enter_context(
                     Store.open(
-                        stack.enter_context(scratch_target(cfg, backend, f"w{k}_{sync or ''}")),
+                        stack.enter_context(scratch_target(cfg, backend, f"w{k}{level}")),
                         backup=False,
                         synchronous=sync,
                     )

@@ -17,7 +17,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .common import Config, Table, fmt_time, interleaved, median, prompt, say, spread, tool_call
-from .stores import INSERT_CHECKPOINT, INSERT_STEP, copy_store, empty_head, pg_database
+from .stores import (
+    INSERT_CHECKPOINT,
+    INSERT_STEP,
+    STEP_COLUMNS,
+    copy_store,
+    empty_head,
+    pg_copy,
+    pg_database,
+)
 
 FORMAT = 1
 """Bump when the generated store changes, so a stale cache is rebuilt."""
@@ -117,19 +125,17 @@ def time_postgresql(cfg: Config, runs: int, steps: int) -> float:
         with engine.begin() as conn:
             driver = conn.connection.driver_connection
             with driver.cursor() as cursor:  # type: ignore[union-attr]
-                with cursor.copy("COPY runs (id, goal, file, status) FROM STDIN") as copy:
-                    for r in range(1, runs + 1):
-                        copy.write_row((r, "bench", "f.txt", "completed"))
-                with cursor.copy(
-                    "COPY steps (run_id, step, decision, result, prompt, tool_call, tokens) "
-                    "FROM STDIN"
-                ) as copy:
-                    for row in rows(runs, steps):
-                        copy.write_row(row)
-                with cursor.copy("COPY checkpoint_events (run_id, step, kind) FROM STDIN") as copy:
-                    for r in range(1, runs + 1):
-                        for s in range(1, steps + 1):
-                            copy.write_row((r, s, "checkpoint"))
+                pg_copy(
+                    cursor,
+                    "runs (id, goal, file, status)",
+                    ((r, "bench", "f.txt", "completed") for r in range(1, runs + 1)),
+                )
+                pg_copy(cursor, STEP_COLUMNS, rows(runs, steps))
+                pg_copy(
+                    cursor,
+                    "checkpoint_events (run_id, step, kind)",
+                    ((r, s, "checkpoint") for r in range(1, runs + 1) for s in range(1, steps + 1)),
+                )
                 cursor.execute("SELECT setval('runs_id_seq', %s)", (runs,))
                 cursor.execute("ANALYZE")
         engine.dispose()
