@@ -76,10 +76,10 @@ BENCHMARKS = (
               "docs/design/connector.md: Figures", postgresql="needs --pg"),
     Benchmark("asyncstore", "asyncstore", "12",
               f"{BENCH}: AsyncStore; docs/design/connector.md: Figures"),
-    Benchmark("check", "check", "check on a million steps",
+    Benchmark("check", "check", "check beside PRAGMA integrity_check",
               "docs/guides/health.md: How long it takes"),
     Benchmark("otlp", "otlp", "13", "docs/guides/otel.md: Figures", postgresql="SQLite only"),
-    Benchmark("parquet", "parquet", "Parquet export, incremental export",
+    Benchmark("parquet", "parquet", "Parquet export, its peak memory, incremental export",
               "docs/guides/analysis.md: Figures", postgresql="SQLite only"),
 )  # fmt: skip
 NAMES = tuple(b.name for b in BENCHMARKS)
