@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from .methods import READ, WRITE
+from .methods import MAINTENANCE, READ, WRITE
 
 if TYPE_CHECKING:
 {imports}
@@ -172,7 +172,7 @@ def _method(name: str, function: Callable[..., Any], imports: set[str]) -> str:
     if len(positional) == 1:
         args = f"({positional[0]},)"
     kw = "{" + ", ".join(f'"{k}": {k}' for k in keywords) + "}"
-    kind = "READ" if kind_of(name) == "read" else "WRITE"
+    kind = kind_of(name).upper()
     doc = f'        """`Store.{name}`."""\n'
     head = f"    async def {name}(\n        " + ",\n        ".join(params) + ",\n    )"
     if name in LOCAL:

@@ -13,6 +13,7 @@ reads on a read-only twin of the file (see `runners`). Errors are the Store's ty
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import os
 import threading
@@ -22,14 +23,17 @@ from typing import Any, Self
 
 from sqlalchemy.engine import URL
 
-from ..engine import make_async_engine, read_only_url, sqlite_path
+from ..dialects import backend_named
+from ..engine import make_async_engine, read_only_url, to_url
+from ..errors import StoreError
 from ..formats import i64
 from ..records import RunEvent
 from ..store import Store
 from ..store.stream import FOLLOW_BATCH, follow_limit
 from .generated import StoreMethods
+from .lanes import Lanes
 from .methods import WRITE
-from .runners import GreenletRunner, ThreadRunner
+from .runners import THREAD, GreenletRunner, ThreadRunner
 
 __all__ = ["AsyncLease", "AsyncStore"]
 
@@ -58,7 +62,7 @@ class AsyncStore(StoreMethods):
     ) -> Self:
         """`Store.open` for asyncio: the same arguments, checks, upgrade and errors (opening
         itself runs on a thread)."""
-        opened = await asyncio.to_thread(
+        opener = functools.partial(
             Store.open,
             target,
             upgrade=upgrade,
@@ -67,18 +71,18 @@ class AsyncStore(StoreMethods):
             read_only=read_only,
             busy_timeout=busy_timeout,
         )
-        if not opened.backend.native_async:
-            reader = None
-            if not read_only and sqlite_path(opened.url) is not None:
-                try:
-                    reader = await asyncio.to_thread(Store._open_read_only, opened.url, opened)
-                except BaseException:
-                    opened.close()
-                    raise
-            return cls(opened, ThreadRunner(opened, reader))
-        # Checked (and upgraded) by the sync open above; the calls run over an asyncio engine.
-        url, report = opened.url, opened.upgrade_report
-        await asyncio.to_thread(opened.close)
+        if not _speaks_asyncio(target):
+            runner = await ThreadRunner.open(opener, read_only=read_only)
+            return cls(runner.store, runner)
+        # Checked (and upgraded) by a sync open on a thread of its own, ended once it is done;
+        # the calls then run over an asyncio engine, on the loop.
+        opening = Lanes(1, f"{THREAD}-open")
+        try:
+            opened: Store = await opening.run(opener)
+            url, report = opened.url, opened.upgrade_report
+            await opening.run(opened.close)
+        finally:
+            await opening.aclose()
         speaks = read_only_url(url) if read_only else url
         engine = make_async_engine(speaks, synchronous=synchronous, busy_timeout=busy_timeout)
         store = Store(
@@ -95,8 +99,10 @@ class AsyncStore(StoreMethods):
     @classmethod
     async def memory(cls, *, synchronous: str | None = None) -> Self:
         """`Store.memory` for asyncio: a throwaway in-memory SQLite store."""
-        store = await asyncio.to_thread(Store.memory, synchronous=synchronous)
-        return cls(store, ThreadRunner(store, None))
+        runner = await ThreadRunner.open(
+            functools.partial(Store.memory, synchronous=synchronous), read_only=True
+        )
+        return cls(runner.store, runner)
 
     @property
     def store(self) -> Store:
@@ -188,6 +194,15 @@ class AsyncStore(StoreMethods):
 
     def _attribute(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+def _speaks_asyncio(target: str | os.PathLike[str] | URL) -> bool:
+    """Whether the target's backend has an asyncio driver (PostgreSQL). An unknown backend is
+    left to `Store.open`, which refuses it with its own error."""
+    try:
+        return backend_named(to_url(target).get_backend_name()).native_async
+    except StoreError:
+        return False
 
 
 class AsyncLease:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from .methods import READ, WRITE
+from .methods import MAINTENANCE, READ, WRITE
 
 if TYPE_CHECKING:
     import os
@@ -285,7 +285,7 @@ class StoreMethods:
         self,
     ) -> int:
         """`Store.compact`."""
-        result: int = await self._call(WRITE, "compact", (), {})
+        result: int = await self._call(MAINTENANCE, "compact", (), {})
         return result
 
     async def context_events(

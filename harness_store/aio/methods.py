@@ -215,6 +215,8 @@ PROPERTIES = frozenset({"backend", "engine", "write_engine", "upgrade_report"})
 
 READ = "read"
 WRITE = "write"
+MAINTENANCE = "maintenance"
+"""A write that must run outside any transaction (`compact`): never committed together."""
 
 
 def public_methods(cls: type) -> set[str]:
@@ -234,6 +236,8 @@ def public_methods(cls: type) -> set[str]:
 def kind_of(name: str) -> str:
     """READ for a method in READS (or an iterator over reads), else WRITE: an unplaced method
     is a write."""
+    if name == "compact":
+        return MAINTENANCE
     return READ if name in READS or name == "iter_steps" else WRITE
 
 
