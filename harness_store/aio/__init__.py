@@ -1,13 +1,15 @@
 """`AsyncStore`: the whole `Store` for asyncio programs.
 
 Every public Store method is a coroutine of the same name and signature here (generators are
-async iterators), built from the sets in `methods`, so a method added to `Store` is mirrored
-without touching this module. Open with `await AsyncStore.open(target, ...)` (Store.open's
-arguments) and use as `async with`; group calls with `async with store.transaction():`.
+async iterators), written out in `generated` by `scripts/generate_async.py`, and run on a
+thread or on the loop as the method's own mark says (`store.marks`, read by `methods`). Open
+with `await AsyncStore.open(target, ...)` (Store.open's arguments) and use as `async with`;
+group calls with `async with store.transaction():`.
 
 On PostgreSQL the calls run natively on the event loop (psycopg's async driver under
-SQLAlchemy's asyncio engine); on SQLite on a few threads, writes batched by group commit and
-reads on a read-only twin of the file (see `runners`). Errors are the Store's typed errors.
+SQLAlchemy's asyncio engine); on SQLite on at most four named threads, writes batched into
+shared commits and reads on a read-only twin of the file (see `runners`). Errors are the
+Store's typed errors.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ..store import Store
 from ..store.stream import FOLLOW_BATCH, follow_limit
 from .generated import StoreMethods
 from .lanes import Lanes
-from .methods import WRITE
+from .methods import KINDS, WRITE
 from .runners import THREAD, GreenletRunner, ThreadRunner
 
 __all__ = ["AsyncLease", "AsyncStore"]
@@ -181,13 +183,13 @@ class AsyncStore(StoreMethods):
         lease = await self._runner.call(WRITE, "acquire_lease", (run_id, ttl_secs), {})
         return AsyncLease(self, lease.run_id, lease.generation)
 
-    async def _call(self, kind: str, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-        return await self._runner.call(kind, name, args, kw)
+    async def _call(self, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        return await self._runner.call(KINDS[name], name, args, kw)
 
     def _iterate(
-        self, kind: str, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
+        self, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
     ) -> AsyncIterator[Any]:
-        return self._runner.iterate(kind, name, page, args, kw)
+        return self._runner.iterate(KINDS[name], name, page, args, kw)
 
     def _local(self, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         return getattr(self._store, name)(*args, **kw)
