@@ -6,10 +6,11 @@ against a 0.2–0.4 ms SQLite commit. Here a call is one `SimpleQueue.put` to th
 one `call_soon_threadsafe` back (about 70 µs), with the same promise: a call cancelled before
 a thread takes it never runs; once taken, it runs to its end (its caller just stops waiting).
 
-A lane given a `together` function (the writer lane) batches: when its thread takes a call
-marked `joinable` and finds more such calls queued behind it, it hands them all to `together`,
-which runs them in one transaction with one commit — what the sync Store's group commit does
-for threads, done here by one thread for many tasks.
+A lane given a `together` function (the writers) batches: when a thread takes a call marked
+`joinable` and finds more such calls queued behind it (or takes one right after a batch, when
+more are likely on their way), it hands them to `together`, which runs them in one
+transaction with one commit, taking in those that queue meanwhile — what the sync Store's
+group commit does for threads, done here by a thread for many tasks.
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ def _serve(jobs: queue.SimpleQueue[Entry]) -> None:
 def _serve_together(jobs: queue.SimpleQueue[Entry], together: Together) -> None:
     """`_serve`, batching joinable calls queued back to back (see the module)."""
     held: Entry | None = None
+    last = 1  # how many calls the last batch committed
     while True:
         job = held if held is not None else jobs.get()
         held = None
@@ -163,8 +165,11 @@ def _serve_together(jobs: queue.SimpleQueue[Entry], together: Together) -> None:
             continue
         batch = [job]
         held = _take_joinable(jobs, batch)
-        if len(batch) == 1:
-            _run(job)  # alone: its own transaction, as a lone sync caller's
+        if len(batch) == 1 and last == 1:
+            # Alone, and no batch just before: its own transaction, as a lone sync caller's.
+            # Right after a batch, others are likely on their way: it opens a transaction
+            # they can join before its COMMIT.
+            _run(job)
             continue
 
         def late(batch: list[Job] = batch) -> list[Callable[[], Any]]:
@@ -181,9 +186,11 @@ def _serve_together(jobs: queue.SimpleQueue[Entry], together: Together) -> None:
             del exc
             for each in batch:
                 _run(each)
+            last = 1
             continue
         for each, (result, error) in zip(batch, outcomes, strict=True):
             each.answer(result, error)
+        last = len(batch)
         del job, batch, outcomes
 
 

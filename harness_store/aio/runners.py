@@ -1,15 +1,16 @@
 """How an `AsyncStore` runs the sync Store's code without blocking the event loop.
 
-`ThreadRunner` (SQLite, whose driver has no asyncio API) runs every call on one of at most
-four named threads (`lanes`):
+`ThreadRunner` (SQLite, whose driver has no asyncio API) runs every call on one of four named
+threads (`lanes`):
 
-- `harness_store-writer`: the Store's writes, one at a time. Writes queued while it works are
-  taken together into one transaction and one COMMIT (`together`), each in its own savepoint,
-  so concurrent tasks' checkpoints share commits as the sync Store's threads do in group
-  commit, and a failing call is undone alone. A lone write runs as a lone sync caller's does.
-- `harness_store-reader-1` and `-2`: reads, on a read-only twin of the file, so they never
-  queue behind a write (a store with no twin — in memory, or opened read-only — reads on the
-  writer).
+- `harness_store-writer-1` and `-2`: the Store's writes. Each takes the writes queued when it
+  takes one and runs them in one transaction with one COMMIT (`together`), each in its own
+  savepoint, so concurrent tasks' checkpoints share commits as the sync Store's threads do in
+  group commit, and a failing call is undone alone; while one commits, the other gathers the
+  next batch (and two lone writes meet in the Store's own group commit). A lone write runs as
+  a lone sync caller's does.
+- `harness_store-reader`: reads, on a read-only twin of the file, so they never queue behind
+  a write (a store with no twin — in memory, or opened read-only — reads on the writers).
 - `harness_store-block`: the calls of an open `transaction()` block, run in the block's own
   context (where the Store keeps the block's connection). A SQLite store has one writer, so
   blocks take turns on this one lane; a task waiting for its turn waits on the loop.
@@ -45,7 +46,10 @@ if TYPE_CHECKING:
 
 THREAD = "harness_store"
 """The prefix of every thread an `AsyncStore` starts."""
-READ_THREADS = 2
+WRITE_THREADS = 2
+"""Threads taking writes: while one commits, the other gathers the writes queued meanwhile
+(and under load the scheduler wakes one of two rested threads sooner than one busy thread)."""
+READ_THREADS = 1
 """Threads reading through the read-only twin."""
 
 
@@ -58,7 +62,9 @@ class ThreadRunner:
 
     def __init__(self) -> None:
         self._target = _Target()
-        self._writes = Lanes(1, f"{THREAD}-writer", functools.partial(_together, self._target))
+        self._writes = Lanes(
+            WRITE_THREADS, f"{THREAD}-writer", functools.partial(_together, self._target)
+        )
         self._reads = self._writes
         self._block = Lanes(1, f"{THREAD}-block")
         self._turn = asyncio.Lock()

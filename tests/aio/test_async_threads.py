@@ -17,7 +17,7 @@ from harness_store import AsyncStore, StepRecord, Store
 from harness_store.store.connector.sqlite import SQLiteConnector
 
 MAX_THREADS = 4
-"""A writer lane, two reader lanes and the lane pinned to an open block."""
+"""Two writer threads, a reader and the thread pinned to an open block."""
 TASKS = 8
 WRITES_EACH = 12
 SAFETY = 120
