@@ -26,15 +26,7 @@ import pytest
 
 from harness_store import AsyncStore, StepRecord, Store
 from harness_store.aio import AsyncLease
-from harness_store.aio.methods import (
-    ITERATORS,
-    NOT_MIRRORED,
-    PROPERTIES,
-    READS,
-    WRITES,
-    public_methods,
-    unplaced,
-)
+from harness_store.aio.methods import NOT_MIRRORED, PROPERTIES, access, public_methods, unmarked
 from harness_store.errors import (
     InvalidValueError,
     RunNotFoundError,
@@ -62,8 +54,7 @@ def steps(count: int, tag: str = "d") -> list[StepRecord]:
 
 
 def test_every_store_method_has_an_async_twin_of_the_same_signature() -> None:
-    assert unplaced(Store) == set(), "place new Store methods in harness_store/aio/methods.py"
-    assert not READS & WRITES
+    assert unmarked(Store) == set(), "mark new Store methods (harness_store/store/marks.py)"
     for name in sorted(public_methods(Store)):
         twin = inspect.getattr_static(AsyncStore, name, None)
         assert twin is not None, f"AsyncStore lacks {name}"
@@ -71,7 +62,7 @@ def test_every_store_method_has_an_async_twin_of_the_same_signature() -> None:
         mirrored = getattr(AsyncStore, name)
         if name == "transaction":
             continue  # an async context manager, checked below
-        if name in ITERATORS:
+        if access(Store, name).iterates:
             assert inspect.isasyncgenfunction(mirrored), name
         else:
             assert inspect.iscoroutinefunction(mirrored), name
@@ -92,7 +83,8 @@ def test_a_method_added_to_store_later_is_placed_as_a_write() -> None:
         def brand_new(self, run_id: int) -> int:
             return run_id
 
-    assert unplaced(Grown) == {"brand_new"}
+    assert unmarked(Grown) == {"brand_new"}
+    assert access(Grown, "brand_new").kind == "write"
 
 
 def test_transaction_is_an_async_context_manager(store_target: str) -> None:

@@ -1,18 +1,21 @@
 """`AsyncStore`: the whole `Store` for asyncio programs.
 
 Every public Store method is a coroutine of the same name and signature here (generators are
-async iterators), built from the sets in `methods`, so a method added to `Store` is mirrored
-without touching this module. Open with `await AsyncStore.open(target, ...)` (Store.open's
-arguments) and use as `async with`; group calls with `async with store.transaction():`.
+async iterators), written out in `generated` by `scripts/generate_async.py`, and run on a
+thread or on the loop as the method's own mark says (`store.marks`, read by `methods`). Open
+with `await AsyncStore.open(target, ...)` (Store.open's arguments) and use as `async with`;
+group calls with `async with store.transaction():`.
 
 On PostgreSQL the calls run natively on the event loop (psycopg's async driver under
-SQLAlchemy's asyncio engine); on SQLite on a few threads, writes batched by group commit and
-reads on a read-only twin of the file (see `runners`). Errors are the Store's typed errors.
+SQLAlchemy's asyncio engine); on SQLite on at most four named threads, writes batched into
+shared commits and reads on a read-only twin of the file (see `runners`). Errors are the
+Store's typed errors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import os
 import threading
@@ -22,14 +25,17 @@ from typing import Any, Self
 
 from sqlalchemy.engine import URL
 
-from ..engine import make_async_engine, read_only_url, sqlite_path
+from ..dialects import backend_named
+from ..engine import make_async_engine, read_only_url, to_url
+from ..errors import StoreError
 from ..formats import i64
 from ..records import RunEvent
 from ..store import Store
 from ..store.stream import FOLLOW_BATCH, follow_limit
 from .generated import StoreMethods
-from .methods import WRITE
-from .runners import GreenletRunner, ThreadRunner
+from .lanes import Lanes
+from .methods import KINDS, WRITE
+from .runners import THREAD, GreenletRunner, ThreadRunner
 
 __all__ = ["AsyncLease", "AsyncStore"]
 
@@ -58,7 +64,7 @@ class AsyncStore(StoreMethods):
     ) -> Self:
         """`Store.open` for asyncio: the same arguments, checks, upgrade and errors (opening
         itself runs on a thread)."""
-        opened = await asyncio.to_thread(
+        opener = functools.partial(
             Store.open,
             target,
             upgrade=upgrade,
@@ -67,18 +73,18 @@ class AsyncStore(StoreMethods):
             read_only=read_only,
             busy_timeout=busy_timeout,
         )
-        if not opened.backend.native_async:
-            reader = None
-            if not read_only and sqlite_path(opened.url) is not None:
-                try:
-                    reader = await asyncio.to_thread(Store._open_read_only, opened.url, opened)
-                except BaseException:
-                    opened.close()
-                    raise
-            return cls(opened, ThreadRunner(opened, reader))
-        # Checked (and upgraded) by the sync open above; the calls run over an asyncio engine.
-        url, report = opened.url, opened.upgrade_report
-        await asyncio.to_thread(opened.close)
+        if not _speaks_asyncio(target):
+            runner = await ThreadRunner.open(opener, read_only=read_only)
+            return cls(runner.store, runner)
+        # Checked (and upgraded) by a sync open on a thread of its own, ended once it is done;
+        # the calls then run over an asyncio engine, on the loop.
+        opening = Lanes(1, f"{THREAD}-open")
+        try:
+            opened: Store = await opening.run(opener)
+            url, report = opened.url, opened.upgrade_report
+            await opening.run(opened.close)
+        finally:
+            await opening.aclose()
         speaks = read_only_url(url) if read_only else url
         engine = make_async_engine(speaks, synchronous=synchronous, busy_timeout=busy_timeout)
         store = Store(
@@ -95,8 +101,10 @@ class AsyncStore(StoreMethods):
     @classmethod
     async def memory(cls, *, synchronous: str | None = None) -> Self:
         """`Store.memory` for asyncio: a throwaway in-memory SQLite store."""
-        store = await asyncio.to_thread(Store.memory, synchronous=synchronous)
-        return cls(store, ThreadRunner(store, None))
+        runner = await ThreadRunner.open(
+            functools.partial(Store.memory, synchronous=synchronous), read_only=True
+        )
+        return cls(runner.store, runner)
 
     @property
     def store(self) -> Store:
@@ -175,19 +183,28 @@ class AsyncStore(StoreMethods):
         lease = await self._runner.call(WRITE, "acquire_lease", (run_id, ttl_secs), {})
         return AsyncLease(self, lease.run_id, lease.generation)
 
-    async def _call(self, kind: str, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-        return await self._runner.call(kind, name, args, kw)
+    async def _call(self, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        return await self._runner.call(KINDS[name], name, args, kw)
 
     def _iterate(
-        self, kind: str, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
+        self, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
     ) -> AsyncIterator[Any]:
-        return self._runner.iterate(kind, name, page, args, kw)
+        return self._runner.iterate(KINDS[name], name, page, args, kw)
 
     def _local(self, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         return getattr(self._store, name)(*args, **kw)
 
     def _attribute(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+def _speaks_asyncio(target: str | os.PathLike[str] | URL) -> bool:
+    """Whether the target's backend has an asyncio driver (PostgreSQL). An unknown backend is
+    left to `Store.open`, which refuses it with its own error."""
+    try:
+        return backend_named(to_url(target).get_backend_name()).native_async
+    except StoreError:
+        return False
 
 
 class AsyncLease:

@@ -1,11 +1,19 @@
 """How an `AsyncStore` runs the sync Store's code without blocking the event loop.
 
-`ThreadRunner` (SQLite, whose driver has no asyncio API): writes run on a few threads
-(`lanes`) calling the one Store, so concurrent tasks' checkpoints meet in group commit
-(`store.connector.group`) under `BEGIN IMMEDIATE` and the busy timeout as from threads;
-reads run on a second set over a read-only twin of the file, so they never queue behind a
-write. Inside
-`transaction()` every call of the task runs on the one thread that holds the transaction.
+`ThreadRunner` (SQLite, whose driver has no asyncio API) runs every call on one of four named
+threads (`lanes`):
+
+- `harness_store-writer-1` and `-2`: the Store's writes. Each takes the writes queued when it
+  takes one and runs them in one transaction with one COMMIT (`together`), each in its own
+  savepoint, so concurrent tasks' checkpoints share commits as the sync Store's threads do in
+  group commit, and a failing call is undone alone; while one commits, the other gathers the
+  next batch (and two lone writes meet in the Store's own group commit). A lone write runs as
+  a lone sync caller's does.
+- `harness_store-reader`: reads, on a read-only twin of the file, so they never queue behind
+  a write (a store with no twin — in memory, or opened read-only — reads on the writers).
+- `harness_store-block`: the calls of an open `transaction()` block, run in the block's own
+  context (where the Store keeps the block's connection). A SQLite store has one writer, so
+  blocks take turns on this one lane; a task waiting for its turn waits on the loop.
 
 `GreenletRunner` (PostgreSQL): the Store runs over SQLAlchemy's asyncio engine, each call in
 `greenlet_spawn`, so its I/O is psycopg's async I/O on the event loop — no thread per call.
@@ -18,25 +26,30 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, asynccontextmanager
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from ..engine import sqlite_path
 from ..errors import StoreError
-from .lanes import Lanes
-from .methods import READ
+from ..store.driver import LATE_ROUNDS
+from .lanes import Lanes, Outcome
+from .methods import READ, WRITE
 
 if TYPE_CHECKING:
     from ..store import Store
     from ..store.connector import BlockState
 
-WRITE_THREADS = 8
-"""Threads calling the Store's writes: enough for group commit to batch 8 concurrent tasks."""
-READ_THREADS = 4
+THREAD = "harness_store"
+"""The prefix of every thread an `AsyncStore` starts."""
+WRITE_THREADS = 2
+"""Threads taking writes: while one commits, the other gathers the writes queued meanwhile
+(and under load the scheduler wakes one of two rested threads sooner than one busy thread)."""
+READ_THREADS = 1
 """Threads reading through the read-only twin."""
 
 
@@ -45,39 +58,79 @@ def _take(iterator: Iterator[Any], count: int) -> list[Any]:
 
 
 class ThreadRunner:
-    """Runs Store calls on threads (see the module)."""
+    """Runs Store calls on named threads (see the module)."""
 
-    def __init__(self, store: Store, reader: Store | None) -> None:
-        self.store = store
-        self.reader = reader
-        self._writes = Lanes(WRITE_THREADS, "hs-async-write")
-        self._reads = Lanes(READ_THREADS, "hs-async-read") if reader is not None else self._writes
+    def __init__(self) -> None:
+        self._target = _Target()
+        self._writes = Lanes(
+            WRITE_THREADS, f"{THREAD}-writer", functools.partial(_together, self._target)
+        )
+        self._reads = self._writes
+        self._block = Lanes(1, f"{THREAD}-block")
+        self._turn = asyncio.Lock()
+        """Held by the task whose block is open on the block lane."""
         self._bound: contextvars.ContextVar[_Bound | None] = contextvars.ContextVar(
             "harness_store_bound", default=None
         )
-        self.engine = store.engine
-        self.write_engine = store.write_engine
+        self.reader: Store | None = None
         self._closed = False
 
-    def _place(self, kind: str) -> tuple[Callable[..., Any], Store]:
-        """Where a call runs: the transaction's thread in a block, else by kind."""
+    @classmethod
+    async def open(cls, opener: Callable[[], Store], *, read_only: bool) -> ThreadRunner:
+        """Open the Store on its writer lane (and, for a writable file, its read-only twin on
+        the reader lanes): no thread beyond the lanes is started, not even to open."""
+        runner = cls()
+        try:
+            runner._target.store = await runner._writes.run(opener)
+            store = runner.store
+            if not read_only and sqlite_path(store.url) is not None:
+                runner._reads = Lanes(READ_THREADS, f"{THREAD}-reader")
+                runner.reader = await runner._reads.run(
+                    functools.partial(type(store)._open_read_only, store.url, store)
+                )
+        except BaseException:
+            await runner.aclose()
+            raise
+        return runner
+
+    @property
+    def store(self) -> Store:
+        store = self._target.store
+        if store is None:
+            raise StoreError("this Store is closed")
+        return store
+
+    @property
+    def engine(self) -> Any:
+        return self.store.engine
+
+    @property
+    def write_engine(self) -> Any:
+        return self.store.write_engine
+
+    def _place(self, kind: str) -> tuple[Callable[..., Any], Store, bool]:
+        """Where a call runs: the block's lane in a block, else by kind; and whether the
+        writer may commit it together with others."""
         if self._closed:
             raise StoreError("this Store is closed")
         bound = self._bound.get()
         if bound is not None:
-            return bound.run, self.store
+            return bound.run, self.store, False
         if kind == READ and self.reader is not None:
-            return self._reads.run, self.reader
-        return self._writes.run, self.store
+            return self._reads.run, self.reader, False
+        return self._writes.run, self.store, kind == WRITE
 
     async def call(self, kind: str, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-        hop, target = self._place(kind)
-        return await hop(functools.partial(getattr(target, name), *args, **kw))
+        hop, target, joinable = self._place(kind)
+        work = functools.partial(getattr(target, name), *args, **kw)
+        if joinable:
+            return await hop(work, joinable=True)
+        return await hop(work)
 
     async def iterate(
         self, kind: str, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
     ) -> AsyncIterator[Any]:
-        hop, target = self._place(kind)
+        hop, target, _ = self._place(kind)
         pages = _Pages(getattr(target, name)(*args, **kw), page)
         try:
             while True:
@@ -92,7 +145,7 @@ class ThreadRunner:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
         bound = self._bound.get()
-        if bound is not None:  # nested: a savepoint, on the same thread
+        if bound is not None:  # nested: a savepoint, on the same lane
             block = self.store.transaction()
             began = False
 
@@ -109,7 +162,7 @@ class ThreadRunner:
                 await bound.run(begin)
             except BaseException:
                 # Cancelled while the savepoint was being opened: once it is, close it on the
-                # block's thread, before the outer block ends (the thread runs in order); left
+                # block's lane, before the outer block ends (the lane runs in order); left
                 # open, it would be ended by the garbage collector on whatever thread, on the
                 # connection another block is using by then.
                 bound.submit(end_begun)
@@ -121,53 +174,107 @@ class ThreadRunner:
                 raise
             await bound.finish(functools.partial(block.__exit__, None, None, None))
             return
-        bound = _Bound()
-        block = self.store.transaction()
-        entered = False
+        if self._closed:
+            raise StoreError("this Store is closed")
+        async with self._turn:
+            bound = _Bound(self._block)
+            block = self.store.transaction()
+            entered = False
 
-        def enter() -> None:
-            nonlocal entered
-            block.__enter__()
-            entered = True
+            def enter() -> None:
+                nonlocal entered
+                block.__enter__()
+                entered = True
 
-        def abandon() -> None:
-            if entered:
-                block.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
+            def abandon() -> None:
+                if entered:
+                    block.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
 
-        try:
-            await bound.run(enter)
-        except BaseException:
-            # Cancelled while waiting for the write lock: once `enter` runs, end the block.
-            bound.submit(abandon)
-            bound.shutdown()
-            raise
-        token = self._bound.set(bound)
-        try:
-            yield
-        except BaseException as exc:
-            self._bound.reset(token)
             try:
+                await bound.run(enter)
+            except BaseException:
+                # Cancelled while waiting for the write lock: once `enter` runs, end the
+                # block (the lane runs in order, so before the next block begins).
+                bound.submit(abandon)
+                raise
+            token = self._bound.set(bound)
+            try:
+                yield
+            except BaseException as exc:
+                self._bound.reset(token)
                 await bound.finish(functools.partial(block.__exit__, type(exc), exc, None))
-            finally:
-                bound.shutdown()
-            raise
-        self._bound.reset(token)
-        try:
+                raise
+            self._bound.reset(token)
             await bound.finish(functools.partial(block.__exit__, None, None, None))
-        finally:
-            bound.shutdown()
 
     async def aclose(self) -> None:
+        """Close the stores on their own lanes (after the calls queued there), then end every
+        lane's thread."""
         self._closed = True
-
-        def close() -> None:
-            self._writes.close()
-            self._reads.close()
-            self.store.close()
+        try:
+            if self._target.store is not None:
+                await self._writes.run(self._target.store.close)
             if self.reader is not None:
-                self.reader.close()
+                await self._reads.run(self.reader.close)
+        finally:
+            await self._block.aclose()
+            await self._reads.aclose()
+            await self._writes.aclose()
 
-        await asyncio.to_thread(close)
+
+class _Target:
+    """The Store the writer lane commits batches on (set once opened; the lane's thread holds
+    this, not the runner, so an `AsyncStore` dropped unclosed can still be collected)."""
+
+    __slots__ = ("store",)
+
+    def __init__(self) -> None:
+        self.store: Store | None = None
+
+
+def _together(
+    target: _Target,
+    calls: list[Callable[[], Any]],
+    late: Callable[[], list[Callable[[], Any]]],
+) -> list[Outcome]:
+    """Run queued writes in one transaction with one COMMIT: each in its own savepoint (the
+    Store's rule for a write inside a block), so a failing call is undone alone and gets its
+    own error; joined, a few rounds, by the writes that queued meanwhile. Raises only when
+    the transaction could not begin, before any call ran (the lane then runs each alone)."""
+    if target.store is None:
+        raise StoreError("this Store is not open")
+    block = target.store.transaction()
+    block.__enter__()
+    outcomes: list[Outcome] = []
+    try:
+        for rounds in range(LATE_ROUNDS + 1):
+            for work in calls[len(outcomes) :]:
+                try:
+                    outcomes.append((work(), None))
+                except Exception as exc:  # its savepoint is undone; the others go on
+                    outcomes.append((None, exc))
+            if rounds < LATE_ROUNDS:
+                joined = late()
+                if not joined:
+                    break
+                calls.extend(joined)
+    except BaseException as exc:
+        block.__exit__(type(exc), exc, None)
+        raise
+    try:
+        block.__exit__(None, None, None)
+    except BaseException as exc:
+        return [
+            (None, error if error is not None else _not_committed(exc)) for _, error in outcomes
+        ]
+    return outcomes
+
+
+def _not_committed(exc: BaseException) -> BaseException:
+    """A caller's own copy of the error that kept its batch from committing."""
+    if isinstance(exc, StoreError):
+        return copy.copy(exc)
+    return StoreError(f"not committed: {type(exc).__name__}: {exc}")
 
 
 class _Pages:
@@ -213,28 +320,26 @@ class _Pages:
 
 
 class _Bound:
-    """The one thread of an open transaction block, and the context its calls run in (where
-    the Store keeps the block's connection)."""
+    """An open transaction block: the block lane its calls run on, and the context they run
+    in (where the Store keeps the block's connection)."""
 
-    def __init__(self) -> None:
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="hs-async-tx")
+    def __init__(self, lane: Lanes) -> None:
+        self._lane = lane
         self._context = contextvars.Context()
 
-    def submit(self, work: Callable[[], Any]) -> Any:
-        return self._thread.submit(self._context.run, work)
+    def submit(self, work: Callable[[], Any]) -> None:
+        """`work` on the block's lane, after what is queued there; nobody waits for it."""
+        self._lane.post(functools.partial(self._context.run, work))
 
     async def run(self, work: Callable[[], Any]) -> Any:
-        """`work` on the block's thread; cancelled before it starts, it never runs."""
-        return await asyncio.wrap_future(self.submit(work))
+        """`work` on the block's lane; cancelled before it starts, it never runs."""
+        return await self._lane.run(functools.partial(self._context.run, work))
 
     async def finish(self, work: Callable[[], Any]) -> Any:
-        """`work` (the end of a block) on the block's thread, run even when the caller is
+        """`work` (the end of a block) on the block's lane, run even when the caller is
         cancelled while waiting for it: a block that began must end, or it would keep the
         write lock."""
-        return await asyncio.shield(asyncio.wrap_future(self.submit(work)))
-
-    def shutdown(self) -> None:
-        self._thread.shutdown(wait=False)
+        return await asyncio.shield(self.run(work))
 
 
 class GreenletRunner:

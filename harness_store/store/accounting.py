@@ -47,6 +47,7 @@ from ..records import (
     Tally,
     Usage,
 )
+from .marks import pages, reads, writes
 from .older import OlderStoreMixin
 from .spend import counted, fingerprint, spend_of
 from .spend import run_rows as spend_run_rows
@@ -149,6 +150,7 @@ def group(key: str, calls: list[ProviderCall], prices: PriceTable) -> Spend:
 class AccountingMixin(OlderStoreMixin):
     """Provider calls and the roll-ups over them and over finished runs."""
 
+    @writes
     def record_provider_call(self, run_id: int, call: ProviderCall) -> None:
         """Record one attempt at a provider call, answered or failed alike."""
         u = call.usage
@@ -168,6 +170,7 @@ class AccountingMixin(OlderStoreMixin):
         with self._write() as conn:
             conn.execute(insert(m.ProviderCall).values(**values))
 
+    @reads
     def provider_calls(self, run_id: int) -> list[ProviderCall]:
         """Every provider call of a run, in order (empty for a run from before 0.18: an
         unrecorded run is not a free one)."""
@@ -180,20 +183,24 @@ class AccountingMixin(OlderStoreMixin):
 
     # --- spend (0.18) --------------------------------------------------------------------
 
+    @reads
     def spend_by_model(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per model that served the calls, priced by `prices`; calls naming no model
         group under "(unknown model)" and count as unpriced. Ordered by key. `since`
         (beyond upstream; a `YYYY-MM-DD` or stamp prefix) keeps the calls made from then on."""
         return self._spend(prices, since, "model")
 
+    @reads
     def spend_by_day(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per UTC day (`YYYY-MM-DD`, from the database clock), priced by `prices`."""
         return self._spend(prices, since, "day")
 
+    @reads
     def spend_by_run(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per run (keyed by the run id as text, in text order, as upstream keys it)."""
         return self._spend(prices, since, "run")
 
+    @pages(1000)
     def iter_spend_by_run(self, prices: PriceTable, *, since: str | None = None) -> Iterator[Spend]:
         """`spend_by_run`'s records in the same order, built one at a time as they are taken
         (the store is read whole at the first one): for a caller that handles a great many
@@ -272,16 +279,19 @@ class AccountingMixin(OlderStoreMixin):
         rows.sort(key=lambda r: (r[0] is not None, r[0] or ""))
         return [Tally(NO_KEY if k is None else str(k), int(n)) for k, n in rows]
 
+    @reads
     def runs_by_outcome(self) -> list[Tally]:
         """Finished runs per outcome string (raw outcomes, not a success flag), by outcome."""
         o = m.RunOutcome
         return self._tally(select(o.outcome, func.count()).group_by(o.outcome))
 
+    @reads
     def runs_by_day(self) -> list[Tally]:
         """Finished runs per UTC day they finished on (the clock `spend_by_day` uses)."""
         day = func.substr(m.RunOutcome.finished_at, 1, 10)
         return self._tally(select(day, func.count()).group_by(day))
 
+    @reads
     def first_try(self) -> FirstTry:
         """Finished runs, those that succeeded, and those that succeeded with no
         `gate_phase_failed` sandbox event (one index probe per run)."""
@@ -295,6 +305,7 @@ class AccountingMixin(OlderStoreMixin):
             runs, succeeded, first = conn.execute(statement).one()
         return FirstTry(int(runs), int(succeeded), int(first))
 
+    @reads
     def gate_failures_by_phase(self) -> list[Tally]:
         """Failed gate phases, counted per failure (not per run), by phase."""
         e = m.SandboxEvent
@@ -303,6 +314,7 @@ class AccountingMixin(OlderStoreMixin):
         )
         return self._tally(statement)
 
+    @reads
     def recovery(self) -> Recovery:
         """How many provider fallbacks (`served` context events), replans and resumes."""
         x, k = m.ContextEvent, m.CheckpointEvent

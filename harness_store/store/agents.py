@@ -17,6 +17,7 @@ from .. import models as m
 from ..formats import i64, opt_text, opt_u32, opt_u64, text, token_sum, u32
 from ..records import AgentEvent, SpawnRow, TreeNode
 from .base import DriverStatement, StoreBase
+from .marks import reads, writes
 
 
 def tree_ids(root: Any) -> CTE:
@@ -97,32 +98,39 @@ class AgentsMixin(StoreBase):
     def _tree_read(self, name: str, root: int) -> list[Any]:
         return self._driver_read(self._tree_statements[name], {"root": root})
 
+    @reads
     def children(self, run_id: int) -> list[int]:
         """Direct children of a run, in spawn order."""
         statement = select(m.Run.id).where(m.Run.parent_run_id == run_id).order_by(m.Run.id)
         return self._rows(statement, int)
 
+    @reads
     def parent(self, run_id: int) -> int | None:
         """The parent run id, or None for a root; `RunNotFoundError` for a missing run."""
         value = self._run_column(run_id, m.Run.parent_run_id, missing_ok=False)
         return None if value is None else int(value)
 
+    @reads
     def depth(self, run_id: int) -> int:
         """The nesting depth recorded for a run (0 at the root)."""
         return int(self._run_column(run_id, m.Run.depth, missing_ok=False))
 
+    @reads
     def tree_run_ids(self, root: int) -> list[int]:
         """Every run id in the tree rooted at `root`, ascending."""
         return [int(row[0]) for row in self._tree_read("ids", root)]
 
+    @reads
     def spent_tokens_tree(self, root: int) -> int:
         """Total tokens spent across the tree — the aggregate restored on a tree resume."""
         return token_sum(self._tree_read("tokens", root)[0][0])
 
+    @reads
     def agent_count_tree(self, root: int) -> int:
         """Number of runs (agents) in the tree."""
         return int(self._tree_read("count", root)[0][0])
 
+    @reads
     def tree(self, root: int) -> list[TreeNode]:
         """Every run of the tree with parent, depth, status, outcome, steps and tokens, and
         its mailbox (messages, unread) and queue (children waiting) — ordered by id. Empty
@@ -171,6 +179,7 @@ class AgentsMixin(StoreBase):
 
     # --- spawns --------------------------------------------------------------------------
 
+    @writes
     def record_spawn(
         self,
         parent_run_id: int,
@@ -200,6 +209,7 @@ class AgentsMixin(StoreBase):
                 )
             )
 
+    @reads
     def find_spawn(self, parent_run_id: int, step: int, goal: str) -> SpawnRow | None:
         """The child spawned by `parent_run_id` at `step` for `goal`, if any (the first one)."""
         s = m.Spawn
@@ -216,6 +226,7 @@ class AgentsMixin(StoreBase):
         rows = self._rows(statement, SpawnRow)
         return rows[0] if rows else None
 
+    @writes
     def record_agent_event(self, e: AgentEvent) -> None:
         """Record a spawn, a refused spawn, or a budget draw against the tree."""
         self._append(
@@ -229,6 +240,7 @@ class AgentsMixin(StoreBase):
             remaining=opt_u64(e.remaining, "remaining"),
         )
 
+    @reads
     def agent_events(self, run_id: int) -> list[AgentEvent]:
         """Every agent event of a run, in order."""
         a = m.AgentEvent

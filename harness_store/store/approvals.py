@@ -17,11 +17,13 @@ from ..records import (
     PolicyEvent,
 )
 from .base import StoreBase
+from .marks import reads, writes
 
 
 class ApprovalsMixin(StoreBase):
     """Upstream's `approvals.rs` half of the Store."""
 
+    @writes
     def record_event(self, run_id: int, e: PolicyEvent) -> None:
         """Record a policy refusal or a human decision against a run."""
         self._append(
@@ -38,6 +40,7 @@ class ApprovalsMixin(StoreBase):
             performed=opt_text(e.performed, "performed"),
         )
 
+    @reads
     def events(self, run_id: int) -> list[PolicyEvent]:
         """Every policy event of a run, in order."""
         p = m.PolicyEvent
@@ -50,6 +53,7 @@ class ApprovalsMixin(StoreBase):
         )
         return self._rows(statement, PolicyEvent)
 
+    @writes
     def put_pending(
         self, run_id: int, step: int, act: str, target: str, content: str | None = None
     ) -> int:
@@ -68,6 +72,7 @@ class ApprovalsMixin(StoreBase):
         with self._write() as conn:
             return int(conn.execute(statement).scalar_one())
 
+    @reads
     def pending(self, request_id: int) -> Pending | None:
         """A pending action by request id, if there is one."""
         p = m.PendingApproval
@@ -77,6 +82,7 @@ class ApprovalsMixin(StoreBase):
         rows = self._rows(statement, Pending)
         return rows[0] if rows else None
 
+    @reads
     def pending_for_run(self, run_id: int) -> list[Pending]:
         """Every approval request of a run, resolved or not, in order (beyond upstream: the
         list a reviewer or the CLI shows)."""
@@ -88,6 +94,7 @@ class ApprovalsMixin(StoreBase):
         )
         return self._rows(statement, Pending)
 
+    @writes
     def resolve_pending(self, request_id: int, decision: str) -> bool:
         """Decide a pending action, so a resume knows what the human chose; True if this call
         decided it. A request is decided once (0.33): a second decision, or one for a request
@@ -101,6 +108,7 @@ class ApprovalsMixin(StoreBase):
             ).rowcount
         return bool(changed == 1)
 
+    @reads
     def unresolved_approvals(self, run_id: int) -> list[Pending]:
         """The approval requests of a run still awaiting a decision, in order: what a person
         is asked on resume."""

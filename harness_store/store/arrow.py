@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidValueError
+from .marks import pages, reads
 from .older import OlderStoreMixin
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ class ArrowMixin(OlderStoreMixin):
 
     _origins_seen = False
 
+    @reads
     def arrow(
         self,
         table: str,
@@ -51,6 +53,7 @@ class ArrowMixin(OlderStoreMixin):
             list(self.iter_arrow(table, runs=runs, since=since, columns=columns)), schema=schema
         )
 
+    @pages("batch_rows")
     def iter_arrow(
         self,
         table: str,
@@ -103,6 +106,7 @@ class ArrowMixin(OlderStoreMixin):
             schema = pa_select(schema, columns)
         return schema
 
+    @reads
     def frame(
         self,
         table: str,

@@ -50,6 +50,7 @@ from .health_rows import (
     spend_findings,
     tree_findings,
 )
+from .marks import reads, writes
 
 K = FindingKind
 
@@ -385,12 +386,14 @@ def check_store(conn: Connection, backend: Backend) -> CheckReport:
 class HealthMixin(StoreBase):
     """`check` and `repair` (see the module docstring)."""
 
+    @reads
     def check(self) -> CheckReport:
         """Look the whole store over, in one read transaction, and say what is wrong with
         it; changes nothing. `CheckReport.healthy` when nothing was found."""
         with self._read() as conn:
             return check_store(conn, self._backend)
 
+    @writes
     def repair(self) -> Repaired:
         """Fix what `check` finds that can be fixed without losing a row: rebuild missing
         indexes and triggers, recount spend counters, drop leases of missing runs. A SQLite

@@ -14,6 +14,7 @@ from ..errors import InvalidValueError, ResumeError
 from ..formats import i64, opt_text, u32
 from ..formats import text as check_text
 from ..records import AssistantTurn, GateAttempt, GateOutcome, ToolAttempt, ToolCall, ToolRecovery
+from .marks import reads, writes
 from .older import OlderStoreMixin
 
 
@@ -53,6 +54,7 @@ class JournalMixin(OlderStoreMixin):
 
     # --- gate attempts (0.34) ------------------------------------------------------------
 
+    @writes
     def put_gate_attempt(
         self, run_id: int, step: int, phase: str, outcome: GateOutcome | str, detail: str
     ) -> int:
@@ -88,10 +90,12 @@ class JournalMixin(OlderStoreMixin):
         statement = statement.order_by(g.id.desc()).limit(1) if last else statement.order_by(g.id)
         return self._rows(statement, _gate)
 
+    @reads
     def gate_attempts(self, run_id: int) -> list[GateAttempt]:
         """Every gate attempt of a run, oldest first."""
         return self._gate_rows(run_id, last=False)
 
+    @reads
     def last_gate_attempt(self, run_id: int) -> GateAttempt | None:
         """The run's latest gate attempt, or None if it never gated."""
         rows = self._gate_rows(run_id, last=True)
@@ -99,6 +103,7 @@ class JournalMixin(OlderStoreMixin):
 
     # --- step turns (0.64) ---------------------------------------------------------------
 
+    @writes
     def record_step_turn(self, run_id: int, turn: AssistantTurn) -> None:
         """Record what a step asked for; a later turn of the same step replaces it (one row
         per step: the turn the model last took)."""
@@ -117,6 +122,7 @@ class JournalMixin(OlderStoreMixin):
             )
         )
 
+    @writes
     def stage_step_turn(self, run_id: int, turn: AssistantTurn) -> None:
         """Stage the turn a step took, for `checkpoint_step` of that step to write in its own
         transaction (after the lease check), so a step that never commits leaves no turn.
@@ -124,10 +130,12 @@ class JournalMixin(OlderStoreMixin):
         turn_calls_json(run_id, turn)  # refuse what cannot be stored now, not at the commit
         self._staged[run_id] = turn
 
+    @writes
     def forget_staged_turn(self, run_id: int) -> None:
         """Drop the turn staged for a run this handle no longer drives."""
         self._staged.pop(run_id, None)
 
+    @reads
     def step_turns(self, run_id: int) -> list[AssistantTurn]:
         """Every recorded turn of a run, oldest step first; a row this release cannot read
         raises `ResumeError` rather than restoring a different conversation."""
@@ -149,6 +157,7 @@ class JournalMixin(OlderStoreMixin):
 
     # --- the tool-attempt journal (0.65) -------------------------------------------------
 
+    @writes
     def open_attempt(
         self, run_id: int, step: int, tool: str, recovery: ToolRecovery | str
     ) -> int | None:
@@ -169,10 +178,12 @@ class JournalMixin(OlderStoreMixin):
         with self._write() as conn:
             return int(conn.execute(statement).scalar_one())
 
+    @writes
     def close_attempt(self, attempt_id: int) -> None:
         """Close an attempt whose call returned (a closed attempt is left as it is)."""
         self._finish_attempt(attempt_id, {})
 
+    @writes
     def resolve_attempt(self, attempt_id: int, resolution: str) -> None:
         """Close an attempt by an operator's decision, recording what was decided."""
         self._finish_attempt(attempt_id, {"resolution": check_text(resolution, "resolution")})
@@ -187,6 +198,7 @@ class JournalMixin(OlderStoreMixin):
         with self._write() as conn:
             conn.execute(statement)
 
+    @reads
     def open_attempts(self, run_id: int) -> list[ToolAttempt]:
         """The run's attempts that started and never finished, oldest first: what a resume
         must decide about (served by the partial index of open rows)."""

@@ -19,6 +19,7 @@ from .. import models as m
 from ..errors import LeaseConflictError, RunNotFoundError, StoreError
 from ..formats import i64
 from ..records import AssistantTurn, LeaseRow
+from .marks import local, reads, writes
 from .older import OlderStoreMixin
 
 _OWNER_SEQ = itertools.count()
@@ -127,6 +128,7 @@ class LeasesMixin(OlderStoreMixin):
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _new_driver(ref))
 
+    @local
     def owner(self) -> str:
         """This handle's opaque lease owner id: two Stores over one database are two owners,
         in one process or not."""
@@ -153,6 +155,7 @@ class LeasesMixin(OlderStoreMixin):
             return LeaseConflictError(run_id, "", "")
         return LeaseConflictError(run_id, row.owner, row.expires_at)
 
+    @writes
     def acquire_lease(self, run_id: int, ttl_secs: int) -> Lease:
         """Take the lease on a run: free, already this handle's (generation kept), lapsed, or
         held by a process that is gone (both take-overs: generation + 1). Refused with
@@ -212,6 +215,7 @@ class LeasesMixin(OlderStoreMixin):
         self._leases[run_id] = generation
         return Lease(self, run_id, generation)
 
+    @writes
     def renew_lease(self, run_id: int, generation: int) -> None:
         """Extend this handle's lease at `generation`; `LeaseConflictError` once the run was
         taken over (renewing is no way back in); `RunNotFoundError` once the run is gone."""
@@ -234,6 +238,7 @@ class LeasesMixin(OlderStoreMixin):
         if conflict is not None:
             raise conflict
 
+    @writes
     def release_lease(self, run_id: int, generation: int) -> None:
         """Release this handle's lease at `generation` (the row goes: released is not expired).
         Releasing a lease no longer held is a no-op, not an error."""
@@ -248,6 +253,7 @@ class LeasesMixin(OlderStoreMixin):
                 )
             )
 
+    @reads
     def run_lease(self, run_id: int) -> LeaseRow | None:
         """Who holds a run now and whether that lease lapsed (on the database's clock); None
         when the run has no lease."""

@@ -18,6 +18,7 @@ from ..formats import i64, opt_text, text, u32, u64
 from ..records import AgentMessage, ProcessHandle
 from .agents import tree_ids
 from .base import StoreBase
+from .marks import reads, writes
 from .older import OlderStoreMixin
 
 # `ON CONFLICT … DO NOTHING` is upstream's `INSERT OR IGNORE` in a form both backends parse;
@@ -62,6 +63,7 @@ def i32(value: int | None, name: str) -> int | None:
 class MailboxMixin(OlderStoreMixin):
     """Upstream's `agents.rs`: the mailbox, the queue, addresses and process handles."""
 
+    @writes
     def send_message(
         self, from_run_id: int, to_run_id: int, from_name: str, step: int, body: str
     ) -> int:
@@ -81,6 +83,7 @@ class MailboxMixin(OlderStoreMixin):
         with self._write() as conn:
             return int(conn.execute(statement).scalar_one())
 
+    @writes
     def read_messages(self, to_run_id: int, from_name: str | None = None) -> list[AgentMessage]:
         """Take a run's unread messages (only `from_name`'s when given), oldest first, and
         mark them read at one stamp — in one transaction, so a message is delivered once."""
@@ -103,6 +106,7 @@ class MailboxMixin(OlderStoreMixin):
             for r in rows
         ]
 
+    @reads
     def messages_for(self, to_run_id: int) -> list[AgentMessage]:
         """Every message sent to a run, read or not, oldest first (reading nothing)."""
         if self._lacks("agent_messages"):
@@ -117,6 +121,7 @@ class MailboxMixin(OlderStoreMixin):
         )
         return self._rows(statement, message_row)
 
+    @writes
     def enqueue_agent(self, parent_run_id: int, step: int, goal: str, depth: int) -> bool:
         """Queue a child to spawn later; False when that (parent, step, goal) is queued already."""
         params = {
@@ -128,6 +133,7 @@ class MailboxMixin(OlderStoreMixin):
         with self._write() as conn:
             return bool(conn.execute(_ENQUEUE, params).rowcount == 1)
 
+    @writes
     def dequeue_agent(self, parent_run_id: int, step: int, goal: str) -> bool:
         """Take a queued child off the queue; True for exactly the one caller that removed it."""
         q = m.AgentQueueEntry
@@ -137,6 +143,7 @@ class MailboxMixin(OlderStoreMixin):
             ).rowcount
         return bool(removed == 1)
 
+    @reads
     def queued_agents(self, root: int) -> list[tuple[int, str]]:
         """Every child queued anywhere in the tree, as (depth, goal), in queue order."""
         if self._lacks("agent_queue"):
@@ -148,6 +155,7 @@ class MailboxMixin(OlderStoreMixin):
         )
         return self._rows(statement, lambda depth, goal: (int(depth), goal))
 
+    @reads
     def tree_addresses(self, root: int) -> list[tuple[str, int]]:
         """The names agents of the tree answer to, as (name, run id), sorted: every named
         child, and `root` for the root."""
@@ -166,6 +174,7 @@ class MailboxMixin(OlderStoreMixin):
 
     # --- process handles -------------------------------------------------------------------
 
+    @writes
     def record_handle_started(self, run_id: int, step: int, handle: int, line: str) -> None:
         """Record a background process started as `handle` of the run; a repeat is ignored."""
         params = {
@@ -177,6 +186,7 @@ class MailboxMixin(OlderStoreMixin):
         with self._write() as conn:
             conn.execute(_HANDLE_STARTED, params)
 
+    @writes
     def record_handle_pids(self, run_id: int, handle: int, pids: list[int]) -> None:
         """Record the process ids behind a handle (comma-joined, as upstream)."""
         h = m.ProcessHandle
@@ -186,6 +196,7 @@ class MailboxMixin(OlderStoreMixin):
                 update(h).where(h.run_id == run_id, h.handle == handle).values(pids=joined)
             )
 
+    @writes
     def record_handle_ended(
         self, run_id: int, handle: int, state: str, code: int | None, reason: str | None
     ) -> None:
@@ -203,6 +214,7 @@ class MailboxMixin(OlderStoreMixin):
                 )
             )
 
+    @writes
     def record_handle_output(self, run_id: int, step: int, handle: int, chunk: str) -> None:
         """Append a chunk of a handle's output; an empty chunk writes nothing."""
         if not text(chunk, "chunk"):
@@ -215,6 +227,7 @@ class MailboxMixin(OlderStoreMixin):
             chunk=chunk,
         )
 
+    @reads
     def process_handles(self, run_id: int) -> list[ProcessHandle]:
         """Every process handle of a run, in start order."""
         if self._lacks("process_handles"):
@@ -223,6 +236,7 @@ class MailboxMixin(OlderStoreMixin):
         statement = select(*_handle_columns()).where(h.run_id == run_id).order_by(h.id)
         return self._rows(statement, handle_row)
 
+    @writes
     def orphan_live_handles(self, run_id: int, reason: str) -> list[ProcessHandle]:
         """Mark the run's still-running handles orphaned (their process died with a crashed
         run) and return them as they now read, in one transaction."""
@@ -246,6 +260,7 @@ class MailboxMixin(OlderStoreMixin):
             for p in rows
         ]
 
+    @reads
     def handle_output(self, run_id: int, handle: int) -> str:
         """Everything a handle's process printed, as read, concatenated."""
         if self._lacks("handle_output"):

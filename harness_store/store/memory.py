@@ -29,6 +29,7 @@ from ..records import (
     MemorySnapshot,
     MemoryWrite,
 )
+from .marks import reads, writes
 from .older import OlderStoreMixin
 
 FACT = "fact"
@@ -147,12 +148,14 @@ def memory_entry(
 class MemoryMixin(OlderStoreMixin):
     """The memory half of upstream's Store."""
 
+    @writes
     def memory_put(self, workspace: str, key: str, value: str, run_id: int, step: int) -> list[str]:
         """Write or replace `key` in `workspace` as a fact; return the keys evicted to hold the
         caps, in eviction order. A pinned entry is left as it is and nothing is evicted (the
         return is `[]`, as upstream's, which cannot tell that refusal from a plain write)."""
         return self.memory_write(workspace, key, value, run_id, step, FACT).evicted
 
+    @writes
     def memory_write(
         self, workspace: str, key: str, value: str, run_id: int, step: int, kind: str = FACT
     ) -> MemoryWrite:
@@ -160,6 +163,7 @@ class MemoryMixin(OlderStoreMixin):
         saying whether a pin refused it (0.30) — `memory_put` with the answer kept."""
         return self.memory_write_with(workspace, key, value, run_id, step, kind, MemoryLimits())
 
+    @writes
     def memory_write_with(
         self,
         workspace: str,
@@ -219,6 +223,7 @@ class MemoryMixin(OlderStoreMixin):
             conn.execute(delete(mem).where(mem.workspace == workspace, mem.key.in_(evicted)))
         return evicted
 
+    @reads
     def memory_similar(self, workspace: str, key: str, value: str) -> MemoryEntry | None:
         """The entry of `workspace`, under another key, that `value` most restates (0.57): at
         least 60% of the two notes' words shared; most shared words wins, a tie goes to the
@@ -238,6 +243,7 @@ class MemoryMixin(OlderStoreMixin):
                 best = (shared, entry)
         return None if best is None else best[1]
 
+    @writes
     def memory_pin(self, workspace: str, key: str, pinned: bool) -> bool:
         """Pin or unpin one entry (0.30): a pinned entry is neither overwritten by a run nor
         evicted. True when the entry exists."""
@@ -250,6 +256,7 @@ class MemoryMixin(OlderStoreMixin):
             ).rowcount
         return bool(changed)
 
+    @writes
     def record_memory_recall(self, run_id: int, step: int, workspace: str, keys: list[str]) -> None:
         """Record that a run drew on these keys at `step`: one row per key per recall, the
         evidence eviction ranks by (crate-internal upstream, where the context assembler
@@ -267,6 +274,7 @@ class MemoryMixin(OlderStoreMixin):
             with self._write() as conn:
                 conn.execute(insert(m.MemoryRecall), rows)
 
+    @reads
     def memory_recalls(self, run_id: int) -> list[MemoryRecall]:
         """Which entries a run drew on, in recall order; a key once per recall (0.30)."""
         if self._lacks("memory_recalls"):
@@ -279,6 +287,7 @@ class MemoryMixin(OlderStoreMixin):
         )
         return self._rows(statement, MemoryRecall)
 
+    @reads
     def memory_snapshots(self, run_id: int) -> list[MemorySnapshot]:
         """What every entry this run changed looked like before its first change (0.36), in
         order: the restore points a rewind puts back. An unknown state reads as a value."""
@@ -315,16 +324,19 @@ class MemoryMixin(OlderStoreMixin):
             statement = statement.where(mem.key == key)
         return self._rows(statement.order_by(mem.created_at, mem.key), memory_entry)
 
+    @reads
     def memory_list(self, workspace: str) -> list[MemoryEntry]:
         """Every entry of `workspace`, oldest first, a same-stamp tie broken by key (0.57);
         never another workspace's."""
         return self._entries(workspace)
 
+    @reads
     def memory_get(self, workspace: str, key: str) -> MemoryEntry | None:
         """One entry of `workspace` by key, if it holds one."""
         found = self._entries(workspace, key)
         return found[0] if found else None
 
+    @writes
     def memory_forget(self, workspace: str, key: str, run_id: int, step: int) -> MemoryForget:
         """Remove one entry on a run's behalf (0.56): refused for a pinned entry; otherwise
         the run's restore point is taken first (a rewind puts the entry back) and the entry's
@@ -353,6 +365,7 @@ class MemoryMixin(OlderStoreMixin):
             conn.execute(delete(recall).where(recall.workspace == workspace, recall.key == key))
         return MemoryForget.REMOVED
 
+    @writes
     def memory_delete(self, workspace: str, key: str) -> bool:
         """Forget one entry; True when an entry was removed. Its recalls and restore points
         stay, as upstream's."""
@@ -361,6 +374,7 @@ class MemoryMixin(OlderStoreMixin):
             result = conn.execute(delete(mem).where(mem.workspace == workspace, mem.key == key))
         return bool(result.rowcount)
 
+    @writes
     def memory_clear(self, workspace: str) -> int:
         """Remove every entry of `workspace`; return how many. Other workspaces keep theirs."""
         mem = m.Memory

@@ -12,6 +12,7 @@ from ..errors import InvalidValueError
 from ..formats import i64, u32, u64
 from ..formats import text as check_text
 from ..records import Summary, TodoItem, TodoState
+from .marks import reads, writes
 from .older import OlderStoreMixin
 
 TODO_MAX_ITEMS = 64
@@ -27,6 +28,7 @@ def summary(id: int, through: int, folded: int, txt: str, est: int, at: str) -> 
 class NotesMixin(OlderStoreMixin):
     """Summaries and todos: upstream's `memory.rs`, second half."""
 
+    @writes
     def put_summary(
         self, run_id: int, through_step: int, folded: int, text: str, est_tokens: int
     ) -> int:
@@ -60,16 +62,19 @@ class NotesMixin(OlderStoreMixin):
             statement = statement.order_by(s.id)
         return self._rows(statement, summary)
 
+    @reads
     def summary_for(self, run_id: int, folded: int) -> Summary | None:
         """The newest fold of a run at one ledger position (`folded`), if any: keyed on the
         position, not the step, so a resumed run finds the fold it already paid for."""
         found = self._summaries(run_id, folded)
         return found[0] if found else None
 
+    @reads
     def summaries(self, run_id: int) -> list[Summary]:
         """Every fold of a run, oldest first."""
         return self._summaries(run_id)
 
+    @writes
     def write_todos(self, run_id: int, items: list[TodoItem]) -> int:
         """Replace a run's todo list wholesale, in one transaction (a reader sees the old list
         or the new one). At most `TODO_MAX_ITEMS` items of at most `TODO_TEXT_CAP` characters
@@ -95,6 +100,7 @@ class NotesMixin(OlderStoreMixin):
                 conn.execute(insert(t), rows)
         return len(items) - len(kept)
 
+    @reads
     def todos(self, run_id: int) -> list[TodoItem]:
         """A run's todo list in the order written; empty when it never wrote one or cleared
         it. A row with a state this release does not know is skipped."""

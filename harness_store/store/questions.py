@@ -17,6 +17,7 @@ from .. import models as m
 from ..errors import InvalidValueError, ResumeError
 from ..formats import i64, opt_text, text, u32
 from ..records import PendingPlan, PendingQuestion, Plan, PlanStep, PlanVerdict, Question
+from .marks import reads, writes
 from .older import OlderStoreMixin
 
 VERDICTS = ("approve", "revise", "cancel")
@@ -112,6 +113,7 @@ def _plan_columns() -> tuple[Any, ...]:
 class QuestionsMixin(OlderStoreMixin):
     """Questions and plans: upstream's `approvals.rs`, second half."""
 
+    @writes
     def put_question(self, run_id: int, step: int, q: Question) -> int:
         """Persist a question for a person; return its id. No choices store as NULL."""
         choices = None
@@ -131,6 +133,7 @@ class QuestionsMixin(OlderStoreMixin):
         with self._write() as conn:
             return int(conn.execute(statement).scalar_one())
 
+    @reads
     def question(self, question_id: int) -> PendingQuestion | None:
         """A question by id, answered or not."""
         if self._lacks("pending_questions"):
@@ -139,6 +142,7 @@ class QuestionsMixin(OlderStoreMixin):
         found = self._rows(statement, question_row)
         return found[0] if found else None
 
+    @reads
     def answered_question(self, run_id: int, step: int, question: str) -> PendingQuestion | None:
         """The newest answered question with this text at this step of the run: what a resumed
         run reads instead of asking again."""
@@ -154,6 +158,7 @@ class QuestionsMixin(OlderStoreMixin):
         found = self._rows(statement, question_row)
         return found[0] if found else None
 
+    @writes
     def answer_question(self, question_id: int, answer: str, by: str) -> bool:
         """Answer a question; True if this call answered it, False when it was answered
         already (the first answer stands). `ResumeError` for a question that does not exist."""
@@ -171,6 +176,7 @@ class QuestionsMixin(OlderStoreMixin):
             raise ResumeError(f"no question {question_id} to answer")
         return False
 
+    @reads
     def questions(self, run_id: int) -> list[PendingQuestion]:
         """Every question of a run, in order."""
         if self._lacks("pending_questions"):
@@ -179,6 +185,7 @@ class QuestionsMixin(OlderStoreMixin):
         statement = select(*_question_columns()).where(q.run_id == run_id).order_by(q.id)
         return self._rows(statement, question_row)
 
+    @writes
     def put_plan(self, run_id: int, step: int, plan: Plan) -> int:
         """Persist a plan awaiting a verdict; return its id."""
         statement = (
@@ -191,6 +198,7 @@ class QuestionsMixin(OlderStoreMixin):
         with self._write() as conn:
             return int(conn.execute(statement).scalar_one())
 
+    @reads
     def plan(self, plan_id: int) -> PendingPlan | None:
         """A plan by id, decided or not."""
         if self._lacks("plans"):
@@ -198,6 +206,7 @@ class QuestionsMixin(OlderStoreMixin):
         found = self._rows(select(*_plan_columns()).where(m.Plan.id == plan_id), plan_row)
         return found[0] if found else None
 
+    @reads
     def approved_plan(self, run_id: int) -> Plan | None:
         """The newest plan of the run a person approved, if any."""
         if self._lacks("plans"):
@@ -212,6 +221,7 @@ class QuestionsMixin(OlderStoreMixin):
         found = self._rows(statement, plan_row)
         return found[0].plan if found else None
 
+    @writes
     def decide_plan(self, plan_id: int, verdict: PlanVerdict, by: str) -> bool:
         """Decide a plan; True if this call decided it, False when it was decided already.
         `ResumeError` for a plan that does not exist."""
@@ -239,6 +249,7 @@ class QuestionsMixin(OlderStoreMixin):
             raise ResumeError(f"no plan {plan_id} to decide")
         return False
 
+    @reads
     def plans(self, run_id: int) -> list[PendingPlan]:
         """Every plan of a run, in order."""
         if self._lacks("plans"):

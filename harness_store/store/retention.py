@@ -30,6 +30,7 @@ from sqlalchemy.sql.sqltypes import LargeBinary, String
 from .. import models as m
 from ..records import Archived, Pruned, SessionSize, StoreSize
 from .leases import lease_row
+from .marks import maintains, reads, writes
 from .older import OlderStoreMixin
 
 RUN_TABLES: tuple[tuple[str, str], ...] = (
@@ -287,6 +288,7 @@ class RetentionMixin(OlderStoreMixin):
             total += int(conn.execute(select(text_chars(cols)).where(t.c[key].in_(part))).scalar())
         return total
 
+    @reads
     def session_size(self, session_id: int) -> SessionSize | None:
         """What a session holds: turns, runs, rows in every table and characters of text —
         what `delete_session` would remove. None for no such session."""
@@ -305,12 +307,14 @@ class RetentionMixin(OlderStoreMixin):
                 chars += sum(c for _, c in counted)
         return SessionSize(session_id, turns, len(runs), rows, chars)
 
+    @writes
     def delete_session(self, session_id: int, *, dry_run: bool = False) -> Pruned:
         """Delete a session, its turns, every run of theirs and every row keyed to those runs,
         in one transaction; say what went. `dry_run=True` says what would go and changes
         nothing (beyond upstream)."""
         return self._prune([session_id], [], dry_run=dry_run)
 
+    @writes
     def sweep_sessions(self, before: str, *, dry_run: bool = False) -> Pruned:
         """Delete every session created before `before` (an ISO date or stamp, compared as
         upstream compares it, as text), except those holding a run that can still resume or
@@ -321,6 +325,7 @@ class RetentionMixin(OlderStoreMixin):
             doomed, refused = self._sweep_candidates(conn, before, lock=not dry_run)
             return self._prune_in(conn, doomed, refused, dry_run=dry_run)
 
+    @writes
     def sweep_session(self, session_id: int, before: str, *, dry_run: bool = False) -> Pruned:
         """Delete one session if it was created before `before` and no run of its is in use
         (as `sweep_sessions` decides), deciding and deleting in one transaction with its runs
@@ -332,6 +337,7 @@ class RetentionMixin(OlderStoreMixin):
             )
             return self._prune_in(conn, doomed, refused, dry_run=dry_run)
 
+    @reads
     def sweep_candidates(self, before: str) -> tuple[list[int], list[int]]:
         """The sessions `sweep_sessions(before)` would delete, and those it would keep because
         a run of theirs is in use (beyond upstream: what a pruning tool shows first). Only a
@@ -394,6 +400,7 @@ class RetentionMixin(OlderStoreMixin):
                     conn.execute(delete_statement(name, key), {"ids": part})
         return Pruned(len(found), turns, len(runs), rows, chars, restore_points, refused)
 
+    @writes
     def archive_session(self, session_id: int, *, dry_run: bool = False) -> Archived:
         """Keep a session's shape and facts but clear its words: every text column that is not
         a fact (what a row is, what was decided, where, when) of its turns, runs and their
@@ -441,6 +448,7 @@ class RetentionMixin(OlderStoreMixin):
                     )
         return Archived(turns, rows, chars)
 
+    @reads
     def store_size(self) -> StoreSize:
         """The store's footprint: bytes in use and free, sessions and runs, and bytes per table
         and index, largest first (SQLite pages through `dbstat`; PostgreSQL relation sizes)."""
@@ -455,6 +463,7 @@ class RetentionMixin(OlderStoreMixin):
         tables.sort(key=lambda item: (-item[1], item[0]))
         return StoreSize(file_bytes, free_bytes, sessions, runs, tables)
 
+    @maintains
     def compact(self) -> int:
         """Give the space deletions freed back: SQLite `VACUUM` rewrites the file; PostgreSQL
         `VACUUM` marks dead rows' space reusable (the files shrink only at their tail; `VACUUM

@@ -26,6 +26,7 @@ from ..errors import InvalidValueError
 from ..models.spend import PRICED_RUNS, SPEND_RUNS
 from ..records import Pruned
 from .base import StoreBase
+from .marks import writes
 from .retention import (
     RUN_TABLES,
     SNAPSHOTS,
@@ -106,6 +107,7 @@ def batches(trees: Sequence[Tree], rows: int) -> Iterator[list[Tree]]:
 class RunRetentionMixin(StoreBase):
     """`prune_runs`: retention for every run, not only a session's."""
 
+    @writes
     def prune_runs(
         self,
         *,

@@ -26,6 +26,7 @@ from ..formats import text as check_text
 from ..policy import PolicyFormatError, parse_policy, policy_document
 from ..records import RunStatus, RunSummary, StepRecord
 from .base import DriverStatement, StoreBase
+from .marks import pages, reads, writes
 
 STEP_PAGE = 1000
 """Rows per page when `iter_steps` streams a run."""
@@ -142,11 +143,13 @@ class RunsMixin(StoreBase):
 
     # --- starting ------------------------------------------------------------------------
 
+    @writes
     def start_run(self, goal: str, file: str) -> int:
         """Start a run row, `running`, stamped from the database clock; return its id."""
         values = {"goal": check_text(goal, "goal"), "file": check_text(file, "file")}
         return self._insert_run(values)
 
+    @writes
     def start_child_run(self, goal: str, file: str, parent_run_id: int, depth: int) -> int:
         """Start a child run under `parent_run_id` at `depth`; return its id."""
         values = {
@@ -168,11 +171,13 @@ class RunsMixin(StoreBase):
 
     # --- steps ---------------------------------------------------------------------------
 
+    @writes
     def record(self, run_id: int, step: StepRecord) -> None:
         """Record one step's trace entry (no checkpoint event)."""
         values = step_values(run_id, step)
         self._run_driver(((self._insert_step, self._insert_step.params(values)),))
 
+    @writes
     def checkpoint_step(self, run_id: int, step: StepRecord) -> None:
         """Durably checkpoint one completed step: its trace row and its `checkpoint` event in
         one transaction — a crash leaves both or neither, never a torn half."""
@@ -181,6 +186,7 @@ class RunsMixin(StoreBase):
             return  # a leased run, or a staged turn: checked and written in one transaction
         self._run_driver([(w, w.params(values)) for w in self._checkpoint_writes])
 
+    @writes
     def checkpoint_steps(self, run_id: int, steps: Iterable[StepRecord]) -> int:
         """Checkpoint many steps in one transaction (all or none); return how many.
 
@@ -200,6 +206,7 @@ class RunsMixin(StoreBase):
             self._run_driver(work, many=True)
         return len(rows)
 
+    @reads
     def steps(self, run_id: int) -> list[StepRecord]:
         """Every step of a run, in order (`step`, then insertion), read as one snapshot (one
         statement: a paged read could mix in steps committed between its pages)."""
@@ -207,6 +214,7 @@ class RunsMixin(StoreBase):
             rows = conn.execute(steps_of(run_id)).all()
         return [StepRecord(*row[:6]) for row in rows]
 
+    @pages("page")
     def iter_steps(self, run_id: int, *, page: int = STEP_PAGE) -> Iterator[StepRecord]:
         """Stream a run's steps in order without loading the run: keyset pages of `page` rows,
         each read in its own short transaction (no lock is held between pages, so steps
@@ -229,16 +237,19 @@ class RunsMixin(StoreBase):
     def _guarded_checkpoint(self, run_id: int, rows: Iterable[dict[str, Any]]) -> bool:
         return False  # the lease check (store/leases.py) overrides this
 
+    @reads
     def last_step(self, run_id: int) -> int:
         """The highest step number recorded for a run, or 0 — the resume point."""
         return int(self._scalar(last_step_of(run_id)))
 
+    @reads
     def spent_tokens(self, run_id: int) -> int:
         """The run's durable spend, restored on resume: its steps' tokens, or for a reply turn
         (0.37) its provider calls' total tokens."""
         has_turns = self._has_columns("runs", "turn_kind")
         return token_sum(self._scalar(tokens_of(run_id, has_turns=has_turns)))
 
+    @reads
     def canonical_trace(self, run_id: int) -> str:
         """The run reduced to what two identical runs must match, as diffable text (upstream's
         exact format: every step row, then every context event's step, kind and detail)."""
@@ -268,36 +279,43 @@ class RunsMixin(StoreBase):
         if not changed:
             raise RunNotFoundError(f"no run with id {run_id} in the store")
 
+    @writes
     def set_provider(self, run_id: int, provider: str) -> None:
         """Record which provider ran this run."""
         self._update_run(run_id, provider=check_text(provider, "provider"))
 
+    @reads
     def provider(self, run_id: int) -> str | None:
         """The provider recorded for a run; raises `RunNotFoundError` for a missing run."""
         value: str | None = self._run_column(run_id, m.Run.provider, missing_ok=False)
         return value
 
+    @writes
     def set_status(self, run_id: int, status: str) -> None:
         """Set the durable run status (`running`, `paused`, `completed`, `failed`);
         `RunNotFoundError` for a run that does not exist (or was pruned)."""
         value = status.value if isinstance(status, RunStatus) else check_text(status, "status")
         self._update_run(run_id, status=value)
 
+    @reads
     def status(self, run_id: int) -> str | None:
         """The durable run status, or None if the run does not exist."""
         value: str | None = self._run_column(run_id, m.Run.status, missing_ok=True)
         return value
 
+    @reads
     def run_status(self, run_id: int) -> RunStatus | None:
         """The durable status as a `RunStatus`, if the run exists."""
         status = self.status(run_id)
         return None if status is None else RunStatus.from_str(status)
 
+    @reads
     def outcome(self, run_id: int) -> str | None:
         """The recorded final outcome of a run, if it has finished."""
         value: str | None = self._run_column(run_id, m.Run.outcome, missing_ok=True)
         return value
 
+    @reads
     def elapsed_secs(self, run_id: int) -> float:
         """Wall-clock seconds since the run's `started_at`, on the database clock; 0 for a run
         with no stamp (pre-0.7)."""
@@ -305,6 +323,7 @@ class RunsMixin(StoreBase):
         seconds = self._run_column(run_id, column, missing_ok=False)
         return max(float(seconds or 0.0), 0.0)
 
+    @reads
     def run_root(self, run_id: int) -> int:
         """The run at the top of `run_id`'s tree (itself for a root), walking `parent_run_id`
         up (0.60); `RunNotFoundError` for a run that does not exist."""
@@ -317,10 +336,12 @@ class RunsMixin(StoreBase):
             raise RunNotFoundError(f"no run with id {run_id} in the store, or its tree has no root")
         return int(value)
 
+    @reads
     def runs(self) -> list[int]:
         """Every run id in the store, newest first."""
         return self._rows(select(m.Run.id).order_by(m.Run.id.desc()), int)
 
+    @reads
     def last_run(self) -> int | None:
         """The most recently started run, if any."""
         value = self._scalar(select(func.max(m.Run.id)))
@@ -328,6 +349,7 @@ class RunsMixin(StoreBase):
 
     # --- finishing -----------------------------------------------------------------------
 
+    @writes
     def finish_run(self, run_id: int, outcome: str) -> None:
         """Record the outcome and derive the status: `awaiting_approval` or `awaiting_plan`
         (0.31) pauses the run, any other outcome completes it and writes its `run_outcomes`
@@ -359,6 +381,7 @@ class RunsMixin(StoreBase):
                 )
             )
 
+    @reads
     def run_summary(self, run_id: int) -> RunSummary | None:
         """What a finished run cost and whether it worked; None if it has not finished, is
         paused, or was finished before 0.12."""
@@ -382,6 +405,7 @@ class RunsMixin(StoreBase):
 
     # --- resume --------------------------------------------------------------------------
 
+    @reads
     def check_resumable(self, run_id: int) -> None:
         """Raise `ResumeError` if the store's checkpoint format is newer than 7, the run does
         not exist, or it is a reply turn that was still answering (0.37: it committed no step,
@@ -404,6 +428,7 @@ class RunsMixin(StoreBase):
                 "committed no step, so there is nothing to continue — take the turn again"
             )
 
+    @writes
     def record_run_policy(self, run_id: int, policy: Mapping[str, Any] | str) -> None:
         """Record the policy a run was started under (JSON text or a mapping), replacing any
         earlier record for the run. It must be a policy io-harness can read back (see
@@ -420,6 +445,7 @@ class RunsMixin(StoreBase):
                 )
             )
 
+    @reads
     def run_policy(self, run_id: int) -> dict[str, Any] | None:
         """The policy a run was started under, read as upstream's `Policy` (a 0.7-era policy
         without `net` reads as `deny`), or None when none was recorded — never read None as

@@ -15,6 +15,7 @@ from .. import models as m
 from ..errors import HeadConflictError
 from ..formats import i64, opt_text, text
 from ..records import Turn
+from .marks import reads, writes
 from .older import OlderStoreMixin
 
 
@@ -43,6 +44,7 @@ def opt_i64(value: int | None, name: str) -> int | None:
 class SessionsMixin(OlderStoreMixin):
     """Upstream's `sessions.rs`, first half: sessions, heads and turns."""
 
+    @writes
     def create_session(self, root: str) -> int:
         """Open a session rooted at a directory; return its id."""
         s = m.Session
@@ -50,6 +52,7 @@ class SessionsMixin(OlderStoreMixin):
         with self._write() as conn:
             return int(conn.execute(statement).scalar_one())
 
+    @reads
     def session_root(self, session_id: int) -> str | None:
         """The directory a session is rooted at, or None for no such session."""
         if self._lacks("sessions"):
@@ -57,6 +60,7 @@ class SessionsMixin(OlderStoreMixin):
         value = self._scalar(select(m.Session.root).where(m.Session.id == session_id))
         return None if value is None else str(value)
 
+    @reads
     def session_head(self, session_id: int) -> int | None:
         """The session's newest turn, or None (no turn yet, or no such session)."""
         if self._lacks("sessions"):
@@ -64,6 +68,7 @@ class SessionsMixin(OlderStoreMixin):
         value = self._scalar(select(m.Session.head_turn_id).where(m.Session.id == session_id))
         return None if value is None else int(value)
 
+    @writes
     def set_session_head(self, session_id: int, turn_id: int | None) -> None:
         """Point the session at a turn (None: before its first turn), unconditionally."""
         s = m.Session
@@ -72,6 +77,7 @@ class SessionsMixin(OlderStoreMixin):
                 update(s).where(s.id == session_id).values(head_turn_id=opt_i64(turn_id, "turn_id"))
             )
 
+    @writes
     def set_session_head_if(
         self, session_id: int, expected: int | None, turn_id: int | None
     ) -> None:
@@ -93,6 +99,7 @@ class SessionsMixin(OlderStoreMixin):
                 "it, or there is no such session); nothing was changed"
             )
 
+    @writes
     def record_turn(
         self, session_id: int, parent_turn_id: int | None, run_id: int, prompt: str
     ) -> int:
@@ -112,6 +119,7 @@ class SessionsMixin(OlderStoreMixin):
         with self._write() as conn:
             return int(conn.execute(statement).scalar_one())
 
+    @writes
     def finish_turn(self, turn_id: int, reply: str | None, outcome: str) -> None:
         """Record a turn's reply (None when it gave none) and outcome."""
         t = m.SessionTurn
@@ -122,6 +130,7 @@ class SessionsMixin(OlderStoreMixin):
                 .values(reply=opt_text(reply, "reply"), outcome=text(outcome, "outcome"))
             )
 
+    @reads
     def session_turn(self, turn_id: int) -> Turn | None:
         """One turn by id."""
         if self._lacks("session_turns"):
@@ -129,6 +138,7 @@ class SessionsMixin(OlderStoreMixin):
         found = self._rows(select(*_turn_columns()).where(m.SessionTurn.id == turn_id), turn_row)
         return found[0] if found else None
 
+    @reads
     def turn_for_run(self, run_id: int) -> int | None:
         """The turn a run answered, if it answered one."""
         if self._lacks("session_turns"):
@@ -137,6 +147,7 @@ class SessionsMixin(OlderStoreMixin):
         value = self._scalar(select(t.id).where(t.run_id == run_id).order_by(t.id).limit(1))
         return None if value is None else int(value)
 
+    @reads
     def session_turns(self, session_id: int) -> list[Turn]:
         """Every turn of a session, in the order recorded."""
         if self._lacks("session_turns"):

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple, TypeVar
 from sqlalchemy import Select, func, or_, select
 
 from .. import models as m
+from .marks import pages, reads
 from .older import OlderStoreMixin
 
 T = TypeVar("T")
@@ -193,6 +194,7 @@ class SpansMixin(OlderStoreMixin):
         with self._read() as conn:
             return [make(*row) for row in conn.execute(statement)]
 
+    @reads
     def span_runs(
         self,
         *,
@@ -211,11 +213,13 @@ class SpansMixin(OlderStoreMixin):
             statement = statement.where(r.c.id.in_(run_ids))
         return self._select(statement, _span_run)
 
+    @reads
     def span_run(self, run_id: int) -> SpanRun | None:
         """One run as `span_runs` reads it, or None."""
         rows = self._select(_runs_query().where(m.table_of(m.Run).c.id == run_id), _span_run)
         return rows[0] if rows else None
 
+    @pages("page")
     def span_steps(self, run_id: int, *, page: int = ROW_PAGE) -> Iterator[SpanStep]:
         """The run's `steps` rows in row order, read `page` rows at a time."""
         s = m.table_of(m.Step)
@@ -241,6 +245,7 @@ class SpansMixin(OlderStoreMixin):
                 return
             after = rows[-1].id
 
+    @reads
     def span_provider_calls(self, run_id: int) -> list[SpanProviderCall]:
         """The run's provider calls in row order, with their ids and stamps."""
         c = m.table_of(m.ProviderCall)
@@ -248,6 +253,7 @@ class SpansMixin(OlderStoreMixin):
         statement = select(*columns).where(c.c.run_id == run_id).order_by(c.c.id)
         return self._select(statement, SpanProviderCall)
 
+    @reads
     def span_tool_attempts(self, run_id: int) -> list[SpanToolAttempt]:
         """The run's tool attempts (open and closed) in row order."""
         a = m.table_of(m.ToolAttempt)
@@ -256,6 +262,7 @@ class SpansMixin(OlderStoreMixin):
             select(*columns).where(a.c.run_id == run_id).order_by(a.c.id), SpanToolAttempt
         )
 
+    @reads
     def span_server_tool_calls(self, run_id: int) -> list[SpanServerToolCall]:
         """The run's provider-side tool calls in row order."""
         c = m.table_of(m.ServerToolCall)
@@ -264,6 +271,7 @@ class SpansMixin(OlderStoreMixin):
             select(*columns).where(c.c.run_id == run_id).order_by(c.c.id), SpanServerToolCall
         )
 
+    @reads
     def span_mcp_events(self, run_id: int) -> list[SpanMcpEvent]:
         """The run's MCP events in row order."""
         e = m.table_of(m.McpEvent)
@@ -276,6 +284,7 @@ class SpansMixin(OlderStoreMixin):
 
         return self._select(select(*columns).where(e.c.run_id == run_id).order_by(e.c.id), make)
 
+    @reads
     def span_event_rows(self, run_id: int) -> list[SpanEventRow]:
         """The run's policy decisions, approvals, sandbox, checkpoint, agent and gate rows, each
         table in row order, tables in `EVENT_TABLES` order."""

@@ -19,6 +19,7 @@ from ..formats import i64, u32
 from ..formats import text as check_text
 from ..records import RunEvent
 from .agents import tree_ids
+from .marks import pages, reads, writes
 from .older import OlderStoreMixin
 
 HEAD_FIELDS = ("run_id", "step", "depth", "event")
@@ -80,6 +81,7 @@ def tree_events_query(root: int, cursor: int, limit: int) -> Select[tuple[int, s
 class StreamMixin(OlderStoreMixin):
     """`put_event`, `event_cursor`, `events_since`, and `follow`."""
 
+    @writes
     def put_event(self, event: RunEvent) -> int:
         """Append one event to the durable stream; return its cursor (ids rise across every
         run, so one cursor serves a run's stream and a tree's)."""
@@ -97,6 +99,7 @@ class StreamMixin(OlderStoreMixin):
         with self._write() as conn:
             return int(conn.execute(statement).scalar_one())
 
+    @reads
     def event_cursor(self) -> int:
         """The highest cursor the stream has reached, over every run (0 when empty): where a
         reader that wants "from now on" starts."""
@@ -104,6 +107,7 @@ class StreamMixin(OlderStoreMixin):
             return 0
         return int(self._scalar(select(func.coalesce(func.max(m.RunEvent.id), 0))))
 
+    @reads
     def events_since(self, run_id: int, cursor: int, limit: int) -> list[tuple[int, RunEvent]]:
         """One run's events after `cursor` (exclusive), oldest first, at most `limit`: one seek
         on the (run_id, id) index."""
@@ -118,6 +122,7 @@ class StreamMixin(OlderStoreMixin):
         )
         return self._rows(statement, lambda i, raw: (int(i), parse_event(int(i), raw)))
 
+    @reads
     def tree_events_since(self, root: int, cursor: int, limit: int) -> list[tuple[int, RunEvent]]:
         """Every event after `cursor` (exclusive) from any run of the tree rooted at `root`,
         oldest first, at most `limit`: the tree's stream interleaved as its agents wrote it
@@ -129,6 +134,7 @@ class StreamMixin(OlderStoreMixin):
         statement = tree_events_query(i64(root, "root"), i64(cursor, "cursor"), _limit(limit))
         return self._rows(statement, lambda i, raw: (int(i), parse_event(int(i), raw)))
 
+    @reads
     def events_after(
         self, cursor: int, limit: int, run_id: int | None = None
     ) -> list[tuple[int, RunEvent]]:
@@ -142,6 +148,7 @@ class StreamMixin(OlderStoreMixin):
             statement = statement.where(e.run_id == run_id)
         return self._rows(statement, lambda i, raw: (int(i), parse_event(int(i), raw)))
 
+    @pages(None)
     def follow(
         self,
         cursor: int | None = None,

@@ -49,6 +49,7 @@ from ..records import (
     Snapshot,
 )
 from .arguments import WrappedU64
+from .marks import reads, writes
 from .older import OlderStoreMixin
 
 
@@ -62,6 +63,7 @@ def of_run(run_id: int, *columns: Any) -> Select[Any]:
 class TraceMixin(OlderStoreMixin):
     """Upstream's `trace.rs` half of the Store (steps themselves live in `runs`)."""
 
+    @writes
     def record_sandbox_event(self, e: SandboxEvent) -> None:
         """Record one sandbox lifecycle event."""
         self._append(
@@ -73,6 +75,7 @@ class TraceMixin(OlderStoreMixin):
             detail=opt_text(e.detail, "detail"),
         )
 
+    @reads
     def sandbox_events(self, run_id: int) -> list[SandboxEvent]:
         """Every sandbox event of a run, in order."""
         s = m.SandboxEvent
@@ -80,6 +83,7 @@ class TraceMixin(OlderStoreMixin):
             of_run(run_id, s.run_id, s.step, s.kind, s.backend, s.detail), SandboxEvent
         )
 
+    @writes
     def record_checkpoint_event(self, e: CheckpointEvent) -> None:
         """Record a checkpoint/resume/skipped event on its own (resume and skip markers)."""
         self._append(
@@ -90,6 +94,7 @@ class TraceMixin(OlderStoreMixin):
             detail=opt_text(e.detail, "detail"),
         )
 
+    @reads
     def checkpoint_events(self, run_id: int) -> list[CheckpointEvent]:
         """Every checkpoint-lifecycle event of a run, in order."""
         c = m.CheckpointEvent
@@ -97,6 +102,7 @@ class TraceMixin(OlderStoreMixin):
 
     # --- MCP -----------------------------------------------------------------------------
 
+    @writes
     def record_mcp(self, run_id: int, e: McpEvent) -> None:
         """Record one MCP event; `ok` is stored as 0/1."""
         self._append(
@@ -111,6 +117,7 @@ class TraceMixin(OlderStoreMixin):
             detail=opt_text(e.detail, "detail"),
         )
 
+    @reads
     def mcp_events(self, run_id: int) -> list[McpEvent]:
         """Every MCP event of a run, in order."""
         e = m.McpEvent
@@ -125,6 +132,7 @@ class TraceMixin(OlderStoreMixin):
 
     # --- context and the ledger ----------------------------------------------------------
 
+    @writes
     def record_context_event(self, run_id: int, e: ContextEvent) -> None:
         """Record one context-assembly event."""
         self._append(
@@ -137,6 +145,7 @@ class TraceMixin(OlderStoreMixin):
             reported_tokens=opt_wrapped_u64(e.reported_tokens, "reported_tokens"),
         )
 
+    @writes
     def record_context_reported(self, run_id: int, step: int, reported: WrappedU64) -> None:
         """Fill in what the provider said a turn cost, beside the estimate (drift readable)."""
         c = m.ContextEvent
@@ -147,6 +156,7 @@ class TraceMixin(OlderStoreMixin):
                 .values(reported_tokens=wrapped_u64(reported, "reported"))
             )
 
+    @reads
     def context_events(self, run_id: int) -> list[ContextEvent]:
         """Every context-assembly event of a run, in order."""
         c = m.ContextEvent
@@ -158,6 +168,7 @@ class TraceMixin(OlderStoreMixin):
 
         return self._rows(statement, make)
 
+    @writes
     def record_observations(self, run_id: int, entries: Sequence[Observation]) -> None:
         """Append observations to the run's ledger in one transaction (all or none)."""
         rows = [
@@ -175,6 +186,7 @@ class TraceMixin(OlderStoreMixin):
         with self._write() as conn:
             conn.execute(insert(m.LedgerObservation), rows)
 
+    @reads
     def observations(self, run_id: int) -> list[Observation]:
         """The run's ledger in observed order; an unknown kind raises `ResumeError` rather
         than returning a shorter ledger."""
@@ -195,6 +207,7 @@ class TraceMixin(OlderStoreMixin):
 
     # --- edits and the patch (0.18, hunks 0.51) ------------------------------------------
 
+    @writes
     def record_edit(self, run_id: int, edit: Edit) -> None:
         """Record one file change: its line counts and the hunk it made (None: not kept)."""
         self._append(
@@ -208,6 +221,7 @@ class TraceMixin(OlderStoreMixin):
             hunk=opt_text(edit.hunk, "hunk"),
         )
 
+    @reads
     def edits(self, run_id: int) -> list[Edit]:
         """Every file change of a run, in the order made."""
         if self._lacks("edits"):
@@ -217,6 +231,7 @@ class TraceMixin(OlderStoreMixin):
         statement = of_run(run_id, e.step, e.tool, e.path, e.lines_added, e.lines_removed, hunk)
         return self._rows(statement, Edit)
 
+    @reads
     def patch(self, run_id: int) -> str:
         """The run's whole change as a patch series in step order: each edit under its own
         `--- a/` / `+++ b/` header (later hunks count lines of the file as the earlier ones
@@ -235,6 +250,7 @@ class TraceMixin(OlderStoreMixin):
 
     # --- snapshots and rewinds (0.28, 0.36) ----------------------------------------------
 
+    @writes
     def record_snapshot(self, run_id: int, snap: Snapshot) -> None:
         """Keep a file as it was before the run first changed it. Only the first call for a
         (run, path) lands — one guarded statement, so calling it at every write is right."""
@@ -255,6 +271,7 @@ class TraceMixin(OlderStoreMixin):
         with self._write() as conn:
             conn.execute(statement)
 
+    @reads
     def snapshot(self, run_id: int, path: str) -> Snapshot | None:
         """The restore point of one path under one run (the earliest row), or None if the run
         never wrote it. A state this release does not know reads as `unkept`, never `absent`
@@ -285,6 +302,7 @@ class TraceMixin(OlderStoreMixin):
             why = f'recorded as "{state}", which this version of the store does not understand'
         return Snapshot.unkept(step, found, why)
 
+    @reads
     def snapshot_paths(self, run_id: int) -> list[str]:
         """Every path the run kept a restore point for, in the order it first touched them."""
         if self._lacks("snapshots"):
@@ -292,6 +310,7 @@ class TraceMixin(OlderStoreMixin):
         s = m.Snapshot
         return self._rows(of_run(run_id, s.path), str)
 
+    @writes
     def record_rewind(
         self,
         run_id: int,
@@ -313,6 +332,7 @@ class TraceMixin(OlderStoreMixin):
             undid_step=None if undid_step is None else u32(undid_step, "undid_step"),
         )
 
+    @reads
     def rewinds(self, run_id: int) -> list[RewindRecord]:
         """Every rewind of a run, oldest first (an unreadable list reads as empty)."""
         if self._lacks("rewinds"):
@@ -330,6 +350,7 @@ class TraceMixin(OlderStoreMixin):
 
     # --- what the provider looked up (0.22) ----------------------------------------------
 
+    @writes
     def record_citations(self, run_id: int, step: int, citations: Sequence[Citation]) -> None:
         """Record the sources a completion cited at `step`, in one transaction; a URL already
         recorded for the run and step is not written again."""
@@ -353,6 +374,7 @@ class TraceMixin(OlderStoreMixin):
                 columns = ["run_id", "step", "url", "title", "cited_text"]
                 conn.execute(insert(c).from_select(columns, values))
 
+    @reads
     def citations(self, run_id: int) -> list[Citation]:
         """Every source the run cited, in order (empty for a run that never searched)."""
         if self._lacks("citations"):
@@ -360,6 +382,7 @@ class TraceMixin(OlderStoreMixin):
         c = m.Citation
         return self._rows(of_run(run_id, c.url, c.title, c.cited_text), Citation)
 
+    @writes
     def record_server_tool_calls(
         self, run_id: int, step: int, calls: Sequence[ServerToolCall]
     ) -> None:
@@ -380,6 +403,7 @@ class TraceMixin(OlderStoreMixin):
         with self._write() as conn:
             conn.execute(insert(m.ServerToolCall), rows)
 
+    @reads
     def server_tool_calls(self, run_id: int) -> list[ServerToolCall]:
         """Every provider-side call of the run, in order."""
         if self._lacks("server_tool_calls"):

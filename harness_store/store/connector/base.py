@@ -181,6 +181,17 @@ class Connector(ABC):
             if not write:
                 yield joined
                 return
+            if driver:  # the hot path's savepoint, on its own cursor: no SQLAlchemy per call
+                cursor: Any = joined
+                cursor.execute("SAVEPOINT hs_unit")
+                try:
+                    yield cursor
+                except BaseException:
+                    cursor.execute("ROLLBACK TO hs_unit")
+                    cursor.execute("RELEASE hs_unit")
+                    raise
+                cursor.execute("RELEASE hs_unit")
+                return
             with active.begin_nested():
                 yield joined
         except StoreError:

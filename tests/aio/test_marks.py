@@ -1,0 +1,85 @@
+"""Reads and writes are marked where each Store method is defined (`store.marks`), and the
+marks are what `AsyncStore` runs by.
+
+Every public Store method carries a mark; one added unmarked is found (and run as a write
+until marked); a generator is marked as one, so its async twin is an async iterator pulled a
+page at a time; a mark adds no wrapper to the sync call; and a generator of reads runs as an
+async iteration on both backends (real stores).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+from harness_store import AsyncStore, StepRecord, Store
+from harness_store.aio.methods import KINDS, NOT_MIRRORED, access, public_methods, unmarked
+from harness_store.store import marks
+from harness_store.store.marks import MARK, access_of
+from harness_store.store.runs import RunsMixin
+
+
+def test_every_public_store_method_is_marked_where_it_is_defined() -> None:
+    assert unmarked(Store) == set(), "mark it in its mixin (harness_store/store/marks.py)"
+    for name in public_methods(Store) - NOT_MIRRORED:
+        function = inspect.unwrap(getattr(Store, name))
+        defined = next(cls for cls in Store.__mro__ if name in cls.__dict__)
+        raw = defined.__dict__[name]
+        raw = getattr(raw, "__func__", raw)
+        assert MARK in vars(inspect.unwrap(raw)), f"{defined.__name__}.{name} is not marked"
+        assert access_of(function) == access(Store, name), name
+
+
+def test_a_method_added_unmarked_is_found_and_run_as_a_write() -> None:
+    class Grown(Store):
+        def brand_new(self, run_id: int) -> int:
+            return run_id
+
+        @marks.reads
+        def marked_read(self, run_id: int) -> int:
+            return run_id
+
+    assert unmarked(Grown) == {"brand_new"}
+    assert access(Grown, "brand_new").kind == "write"
+    assert access(Grown, "marked_read").kind == "read"
+
+
+def test_generators_and_only_generators_are_marked_as_pages() -> None:
+    for name in public_methods(Store) - NOT_MIRRORED:
+        function = inspect.unwrap(getattr(Store, name))
+        assert access(Store, name).iterates == inspect.isgeneratorfunction(function), name
+        twin = getattr(AsyncStore, name)
+        if access(Store, name).iterates:
+            assert inspect.isasyncgenfunction(twin), name
+
+
+def test_the_kinds_asyncstore_runs_by_are_the_marks() -> None:
+    assert KINDS["checkpoint_step"] == "write"
+    assert KINDS["steps"] == "read"
+    assert KINDS["compact"] == "maintenance"
+    assert KINDS["owner"] == "local"
+    assert {KINDS[name] for name in KINDS} == {"read", "write", "maintenance", "local"}
+    assert all(KINDS[name] == access(Store, name).kind for name in KINDS)
+
+
+def test_a_mark_adds_no_wrapper_to_the_sync_call() -> None:
+    def probe(self: object) -> None:
+        return None
+
+    for decorate in (marks.reads, marks.writes, marks.maintains, marks.local, marks.pages(3)):
+        assert decorate(probe) is probe
+    # Store's method is the mixin's function itself, or the argument checks' one wrapper of it.
+    defined = RunsMixin.__dict__["checkpoint_step"]
+    called = Store.checkpoint_step
+    assert called is defined or called.__wrapped__ is defined  # type: ignore[attr-defined]
+
+
+def test_a_generator_of_reads_is_an_async_iteration(store_target: str) -> None:
+    async def body() -> list[int]:
+        async with await AsyncStore.open(store_target) as store:
+            run_id = await store.start_run("pages", "f")
+            for n in range(1, 6):
+                await store.checkpoint_step(run_id, StepRecord.new(n, f"d{n}", f"r{n}"))
+            return [row.step async for row in store.span_steps(run_id, page=2)]
+
+    assert asyncio.run(asyncio.wait_for(body(), 120)) == [1, 2, 3, 4, 5]
