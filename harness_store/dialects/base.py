@@ -9,7 +9,7 @@ Store and the migrations never test a dialect name themselves.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -208,6 +208,15 @@ class Backend(ABC):
     def connection_idle(self, dbapi_connection: Any) -> bool:
         """Whether a kept driver connection is open and idle after a failed call (reusable)."""
         return True
+
+    def still_read_outdated(self, conn: Connection) -> bool:
+        """Whether `conn` reads a file as unchanging (SQLite's `immutable=1`) that a writer
+        has since opened, so that it must be replaced to see the writer's commits."""
+        return False
+
+    def decode_with(self, engine: Engine, text_factory: Callable[[bytes], str]) -> None:  # noqa: B027
+        """Decode the text of every connection `engine` opens with `text_factory` (a backend
+        whose driver hands over bytes that may not be UTF-8; nothing elsewhere)."""
 
     def shares_memory(self, engine: Engine) -> bool:
         """Whether the engine's database lives only in its one connection (in-memory)."""

@@ -10,12 +10,14 @@ agents (+ mailbox), memory (+ notes), sessions (+ retention) — and meet in thi
 from __future__ import annotations
 
 import os
-from typing import Self
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Self, TypeVar
 
 from sqlalchemy import Column, Connection, Engine, MetaData, String, Table, insert
 from sqlalchemy.engine import URL
 
-from ..detect import check_sqlite_file, diagnose, read_revision
+from ..detect import Diagnosis, check_sqlite_file, diagnose, read_revision, refuse_unreadable
 from ..dialects import backend_named
 from ..dialects.sqlite import is_memory
 from ..engine import make_engine, read_only_url, sqlite_path, to_url, where
@@ -24,12 +26,13 @@ from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
 from ..models.spend import SPEND_METADATA
 from ..preflight import check_readable
-from ..releases import HEAD, UPSTREAM_HEAD
+from ..releases import HEAD
 from .accounting import AccountingMixin
 from .agents import AgentsMixin
 from .approvals import ApprovalsMixin
 from .arguments import checked_arguments
 from .arrow import ArrowMixin
+from .base import StoreBase
 from .connector import Connector
 from .health import HealthMixin
 from .journal import JournalMixin
@@ -47,6 +50,8 @@ from .stream import StreamMixin
 from .trace import TraceMixin
 
 __all__ = ["Lease", "Store"]
+
+S = TypeVar("S", bound="Store")
 
 
 @checked_arguments
@@ -175,26 +180,7 @@ class Store(
         """`open(url, read_only=True)`; `spend_keeper` is the writable Store of the same
         store through which the spend answers this one prices are kept (an `AsyncStore`'s
         reader)."""
-        path = sqlite_path(url)
-        if path is not None:
-            if not path.exists():
-                raise StoreNotFoundError(f"no run store at {path}")
-            check_sqlite_file(path, writable=False)
-            check_readable(path)  # a hot journal: say so, not "readonly database"
-        store = cls(read_only_url(url), url=url, read_only=True, spend_keeper=spend_keeper)
-        try:
-            with store._read() as conn:
-                found = diagnose(conn, refuse_newer_format=False)
-                refuse_unfinished_copy(conn, url)
-            if not found.holds_upstream_head:
-                raise UpgradeRequiredError(
-                    f"{where(url)}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} "
-                    f"schema. Upgrade it with `harness-store upgrade {where(url)}` first (nothing "
-                    "was changed)"
-                )
-        except BaseException:
-            store.close()
-            raise
+        store, _ = open_read_only(cls, url, spend_keeper=spend_keeper)
         return store
 
     @classmethod
@@ -234,6 +220,56 @@ class Store(
 
     def __enter__(self) -> Self:
         return self
+
+
+def open_read_only(
+    cls: type[S],
+    url: URL,
+    *,
+    refuse: bool = True,
+    shape: bool = False,
+    text_factory: Callable[[bytes], str] | None = None,
+    spend_keeper: Store | None = None,
+    upgrade_command: str | None = None,
+) -> tuple[S, Diagnosis]:
+    """The one read-only open (`Store.open(read_only=True)`, the CLI's read commands, the
+    origins of a central store): the Store, and what the store was found to be.
+
+    A SQLite file is checked before SQLite opens it (missing, no database, an unfinished
+    transaction) and read through `mode=ro`, `immutable=1` while nobody writes it (the
+    dialect decides, `dialects.still`); PostgreSQL through read-only transactions. With
+    `refuse`, a store that cannot be read without an upgrade is refused
+    (`detect.refuse_unreadable`, naming `upgrade_command`); without it the caller decides
+    from the diagnosis (`shape`: with every table's columns). `text_factory` decodes SQLite
+    text (the CLI shows bytes that are not UTF-8 replaced instead of failing)."""
+    path = sqlite_path(url)
+    if path is not None:
+        if not path.exists():
+            raise StoreNotFoundError(f"no run store at {path}")
+        check_sqlite_file(path, writable=False)
+        check_readable(path)  # a hot journal: say so, not "readonly database"
+    opened = read_only_url(url)
+    engine = make_engine(opened)
+    if text_factory is not None:
+        backend_named(opened.get_backend_name()).decode_with(engine, text_factory)
+    store = cls(opened, engine=engine, url=url, read_only=True, spend_keeper=spend_keeper)
+    try:
+        with store._read() as conn:
+            found = diagnose(conn, shape=shape, refuse_newer_format=False)
+            refuse_unfinished_copy(conn, url)
+        if refuse:
+            shown = where(url)
+            refuse_unreadable(found, shown, upgrade_command or f"`harness-store upgrade {shown}`")
+    except BaseException:
+        store.close()
+        raise
+    return store, found
+
+
+def read_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
+    """One read transaction on `store`'s connector, for query builders reading beside the
+    Store's methods (the CLI's listings): one snapshot, on the Store's own connection."""
+    return store._read()  # type: ignore[no-any-return]
 
 
 def is_memory_target(url: URL) -> bool:
