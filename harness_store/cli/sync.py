@@ -20,7 +20,7 @@ from .output import (
     stderr_console,
     stdout_console,
 )
-from .reader import parse_target, reading_url
+from .reader import open_reader, parse_target
 
 if TYPE_CHECKING:
     from ..sync import SyncReport
@@ -132,8 +132,8 @@ def origins_command(db: DbArg, as_json: JsonOpt = False) -> None:
     """The stores synced into a central store: origin UUID, host, path, runs, last sync."""
     from ..sync import list_origins
 
-    _, opened = reading_url(db)  # refuses what is no store; reads a still file immutable
-    found = list_origins(opened)
+    with open_reader(db, require_readable=False) as reader:  # what is no store is refused
+        found = list_origins(reader.store)
     if not found and not as_json:
         note("no store was synced into this one")
         return

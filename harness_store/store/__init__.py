@@ -20,6 +20,7 @@ from sqlalchemy.engine import URL
 from ..detect import Diagnosis, check_sqlite_file, diagnose, read_revision, refuse_unreadable
 from ..dialects import backend_named
 from ..dialects.sqlite import is_memory
+from ..dialects.still import names_uri
 from ..engine import make_engine, read_only_url, sqlite_path, to_url, where
 from ..errors import InvalidValueError, StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
@@ -243,7 +244,7 @@ def open_read_only(
     from the diagnosis (`shape`: with every table's columns). `text_factory` decodes SQLite
     text (the CLI shows bytes that are not UTF-8 replaced instead of failing)."""
     path = sqlite_path(url)
-    if path is not None:
+    if path is not None and not names_uri(url):
         if not path.exists():
             raise StoreNotFoundError(f"no run store at {path}")
         check_sqlite_file(path, writable=False)

@@ -9,9 +9,9 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from harness_store import Store
-
 from sync.media import read_only_medium
+
+from harness_store import Store
 
 SIDE = ("-wal", "-shm")
 
@@ -57,12 +57,11 @@ def test_a_store_on_read_only_media_is_read_without_side_files(tmp_path: Path) -
 
 def test_a_reader_sees_the_commits_of_a_writer_already_there(tmp_path: Path) -> None:
     path = closed_store(tmp_path / "runs.sqlite3")
-    with Store.open(path) as writer:
-        with Store.open(path, read_only=True) as reader:
-            assert sorted(reader.runs()) == [1, 2, 3]
-            made = writer.start_run("after the reader opened", "b.md")
-            assert sorted(reader.runs()) == [1, 2, 3, made]
-            assert reader.status(made) == "running"
+    with Store.open(path) as writer, Store.open(path, read_only=True) as reader:
+        assert sorted(reader.runs()) == [1, 2, 3]
+        made = writer.start_run("after the reader opened", "b.md")
+        assert sorted(reader.runs()) == [1, 2, 3, made]
+        assert reader.status(made) == "running"
 
 
 def test_a_reader_of_a_still_file_sees_a_writer_that_opens_later(tmp_path: Path) -> None:
@@ -88,6 +87,8 @@ def test_a_copy_of_a_live_store_with_its_side_files_is_read_as_it_was(tmp_path: 
         writer.start_run("only in the wal", "b.md")
         for suffix in ("", *SIDE):
             shutil.copy(f"{live}{suffix}", f"{source / 'runs.sqlite3'}{suffix}")
-    with read_only_medium(source, tmp_path / "media") as media:
-        with Store.open(media / "runs.sqlite3", read_only=True) as store:
-            assert sorted(store.runs()) == [1, 2, 3, 4]
+    with (
+        read_only_medium(source, tmp_path / "media") as media,
+        Store.open(media / "runs.sqlite3", read_only=True) as store,
+    ):
+        assert sorted(store.runs()) == [1, 2, 3, 4]
