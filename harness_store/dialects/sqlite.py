@@ -45,7 +45,7 @@ from .base import (
     DrivingJoin,
     WriteQueue,
 )
-from .still import file_uri, install_still_reads, still_read_outdated
+from .still import file_uri, install_still_reads, names_uri, still_read_outdated
 
 WRITE = "hs_write"
 """`Connection.info` key or execution option: when true, `begin` takes the write lock up front
@@ -349,7 +349,7 @@ class SQLiteBackend(Backend):
     def read_only_url(self, url: URL) -> URL:
         if is_memory(url):
             raise InvalidValueError("an in-memory SQLite database cannot be opened read-only")
-        if str(url.query.get("uri", "")).lower() in ("true", "1"):
+        if names_uri(url):
             return url.update_query_dict({"mode": "ro"})
         uri = file_uri(Path(str(url.database)))
         return URL.create(url.drivername, database=uri, query={"mode": "ro", "uri": "true"})

@@ -4,14 +4,16 @@ A read-only connection (`mode=ro`) to a WAL store makes SQLite create the store'
 `-shm` when they are not there, and it cannot remove them when it closes; on read-only media
 it cannot create them at all, and the open fails. A WAL store with no side files has no
 connection open on it (every connection keeps them while it is open): such a "still file" is
-read with `immutable=1` (SQLite then takes no locks and needs no side files). It is only safe while nobody writes the file, so a
-connection opened that way is marked (`STILL_FILE` in its pool entry's `info`), and before
-each read the connector asks `still_read_outdated`: once a writer has opened the store (its
-side files appeared in a writable directory), the connection is replaced by a plain `mode=ro`
-one, which sees the writer's commits. Every other read-only open is plain `mode=ro`: a store
-in rollback-journal mode creates no side files when read, and a store with side files may
-have a live writer whose commits a reader must see, or (a copy of a live store, on read-only
-media too) commits still in its `-wal`, which `immutable=1` would not read.
+read with `immutable=1` (SQLite then takes no locks and needs no side files). That is only
+safe while nobody writes the file, so a connection opened that way is marked (`STILL_FILE`
+in its pool entry's `info`), and before each read the connector asks `still_read_outdated`:
+once a writer has opened the store (its side files appeared in a writable directory), the
+connection is replaced by a plain `mode=ro` one, which sees the writer's commits.
+
+Every other read-only open is plain `mode=ro`: a store in rollback-journal mode creates no
+side files when read, and a store with side files may have a live writer whose commits a
+reader must see, or (a copy of a live store, on read-only media too) commits still in its
+`-wal`, which `immutable=1` would not read.
 
 One-shot readers that cannot be replaced mid-read (sync's and copy's source snapshots) ask
 `writer_appeared` after reading, and read again when it says so.
@@ -72,6 +74,12 @@ def read_only_file_url(path: Path, *, immutable: bool) -> URL:
     connections are not decided again (`install_still_reads`)."""
     query = {"mode": "ro", "uri": "true", "immutable": "1" if immutable else "0"}
     return URL.create("sqlite", database=file_uri(path), query=query)
+
+
+def names_uri(url: URL) -> bool:
+    """Whether a SQLite URL names its file as a `file:` URI already (`?uri=true`): it is
+    opened as given, its query deciding."""
+    return str(url.query.get("uri", "")).lower() in ("true", "1")
 
 
 def read_only_path(url: URL) -> Path | None:
