@@ -21,12 +21,11 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from ..detect import Diagnosis, check_sqlite_file, diagnose
 from ..detect import refuse_unreadable as refuse_unreadable_store
-from ..dialects import backend_named
-from ..dialects.sqlite import is_memory
 from ..dialects.still import names_uri
-from ..engine import URL_ENV, make_engine, safe_url, sqlite_path, to_url, where
+from ..engine import URL_ENV, make_engine, safe_url, sqlite_path, where
 from ..engine import read_only_url as engine_read_only_url
 from ..errors import SchemaError, StoreNotFoundError, UnfinishedTransactionError
+from ..targets import Target
 from ..transfer.marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
 
 if TYPE_CHECKING:
@@ -36,17 +35,19 @@ from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError
 # --- opening a store read-only -----------------------------------------------------------
 
 
-def parse_target(db: str) -> URL:
-    """The URL for a path or URL argument; an unusable URL is a usage error."""
+def parse_target(db: str, *, read_only: bool = False) -> Target:
+    """A path or URL argument parsed, once (`Target.parse`); an unusable URL is a usage
+    error. What is opened later takes this value as it is."""
     refuse_hidden_at(db)
     try:
-        url = to_url(db)
-        backend_named(url.get_backend_name())
+        target = Target.parse(db, read_only=read_only)
     except (ArgumentError, NoSuchModuleError, ValueError, SchemaError) as exc:
         raise CliError(
             EXIT_USAGE, f"{shown(db)} is not a usable store path or URL: {exc}"
         ) from None
-    return url
+    if read_only and target.memory:
+        raise CliError(EXIT_USAGE, "an in-memory SQLite database holds no store; give a file")
+    return target
 
 
 def command_target(url: URL) -> str:
@@ -185,8 +186,8 @@ def look(db: str) -> Diagnosis:
     """What the store at `db` is, read through a bare read-only engine (the dialect reads a
     still file `immutable=1`, as the read-only open does), without the Store: all `upgrade`
     needs to say what it found, and it may be older than the Store reads."""
-    url = parse_target(db)
-    path = sqlite_path(url)
+    target = parse_target(db, read_only=True)
+    url, path = target.url, target.path
     if path is not None and not names_uri(url):
         check_file(path)
         refuse_hot_journal(path, url)
@@ -205,19 +206,18 @@ def open_reader(db: str, *, require_readable: bool = True, shape: bool = False) 
     columns of a tracked store too (`inspect` shows them)."""
     from ..store import Store, open_read_only
 
-    url = parse_target(db)
-    if url.get_backend_name() == "sqlite" and is_memory(url):
-        read_only_url(url)  # the usage error: an in-memory database holds no store
+    target = parse_target(db, read_only=True)
     replaced = Replaced()
     try:
-        store, found = open_read_only(Store, url, refuse=False, shape=shape, text_factory=replaced)
+        store, found = open_read_only(
+            Store, target, refuse=False, shape=shape, text_factory=replaced
+        )
     except UnfinishedTransactionError:
-        path = sqlite_path(url)
-        assert path is not None  # only a SQLite file has a rollback journal
-        refuse_hot_journal(path, url)
+        assert target.path is not None  # only a SQLite file has a rollback journal
+        refuse_hot_journal(target.path, target.url)
         raise
     with store:
-        reader = Reader(store, url, found, replaced)
+        reader = Reader(store, target.url, found, replaced)
         if require_readable:
             refuse_unreadable(reader)
         yield reader

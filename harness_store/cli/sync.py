@@ -101,7 +101,7 @@ def sync_command(
         )
     from ..sync import SyncRefusedError
 
-    *sources, dest = [parse_target(store) for store in stores]
+    *sources, dest = [parse_target(store).url for store in stores]
     refused: SyncRefusedError | None = None
     with progress_bars(
         stderr_console(), quiet=as_json, label="stores", extra="{task.fields[rows]}"

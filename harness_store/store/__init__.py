@@ -9,7 +9,6 @@ agents (+ mailbox), memory (+ notes), sessions (+ retention) — and meet in thi
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Self, TypeVar
@@ -19,15 +18,15 @@ from sqlalchemy.engine import URL
 
 from ..detect import Diagnosis, check_sqlite_file, diagnose, read_revision, refuse_unreadable
 from ..dialects import backend_named
-from ..dialects.sqlite import is_memory
 from ..dialects.still import names_uri
-from ..engine import make_engine, read_only_url, sqlite_path, to_url, where
+from ..engine import make_engine, read_only_url, to_url, where
 from ..errors import InvalidValueError, StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
 from ..models.spend import SPEND_METADATA
 from ..preflight import check_readable
 from ..releases import HEAD
+from ..targets import Target, TargetLike
 from .accounting import AccountingMixin
 from .agents import AgentsMixin
 from .approvals import ApprovalsMixin
@@ -124,7 +123,7 @@ class Store(
     @classmethod
     def open(
         cls,
-        target: str | os.PathLike[str] | URL,
+        target: TargetLike,
         *,
         upgrade: bool = True,
         backup: bool = True,
@@ -132,7 +131,8 @@ class Store(
         read_only: bool = False,
         busy_timeout: float | None = None,
     ) -> Self:
-        """Open (creating if absent) the store at a file path or SQLAlchemy URL.
+        """Open (creating if absent) the store at a file path or SQLAlchemy URL (or a
+        `targets.Target` parsed before).
 
         A store older than this package's schema is upgraded in place through the Alembic
         chain (after a backup, unless `backup=False`), as upstream's own open migrates;
@@ -149,14 +149,14 @@ class Store(
         stamped or switched, and every write raises `StoreAccessError`. A read-only file is
         fine.
         """
-        url = to_url(target)
-        if is_memory_target(url):
-            if read_only:
+        parsed = Target.parse(target, read_only=read_only)
+        if parsed.memory:
+            if parsed.read_only:
                 raise InvalidValueError("an in-memory store cannot be opened read-only")
             return cls.memory(synchronous=synchronous)
-        if read_only:
-            return cls._open_read_only(url)
-        path = sqlite_path(url)
+        if parsed.read_only:
+            return open_read_only(cls, parsed)[0]
+        path = parsed.path
         report = None
         if path is not None:
             check_sqlite_file(path)
@@ -167,8 +167,10 @@ class Store(
                     )
                 from ..migrate import upgrade as run_upgrade
 
-                report = run_upgrade(url, backup=False)
-        store = cls(url, synchronous=synchronous, busy_timeout=busy_timeout, upgrade_report=report)
+                report = run_upgrade(parsed.url, backup=False)
+        store = cls(
+            parsed.url, synchronous=synchronous, busy_timeout=busy_timeout, upgrade_report=report
+        )
         try:
             store._ensure_schema(upgrade=upgrade, backup=backup)
         except BaseException:
@@ -225,7 +227,7 @@ class Store(
 
 def open_read_only(
     cls: type[S],
-    url: URL,
+    target: TargetLike,
     *,
     refuse: bool = True,
     shape: bool = False,
@@ -243,7 +245,10 @@ def open_read_only(
     (`detect.refuse_unreadable`, naming `upgrade_command`); without it the caller decides
     from the diagnosis (`shape`: with every table's columns). `text_factory` decodes SQLite
     text (the CLI shows bytes that are not UTF-8 replaced instead of failing)."""
-    path = sqlite_path(url)
+    parsed = Target.parse(target, read_only=True)
+    url, path, shown = parsed.url, parsed.path, parsed.where
+    if parsed.memory:
+        raise InvalidValueError("an in-memory store cannot be opened read-only")
     if path is not None and not names_uri(url):
         if not path.exists():
             raise StoreNotFoundError(f"no run store at {path}")
@@ -259,7 +264,6 @@ def open_read_only(
             found = diagnose(conn, shape=shape, refuse_newer_format=False)
             refuse_unfinished_copy(conn, url)
         if refuse:
-            shown = where(url)
             refuse_unreadable(found, shown, upgrade_command or f"`harness-store upgrade {shown}`")
     except BaseException:
         store.close()
@@ -271,11 +275,6 @@ def read_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
     """One read transaction on `store`'s connector, for query builders reading beside the
     Store's methods (the CLI's listings): one snapshot, on the Store's own connection."""
     return store._read()  # type: ignore[no-any-return]
-
-
-def is_memory_target(url: URL) -> bool:
-    """Whether the URL names an in-memory SQLite database (nothing on disk to migrate)."""
-    return url.get_backend_name() == "sqlite" and is_memory(url)
 
 
 def refuse_unfinished_copy(conn: Connection, url: URL) -> None:
