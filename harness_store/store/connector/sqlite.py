@@ -49,9 +49,9 @@ class SQLiteConnector(Connector):
         writer has opened the file, so this read sees the writer's commits (a read-only
         Store; see `dialects.still`). Under the lock, outside any block."""
         held = self._held
-        if held is None or held.in_transaction() or self.raw.in_transaction:
-            return
-        if not self.backend.still_read_outdated(held):
+        if held is None or not self.backend.still_read_outdated(held):
+            return  # the common case: a dictionary look-up
+        if held.in_transaction() or self.raw.in_transaction:
             return
         self._release()
         self._hold()
