@@ -210,7 +210,12 @@ def open_reader(db: str, *, require_readable: bool = True, shape: bool = False) 
     replaced = Replaced()
     try:
         store, found = open_read_only(
-            Store, target, refuse=False, shape=shape, text_factory=replaced
+            Store,
+            target,
+            refuse=False,
+            shape=shape,
+            refuse_newer_format=True,  # the command names a newer format instead of reading it
+            text_factory=replaced,
         )
     except UnfinishedTransactionError:
         assert target.path is not None  # only a SQLite file has a rollback journal

@@ -231,6 +231,7 @@ def open_read_only(
     *,
     refuse: bool = True,
     shape: bool = False,
+    refuse_newer_format: bool = False,
     text_factory: Callable[[bytes], str] | None = None,
     spend_keeper: Store | None = None,
     upgrade_command: str | None = None,
@@ -243,7 +244,9 @@ def open_read_only(
     dialect decides, `dialects.still`); PostgreSQL through read-only transactions. With
     `refuse`, a store that cannot be read without an upgrade is refused
     (`detect.refuse_unreadable`, naming `upgrade_command`); without it the caller decides
-    from the diagnosis (`shape`: with every table's columns). `text_factory` decodes SQLite
+    from the diagnosis (`shape`: with every table's columns). A store whose checkpoint format
+    is newer than this package's opens (only resuming its runs is refused), unless
+    `refuse_newer_format` (the command's reads refuse it). `text_factory` decodes SQLite
     text (the CLI shows bytes that are not UTF-8 replaced instead of failing)."""
     parsed = Target.parse(target, read_only=True)
     url, path, shown = parsed.url, parsed.path, parsed.where
@@ -261,7 +264,7 @@ def open_read_only(
     store = cls(opened, engine=engine, url=url, read_only=True, spend_keeper=spend_keeper)
     try:
         with store._read() as conn:
-            found = diagnose(conn, shape=shape, refuse_newer_format=False)
+            found = diagnose(conn, shape=shape, refuse_newer_format=refuse_newer_format)
             refuse_unfinished_copy(conn, url)
         if refuse:
             refuse_unreadable(found, shown, upgrade_command or f"`harness-store upgrade {shown}`")
