@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import quote
 
+from .dialects.sqlite_files import backup_copy
 from .errors import UpgradeFailedError
 from .preflight import is_disk_full
 
@@ -65,16 +64,7 @@ def _copy(path: Path, partial: Path) -> None:
                 os.fchown(fd, info.st_uid, info.st_gid)
     finally:
         os.close(fd)
-    uri = "file:" + quote(str(path.absolute()), safe="/") + "?mode=ro"
-    source = sqlite3.connect(uri, uri=True, isolation_level=None)
-    try:
-        copy = sqlite3.connect(partial, isolation_level=None)
-        try:
-            source.backup(copy)
-        finally:
-            copy.close()
-    finally:
-        source.close()
+    backup_copy(path, partial)
     fd = os.open(partial, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 
 from .dialects import backend_named
 from .dialects.sqlite import is_memory
+from .targets import TargetLike, url_of
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -22,20 +23,10 @@ URL_ENV = "HARNESS_STORE_URL"
 """Environment variable naming the store when no `-x db=` / argument is given."""
 
 
-def to_url(target: str | os.PathLike[str] | URL) -> URL:
-    """A SQLAlchemy URL for a file path or a URL string (`…://…`)."""
-    if isinstance(target, URL):
-        return target
-    raw = os.fspath(target)
-    if "://" in raw:
-        url = make_url(raw)
-        if url.drivername == "postgresql":
-            url = url.set(drivername="postgresql+psycopg")
-        return url
-    if raw == ":memory:":
-        return URL.create("sqlite")
-    # Built, never formatted: a file name may hold `?`, `#` or `%`, which a URL string parses.
-    return URL.create("sqlite", database=str(Path(raw).expanduser().absolute()))
+def to_url(target: TargetLike) -> URL:
+    """A SQLAlchemy URL for a file path or a URL string (`…://…`), a URL, or a parsed
+    target (see `targets.url_of`)."""
+    return url_of(target)
 
 
 def resolve_target(explicit: str | None) -> URL:
@@ -51,7 +42,7 @@ def sqlite_path(url: URL) -> Path | None:
 
 
 def make_engine(
-    target: str | os.PathLike[str] | URL,
+    target: TargetLike,
     *,
     synchronous: str | None = None,
     busy_timeout: float | None = None,
@@ -66,7 +57,7 @@ def make_engine(
 
 
 def make_async_engine(
-    target: str | os.PathLike[str] | URL,
+    target: TargetLike,
     *,
     synchronous: str | None = None,
     busy_timeout: float | None = None,
@@ -95,7 +86,7 @@ def where(url: URL) -> str:
     return str(path) if path is not None else safe_url(url)
 
 
-def read_only_url(target: str | os.PathLike[str] | URL) -> URL:
+def read_only_url(target: TargetLike) -> URL:
     """The store at `target`, as a URL through which no statement can write."""
     url = to_url(target)
     return backend_named(url.get_backend_name()).read_only_url(url)

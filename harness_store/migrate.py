@@ -491,7 +491,7 @@ def _switch_to_wal_after(
     if not switch:
         return
     try:
-        backend.switch_to_wal(conn.connection.driver_connection)
+        backend.switch_connection_to_wal(conn)
     except Exception as exc:
         report.say(
             f"the upgrade committed, but switching the store to WAL failed ({exc}); "

@@ -8,20 +8,17 @@ store that cannot be used gets a typed error naming the cause, and nothing is wr
 from __future__ import annotations
 
 import errno
-import sqlite3
 from pathlib import Path
-from urllib.parse import quote
 
 from sqlalchemy import Connection
 
+from .dialects.sqlite_files import SQLITE_READONLY_ROLLBACK, blocked_by_hot_journal
 from .errors import MalformedStoreError, UnfinishedTransactionError
 
 SQLITE_FULL = 13
 SQLITE_IOERR = 10
 SQLITE_CORRUPT = 11
 SQLITE_NOTADB = 26
-SQLITE_READONLY_ROLLBACK = 8 | (3 << 8)
-"""The extended code a read-only connection gets when a hot journal needs rolling back."""
 
 PG_DISK_FULL = "53100"
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
@@ -43,18 +40,8 @@ def check_readable(path: Path) -> None:
     journal = journal_of(path)
     if not path.is_file() or not journal.is_file() or journal.stat().st_size == 0:
         return
-    uri = "file:" + quote(str(path.absolute()), safe="/") + "?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
-    except sqlite3.Error:
-        return  # not ours to explain: the caller's own open reports it
-    try:
-        conn.execute("PRAGMA schema_version").fetchall()
-    except sqlite3.Error as exc:
-        if getattr(exc, "sqlite_errorcode", None) == SQLITE_READONLY_ROLLBACK:
-            raise UnfinishedTransactionError(f"{path}: {UNFINISHED}") from None
-    finally:
-        conn.close()
+    if blocked_by_hot_journal(path):
+        raise UnfinishedTransactionError(f"{path}: {UNFINISHED}")
 
 
 def is_unfinished_transaction(exc: BaseException) -> bool:

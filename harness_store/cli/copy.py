@@ -118,7 +118,7 @@ def copy_command(
     unfinished; a copy stopped by Ctrl-C, SIGTERM or SIGHUP empties the target again, and one
     killed outright leaves it marked, for --replace."""
     copy_store = load_copy_store()
-    source_url, target_url = parse_target(source), parse_target(target)
+    source_url, target_url = parse_target(source).url, parse_target(target).url
     source_path = sqlite_path(source_url)
     if source_path is not None:
         check_file(source_path)  # a FIFO, socket, device or directory: refused before reading

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
-from ..engine import where
 from ..errors import UpgradeRequiredError
 from ..records import PlanVerdict
 from ..releases import HEAD
@@ -35,13 +34,13 @@ def open_writer(db: str) -> Store:
     """The store for writing, as it is: never upgraded by a decision."""
     from ..store import Store  # the ORM Store only when a command writes
 
-    url = parse_target(db)
+    target = parse_target(db)
     try:
-        return Store.open(url, upgrade=False)
+        return Store.open(target, upgrade=False)
     except UpgradeRequiredError:
         raise UpgradeRequiredError(
-            f"{where(url)} is not at this package's schema ({HEAD}); run "
-            f"{suggest('upgrade', url, ' first')} (nothing was changed)"
+            f"{target.where} is not at this package's schema ({HEAD}); run "
+            f"{suggest('upgrade', target.url, ' first')} (nothing was changed)"
         ) from None
 
 

@@ -13,7 +13,7 @@ from ..errors import RunNotFoundError
 from ..records import RunEvent
 from .app import MAX_INT, DbArg, JsonOpt, RunArg, app
 from .output import visible
-from .reader import open_reader, parse_target
+from .reader import open_reader
 
 
 def line(cursor: int, event: RunEvent, *, as_json: bool) -> str:
@@ -74,23 +74,19 @@ def events_command(
                 cursor = page[-1][0]
                 left = None if left is None else left - len(page)
         return
-    with open_reader(db):
-        pass  # the same refusals as every read command (not a store, too old, torn…)
-    from ..store import Store  # the ORM Store only when the command runs
-
-    store = Store.open(parse_target(db), read_only=True)
-    shown = 0
-    try:
-        for c, event in store.follow(since, run_id=run, interval=interval):
-            out.write(line(c, event, as_json=as_json) + "\n")
-            out.flush()
-            shown += 1
-            if limit is not None and shown >= limit:
-                break
-    except KeyboardInterrupt:
-        pass
-    finally:
-        store.close()
+    # The read-only Store sees other processes' writes, also those of a writer that opens a
+    # still file after it (`dialects.still`).
+    with open_reader(db) as reader:
+        shown = 0
+        try:
+            for c, event in reader.store.follow(since, run_id=run, interval=interval):
+                out.write(line(c, event, as_json=as_json) + "\n")
+                out.flush()
+                shown += 1
+                if limit is not None and shown >= limit:
+                    break
+        except KeyboardInterrupt:
+            pass
 
 
 @app.command("patch")

@@ -13,9 +13,10 @@ from ..releases import HEAD
 
 if TYPE_CHECKING:
     pass
+from ..dialects.still import in_wal_mode
 from .app import DbArg, JsonOpt, app
 from .output import emit_json, emit_pairs, emit_table, human_size
-from .reader import Reader, in_wal_mode, open_reader, suggest
+from .reader import Reader, open_reader, suggest
 
 # --- inspect -----------------------------------------------------------------------------
 

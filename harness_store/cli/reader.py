@@ -1,4 +1,6 @@
-"""Opening a store for the read commands: parse the target once, diagnose, refuse.
+"""Opening a store for the read commands: parse the target, open it through the one
+read-only open (`store.open_read_only`, what `Store.open(read_only=True)` runs), refuse what
+cannot be read (`detect.refuse_unreadable`) with a command to paste.
 
 The Store (and with it the models and the ORM) is imported only when a read command opens
 one: `harness-store upgrade` looks at the store through a bare engine (`look`).
@@ -6,28 +8,24 @@ one: `harness-store upgrade` looks at the store through a bare engine (`look`).
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from ..detect import Diagnosis, check_sqlite_file, diagnose
 from ..detect import refuse_unreadable as refuse_unreadable_store
-from ..dialects import backend_named
-from ..engine import URL_ENV, make_engine, safe_url, sqlite_path, to_url, where
+from ..dialects.still import names_uri
+from ..engine import URL_ENV, make_engine, safe_url, sqlite_path, where
 from ..engine import read_only_url as engine_read_only_url
-from ..errors import (
-    SchemaError,
-    StoreNotFoundError,
-)
+from ..errors import SchemaError, StoreNotFoundError, UnfinishedTransactionError
+from ..targets import Target
 from ..transfer.marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
 
 if TYPE_CHECKING:
@@ -37,17 +35,19 @@ from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError
 # --- opening a store read-only -----------------------------------------------------------
 
 
-def parse_target(db: str) -> URL:
-    """The URL for a path or URL argument; an unusable URL is a usage error."""
+def parse_target(db: str, *, read_only: bool = False) -> Target:
+    """A path or URL argument parsed, once (`Target.parse`); an unusable URL is a usage
+    error. What is opened later takes this value as it is."""
     refuse_hidden_at(db)
     try:
-        url = to_url(db)
-        backend_named(url.get_backend_name())
+        target = Target.parse(db, read_only=read_only)
     except (ArgumentError, NoSuchModuleError, ValueError, SchemaError) as exc:
         raise CliError(
             EXIT_USAGE, f"{shown(db)} is not a usable store path or URL: {exc}"
         ) from None
-    return url
+    if read_only and target.memory:
+        raise CliError(EXIT_USAGE, "an in-memory SQLite database holds no store; give a file")
+    return target
 
 
 def command_target(url: URL) -> str:
@@ -129,34 +129,6 @@ def refuse_hot_journal(path: Path, url: URL) -> None:
         )
 
 
-def in_wal_mode(path: Path) -> bool:
-    """Whether the file's header says WAL (read and write versions 2)."""
-    with path.open("rb") as handle:
-        header = handle.read(20)
-    return header[18:20] == b"\x02\x02"
-
-
-def read_as_still_file(path: Path) -> bool:
-    """Whether to read a WAL store with `immutable=1`, as a file nothing changes.
-
-    When it has no `-wal`/`-shm` beside it, no connection has it open (a connection keeps them
-    while it is open), and a read-only open would create them and could not remove them; on
-    read-only media (a mounted backup) nothing can write it, and SQLite cannot create its
-    `-shm` there at all. A store in rollback-journal mode creates no side files when read."""
-    if not in_wal_mode(path):
-        return False
-    side = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
-    if not any(p.exists() for p in side):
-        return True
-    return not os.access(path.parent, os.W_OK)
-
-
-def immutable_url(url: URL, path: Path) -> URL:
-    """The store as a `file:` URI with `immutable=1` (the read-only open adds `mode=ro`)."""
-    uri = "file:" + quote(str(path.absolute()), safe="/")
-    return URL.create(url.drivername, database=uri, query={"immutable": "1", "uri": "true"})
-
-
 def read_only_url(url: URL) -> URL:
     """The same store, opened so that no statement can write to it."""
     try:
@@ -165,11 +137,6 @@ def read_only_url(url: URL) -> URL:
         raise CliError(
             EXIT_USAGE, "an in-memory SQLite database holds no store; give a file"
         ) from exc
-
-
-def sqlite_uri(url: URL) -> bool:
-    """Whether a SQLite URL already names its file as a `file:` URI (`?uri=true`)."""
-    return str(url.query.get("uri", "")).lower() in ("true", "1")
 
 
 class Replaced:
@@ -186,15 +153,6 @@ class Replaced:
             self.count += 1
             return raw.decode("utf-8", "replace")
 
-    def install(self, engine: Engine) -> None:
-        """Use it on every connection `engine` opens from now on (SQLite only)."""
-        if engine.dialect.name != "sqlite":
-            return
-
-        @event.listens_for(engine, "connect")
-        def lenient(dbapi_conn: Any, record: Any) -> None:
-            dbapi_conn.text_factory = self
-
 
 @dataclass
 class Reader:
@@ -209,25 +167,11 @@ class Reader:
     def where(self) -> str:
         return where(self.url)
 
-    @contextmanager
-    def connection(self) -> Iterator[Connection]:
-        """A connection inside one read transaction."""
-        with self.store.engine.connect() as conn, conn.begin():
-            yield conn
+    def connection(self) -> AbstractContextManager[Connection]:
+        """One read transaction on the Store's own connection, for the commands' listings."""
+        from ..store import read_snapshot
 
-
-def reading_url(db: str) -> tuple[URL, URL]:
-    """`db` as given, and as a read opens it (read-only; `immutable=1` for a still WAL file),
-    after refusing a path that is no store or has an unfinished transaction."""
-    url = parse_target(db)
-    path = sqlite_path(url)
-    opened = url
-    if path is not None and not sqlite_uri(url):
-        check_file(path)
-        refuse_hot_journal(path, url)
-        if read_as_still_file(path):
-            opened = immutable_url(url, path)
-    return url, read_only_url(opened)
+        return read_snapshot(self.store)
 
 
 def diagnosed(conn: Connection, url: URL, *, shape: bool = True) -> Diagnosis:
@@ -239,10 +183,15 @@ def diagnosed(conn: Connection, url: URL, *, shape: bool = True) -> Diagnosis:
 
 
 def look(db: str) -> Diagnosis:
-    """What the store at `db` is, read as the read commands read it but through a bare
-    engine, without the Store: all `upgrade` needs to say what it found."""
-    url, opened = reading_url(db)
-    engine = make_engine(opened)
+    """What the store at `db` is, read through a bare read-only engine (the dialect reads a
+    still file `immutable=1`, as the read-only open does), without the Store: all `upgrade`
+    needs to say what it found, and it may be older than the Store reads."""
+    target = parse_target(db, read_only=True)
+    url, path = target.url, target.path
+    if path is not None and not names_uri(url):
+        check_file(path)
+        refuse_hot_journal(path, url)
+    engine = make_engine(read_only_url(url))
     try:
         with engine.connect() as conn, conn.begin():
             return diagnosed(conn, url, shape=False)
@@ -252,21 +201,31 @@ def look(db: str) -> Diagnosis:
 
 @contextmanager
 def open_reader(db: str, *, require_readable: bool = True, shape: bool = False) -> Iterator[Reader]:
-    """Open `db` read-only and diagnose it; refuse what cannot be read (see the exit codes).
-    `shape`: read every table's columns of a tracked store too (`inspect` shows them)."""
-    from ..store import Store
+    """Open `db` through the one read-only open (`Store.open(read_only=True)`'s) and
+    diagnose it; refuse what cannot be read (see the exit codes). `shape`: read every table's
+    columns of a tracked store too (`inspect` shows them)."""
+    from ..store import Store, open_read_only
 
-    url, opened = reading_url(db)
-    store = Store(opened)
+    target = parse_target(db, read_only=True)
+    replaced = Replaced()
     try:
-        with store.engine.connect() as conn, conn.begin():
-            reader = Reader(store, url, diagnosed(conn, url, shape=shape))
-        reader.replaced.install(store.engine)
+        store, found = open_read_only(
+            Store,
+            target,
+            refuse=False,
+            shape=shape,
+            refuse_newer_format=True,  # the command names a newer format instead of reading it
+            text_factory=replaced,
+        )
+    except UnfinishedTransactionError:
+        assert target.path is not None  # only a SQLite file has a rollback journal
+        refuse_hot_journal(target.path, target.url)
+        raise
+    with store:
+        reader = Reader(store, target.url, found, replaced)
         if require_readable:
             refuse_unreadable(reader)
         yield reader
-    finally:
-        store.close()
 
 
 def refuse_unreadable(reader: Reader) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from sqlalchemy import func, select
@@ -23,6 +23,9 @@ from .output import (
 )
 from .reader import Reader, open_reader
 
+if TYPE_CHECKING:
+    from ..store import Store
+
 DEFAULT_RUNS = 50
 """How many runs `runs` lists without `--limit` or `--all`: the newest."""
 
@@ -33,19 +36,16 @@ PAGE = 500
 def run_totals(reader: Reader, run_id: int) -> tuple[int, int, bool]:
     """A run's (highest step, tokens, whether the tokens passed 2⁶³−1), as the Store counts
     them (`last_step`, `spent_tokens`: a reply turn's tokens are its provider calls'). A total
-    too large for the database's integer is summed exactly here instead, so one such run never
-    hides the others."""
+    too large for the database's integer is summed exactly by the Store's own rule instead
+    (`exact_spent_tokens`), so one such run never hides the others."""
+    from ..store.runs import exact_spent_tokens
+
     store = reader.store
     steps = store.last_step(run_id)
     try:
         return steps, store.spent_tokens(run_id), False
     except StoreError:
-        from .. import models as m
-
-        s = m.Step
-        with reader.connection() as conn:
-            found = conn.execute(select(s.tokens).where(s.run_id == run_id)).scalars()
-            tokens = sum(int(t or 0) for t in found)
+        tokens = exact_spent_tokens(store, run_id)
         return steps, tokens, tokens > MAX_INT
 
 
@@ -125,13 +125,13 @@ def count_runs(reader: Reader, status: str | None, origin: str | None = None) ->
         return int(conn.execute(statement).scalar_one())
 
 
-def known_origin(db: str, origin: str) -> str:
+def known_origin(store: Store, origin: str) -> str:
     """`origin` as the store knows it: a UUID or path as given, or a relative path resolved
     from here, as sync resolved it when it recorded the path."""
     from ..sync.lookup import has_origin
 
     for candidate in dict.fromkeys([origin, str(Path(origin).expanduser().resolve())]):
-        if has_origin(db, candidate):
+        if has_origin(store, candidate):
             return candidate
     raise typer.BadParameter(
         f"no store synced into DB has origin {origin!r}", param_hint="--origin"
@@ -172,9 +172,9 @@ def runs_command(
         raise typer.BadParameter("give --limit or --all, not both", param_hint="--all")
     wanted = None if every else limit or DEFAULT_RUNS
     state = status.value if status is not None else None
-    if origin is not None:
-        origin = known_origin(db, origin)
     with open_reader(db) as reader:
+        if origin is not None:
+            origin = known_origin(reader.store, origin)
         rows = run_pages(reader, state, wanted, origin)
         if as_json:
             with JsonArray() as array:

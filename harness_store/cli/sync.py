@@ -20,7 +20,7 @@ from .output import (
     stderr_console,
     stdout_console,
 )
-from .reader import parse_target, reading_url
+from .reader import open_reader, parse_target
 
 if TYPE_CHECKING:
     from ..sync import SyncReport
@@ -101,7 +101,7 @@ def sync_command(
         )
     from ..sync import SyncRefusedError
 
-    *sources, dest = [parse_target(store) for store in stores]
+    *sources, dest = [parse_target(store).url for store in stores]
     refused: SyncRefusedError | None = None
     with progress_bars(
         stderr_console(), quiet=as_json, label="stores", extra="{task.fields[rows]}"
@@ -132,8 +132,8 @@ def origins_command(db: DbArg, as_json: JsonOpt = False) -> None:
     """The stores synced into a central store: origin UUID, host, path, runs, last sync."""
     from ..sync import list_origins
 
-    _, opened = reading_url(db)  # refuses what is no store; reads a still file immutable
-    found = list_origins(opened)
+    with open_reader(db, require_readable=False) as reader:  # what is no store is refused
+        found = list_origins(reader.store)
     if not found and not as_json:
         note("no store was synced into this one")
         return

@@ -62,7 +62,7 @@ def upgrade_command(
     from ..migrate import upgrade
 
     destination = chain_revision(to, head=True)
-    url = parse_target(db)
+    url = parse_target(db).url
     path = sqlite_path(url)
     say = (lambda line: None) if as_json else stdout_line
     created = path is not None and not path.exists()
@@ -159,7 +159,7 @@ def downgrade_command(
     from ..migrate import downgrade
 
     destination = chain_revision(to, head=False)
-    url = parse_target(db)
+    url = parse_target(db).url
     path = sqlite_path(url)
     if path is not None and not path.exists():
         raise StoreNotFoundError(f"no run store at {path} (nothing to downgrade)")

@@ -9,7 +9,7 @@ Store and the migrations never test a dialect name themselves.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -178,6 +178,13 @@ class Backend(ABC):
     def switch_to_wal(self, dbapi_connection: Any) -> None:  # noqa: B027 - nothing to switch
         """Run `wal_sql` on a driver connection with no transaction open."""
 
+    def switch_connection_to_wal(self, conn: Connection) -> None:
+        """`switch_to_wal` on the driver connection under `conn` (the migration runner's,
+        which holds no Store and has no connector), outside any transaction."""
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        self.switch_to_wal(driver)
+
     def needs_wal_switch(self, conn: Connection) -> bool:
         """Whether `use_wal` would change anything (it must run outside a transaction)."""
         return False
@@ -208,6 +215,28 @@ class Backend(ABC):
     def connection_idle(self, dbapi_connection: Any) -> bool:
         """Whether a kept driver connection is open and idle after a failed call (reusable)."""
         return True
+
+    def driver_rows(self, conn: Connection, statement: Any) -> Any:
+        """Run a SELECT on `conn`'s own driver connection, inside the transaction `conn` has
+        open, and return the driver's cursor: its rows come as plain tuples, without the
+        per-row work of a SQLAlchemy result (sync's and copy's bulk reads of a source). The
+        statement is compiled with bound parameters, never literals."""
+        compiled = statement.compile(
+            dialect=conn.dialect, compile_kwargs={"render_postcompile": True}
+        )
+        params = [compiled.params[name] for name in compiled.positiontup or ()]
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        return driver.execute(str(compiled), params)
+
+    def still_read_outdated(self, conn: Connection) -> bool:
+        """Whether `conn` reads a file as unchanging (SQLite's `immutable=1`) that a writer
+        has since opened, so that it must be replaced to see the writer's commits."""
+        return False
+
+    def decode_with(self, engine: Engine, text_factory: Callable[[bytes], str]) -> None:  # noqa: B027
+        """Decode the text of every connection `engine` opens with `text_factory` (a backend
+        whose driver hands over bytes that may not be UTF-8; nothing elsewhere)."""
 
     def shares_memory(self, engine: Engine) -> bool:
         """Whether the engine's database lives only in its one connection (in-memory)."""

@@ -16,11 +16,10 @@ import stat
 import struct
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, Table, event
 from sqlalchemy.engine import URL
@@ -46,6 +45,7 @@ from .base import (
     DrivingJoin,
     WriteQueue,
 )
+from .still import file_uri, install_still_reads, names_uri, still_read_outdated
 
 WRITE = "hs_write"
 """`Connection.info` key or execution option: when true, `begin` takes the write lock up front
@@ -349,15 +349,24 @@ class SQLiteBackend(Backend):
     def read_only_url(self, url: URL) -> URL:
         if is_memory(url):
             raise InvalidValueError("an in-memory SQLite database cannot be opened read-only")
-        if str(url.query.get("uri", "")).lower() in ("true", "1"):
+        if names_uri(url):
             return url.update_query_dict({"mode": "ro"})
-        uri = "file:" + quote(str(Path(str(url.database)).absolute()), safe="/")
+        uri = file_uri(Path(str(url.database)))
         return URL.create(url.drivername, database=uri, query={"mode": "ro", "uri": "true"})
+
+    def still_read_outdated(self, conn: Connection) -> bool:
+        return still_read_outdated(conn)
+
+    def decode_with(self, engine: Engine, text_factory: Callable[[bytes], str]) -> None:
+        @event.listens_for(engine, "connect")
+        def decoding(dbapi_conn: sqlite3.Connection, record: Any) -> None:
+            dbapi_conn.text_factory = text_factory
 
     def install(
         self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
     ) -> None:
         busy_ms = int(check_busy_timeout(busy_timeout) * 1000)
+        install_still_reads(engine)  # a read-only engine reads a still file `immutable=1`
 
         @event.listens_for(engine, "connect")
         def on_connect(dbapi_conn: sqlite3.Connection, record: Any) -> None:

@@ -9,27 +9,30 @@ agents (+ mailbox), memory (+ notes), sessions (+ retention) — and meet in thi
 
 from __future__ import annotations
 
-import os
-from typing import Self
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Self, TypeVar
 
 from sqlalchemy import Column, Connection, Engine, MetaData, String, Table, insert
 from sqlalchemy.engine import URL
 
-from ..detect import check_sqlite_file, diagnose, read_revision
+from ..detect import Diagnosis, check_sqlite_file, diagnose, read_revision, refuse_unreadable
 from ..dialects import backend_named
-from ..dialects.sqlite import is_memory
-from ..engine import make_engine, read_only_url, sqlite_path, to_url, where
+from ..dialects.still import names_uri
+from ..engine import make_engine, read_only_url, to_url, where
 from ..errors import InvalidValueError, StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
 from ..models.spend import SPEND_METADATA
 from ..preflight import check_readable
-from ..releases import HEAD, UPSTREAM_HEAD
+from ..releases import HEAD
+from ..targets import Target, TargetLike
 from .accounting import AccountingMixin
 from .agents import AgentsMixin
 from .approvals import ApprovalsMixin
 from .arguments import checked_arguments
 from .arrow import ArrowMixin
+from .base import StoreBase
 from .connector import Connector
 from .health import HealthMixin
 from .journal import JournalMixin
@@ -47,6 +50,8 @@ from .stream import StreamMixin
 from .trace import TraceMixin
 
 __all__ = ["Lease", "Store"]
+
+S = TypeVar("S", bound="Store")
 
 
 @checked_arguments
@@ -118,7 +123,7 @@ class Store(
     @classmethod
     def open(
         cls,
-        target: str | os.PathLike[str] | URL,
+        target: TargetLike,
         *,
         upgrade: bool = True,
         backup: bool = True,
@@ -126,7 +131,8 @@ class Store(
         read_only: bool = False,
         busy_timeout: float | None = None,
     ) -> Self:
-        """Open (creating if absent) the store at a file path or SQLAlchemy URL.
+        """Open (creating if absent) the store at a file path or SQLAlchemy URL (or a
+        `targets.Target` parsed before).
 
         A store older than this package's schema is upgraded in place through the Alembic
         chain (after a backup, unless `backup=False`), as upstream's own open migrates;
@@ -143,14 +149,14 @@ class Store(
         stamped or switched, and every write raises `StoreAccessError`. A read-only file is
         fine.
         """
-        url = to_url(target)
-        if is_memory_target(url):
-            if read_only:
+        parsed = Target.parse(target, read_only=read_only)
+        if parsed.memory:
+            if parsed.read_only:
                 raise InvalidValueError("an in-memory store cannot be opened read-only")
             return cls.memory(synchronous=synchronous)
-        if read_only:
-            return cls._open_read_only(url)
-        path = sqlite_path(url)
+        if parsed.read_only:
+            return open_read_only(cls, parsed)[0]
+        path = parsed.path
         report = None
         if path is not None:
             check_sqlite_file(path)
@@ -161,8 +167,10 @@ class Store(
                     )
                 from ..migrate import upgrade as run_upgrade
 
-                report = run_upgrade(url, backup=False)
-        store = cls(url, synchronous=synchronous, busy_timeout=busy_timeout, upgrade_report=report)
+                report = run_upgrade(parsed.url, backup=False)
+        store = cls(
+            parsed.url, synchronous=synchronous, busy_timeout=busy_timeout, upgrade_report=report
+        )
         try:
             store._ensure_schema(upgrade=upgrade, backup=backup)
         except BaseException:
@@ -175,26 +183,7 @@ class Store(
         """`open(url, read_only=True)`; `spend_keeper` is the writable Store of the same
         store through which the spend answers this one prices are kept (an `AsyncStore`'s
         reader)."""
-        path = sqlite_path(url)
-        if path is not None:
-            if not path.exists():
-                raise StoreNotFoundError(f"no run store at {path}")
-            check_sqlite_file(path, writable=False)
-            check_readable(path)  # a hot journal: say so, not "readonly database"
-        store = cls(read_only_url(url), url=url, read_only=True, spend_keeper=spend_keeper)
-        try:
-            with store._read() as conn:
-                found = diagnose(conn, refuse_newer_format=False)
-                refuse_unfinished_copy(conn, url)
-            if not found.holds_upstream_head:
-                raise UpgradeRequiredError(
-                    f"{where(url)}: {found.describe()}; reading it needs the {UPSTREAM_HEAD} "
-                    f"schema. Upgrade it with `harness-store upgrade {where(url)}` first (nothing "
-                    "was changed)"
-                )
-        except BaseException:
-            store.close()
-            raise
+        store, _ = open_read_only(cls, url, spend_keeper=spend_keeper)
         return store
 
     @classmethod
@@ -236,9 +225,59 @@ class Store(
         return self
 
 
-def is_memory_target(url: URL) -> bool:
-    """Whether the URL names an in-memory SQLite database (nothing on disk to migrate)."""
-    return url.get_backend_name() == "sqlite" and is_memory(url)
+def open_read_only(
+    cls: type[S],
+    target: TargetLike,
+    *,
+    refuse: bool = True,
+    shape: bool = False,
+    refuse_newer_format: bool = False,
+    text_factory: Callable[[bytes], str] | None = None,
+    spend_keeper: Store | None = None,
+    upgrade_command: str | None = None,
+) -> tuple[S, Diagnosis]:
+    """The one read-only open (`Store.open(read_only=True)`, the CLI's read commands, the
+    origins of a central store): the Store, and what the store was found to be.
+
+    A SQLite file is checked before SQLite opens it (missing, no database, an unfinished
+    transaction) and read through `mode=ro`, `immutable=1` while nobody writes it (the
+    dialect decides, `dialects.still`); PostgreSQL through read-only transactions. With
+    `refuse`, a store that cannot be read without an upgrade is refused
+    (`detect.refuse_unreadable`, naming `upgrade_command`); without it the caller decides
+    from the diagnosis (`shape`: with every table's columns). A store whose checkpoint format
+    is newer than this package's opens (only resuming its runs is refused), unless
+    `refuse_newer_format` (the command's reads refuse it). `text_factory` decodes SQLite
+    text (the CLI shows bytes that are not UTF-8 replaced instead of failing)."""
+    parsed = Target.parse(target, read_only=True)
+    url, path, shown = parsed.url, parsed.path, parsed.where
+    if parsed.memory:
+        raise InvalidValueError("an in-memory store cannot be opened read-only")
+    if path is not None and not names_uri(url):
+        if not path.exists():
+            raise StoreNotFoundError(f"no run store at {path}")
+        check_sqlite_file(path, writable=False)
+        check_readable(path)  # a hot journal: say so, not "readonly database"
+    opened = read_only_url(url)
+    engine = make_engine(opened)
+    if text_factory is not None:
+        backend_named(opened.get_backend_name()).decode_with(engine, text_factory)
+    store = cls(opened, engine=engine, url=url, read_only=True, spend_keeper=spend_keeper)
+    try:
+        with store._read() as conn:
+            found = diagnose(conn, shape=shape, refuse_newer_format=refuse_newer_format)
+            refuse_unfinished_copy(conn, url)
+        if refuse:
+            refuse_unreadable(found, shown, upgrade_command or f"`harness-store upgrade {shown}`")
+    except BaseException:
+        store.close()
+        raise
+    return store, found
+
+
+def read_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
+    """One read transaction on `store`'s connector, for query builders reading beside the
+    Store's methods (the CLI's listings): one snapshot, on the Store's own connection."""
+    return store._read()  # type: ignore[no-any-return]
 
 
 def refuse_unfinished_copy(conn: Connection, url: URL) -> None:

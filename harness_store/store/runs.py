@@ -16,6 +16,7 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    union_all,
     update,
 )
 
@@ -114,6 +115,28 @@ def tokens_of(run_id: int, *, has_turns: bool = True) -> Select[int]:
     reply = select(m.Run.turn_kind).where(m.Run.id == run_id).scalar_subquery() == REPLY_TURN
     by_calls = select(func.coalesce(func.sum(calls.total_tokens), 0)).where(calls.run_id == run_id)
     return select(case((reply, by_calls.scalar_subquery()), else_=by_steps.scalar_subquery()))
+
+
+def token_terms_of(run_id: int, *, has_turns: bool = True) -> Select[Any]:
+    """The values `tokens_of` sums, one a row (the same rule: a reply turn's provider calls,
+    any other run's steps), for a total summed exactly outside the database."""
+    by_steps = select(m.Step.tokens.label("tokens")).where(m.Step.run_id == run_id)
+    if not has_turns:
+        return by_steps
+    calls = m.ProviderCall
+    kind = select(m.Run.turn_kind).where(m.Run.id == run_id).scalar_subquery()
+    reply = func.coalesce(kind, "") == REPLY_TURN  # a NULL kind is no reply turn, as in a CASE
+    by_calls = select(calls.total_tokens.label("tokens")).where(calls.run_id == run_id, reply)
+    return select(union_all(by_steps.where(~reply), by_calls).subquery().c.tokens)
+
+
+def exact_spent_tokens(store: RunsMixin, run_id: int) -> int:
+    """`store.spent_tokens(run_id)` summed in Python, exact past 2⁶³−1 (where the database's
+    sum overflows and `spent_tokens` raises): the same rows, the same rule."""
+    has_turns = store._has_columns("runs", "turn_kind")
+    with store._read() as conn:
+        values = conn.execute(token_terms_of(run_id, has_turns=has_turns)).scalars()
+        return sum(int(value or 0) for value in values)
 
 
 class RunsMixin(StoreBase):

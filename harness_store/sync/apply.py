@@ -590,13 +590,7 @@ class OriginSync:
         """Run a SELECT on the source's own driver connection (inside the snapshot's
         transaction): the rows of the bulk path come as plain tuples, without the per-row
         work of a SQLAlchemy result."""
-        compiled = statement.compile(
-            dialect=self.src.dialect, compile_kwargs={"render_postcompile": True}
-        )
-        params = [compiled.params[name] for name in compiled.positiontup or ()]
-        driver = self.src.connection.driver_connection
-        assert driver is not None
-        return driver.execute(str(compiled), params)
+        return backend_named(self.src.dialect.name).driver_rows(self.src, statement)
 
     def _send(
         self, rule: Rule, table: Table, statement: Any, *, reloaded: bool

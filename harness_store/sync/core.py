@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +20,13 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.util import LRUCache
 
-from ..detect import IGNORED_TABLES, StoreKind, check_sqlite_file, diagnose, read_revision
+from ..detect import (
+    IGNORED_TABLES,
+    check_sqlite_file,
+    diagnose,
+    read_revision,
+    refuse_unreadable,
+)
 from ..dialects import backend_named
 from ..dialects.sqlite import WRITE
 from ..engine import make_engine, safe_url, sqlite_path, to_url, where
@@ -28,7 +35,6 @@ from ..errors import (
     MalformedStoreError,
     SchemaError,
     StoreNotFoundError,
-    UpgradeRequiredError,
 )
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
@@ -298,14 +304,8 @@ def _check_source(conn: Connection, path: Path) -> dict[str, frozenset[str]]:
     if fast is not None:
         return fast
     found = diagnose(conn)
-    if found.kind is StoreKind.EMPTY:
-        raise SchemaError(f"{path} holds no run store (it has no tables); nothing to sync")
-    if not found.holds_upstream_head:
-        raise UpgradeRequiredError(
-            f"{path}: {found.describe()}; sync reads stores of io-harness 0.13 or later as they "
-            f"are and never changes a source: upgrade it first with `harness-store upgrade "
-            f"{path}`, then sync it"
-        )
+    # The one readable-or-refuse decision (the read commands' and the read-only open's too).
+    refuse_unreadable(found, str(path), f"`harness-store upgrade {shlex.quote(str(path))}`")
     have = dict(found.tables)
     unknown = [
         f"{name} ({_count(conn, name)} rows)"

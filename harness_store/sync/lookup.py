@@ -12,10 +12,12 @@ from pathlib import Path
 from sqlalchemy import ColumnElement, Connection, func, inspect, or_, select
 from sqlalchemy.engine import URL
 
-from ..engine import make_engine, read_only_url
+from ..engine import to_url
+from ..store.base import StoreBase
 from .tables import IDS, ORIGINS
 
-Target = str | os.PathLike[str] | URL
+Target = str | os.PathLike[str] | URL | StoreBase
+"""A destination store: a path or URL (opened read-only for the question), or a Store."""
 
 
 @dataclass(frozen=True)
@@ -35,12 +37,17 @@ class OriginInfo:
 
 @contextmanager
 def _reading(dest: Target) -> Iterator[Connection]:
-    engine = make_engine(read_only_url(dest))
-    try:
-        with engine.connect() as conn, conn.begin():
+    """One read transaction on `dest`: a Store already open, or one opened read-only for
+    the read (the one read-only open, which does not refuse an older or empty store)."""
+    from ..store import Store, open_read_only, read_snapshot
+
+    if isinstance(dest, StoreBase):
+        with read_snapshot(dest) as conn:
             yield conn
-    finally:
-        engine.dispose()
+        return
+    store, _ = open_read_only(Store, to_url(dest), refuse=False)
+    with store, read_snapshot(store) as conn:
+        yield conn
 
 
 def _has_sync_tables(conn: Connection) -> bool:

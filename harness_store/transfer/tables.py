@@ -127,11 +127,7 @@ def source_batches(src: Connection, statement: Any, size: int) -> Iterator[list[
         for part in result.partitions(size):
             yield [tuple(row) for row in part]
         return
-    compiled = statement.compile(dialect=src.dialect)
-    params = [compiled.params[name] for name in compiled.positiontup or ()]
-    driver = src.connection.driver_connection
-    assert driver is not None
-    cursor = driver.execute(str(compiled), params)
+    cursor = backend_named(src.dialect.name).driver_rows(src, statement)
     while batch := cursor.fetchmany(size):
         yield batch
 

@@ -11,7 +11,7 @@ import typer
 from ...errors import InvalidValueError
 from ..app import EPILOG, EXIT_USAGE, CliError, DbArg
 from ..output import stdout_console
-from ..reader import open_reader, parse_target
+from ..reader import open_reader
 from . import export_app
 
 if TYPE_CHECKING:
@@ -127,15 +127,11 @@ def otlp_command(
             )  # fmt: skip
         console.print(summary(report), highlight=False, soft_wrap=True)
         return
-    with open_reader(db):
-        pass  # the same refusals as every read command (not a store, too old, torn…)
-    from ...store import Store
-
-    # A live store: read through a plain read-only Store, which sees other processes' writes
-    # (the read commands may open a still file as immutable).
-    with Store.open(parse_target(db), read_only=True) as store:
+    # A live store: the read-only Store sees other processes' writes, also those of a writer
+    # that opens a still file after it (`dialects.still`).
+    with open_reader(db) as reader:
         report = export(
-            store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
+            reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
             include_content=include_content, prices=table, project=project, timeout=timeout,
             finished_only=True,
         )  # fmt: skip
@@ -146,7 +142,7 @@ def otlp_command(
 
         try:
             follow_runs(
-                store, endpoint=endpoint, cursor=report.cursor, running=report.running,
+                reader.store, endpoint=endpoint, cursor=report.cursor, running=report.running,
                 headers=headers, include_content=include_content, prices=table,
                 project=project, timeout=timeout, on_send=shipped,
             )  # fmt: skip

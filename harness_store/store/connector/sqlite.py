@@ -44,6 +44,18 @@ class SQLiteConnector(Connector):
         self.raw = self._held.connection.dbapi_connection
         self._cursor = self.raw.cursor()
 
+    def _see_writers(self) -> None:
+        """Replace a held connection that reads its file as still (`immutable=1`) once a
+        writer has opened the file, so this read sees the writer's commits (a read-only
+        Store; see `dialects.still`). Under the lock, outside any block."""
+        held = self._held
+        if held is None or not self.backend.still_read_outdated(held):
+            return  # the common case: a dictionary look-up
+        if held.in_transaction() or self.raw.in_transaction:
+            return
+        self._release()
+        self._hold()
+
     def _release(self) -> None:
         if self._held is not None:
             self._held.close()
@@ -85,6 +97,7 @@ class SQLiteConnector(Connector):
         with self._lock:
             if self._held is None:
                 raise StoreError("this Store is closed")
+            self._see_writers()
             self._queue.settle(self.raw)
             yield self._held
 
@@ -109,6 +122,8 @@ class SQLiteConnector(Connector):
             if raw is None:
                 raise StoreError("this Store is closed")
             if not write:
+                self._see_writers()
+                raw = self.raw
                 self._queue.settle(raw)
                 yield raw  # no transaction open: one statement is its own snapshot
                 return

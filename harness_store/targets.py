@@ -1,0 +1,79 @@
+"""A store target, parsed once at the edge: the URL, the SQLite file (if any), whether it is
+an in-memory database, whether it is opened for reading only. `Target.parse` is the one
+place a path or URL string becomes these; everything inward (`Store.open`, the read-only
+open, the CLI's messages) takes the parsed value and reads its fields instead of parsing the
+target again."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sqlalchemy.engine import URL, make_url
+
+from .dialects import backend_named
+from .dialects.sqlite import is_memory
+
+
+def url_of(target: str | os.PathLike[str] | URL | Target) -> URL:
+    """A SQLAlchemy URL for a file path or a URL string (`…://…`): `postgresql://` means
+    psycopg 3, `:memory:` an in-memory SQLite database, and any other string a file name,
+    whatever characters it holds (it is built into the URL, never formatted: a file name may
+    hold `?`, `#` or `%`, which a URL string parses)."""
+    if isinstance(target, Target):
+        return target.url
+    if isinstance(target, URL):
+        return target
+    raw = os.fspath(target)
+    if "://" in raw:
+        url = make_url(raw)
+        if url.drivername == "postgresql":
+            url = url.set(drivername="postgresql+psycopg")
+        return url
+    if raw == ":memory:":
+        return URL.create("sqlite")
+    return URL.create("sqlite", database=str(Path(raw).expanduser().absolute()))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A store target as parsed once (see the module docstring)."""
+
+    url: URL
+    path: Path | None
+    """The SQLite file behind the URL; None for memory and for other backends."""
+    memory: bool
+    """Whether it is an in-memory SQLite database (nothing on disk)."""
+    read_only: bool = False
+    """Whether it is opened for reading only."""
+
+    @classmethod
+    def parse(
+        cls, target: str | os.PathLike[str] | URL | Target, *, read_only: bool | None = None
+    ) -> Target:
+        """`target` parsed (a `Target` is returned as it is; `read_only`, when given, is
+        what it is opened for). A backend this package has no dialect for raises
+        `SchemaError`."""
+        if isinstance(target, Target):
+            if read_only is None or read_only == target.read_only:
+                return target
+            return replace(target, read_only=read_only)
+        url = url_of(target)
+        name = url.get_backend_name()
+        backend_named(name)
+        memory = name == "sqlite" and is_memory(url)
+        path = Path(str(url.database)) if name == "sqlite" and not memory else None
+        return cls(url, path, memory, bool(read_only))
+
+    @property
+    def where(self) -> str:
+        """How messages name the store: its file, or its URL without the password."""
+        if self.path is not None:
+            return str(self.path)
+        return self.url.render_as_string(hide_password=True)
+
+
+TargetLike = str | os.PathLike[str] | URL | Target
+"""What `Store.open` and the other openers take: a path, a URL string or URL, or a target
+already parsed."""

@@ -1,0 +1,95 @@
+"""One way to the database: outside the connector (`store/connector/`) and the dialects
+(`dialects/`), no module of the package touches a DBAPI connection — it neither opens one
+with a driver's `connect` nor reaches one under a SQLAlchemy connection. Read from the
+package's source (its syntax tree), so a new way in fails here before it is merged."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import harness_store
+
+PACKAGE = Path(harness_store.__file__).parent
+
+ALLOWED = ("dialects/", "store/connector/")
+"""Where DBAPI connections live: the connector holds the Store's, the dialects run the
+backend's own statements (WAL switch, bulk reads, the pre-upgrade backup) on them."""
+
+JUSTIFIED: dict[str, str] = {}
+"""Module path (relative to the package) → why it may touch a DBAPI connection. None now."""
+
+DBAPI_ATTRIBUTES = frozenset({"dbapi_connection", "driver_connection", "raw_connection"})
+"""SQLAlchemy's ways from a pooled connection down to the driver's."""
+
+DRIVER_CONNECTS = frozenset({"sqlite3", "psycopg", "aiosqlite", "psycopg2", "asyncpg"})
+"""Driver modules whose `connect` (or `Connection.connect`) opens a DBAPI connection."""
+
+
+def dotted(node: ast.AST) -> str:
+    """`a.b.c` for a chain of names and attributes, else ''."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def ways_in(source: str) -> list[tuple[int, str]]:
+    """Each line of `source` that touches a DBAPI connection, with what it does."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            if node.attr in DBAPI_ATTRIBUTES:
+                found.append((node.lineno, f".{node.attr}"))
+            elif node.attr == "connection" and (
+                isinstance(node.value, ast.Attribute) and node.value.attr == "connection"
+            ):
+                found.append((node.lineno, ".connection.connection"))
+        if isinstance(node, ast.Call):
+            name = dotted(node.func)
+            if name.endswith(".connect") and name.split(".")[0] in DRIVER_CONNECTS:
+                found.append((node.lineno, f"{name}()"))
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module in DRIVER_CONNECTS
+            and any(alias.name == "connect" for alias in node.names)
+        ):
+            found.append((node.lineno, f"from {node.module} import connect"))
+    return sorted(found)
+
+
+def test_the_detector_sees_each_way_in() -> None:
+    """Each way the rule names is caught (so the rule below cannot pass by seeing nothing)."""
+    source = "\n".join(
+        [
+            "import sqlite3",
+            "conn = sqlite3.connect('x')",
+            "driver = c.connection.driver_connection",
+            "raw = engine.raw_connection()",
+            "dbapi = c.connection.dbapi_connection",
+            "inner = c.connection.connection",
+            "import psycopg",
+            "pg = psycopg.connect('')",
+            "apg = psycopg.AsyncConnection.connect('')",
+            "from aiosqlite import connect",
+            "fine = store.engine.connect()",
+        ]
+    )
+    assert [line for line, _ in ways_in(source)] == [2, 3, 4, 5, 6, 8, 9, 10]
+
+
+def test_no_module_outside_the_connector_and_dialects_touches_a_dbapi_connection() -> None:
+    offenders: list[str] = []
+    modules = sorted(PACKAGE.rglob("*.py"))
+    assert len(modules) > 100  # the whole package is read
+    for module in modules:
+        relative = module.relative_to(PACKAGE).as_posix()
+        if relative.startswith(ALLOWED) or relative in JUSTIFIED:
+            continue
+        for line, what in ways_in(module.read_text(encoding="utf-8")):
+            offenders.append(f"harness_store/{relative}:{line}: {what}")
+    assert offenders == []
