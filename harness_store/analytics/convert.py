@@ -36,6 +36,7 @@ def to_batch(
     )
     arrays: list[pa.Array[Any]] = []
     stored: dict[str, pa.Array[Any]] = {}
+    split: dict[str, Any] = {}
     for field in schema:
         if field.name == ORIGIN:
             arrays.append(pa.array(columns[ORIGIN], type=pa.string()))
@@ -51,6 +52,12 @@ def to_batch(
         source = stored.get(parsed.source)
         if source is None:
             source = stored[parsed.source] = column_array(Kind.TEXT, columns[parsed.source])
+        if parsed.source == "tool_call":  # both parts from one pass over the column
+            parts = split.get(parsed.source)
+            if parts is None:
+                parts = split[parsed.source] = tool_call_parts(source)
+            arrays.append(cast("pa.Array[Any]", pc.struct_field(parts, parsed.name)))
+            continue
         arrays.append(parsed_array(parsed, source))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -119,17 +126,16 @@ def _stamp(value: str | None) -> datetime | None:
 def parsed_array(parsed: Parsed, source: pa.Array[Any]) -> pa.Array[Any]:
     """A parsed column from its source column."""
     if parsed.source == "tool_call":
-        return _tool_call_part(source, parsed.name)
+        return cast("pa.Array[Any]", pc.struct_field(tool_call_parts(source), parsed.name))
     values = source.to_pylist()
     reader = _READERS[parsed.name]
     return pa.array([None if v is None else reader(v) for v in values], type=parsed.type)
 
 
-def _tool_call_part(source: pa.Array[Any], name: str) -> pa.Array[Any]:
-    """`steps.tool_call` is upstream's `name:{json args}`; a row in no such form (empty: the
-    step called no tool) has both parts null."""
-    parts = pc.extract_regex(source, r"(?s)^(?P<tool>[A-Za-z0-9_.\-]+):(?P<tool_args>.*)$")
-    return cast("pa.Array[Any]", pc.struct_field(parts, name))
+def tool_call_parts(source: pa.Array[Any]) -> Any:
+    """`steps.tool_call` is upstream's `name:{json args}`: a struct of its `tool` and
+    `tool_args`; a row in no such form (empty: the step called no tool) has both null."""
+    return pc.extract_regex(source, r"(?s)^(?P<tool>[A-Za-z0-9_.\-]+):(?P<tool_args>.*)$")
 
 
 def _json(text: str) -> Any:

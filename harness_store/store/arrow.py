@@ -1,8 +1,9 @@
 """Runs as typed columnar tables: any table of the store as Arrow, and as a DataFrame.
 
-Each read is one SQLAlchemy Core statement streamed in batches (`yield_per`: a server-side
-cursor on PostgreSQL, `fetchmany` on SQLite), so `iter_arrow` holds one batch at a time
-whatever the store's size. pyarrow (the `analytics` extra) is imported on first use only.
+Each read is one SQLAlchemy Core statement, compiled once and streamed in batches of plain
+tuples through the connector (`Connector.stream`: a server-side cursor on PostgreSQL,
+`fetchmany` on SQLite), so `iter_arrow` holds one batch at a time whatever the store's size.
+pyarrow (the `analytics` extra) is imported on first use only.
 """
 
 from __future__ import annotations
@@ -79,11 +80,9 @@ class ArrowMixin(OlderStoreMixin):
         names = [*stored, ORIGIN] if origin else stored
         statement = read_statement(shape, stored, filters, origin=origin)
         self._refuse_missing(statement)  # a store of an older release: say to upgrade it
-        statement = statement.execution_options(yield_per=batch_rows)
         with self._read() as conn:
-            result = conn.execute(statement)
             empty = True
-            for rows in result.partitions():
+            for rows in self._connector.stream(conn, statement, batch_rows):
                 empty = False
                 yield to_batch(shape, names, rows, schema)
             if empty:
