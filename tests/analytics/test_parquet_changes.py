@@ -8,11 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+from synccheck import write_source
 
 from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES
 from harness_store.analytics.dataset import dataset_files, export_parquet, read_dataset
 from harness_store.records import ProviderCall, Usage
+from harness_store.sync import sync
 
 
 def add_steps(store: Store, run: int, first: int, count: int) -> None:
@@ -159,3 +161,29 @@ def test_an_archive_of_a_run_whose_goal_was_empty_is_seen(
         export_parquet(store, directory)
         assert set(store.arrow("steps")["prompt"].to_pylist()) == {""}
         assert_dataset_is_the_store(store, directory)
+
+
+def test_on_a_synced_store_an_archived_run_is_written_again_in_its_origins_partition(
+    store_target: str, tmp_path: Path
+) -> None:
+    sources = [tmp_path / "a.sqlite3", tmp_path / "b.sqlite3"]
+    for n, path in enumerate(sources):
+        write_source(path, runs=2, steps=3, tag=f"s{n}")
+    sync(sources, store_target)
+    directory = tmp_path / "ds"
+    with Store.open(store_target) as store:
+        export_parquet(store, directory)
+        synced = store.arrow("steps", columns=["run_id", "origin"]).to_pylist()
+        origin = synced[0]["origin"]
+        mates = {r["run_id"] for r in synced if r["origin"] == origin}
+        assert len(mates) > 1  # the run shares its partition's file with other runs
+        session = store.create_session("/ws")
+        store.record_turn(session, None, synced[0]["run_id"], "asked centrally")
+        export_parquet(store, directory)
+        store.archive_session(session)
+        report = {t.table: t for t in export_parquet(store, directory).tables}
+        assert report["steps"].action == "updated"
+        for table in TABLES:
+            assert read_dataset(directory, table).equals(store.arrow(table)), table
+        partitions = {p.parent.name for p in dataset_files(directory, "steps")}
+        assert f"origin={origin}" in partitions
