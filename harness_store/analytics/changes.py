@@ -18,7 +18,7 @@ compared, and no table's rows are read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,9 @@ from .schema import ORIGIN, TableShape
 if TYPE_CHECKING:
     from ..store import Store
     from .dataset import _Generation
+
+CHUNK = 500
+"""Runs compared at a time (one `IN (…)` list of the store's read)."""
 
 
 def touched_runs(known: dict[str, str] | None, marks: dict[str, str]) -> set[int] | None:
@@ -81,12 +84,25 @@ def replace_changed_runs(
     if not candidates or run_column is None or not files:
         return unchanged
     key = shape.key[0]
-    paths = [writer.root / f["path"] for f in files]
-    chosen = pc.field(run_column).isin(candidates)
-    written = ds.dataset([str(p) for p in paths], format="parquet").to_table(filter=chosen)
-    now = store._arrow_table(shape.name, runs=candidates, since=since, through=hwm)
-    stored = now.drop_columns([ORIGIN]) if ORIGIN in now.column_names else now
-    changed = differing_runs(written, stored, run_column, key)
+    paths = [str(writer.root / f["path"]) for f in files]
+    dataset = ds.dataset(paths, format="parquet")
+    changed: set[int] = set()
+    before = count = 0
+    new_files: list[dict[str, Any]] = []
+    for part in chunks(candidates):
+        written = dataset.to_table(filter=pc.field(run_column).isin(part))
+        now = store._arrow_table(shape.name, runs=part, since=since, through=hwm)
+        stored = now.drop_columns([ORIGIN]) if ORIGIN in now.column_names else now
+        differ = differing_runs(written, stored, run_column, key)
+        if not differ:
+            continue
+        changed |= differ
+        values = pa.array(sorted(differ), type=pa.int64())
+        before += written.filter(filled(pc.is_in(written[run_column], values), False)).num_rows
+        fresh = now.filter(filled(pc.is_in(now[run_column], values), False))
+        files_now, rows_now = writer.write(shape.name, fresh.to_batches(), tick, skip_empty=True)
+        new_files += files_now
+        count += rows_now
     if not changed:
         return unchanged
     values = pa.array(sorted(changed), type=pa.int64())
@@ -101,17 +117,19 @@ def replace_changed_runs(
         rest = pq.read_table(path).filter(pc.invert(holds))
         if rest.num_rows:
             rewritten.extend(writer.write_rows(shape.name, origin_of(entry["path"]), rest))
-    fresh = now.filter(filled(pc.is_in(now[run_column], values), False))
-    new_files, count = writer.write(shape.name, fresh.to_batches(), tick, skip_empty=True)
-    before = written.filter(filled(pc.is_in(written[run_column], values), False)).num_rows
-    rows = unchanged.rows - before + count
     return Replaced(
         [*kept, *rewritten, *new_files],
-        rows,
+        unchanged.rows - before + count,
         written=count,
         removed=max(before - count, 0),
         new_files=[*rewritten, *new_files],
     )
+
+
+def chunks(runs: Sequence[int]) -> Iterator[list[int]]:
+    """`runs` in lists short enough for one `IN (…)` of every backend."""
+    for start in range(0, len(runs), CHUNK):
+        yield list(runs[start : start + CHUNK])
 
 
 def differing_runs(written: pa.Table, stored: pa.Table, run_column: str, key: str) -> set[int]:

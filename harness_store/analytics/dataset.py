@@ -6,10 +6,11 @@ written centrally), and `DIR/_manifest.json`, which lists every file of the data
 rows. The manifest is the dataset: files it does not list are not part of it.
 
 Incremental: an append-only table (rows only inserted, ids never reused) is written from the
-id after the last export's high-water mark, into new files beside the old ones; should rows
-the last export wrote have gone since (a pruned run), the table is written again whole. A
-table whose rows change in place is read whole and written again only when what it holds
-changed (a digest of its Arrow data).
+id after the last export's high-water mark, into new files beside the old ones. Rows below
+the mark change only a whole run at a time — archived in place, or pruned — and those runs'
+rows are written again or removed (`changes`); should the rows below the mark still not be
+the store's, the table is written again whole. A table whose rows change in place is read
+whole and written again only when what it holds changed (a digest of its Arrow data).
 
 Atomic: new files are written under temporary names, flushed to disk, renamed into place,
 and then the manifest is replaced (written aside, flushed, renamed) — the one step that makes

@@ -8,10 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 from synccheck import write_source
 
 from harness_store import StepRecord, Store
-from harness_store.analytics import TABLES
+from harness_store.analytics import TABLES, changes
 from harness_store.analytics.dataset import dataset_files, export_parquet, read_dataset
 from harness_store.records import ProviderCall, Usage
 from harness_store.sync import sync
@@ -35,7 +36,9 @@ def add_calls(store: Store, run: int, count: int) -> None:
 
 def duckdb_rows(directory: Path, table: str, columns: str) -> list[tuple[object, ...]]:
     files = [str(f) for f in dataset_files(directory, table)]
-    return duckdb.sql(f"SELECT {columns} FROM read_parquet({files!r}) ORDER BY id").fetchall()
+    relation = duckdb.sql(f"SELECT {columns} FROM read_parquet({files!r}) ORDER BY id")
+    assert relation is not None
+    return relation.fetchall()
 
 
 def store_rows(store: Store, table: str, columns: list[str]) -> list[tuple[object, ...]]:
@@ -140,8 +143,8 @@ def test_a_dataset_is_read_back_in_key_order(store_target: str, tmp_path: Path) 
         export_parquet(store, directory)
         store.archive_session(session)  # the first run's rows are written after the second's
         export_parquet(store, directory)
-        ids = read_dataset(directory, "steps")["id"]
-        assert ids.to_pylist() == sorted(ids.to_pylist())
+        ids: list[int] = read_dataset(directory, "steps")["id"].to_pylist()
+        assert ids == sorted(ids)
         assert read_dataset(directory, "steps").equals(store.arrow("steps"))
 
 
@@ -187,3 +190,23 @@ def test_on_a_synced_store_an_archived_run_is_written_again_in_its_origins_parti
             assert read_dataset(directory, table).equals(store.arrow(table)), table
         partitions = {p.parent.name for p in dataset_files(directory, "steps")}
         assert f"origin={origin}" in partitions
+
+
+def test_many_changed_runs_are_compared_a_list_at_a_time(
+    store_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More changed runs than one `IN (…)` list takes (made small here): each list's runs
+    compared and written, none lost between them."""
+    monkeypatch.setattr(changes, "CHUNK", 2)
+    directory = tmp_path / "ds"
+    with Store.open(store_target) as store:
+        session = store.create_session("/ws")
+        runs = [store.start_run(f"goal {n}", "f.rs") for n in range(5)]
+        for run in runs:
+            store.record_turn(session, None, run, f"turn of {run}")
+            add_steps(store, run, 1, 3)
+        export_parquet(store, directory)
+        store.archive_session(session)
+        report = {t.table: t for t in export_parquet(store, directory).tables}
+        assert (report["steps"].action, report["steps"].rows) == ("updated", 15)
+        assert_dataset_is_the_store(store, directory)
