@@ -143,7 +143,7 @@ def test_a_dataset_is_read_back_in_key_order(store_target: str, tmp_path: Path) 
         export_parquet(store, directory)
         store.archive_session(session)  # the first run's rows are written after the second's
         export_parquet(store, directory)
-        ids: list[int] = read_dataset(directory, "steps")["id"].to_pylist()
+        ids = [int(i) for i in read_dataset(directory, "steps")["id"].to_pylist()]
         assert ids == sorted(ids)
         assert read_dataset(directory, "steps").equals(store.arrow("steps"))
 
