@@ -30,29 +30,23 @@ def to_batch(
 ) -> pa.RecordBatch:
     """One batch of `rows` (tuples in `names` order, `origin` last when `schema` has it) in
     `schema`'s columns."""
-    columns: dict[str, Any] = (
-        dict(zip(names, zip(*rows, strict=True), strict=True))
-        if rows
-        else {name: () for name in names}
-    )
+    raw = raw_arrays(shape, names, rows)
     arrays: list[pa.Array[Any]] = []
     stored: dict[str, pa.Array[Any]] = {}
     split: dict[str, dict[str, pa.Array[Any]]] = {}
     for field in schema:
         if field.name == ORIGIN:
-            arrays.append(pa.array(columns[ORIGIN], type=pa.string()))
+            arrays.append(raw[ORIGIN])
             continue
         kind = shape.kinds.get(field.name)
         if kind is not None:
             array = stored.get(field.name)
             if array is None:
-                array = stored[field.name] = column_array(kind, columns[field.name])
+                array = stored[field.name] = typed(kind, raw[field.name])
             arrays.append(array)
             continue
         parsed = next(p for p in shape.parsed if p.name == field.name)
-        source = stored.get(parsed.source)
-        if source is None:
-            source = stored[parsed.source] = column_array(Kind.TEXT, columns[parsed.source])
+        source = raw[parsed.source]
         if parsed.source == "tool_call":  # both parts from one pass over the column
             parts = split.get(parsed.source)
             if parts is None:
@@ -63,20 +57,47 @@ def to_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def column_array(kind: Kind, values: Sequence[Any]) -> pa.Array[Any]:
-    """One stored column as Arrow, by its kind."""
-    if kind is Kind.TEXT:
-        return _text(values)
+def _textual(shape: TableShape, name: str) -> bool:
+    return name == ORIGIN or shape.kinds[name] in (Kind.TEXT, Kind.STAMP)
+
+
+def raw_arrays(
+    shape: TableShape, names: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> dict[str, pa.Array[Any]]:
+    """The stored columns of `rows` as Arrow in their stored types (text as `string`, the
+    integers as `int64`). Converted in one pass by pyarrow, the rows read as a struct's
+    values, which spares transposing them in Python; a batch holding a value of another
+    type (text in an integer column of an old SQLite store, bytes that are not UTF-8) goes
+    column by column through the paths that read what they can."""
+    textual = [_textual(shape, name) for name in names]
+    if rows:
+        fields = [
+            (n, pa.string() if t else pa.int64()) for n, t in zip(names, textual, strict=True)
+        ]
+        try:
+            struct = cast("pa.StructArray", pa.array(rows, type=pa.struct(fields)))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            pass
+        else:
+            return dict(zip(names, struct.flatten(), strict=True))
+    columns = zip(*rows, strict=True) if rows else (() for _ in names)
+    return {
+        name: _text(values) if text else _ints(values)
+        for name, text, values in zip(names, textual, columns, strict=True)
+    }
+
+
+def typed(kind: Kind, raw: pa.Array[Any]) -> pa.Array[Any]:
+    """A stored column (`string` or `int64`, as `raw_arrays` reads it) in its Arrow type."""
+    if kind is Kind.TEXT or kind is Kind.INT:
+        return raw
     if kind is Kind.STAMP:
-        return stamps(_text(values))
-    ints = _ints(values)
-    if kind is Kind.INT:
-        return ints
+        return stamps(raw)
     if kind is Kind.BOOL:
-        return cast("pa.Array[Any]", pc.not_equal(ints, pa.scalar(0, pa.int64())))
+        return cast("pa.Array[Any]", pc.not_equal(raw, pa.scalar(0, pa.int64())))
     # Both kinds of u64: the bits as upstream's `as u64` reads them (a wrapped value's
     # negative i64 is the high half of the range).
-    return ints.cast(pa.uint64(), safe=False)
+    return raw.cast(pa.uint64(), safe=False)
 
 
 def _text(values: Sequence[Any]) -> pa.Array[Any]:

@@ -4,7 +4,10 @@ backends, holds exactly the store's rows with upstream's types restored."""
 from __future__ import annotations
 
 import re
+import sqlite3
+from contextlib import closing
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -239,3 +242,27 @@ def test_a_tool_call_splits_as_upstream_forms_it(store_target: str) -> None:
                 assert (row["tool"], row["tool_args"]) == (
                     found.groups() if found else (None, None)
                 ), row["tool_call"]
+
+
+def test_a_value_of_another_type_in_an_old_sqlite_store_is_read_what_it_can(
+    tmp_path: Path,
+) -> None:
+    """SQLite keeps what it was given: text in an integer column, bytes that are not UTF-8.
+    Such a row's odd values read as null (or with replacement characters) and every other
+    value of its batch as usual."""
+    path = tmp_path / "runs.sqlite3"
+    with Store.open(path) as store:
+        run = store.start_run("g", "f.rs")
+        store.checkpoint_steps(
+            run, [StepRecord.new(n, "d", "ok").with_trace("p", "t:{}", n) for n in (1, 2, 3)]
+        )
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE steps SET tokens = 'many' WHERE step = 2")
+        conn.execute("UPDATE steps SET prompt = X'70FF71' WHERE step = 3")
+    with Store.open(path, read_only=True) as store:
+        rows = store.arrow("steps", columns=["step", "tokens", "prompt", "tool"]).to_pylist()
+    assert rows == [
+        {"step": 1, "tokens": 1, "prompt": "p", "tool": "t"},
+        {"step": 2, "tokens": None, "prompt": "p", "tool": "t"},
+        {"step": 3, "tokens": 3, "prompt": "p\ufffdq", "tool": "t"},
+    ]
