@@ -133,15 +133,17 @@ class ArrowMixin(OlderStoreMixin):
         runs = m.Base.metadata.tables["runs"]
         turns = m.Base.metadata.tables["session_turns"]
         texts: dict[int, list[str]] = {}
+        of_runs = select(*runs.columns).order_by(runs.c.id)
+        of_turns = select(
+            turns.c.run_id, turns.c.id, turns.c.prompt, turns.c.reply, turns.c.outcome
+        ).order_by(turns.c.id)
+        for statement in (of_runs, of_turns):
+            self._refuse_missing(statement)  # a store of an older release: say to upgrade it
         with self._read() as conn:
-            statement = select(runs).order_by(runs.c.id)
-            for rows in self._connector.stream(conn, statement, BATCH_ROWS):
+            for rows in self._connector.stream(conn, of_runs, BATCH_ROWS):
                 for row in rows:
                     texts[int(row[0])] = [repr(tuple(row))]
-            statement = select(
-                turns.c.run_id, turns.c.id, turns.c.prompt, turns.c.reply, turns.c.outcome
-            ).order_by(turns.c.id)
-            for rows in self._connector.stream(conn, statement, BATCH_ROWS):
+            for rows in self._connector.stream(conn, of_turns, BATCH_ROWS):
                 for row in rows:
                     if int(row[0]) in texts:
                         texts[int(row[0])].append(repr(tuple(row)))

@@ -241,3 +241,17 @@ def test_a_directory_holding_something_else_is_refused(written: Store, tmp_path:
     with pytest.raises(InvalidValueError):
         export_parquet(written, tmp_path / "new", tables=["steps", "nope"])
     assert not (tmp_path / "new" / "steps").exists()
+
+
+def test_a_store_of_an_older_release_is_refused_naming_the_upgrade(tmp_path: Path) -> None:
+    from conftest import copy_fixture
+
+    from harness_store.errors import UpgradeRequiredError
+
+    path = copy_fixture("io-harness-0.22.0/populated", tmp_path)
+    with (
+        Store.open(path, upgrade=False, read_only=True) as store,
+        pytest.raises(UpgradeRequiredError, match="upgrade"),
+    ):
+        export_parquet(store, tmp_path / "ds")
+    assert not (tmp_path / "ds" / "steps").exists()
