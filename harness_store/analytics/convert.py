@@ -16,6 +16,7 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .compute import equals, filled
 from .schema import ORIGIN, Kind, Parsed, TableShape
 
 _STAMP_FORMATS = ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S")
@@ -29,46 +30,74 @@ def to_batch(
 ) -> pa.RecordBatch:
     """One batch of `rows` (tuples in `names` order, `origin` last when `schema` has it) in
     `schema`'s columns."""
-    columns: dict[str, Any] = (
-        dict(zip(names, zip(*rows, strict=True), strict=True))
-        if rows
-        else {name: () for name in names}
-    )
+    raw = raw_arrays(shape, names, rows)
     arrays: list[pa.Array[Any]] = []
     stored: dict[str, pa.Array[Any]] = {}
+    split: dict[str, dict[str, pa.Array[Any]]] = {}
     for field in schema:
         if field.name == ORIGIN:
-            arrays.append(pa.array(columns[ORIGIN], type=pa.string()))
+            arrays.append(raw[ORIGIN])
             continue
         kind = shape.kinds.get(field.name)
         if kind is not None:
             array = stored.get(field.name)
             if array is None:
-                array = stored[field.name] = column_array(kind, columns[field.name])
+                array = stored[field.name] = typed(kind, raw[field.name])
             arrays.append(array)
             continue
         parsed = next(p for p in shape.parsed if p.name == field.name)
-        source = stored.get(parsed.source)
-        if source is None:
-            source = stored[parsed.source] = column_array(Kind.TEXT, columns[parsed.source])
+        source = raw[parsed.source]
+        if parsed.source == "tool_call":  # both parts from one pass over the column
+            parts = split.get(parsed.source)
+            if parts is None:
+                parts = split[parsed.source] = tool_call_parts(source)
+            arrays.append(parts[parsed.name])
+            continue
         arrays.append(parsed_array(parsed, source))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def column_array(kind: Kind, values: Sequence[Any]) -> pa.Array[Any]:
-    """One stored column as Arrow, by its kind."""
-    if kind is Kind.TEXT:
-        return _text(values)
+def _textual(shape: TableShape, name: str) -> bool:
+    return name == ORIGIN or shape.kinds[name] in (Kind.TEXT, Kind.STAMP)
+
+
+def raw_arrays(
+    shape: TableShape, names: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> dict[str, pa.Array[Any]]:
+    """The stored columns of `rows` as Arrow in their stored types (text as `string`, the
+    integers as `int64`). Converted in one pass by pyarrow, the rows read as a struct's
+    values, which spares transposing them in Python; a batch holding a value of another
+    type (text in an integer column of an old SQLite store, bytes that are not UTF-8) goes
+    column by column through the paths that read what they can."""
+    textual = [_textual(shape, name) for name in names]
+    if rows:
+        fields = [
+            (n, pa.string() if t else pa.int64()) for n, t in zip(names, textual, strict=True)
+        ]
+        try:
+            struct = cast("pa.StructArray", pa.array(rows, type=pa.struct(fields)))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            pass
+        else:
+            return dict(zip(names, struct.flatten(), strict=True))
+    columns = zip(*rows, strict=True) if rows else (() for _ in names)
+    return {
+        name: _text(values) if text else _ints(values)
+        for name, text, values in zip(names, textual, columns, strict=True)
+    }
+
+
+def typed(kind: Kind, raw: pa.Array[Any]) -> pa.Array[Any]:
+    """A stored column (`string` or `int64`, as `raw_arrays` reads it) in its Arrow type."""
+    if kind is Kind.TEXT or kind is Kind.INT:
+        return raw
     if kind is Kind.STAMP:
-        return stamps(_text(values))
-    ints = _ints(values)
-    if kind is Kind.INT:
-        return ints
+        return stamps(raw)
     if kind is Kind.BOOL:
-        return cast("pa.Array[Any]", pc.not_equal(ints, pa.scalar(0, pa.int64())))
+        return cast("pa.Array[Any]", pc.not_equal(raw, pa.scalar(0, pa.int64())))
     # Both kinds of u64: the bits as upstream's `as u64` reads them (a wrapped value's
     # negative i64 is the high half of the range).
-    return ints.cast(pa.uint64(), safe=False)
+    return raw.cast(pa.uint64(), safe=False)
 
 
 def _text(values: Sequence[Any]) -> pa.Array[Any]:
@@ -119,17 +148,32 @@ def _stamp(value: str | None) -> datetime | None:
 def parsed_array(parsed: Parsed, source: pa.Array[Any]) -> pa.Array[Any]:
     """A parsed column from its source column."""
     if parsed.source == "tool_call":
-        return _tool_call_part(source, parsed.name)
+        return tool_call_parts(source)[parsed.name]
     values = source.to_pylist()
     reader = _READERS[parsed.name]
     return pa.array([None if v is None else reader(v) for v in values], type=parsed.type)
 
 
-def _tool_call_part(source: pa.Array[Any], name: str) -> pa.Array[Any]:
-    """`steps.tool_call` is upstream's `name:{json args}`; a row in no such form (empty: the
-    step called no tool) has both parts null."""
-    parts = pc.extract_regex(source, r"(?s)^(?P<tool>[A-Za-z0-9_.\-]+):(?P<tool_args>.*)$")
-    return cast("pa.Array[Any]", pc.struct_field(parts, name))
+def tool_call_parts(source: pa.Array[Any]) -> dict[str, pa.Array[Any]]:
+    """`steps.tool_call` is upstream's `name:{json args}`: its `tool` (before the first `:`,
+    one or more of `A-Z a-z 0-9 _ . -`) and `tool_args` (everything after it); a row in no
+    such form (empty: the step called no tool) has both null. Split with plain string
+    kernels (a regular expression per row costs more than the rest of the conversion)."""
+    parts = pc.split_pattern(source, ":", max_splits=1)
+    values = pc.list_flatten(parts)
+    offsets = parts.offsets.slice(0, len(parts))
+    if len(offsets):
+        offsets = pc.subtract(offsets, offsets[0])
+    two = filled(equals(pc.list_value_length(parts), 2), False)
+    first = pc.if_else(two, offsets, pa.scalar(None, pa.int32()))
+    tool = pc.take(values, first)
+    args = pc.take(values, pc.add(first, 1))
+    plain = tool
+    for allowed in ("_", ".", "-"):
+        plain = pc.replace_substring(plain, allowed, "a")
+    named = filled(pc.ascii_is_alnum(plain), False)  # false for '' and for any other byte
+    missing = pa.scalar(None, pa.string())
+    return {"tool": pc.if_else(named, tool, missing), "tool_args": pc.if_else(named, args, missing)}
 
 
 def _json(text: str) -> Any:

@@ -6,10 +6,11 @@ written centrally), and `DIR/_manifest.json`, which lists every file of the data
 rows. The manifest is the dataset: files it does not list are not part of it.
 
 Incremental: an append-only table (rows only inserted, ids never reused) is written from the
-id after the last export's high-water mark, into new files beside the old ones; should rows
-the last export wrote have gone since (a pruned run), the table is written again whole. A
-table whose rows change in place is read whole and written again only when what it holds
-changed (a digest of its Arrow data).
+id after the last export's high-water mark, into new files beside the old ones. Rows below
+the mark change only a whole run at a time — archived in place, or pruned — and those runs'
+rows are written again or removed (`changes`); should the rows below the mark still not be
+the store's, the table is written again whole. A table whose rows change in place is read
+whole and written again only when what it holds changed (a digest of its Arrow data).
 
 Atomic: new files are written under temporary names, flushed to disk, renamed into place,
 and then the manifest is replaced (written aside, flushed, renamed) — the one step that makes
@@ -35,6 +36,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ..errors import InvalidValueError
+from .changes import Replaced, replace_changed_runs, touched_runs
 from .compute import equals, filled
 from .schema import ORIGIN, TABLES, shape_of
 
@@ -58,11 +60,17 @@ class TableExport:
 
     table: str
     action: str
-    """`appended` (new rows in new files), `rewritten` (the whole table anew), `unchanged`."""
+    """`appended` (new rows in new files), `updated` (the rows of runs that changed or were
+    pruned since written again, and any new rows), `rewritten` (the whole table anew),
+    `unchanged`."""
     rows: int
-    """Rows written by this export."""
+    """Rows read from the store and written by this export."""
     total_rows: int
     """Rows of the table in the dataset afterwards."""
+    removed: int = 0
+    """Rows of an append-only table that left the dataset: those of runs pruned (deleted)
+    from the store since the last export. (A state table is written again whole, so its
+    rows of pruned runs leave it too.)"""
 
 
 @dataclass
@@ -105,6 +113,8 @@ def export_parquet(
     previous = manifest.get("tables", {}) if manifest.get("filters") == filters else {}
     generation = int(manifest.get("generation", 0)) + 1
     synced = store._synced()
+    marks = store._run_marks()
+    touched = touched_runs(manifest.get("run_marks") if previous else None, marks)
     writer = _Generation(root, generation, synced)
     report = ExportReport(str(root), generation)
     entries: dict[str, Any] = dict(manifest.get("tables", {})) if previous else {}
@@ -112,7 +122,7 @@ def export_parquet(
         for done, name in enumerate(names):
             tick = _ticker(progress, name, done, len(names))
             entry, result = _export_table(
-                store, writer, name, previous.get(name), since, run_ids, tick
+                store, writer, name, previous.get(name), (since, run_ids), touched, tick
             )
             entries[name] = entry
             report.tables.append(result)
@@ -126,6 +136,7 @@ def export_parquet(
         "generation": generation,
         "synced": synced,
         "filters": filters,
+        "run_marks": marks,
         "tables": entries,
     }
     _write_manifest(root, new_manifest)
@@ -148,12 +159,13 @@ def _export_table(
     writer: _Generation,
     name: str,
     previous: dict[str, Any] | None,
-    since: str | None,
-    runs: list[int] | None,
+    filters: tuple[str | None, list[int] | None],
+    touched: set[int] | None,
     tick: Callable[[int], None],
 ) -> tuple[dict[str, Any], TableExport]:
+    since, runs = filters
     if shape_of(name).append_only:
-        return _export_append(store, writer, name, previous, since, runs, tick)
+        return _export_append(store, writer, name, previous, filters, touched, tick)
     digest = hashlib.blake2b(digest_size=16)
     files, rows = writer.write(
         name, store.iter_arrow(name, since=since, runs=runs), tick, digest=digest
@@ -170,21 +182,32 @@ def _export_append(
     writer: _Generation,
     name: str,
     previous: dict[str, Any] | None,
-    since: str | None,
-    runs: list[int] | None,
+    filters: tuple[str | None, list[int] | None],
+    touched: set[int] | None,
     tick: Callable[[int], None],
 ) -> tuple[dict[str, Any], TableExport]:
-    key = shape_of(name).key[0]
+    """New rows above the last export's high-water mark appended; the rows below it of runs
+    changed or pruned since written again (`changes`); the whole table written again when
+    the dataset's rows below the mark still are not the store's (or it has no marks yet)."""
+    since, runs = filters
+    shape = shape_of(name)
+    key = shape.key[0]
     after: int | None = None
-    incremental = False
-    if previous is not None and previous.get("append_only") is True:
+    replaced: Replaced | None = None
+    if previous is not None and previous.get("append_only") is True and touched is not None:
         hwm = previous.get("hwm")
         if hwm is None:  # the last export found no rows: all there is now is new
-            incremental = True
+            replaced = Replaced([], 0)
         else:
+            replaced = replace_changed_runs(
+                store, writer, shape, previous, touched, filters, int(hwm), tick
+            )
             kept = store._arrow_rows(name, since=since, runs=runs, through=int(hwm))
-            incremental = kept == int(previous["rows"])  # else rows it wrote were deleted
-            after = int(hwm) if incremental else None
+            if kept == replaced.rows:
+                after = int(hwm)
+            else:  # rows it wrote changed otherwise: the table is written again whole
+                writer.drop(replaced.new_files)
+                replaced = None
     highest: list[int] = []
 
     def tracked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -194,14 +217,18 @@ def _export_append(
             yield batch
 
     batches = tracked(store.iter_arrow(name, since=since, runs=runs, after=after))
-    files, rows = writer.write(name, batches, tick, skip_empty=incremental)
-    if incremental and previous is not None:
-        if not rows:
+    files, rows = writer.write(name, batches, tick, skip_empty=replaced is not None)
+    if replaced is not None and previous is not None:
+        changed = bool(replaced.written or replaced.removed or replaced.new_files)
+        if not rows and not changed:
             return previous, TableExport(name, "unchanged", 0, int(previous["rows"]))
-        total = int(previous["rows"]) + rows
-        entry = {"append_only": True, "rows": total, "hwm": max(highest),
-                 "files": [*previous["files"], *files]}  # fmt: skip
-        return entry, TableExport(name, "appended", rows, total)
+        total = replaced.rows + rows
+        hwm = max(highest) if highest else previous.get("hwm")
+        entry = {"append_only": True, "rows": total, "hwm": hwm,
+                 "files": [*replaced.files, *files]}  # fmt: skip
+        action = "updated" if changed else "appended"
+        done = TableExport(name, action, replaced.written + rows, total, replaced.removed)
+        return entry, done
     hwm = max(highest) if highest else None
     entry = {"append_only": True, "rows": rows, "hwm": hwm, "files": files}
     return entry, TableExport(name, "rewritten", rows, rows)
@@ -262,6 +289,19 @@ class _Generation:
                 writer.close()
                 entries.append({"path": relative, "rows": counted[0]})
         return entries, rows
+
+    def write_rows(self, table: str, origin: str | None, data: pa.Table) -> list[dict[str, Any]]:
+        """Write `data` (rows kept from a file of the last export, without `origin`) to one
+        new temporary file in `origin`'s partition; its manifest entry."""
+        writers: dict[str | None, tuple[pq.ParquetWriter, Path, str, list[int]]] = {}
+        try:
+            for batch in data.to_batches():
+                self._append(writers, table, origin, batch)
+        finally:
+            for writer, *_ in writers.values():
+                writer.close()
+        return [{"path": relative, "rows": counted[0]} for _, _, relative, counted in
+                writers.values()]  # fmt: skip
 
     def _split(self, batch: pa.RecordBatch) -> Iterator[tuple[str | None, pa.RecordBatch]]:
         if not self.synced:
@@ -392,8 +432,9 @@ def dataset_files(directory: str | os.PathLike[str], table: str) -> list[Path]:
 
 
 def read_dataset(directory: str | os.PathLike[str], table: str) -> pa.Table:
-    """`table` of the dataset at `directory` as one Arrow table (the files its manifest
-    lists; `origin` restored from the partitions of a synced store's dataset)."""
+    """`table` of the dataset at `directory` as one Arrow table, in key order as
+    `Store.arrow` returns it (the files its manifest lists; `origin` restored from the
+    partitions of a synced store's dataset)."""
     files = dataset_files(directory, table)
     synced = bool(read_manifest(directory).get("synced"))
     partitioning = (
@@ -405,7 +446,7 @@ def read_dataset(directory: str | os.PathLike[str], table: str) -> pa.Table:
         partitioning=partitioning,
         partition_base_dir=str(Path(directory) / table),
     )
-    data = dataset.to_table()
+    data = dataset.to_table().sort_by([(k, "ascending") for k in shape_of(table).key])
     if synced:
         origin = data[ORIGIN]
         data = data.set_column(

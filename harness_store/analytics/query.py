@@ -23,9 +23,16 @@ class Filters:
     runs: tuple[int, ...] | None = None
     since: str | None = None
     after: int | None = None
+    through: int | None = None
 
     @classmethod
-    def of(cls, runs: Iterable[int] | None, since: str | None, after: int | None = None) -> Filters:
+    def of(
+        cls,
+        runs: Iterable[int] | None,
+        since: str | None,
+        after: int | None = None,
+        through: int | None = None,
+    ) -> Filters:
         """Checked filters: run ids are integers, `since` is text (a date or stamp prefix)."""
         kept = None if runs is None else tuple(i64(r, "run id") for r in runs)
         if since is not None:
@@ -36,7 +43,9 @@ class Filters:
                 )
         if after is not None:
             after = i64(after, "after")
-        return cls(kept, since, after)
+        if through is not None:
+            through = i64(through, "through")
+        return cls(kept, since, after, through)
 
 
 def read_statement(
@@ -57,10 +66,13 @@ def read_statement(
         elif run_column is not None:
             started = select(m.Run.id).where(m.Run.started_at >= filters.since)
             clauses.append(run_column.in_(started.scalar_subquery()))
-    if filters.after is not None:
-        if not shape.append_only:
+    for bound in (filters.after, filters.through):
+        if bound is not None and not shape.append_only:
             raise InvalidValueError(f"{shape.name} is not append-only: it has no high-water mark")
+    if filters.after is not None:
         clauses.append(table.c[shape.key[0]] > filters.after)
+    if filters.through is not None:
+        clauses.append(table.c[shape.key[0]] <= filters.through)
     if clauses:
         statement = statement.where(and_(*clauses))
     return statement.order_by(*(table.c[k] for k in shape.key))

@@ -1,8 +1,9 @@
 """Runs as typed columnar tables: any table of the store as Arrow, and as a DataFrame.
 
-Each read is one SQLAlchemy Core statement streamed in batches (`yield_per`: a server-side
-cursor on PostgreSQL, `fetchmany` on SQLite), so `iter_arrow` holds one batch at a time
-whatever the store's size. pyarrow (the `analytics` extra) is imported on first use only.
+Each read is one SQLAlchemy Core statement, compiled once and streamed in batches of plain
+tuples through the connector (`Connector.stream`: a server-side cursor on PostgreSQL,
+`fetchmany` on SQLite), so `iter_arrow` holds one batch at a time whatever the store's size.
+pyarrow (the `analytics` extra) is imported on first use only.
 """
 
 from __future__ import annotations
@@ -68,6 +69,23 @@ class ArrowMixin(OlderStoreMixin):
         (constant memory), inside one read transaction (one snapshot). On SQLite the Store's
         connection is this iterator's until it is exhausted or closed. `after` keeps the rows
         whose id is above it, in an append-only table (what an incremental export reads)."""
+        return self._arrow_batches(
+            table, runs=runs, since=since, columns=columns, after=after, batch_rows=batch_rows
+        )
+
+    def _arrow_batches(
+        self,
+        table: str,
+        *,
+        runs: Iterable[int] | None = None,
+        since: str | None = None,
+        columns: list[str] | None = None,
+        after: int | None = None,
+        through: int | None = None,
+        batch_rows: int = BATCH_ROWS,
+    ) -> Iterator[pa.RecordBatch]:
+        """`iter_arrow`, and with `through` only the rows whose id is at most it (an
+        incremental export reading again the rows it wrote of runs that changed)."""
         from ..analytics.convert import to_batch
         from ..analytics.query import Filters, read_statement
         from ..analytics.schema import ORIGIN, shape_of
@@ -75,22 +93,67 @@ class ArrowMixin(OlderStoreMixin):
         if batch_rows < 1:
             raise InvalidValueError(f"batch_rows must be at least 1, got {batch_rows}")
         shape = shape_of(table)
-        filters = Filters.of(runs, since, after)
+        filters = Filters.of(runs, since, after, through)
         schema = self._arrow_schema(table, columns=columns)
         origin = ORIGIN in schema.names
         stored = shape.stored_columns(columns)
         names = [*stored, ORIGIN] if origin else stored
         statement = read_statement(shape, stored, filters, origin=origin)
         self._refuse_missing(statement)  # a store of an older release: say to upgrade it
-        statement = statement.execution_options(yield_per=batch_rows)
         with self._read() as conn:
-            result = conn.execute(statement)
             empty = True
-            for rows in result.partitions():
+            for rows in self._connector.stream(conn, statement, batch_rows):
                 empty = False
                 yield to_batch(shape, names, rows, schema)
             if empty:
                 yield to_batch(shape, names, [], schema)
+
+    def _arrow_table(
+        self,
+        table: str,
+        *,
+        runs: Iterable[int] | None = None,
+        since: str | None = None,
+        through: int | None = None,
+    ) -> pa.Table:
+        """`arrow`, with `through` as `_arrow_batches` takes it."""
+        import pyarrow as pa
+
+        batches = self._arrow_batches(table, runs=runs, since=since, through=through)
+        return pa.Table.from_batches(list(batches), schema=self._arrow_schema(table))
+
+    def _run_marks(self) -> dict[str, str]:
+        """A short digest of each run's own row and its session turns' rows, by run id (as
+        text): what an archive (a run's words emptied) or a prune (the run gone) shows in. An
+        incremental export compares them with the last export's to find the runs whose rows
+        it wrote may have changed since (`analytics.changes`)."""
+        import hashlib
+
+        from sqlalchemy import select
+
+        from .. import models as m
+
+        runs = m.Base.metadata.tables["runs"]
+        turns = m.Base.metadata.tables["session_turns"]
+        texts: dict[int, list[str]] = {}
+        of_runs = select(*runs.columns).order_by(runs.c.id)
+        of_turns = select(
+            turns.c.run_id, turns.c.id, turns.c.prompt, turns.c.reply, turns.c.outcome
+        ).order_by(turns.c.id)
+        for statement in (of_runs, of_turns):
+            self._refuse_missing(statement)  # a store of an older release: say to upgrade it
+        with self._read() as conn:
+            for rows in self._connector.stream(conn, of_runs, BATCH_ROWS):
+                for row in rows:
+                    texts[int(row[0])] = [repr(tuple(row))]
+            for rows in self._connector.stream(conn, of_turns, BATCH_ROWS):
+                for row in rows:
+                    if int(row[0]) in texts:
+                        texts[int(row[0])].append(repr(tuple(row)))
+        return {
+            str(run): hashlib.blake2b("\n".join(parts).encode(), digest_size=8).hexdigest()
+            for run, parts in texts.items()
+        }
 
     def _arrow_schema(self, table: str, *, columns: list[str] | None = None) -> pa.Schema:
         """The Arrow schema `arrow(table, columns=columns)` returns on this store."""

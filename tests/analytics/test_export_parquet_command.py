@@ -69,3 +69,17 @@ def test_progress_on_a_terminal(tmp_path: Path) -> None:
     code, screen = on_terminal("export", "parquet", store, tmp_path / "ds")
     assert code == 0
     assert "tables" in screen and "37/37" in screen
+
+
+def test_the_rows_of_pruned_runs_leaving_the_dataset_are_said(tmp_path: Path) -> None:
+    store, directory = tmp_path / "runs.sqlite3", tmp_path / "ds"
+    runs = small_store(store)
+    assert run("export", "parquet", store, directory).returncode == 0
+    pruned = run("prune", store, "--runs", "--before", "2999-01-01", "--yes")
+    assert pruned.returncode == 0, pruned.stderr
+    again = run("export", "parquet", store, directory)
+    assert again.returncode == 0, again.stderr
+    assert "steps: updated, 0 rows, 2 rows of pruned runs removed (2 in all)" in again.stdout
+    with Store.open(store, read_only=True) as opened:
+        assert opened.runs() == runs[1:]
+        assert read_dataset(directory, "steps").equals(opened.arrow("steps"))

@@ -166,9 +166,9 @@ def test_a_second_export_writes_only_what_changed(store_target: str, tmp_path: P
 
         session = store.create_session("/ws")
         store.record_turn(session, None, runs[2], "hi")
-        store.delete_session(session)  # deletes the run's steps: written again whole
+        store.delete_session(session)  # deletes the run's steps: they leave the dataset
         fourth = {t.table: t for t in export_parquet(store, directory).tables}
-        assert fourth["steps"].action == "rewritten"
+        assert (fourth["steps"].action, fourth["steps"].removed) == ("updated", 5)
         for table in TABLES:
             assert read_dataset(directory, table).equals(store.arrow(table)), table
         assert all_files(directory) == listed_files(directory)
@@ -241,3 +241,17 @@ def test_a_directory_holding_something_else_is_refused(written: Store, tmp_path:
     with pytest.raises(InvalidValueError):
         export_parquet(written, tmp_path / "new", tables=["steps", "nope"])
     assert not (tmp_path / "new" / "steps").exists()
+
+
+def test_a_store_of_an_older_release_is_refused_naming_the_upgrade(tmp_path: Path) -> None:
+    from conftest import copy_fixture
+
+    from harness_store.errors import UpgradeRequiredError
+
+    path = copy_fixture("io-harness-0.22.0/populated", tmp_path)
+    with (
+        Store.open(path, upgrade=False, read_only=True) as store,
+        pytest.raises(UpgradeRequiredError, match="upgrade"),
+    ):
+        export_parquet(store, tmp_path / "ds")
+    assert not (tmp_path / "ds" / "steps").exists()

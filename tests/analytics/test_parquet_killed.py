@@ -1,5 +1,6 @@
 """An export killed at random points (a real `harness-store export parquet` process,
-SIGKILL) leaves the previous dataset readable and whole, and the next export completes it."""
+SIGKILL) leaves the previous dataset readable and whole, and the next export completes it —
+among them one writing again the rows of a run archived in place."""
 
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ def test_a_killed_export_leaves_the_previous_dataset_and_the_next_completes_it(
     chance = random.Random(seed)
     with Store.open(store_target) as store:
         runs = [store.start_run(f"goal {n}", "f.rs") for n in range(3)]
+        session = store.create_session("/ws")
+        store.record_turn(session, None, runs[1], "a prompt")
         grow(store, runs, 1, 3000)
         started = time.monotonic()
         done = export(store_target, directory)
@@ -62,6 +65,8 @@ def test_a_killed_export_leaves_the_previous_dataset_and_the_next_completes_it(
             before = dataset(directory)
             grow(store, runs, 3001 + 1000 * round_, 1000)  # new work for this export
             store.finish_run(runs[round_ % len(runs)], "success")
+            if round_ == 1:  # rows already exported change in place: written again
+                store.archive_session(session)
             after = {table: store.arrow(table) for table in TABLES}
             process = export(store_target, directory)
             time.sleep(chance.uniform(0.1, took * 0.9))

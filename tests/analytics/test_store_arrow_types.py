@@ -3,12 +3,16 @@ backends, holds exactly the store's rows with upstream's types restored."""
 
 from __future__ import annotations
 
+import re
+import sqlite3
+from contextlib import closing
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from harness_store import Store
+from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES
 from harness_store.analytics.schema import ARROW_TYPES, Kind, shape_of
 from harness_store.errors import InvalidValueError
@@ -210,3 +214,55 @@ def test_frames_are_the_same_arrow_data(written: Store) -> None:
 
 def test_every_kind_has_an_arrow_type() -> None:
     assert set(ARROW_TYPES) == set(Kind)
+
+
+TOOL_CALLS = [
+    'read_file:{"path":"a"}', "a.b-c_D9:", "x:y:z", 't:{\n"multi":"line"}', "é:1", ":no name",
+    "bad tool:x", "no colon at all", "", None, "edit_file:ü", "tool:" + "x" * 5000,
+]  # fmt: skip
+
+
+def test_a_tool_call_splits_as_upstream_forms_it(store_target: str) -> None:
+    """`tool` is the name before the first colon (letters, digits, `_.-`), `tool_args` all
+    after it; anything else has neither — as a regular expression reads each row."""
+    form = re.compile(r"^([A-Za-z0-9_.\-]+):(.*)$", re.DOTALL)
+    with Store.open(store_target) as store:
+        run = store.start_run("g", "f.rs")
+        store.checkpoint_steps(
+            run,
+            [StepRecord.new(n, "d", "ok").with_trace("p", call or "", n)
+             for n, call in enumerate(TOOL_CALLS, 1)],
+        )  # fmt: skip
+        for batch_rows in (1, 3, 64):  # the split holds at every batch boundary
+            rows = pa.Table.from_batches(
+                list(store.iter_arrow("steps", batch_rows=batch_rows))
+            ).to_pylist()
+            for row in rows:
+                found = form.match(row["tool_call"])
+                assert (row["tool"], row["tool_args"]) == (
+                    found.groups() if found else (None, None)
+                ), row["tool_call"]
+
+
+def test_a_value_of_another_type_in_an_old_sqlite_store_is_read_what_it_can(
+    tmp_path: Path,
+) -> None:
+    """SQLite keeps what it was given: text in an integer column, bytes that are not UTF-8.
+    Such a row's odd values read as null (or with replacement characters) and every other
+    value of its batch as usual."""
+    path = tmp_path / "runs.sqlite3"
+    with Store.open(path) as store:
+        run = store.start_run("g", "f.rs")
+        store.checkpoint_steps(
+            run, [StepRecord.new(n, "d", "ok").with_trace("p", "t:{}", n) for n in (1, 2, 3)]
+        )
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE steps SET tokens = 'many' WHERE step = 2")
+        conn.execute("UPDATE steps SET prompt = X'70FF71' WHERE step = 3")
+    with Store.open(path, read_only=True) as store:
+        rows = store.arrow("steps", columns=["step", "tokens", "prompt", "tool"]).to_pylist()
+    assert rows == [
+        {"step": 1, "tokens": 1, "prompt": "p", "tool": "t"},
+        {"step": 2, "tokens": None, "prompt": "p", "tool": "t"},
+        {"step": 3, "tokens": 3, "prompt": "p\ufffdq", "tool": "t"},
+    ]

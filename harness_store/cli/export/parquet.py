@@ -84,8 +84,10 @@ def parquet_command(
 ) -> None:
     """Write a store's tables as a Parquet dataset: DIR/<table>/*.parquet (partitioned by
     origin=<uuid> on a synced store) and DIR/_manifest.json listing its files. Run it again
-    to bring the dataset up to date: only new rows are written, and the tables whose rows
-    change in place are rewritten when they changed. Files are written aside and renamed,
+    to bring the dataset up to date: only new rows are written, the rows of runs archived
+    or pruned since are written again or removed (the dataset holds what the store holds),
+    and the tables whose rows change in place are rewritten when they changed. Files are
+    written aside and renamed,
     the manifest replaced last, so a stopped export leaves the previous dataset whole.
     Read-only on the store."""
     try:
@@ -126,8 +128,11 @@ def parquet_command(
     console = stdout_console()
     changed = [t for t in report.tables if t.action != "unchanged"]
     for t in changed:
-        if t.rows:
-            console.print(Text(f"{t.table}: {t.action}, {t.rows:,} rows ({t.total_rows:,} in all)"))
+        gone = f", {t.removed:,} rows of pruned runs removed" if t.removed else ""
+        if t.rows or t.removed:
+            console.print(
+                Text(f"{t.table}: {t.action}, {t.rows:,} rows{gone} ({t.total_rows:,} in all)")
+            )
     unchanged = len(report.tables) - len(changed)
     console.print(
         Text(

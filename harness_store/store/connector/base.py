@@ -282,17 +282,32 @@ class Connector(ABC):
         """The rows of `statement` read on `conn`'s driver connection, inside the unit `conn`
         belongs to, as plain tuples: for reads of many rows, where building a SQLAlchemy
         `Row` for each costs more than reading them. Parameters are bound, never inlined."""
-        compiled: Any = statement.compile(dialect=conn.dialect)
-        sql = str(compiled)
-        if compiled.positional:
-            params: Any = [compiled.params[name] for name in compiled.positiontup or ()]
-        else:
-            params = compiled.params
+        sql, params = _bound(conn, statement)
         cursor = self.driver_cursor(conn.connection.dbapi_connection)
         try:
             return list(cursor.execute(sql, params).fetchall())
         finally:
             cursor.close()
+
+    def stream(
+        self, conn: Connection, statement: ClauseElement, batch_rows: int
+    ) -> Iterator[list[Any]]:
+        """The rows of `statement` read on `conn`'s driver connection as they are consumed, in
+        lists of at most `batch_rows` plain tuples, inside the unit `conn` belongs to: `rows`
+        for reads too large to hold at once (an Arrow export). One batch is held at a time:
+        SQLite steps its cursor, PostgreSQL reads through a server-side cursor."""
+        sql, params = _bound(conn, statement)
+        cursor = self._streaming_cursor(conn.connection.dbapi_connection)
+        try:
+            cursor.execute(sql, params)
+            while batch := cursor.fetchmany(batch_rows):
+                yield batch
+        finally:
+            cursor.close()
+
+    def _streaming_cursor(self, dbapi_connection: Any) -> Any:
+        """The cursor `stream` reads with: a plain one, which fetches as it is stepped."""
+        return self.driver_cursor(dbapi_connection)
 
     def driver_cursor(self, dbapi_connection: Any) -> Any:
         """A cursor on a driver connection for the hot paths; an asyncio adapter's is wrapped
@@ -351,3 +366,14 @@ class Connector(ABC):
         if interrupted is not None:
             return interrupted
         return StoreError(f"not committed: {type(exc).__name__}: {exc}")
+
+
+def _bound(conn: Connection, statement: ClauseElement) -> tuple[str, Any]:
+    """`statement` compiled for `conn`'s dialect, and its parameters, bound (never inlined;
+    an `IN` list's values each a parameter of its own)."""
+    compiled: Any = statement.compile(
+        dialect=conn.dialect, compile_kwargs={"render_postcompile": True}
+    )
+    if compiled.positional:
+        return str(compiled), [compiled.params[name] for name in compiled.positiontup or ()]
+    return str(compiled), compiled.params

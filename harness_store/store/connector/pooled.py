@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from itertools import count
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -16,6 +17,9 @@ from ..driver import DriverStatement
 from .base import Connector, Work
 from .kept import HeldConnections
 from .sqlite import INHERITED
+
+_STREAMS = count(1)
+"""Numbers naming the server-side cursors of `stream` (unique in the process)."""
 
 
 class PooledConnector(Connector):
@@ -93,6 +97,13 @@ class PooledConnector(Connector):
                 pooled.rollback()
                 raise
             pooled.commit()
+
+    def _streaming_cursor(self, dbapi_connection: Any) -> Any:
+        """On PostgreSQL a named (server-side) cursor, so `stream` fetches batch by batch
+        instead of the whole result arriving at once."""
+        if self.engine.dialect.name != "postgresql":
+            return super()._streaming_cursor(dbapi_connection)
+        return dbapi_connection.cursor(f"hs_stream_{next(_STREAMS)}")
 
     def run_driver(self, work: Work, *, many: bool = False) -> None:
         """Outside a block, on a kept connection when one is free."""
