@@ -307,19 +307,3 @@ def environment(cfg: Config) -> list[str]:
         f"journal_mode = {mode}",
         f"mode: {'quick' if cfg.quick else 'full'}; cache: {cfg.cache}; scratch: {cfg.work}",
     ]
-
-
-_MOVED_TO_STORES = frozenset(
-    {"INSERT_STEP", "INSERT_CHECKPOINT", "copy_store", "empty_head", "head_template",
-     "remove_store", "raw_connect", "store_pragmas", "pg_conninfo", "pg_database"}
-)  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    """The store builders moved to `bench.stores`; a module that still imports them from
-    here gets them from there."""
-    if name in _MOVED_TO_STORES:
-        from . import stores
-
-        return getattr(stores, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,23 +22,25 @@ from pathlib import Path
 from typing import Any
 
 from .common import (
-    INSERT_STEP,
     Config,
     Table,
-    copy_store,
     fmt_bytes,
     fmt_ratio,
     fmt_time,
-    head_template,
     interleaved,
     median,
-    pg_conninfo,
-    pg_database,
     prompt,
     say,
     speedup,
     spread,
     tool_call,
+)
+from .stores import (
+    INSERT_STEP,
+    copy_store,
+    head_template,
+    pg_conninfo,
+    pg_database,
 )
 
 RUNS = 100

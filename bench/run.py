@@ -80,7 +80,7 @@ BENCHMARKS = (
               "docs/guides/health.md: How long it takes"),
     Benchmark("otlp", "otlp", "13", "docs/guides/otel.md: Figures", postgresql="SQLite only"),
     Benchmark("parquet", "parquet", "Parquet export, its peak memory, incremental export",
-              "docs/guides/analysis.md: Figures", postgresql="SQLite only"),
+              "docs/guides/analysis.md: Figures"),
 )  # fmt: skip
 NAMES = tuple(b.name for b in BENCHMARKS)
 BY_NAME = {b.name: b for b in BENCHMARKS}
