@@ -19,7 +19,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import legacy
+from support import legacy
 import pytest
 from conftest import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 from sqlalchemy import create_engine, text

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clirun import COMMAND, environ
+from support.clirun import COMMAND, environ
 from sqlalchemy import text
 
 from harness_store import Edit, PriceTable, ProviderCall, RunEvent, Store, Usage

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clirun import COMMAND, environ, peak_rss_kib, step_store
+from support.clirun import COMMAND, environ, peak_rss_kib, step_store
 
 SMALL, LARGE = 20_000, 200_000
 

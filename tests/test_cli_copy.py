@@ -14,7 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from clirun import COMMAND, environ, step_store
+from support.clirun import COMMAND, environ, step_store
 from conftest import FIXTURES
 
 from harness_store import Store

@@ -11,7 +11,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from clirun import COMMAND, environ
+from support.clirun import COMMAND, environ
 
 from harness_store import Store
 from harness_store.records import StepRecord

@@ -9,8 +9,8 @@ import subprocess
 from contextlib import closing
 from pathlib import Path
 
-import legacy
-from clirun import COMMAND, environ
+from support import legacy
+from support.clirun import COMMAND, environ
 from sqlalchemy.engine import make_url
 
 from harness_store.migrate import upgrade

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clirun import COMMAND, environ, step_store
+from support.clirun import COMMAND, environ, step_store
 
 READS = [
     ["inspect", "{db}"],

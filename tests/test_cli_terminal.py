@@ -10,9 +10,9 @@ import subprocess
 import unicodedata
 from pathlib import Path
 
-import legacy
+from support import legacy
 import pytest
-from clirun import COMMAND, environ, on_terminal
+from support.clirun import COMMAND, environ, on_terminal
 from rich.cells import cell_len
 
 from harness_store import Store

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from workers.procs import Worker
+from support.processes import Worker
 
 from harness_store import Store
 from harness_store.errors import InvalidValueError, StoreLockedError

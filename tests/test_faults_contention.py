@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import legacy
+from support import legacy
 import pytest
 from test_faults_crash import BigStore, indexes, make_big_store, whole_revision
-from workers.procs import Worker, alembic_argv, wait_for_file
+from support.processes import Worker, alembic_argv, wait_for_file
 
 from harness_store import StepRecord, Store
 from harness_store.errors import StoreLockedError

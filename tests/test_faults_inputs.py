@@ -20,10 +20,10 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import legacy
+from support import legacy
 import pytest
 from conftest import FIXTURES, in_newest_memory_order
-from workers.procs import alembic_argv
+from support.processes import alembic_argv
 
 from harness_store import StepRecord, Store
 from harness_store.errors import (

@@ -8,7 +8,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from legacy import build_born_at
+from support.legacy import build_born_at
 from sqlalchemy import text
 
 from harness_store import StepRecord, Store, copy_store

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from workers.procs import Worker
+from support.processes import Worker
 
 from harness_store import StepRecord, Store
 from harness_store.errors import RunNotFoundError

@@ -12,9 +12,9 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import legacy
+from support import legacy
 import pytest
-from legacy import RELEASES
+from support.legacy import RELEASES
 
 # Column declarations per table as UPSTREAM.md states them, with the release that adds each.
 _ID = "id INTEGER PRIMARY KEY"

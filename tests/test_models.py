@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import legacy
+from support import legacy
 from sqlalchemy import create_engine, insert, select
 from sqlalchemy.orm import Session
 

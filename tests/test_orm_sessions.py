@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from sqlalchemy.orm import Session
-from workers.procs import wait_for_file
+from support.processes import wait_for_file
 
 from harness_store import Store
 from harness_store.models import Run

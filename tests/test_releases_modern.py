@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import legacy
+from support import legacy
 import pytest
 from conftest import FIXTURES, SHARED
 from interop import oracles

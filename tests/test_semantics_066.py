@@ -339,7 +339,7 @@ def test_checkpoint_step_of_a_caller_without_a_lease_is_0_13s(store: Store) -> N
 def test_a_pin_holds_against_writers_in_other_processes(store: Store, store_target: str) -> None:
     """The pin check is part of the write statement, so once a pin commits no writer in any
     process overwrites the entry — not even one whose write was already in flight."""
-    from workers.procs import Worker
+    from support.processes import Worker
 
     runs = [store.start_run(f"writer {i}", "f") for i in range(3)]
     store.memory_put(WS, "k", "before the writers", runs[0], 0)

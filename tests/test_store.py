@@ -41,11 +41,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import legacy
+from support import legacy
 import pytest
-import upstream_sql as up
+from support import upstream_sql as up
 from conftest import PG_ENV, PG_SKIP, fresh_pg_database
-from upstream_sql import STAMP_RE
+from support.upstream_sql import STAMP_RE
 
 from harness_store import (
     CHECKPOINT_FORMAT,
@@ -868,7 +868,7 @@ if mode == "store":
         time.sleep(120)
 else:  # the torn half, as upstream's checkpoint_step has it after its first statement
     sys.path.insert(0, sys.argv[4])
-    import upstream_sql as up
+    from support import upstream_sql as up
     if up.is_postgres(target):
         import psycopg
         conn = psycopg.connect(up.pg_conninfo(target))

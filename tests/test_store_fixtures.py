@@ -25,9 +25,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import legacy
+from support import legacy
 import pytest
-import upstream_sql as up
+from support import upstream_sql as up
 from conftest import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 
 from harness_store import CHECKPOINT_FORMAT, RunStatus, StepRecord, Store

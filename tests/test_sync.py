@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, select
-from synccheck import add_session, mirror_problems, write_source
+from support.synccheck import add_session, mirror_problems, write_source
 
 from harness_store import StepRecord, Store
 from harness_store.detect import StoreKind, diagnose
@@ -287,7 +287,7 @@ def test_command_syncs_reports_and_lists_origins(tmp_path: Path) -> None:
     import json
     import subprocess
 
-    from clirun import COMMAND, environ, on_terminal
+    from support.clirun import COMMAND, environ, on_terminal
 
     a, b, dest = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3", tmp_path / "dest.sqlite3"
     write_source(a, runs=1, tag="a")

@@ -17,7 +17,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-import legacy
+from support import legacy
 import pytest
 from conftest import FIXTURE_STORES, FIXTURES, fresh_pg_database, in_newest_memory_order
 from sqlalchemy import Engine, create_engine, event, inspect, select, text

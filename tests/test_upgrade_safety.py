@@ -16,11 +16,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import legacy
+from support import legacy
 import pytest
 from alembic import command
 from sqlalchemy import create_engine, text
-from workers.procs import Worker, alembic_argv, wait_for_file
+from support.processes import Worker, alembic_argv, wait_for_file
 
 from harness_store import Store, migrate
 from harness_store.engine import make_engine

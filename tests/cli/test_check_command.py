@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from clirun import COMMAND, environ
+from support.clirun import COMMAND, environ
 from conftest import copy_fixture
 from sqlalchemy import create_engine
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from clirun import environ
+from support.clirun import environ
 from sqlalchemy.engine import make_url
 
 SECRET = "s3cret-pw"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clirun import on_terminal
+from support.clirun import on_terminal
 from sqlalchemy import update
 
 from harness_store import Store

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from clirun import COMMAND, environ
+from support.clirun import COMMAND, environ
 
 
 def run_cli(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from synccheck import add_session, mirror_problems, write_source
+from support.synccheck import add_session, mirror_problems, write_source
 
 from harness_store import StepRecord, Store
 from harness_store.records import RunEvent

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
-from synccheck import mirror_problems, write_source
+from support.synccheck import mirror_problems, write_source
 
 from harness_store import StepRecord, Store
 from harness_store.engine import make_engine, read_only_url

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from synccheck import mirror_problems, write_source
+from support.synccheck import mirror_problems, write_source
 
 from harness_store import StepRecord, Store
 from harness_store.errors import MalformedStoreError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from sync.running import run_cli
-from synccheck import write_source
+from support.synccheck import write_source
 
 from harness_store import Store
 from harness_store.transfer import TargetNotEmptyError, copy_store

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-WORKERS = Path(__file__).resolve().parent
+WORKERS = Path(__file__).resolve().parents[1] / "workers"
 REPO = WORKERS.parents[1]
 ALEMBIC_INI = REPO / "alembic.ini"
 
