@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from support.clirun import environ
 from sqlalchemy.engine import make_url
+from support.clirun import environ
 
 SECRET = "s3cret-pw"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.clirun import on_terminal
 from sqlalchemy import update
+from support.clirun import on_terminal
 
 from harness_store import Store
 from harness_store import models as m

@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from support import legacy
 import pytest
-from test_faults_crash import BigStore, indexes, make_big_store, whole_revision
+from support import legacy
 from support.processes import Worker, alembic_argv, wait_for_file
 
+from faults.test_crash import BigStore, indexes, make_big_store, whole_revision
 from harness_store import StepRecord, Store
 from harness_store.errors import StoreLockedError
 from harness_store.formats import BUSY_TIMEOUT_SECONDS

@@ -19,7 +19,7 @@ import pytest
 
 from harness_store.releases import HEAD
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 

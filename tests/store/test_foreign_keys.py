@@ -8,8 +8,8 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from support.legacy import build_born_at
 from sqlalchemy import text
+from support.legacy import build_born_at
 
 from harness_store import StepRecord, Store, copy_store
 from harness_store.engine import make_engine

@@ -17,10 +17,10 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from support import legacy
 import pytest
 from conftest import FIXTURE_STORES, FIXTURES, fresh_pg_database, in_newest_memory_order
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
+from support import legacy
 
 from harness_store import (
     AgentEvent,

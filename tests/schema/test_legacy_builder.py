@@ -12,8 +12,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from support import legacy
 import pytest
+from support import legacy
 from support.legacy import RELEASES
 
 # Column declarations per table as UPSTREAM.md states them, with the release that adds each.

@@ -10,7 +10,7 @@ from pathlib import Path
 from harness_store import Store
 from harness_store.formats import MEMORY_MAX_ENTRIES
 
-WORKERS = Path(__file__).resolve().parent / "workers"
+WORKERS = Path(__file__).resolve().parents[1] / "workers"
 
 
 def test_concurrent_memory_puts_keep_the_cap_and_evict_each_key_once(pg_url: str) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.clirun import COMMAND, environ
 from sqlalchemy import text
+from support.clirun import COMMAND, environ
 
 from harness_store import Edit, PriceTable, ProviderCall, RunEvent, Store, Usage
 from harness_store.cli.app import EXIT_NOT_FOUND, EXIT_USAGE

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 from conftest import SHARED
-from interop import oracles
 
 from harness_store import MemoryEntry, ResumeError, SpawnRow, StepRecord, Store
+from interop import oracles
 
 WS = "/ws/one"  # the workspace the oracle's write script uses
 

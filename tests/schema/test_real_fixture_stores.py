@@ -25,10 +25,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from support import legacy
 import pytest
-from support import upstream_sql as up
 from conftest import FIXTURE_STORES, FIXTURES, in_newest_memory_order
+from support import legacy
+from support import upstream_sql as up
 
 from harness_store import CHECKPOINT_FORMAT, RunStatus, StepRecord, Store
 from harness_store.errors import UpgradeRequiredError

@@ -10,10 +10,10 @@ import subprocess
 import unicodedata
 from pathlib import Path
 
-from support import legacy
 import pytest
-from support.clirun import COMMAND, environ, on_terminal
 from rich.cells import cell_len
+from support import legacy
+from support.clirun import COMMAND, environ, on_terminal
 
 from harness_store import Store
 from harness_store.records import StepRecord

@@ -41,10 +41,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from support import legacy
 import pytest
-from support import upstream_sql as up
 from conftest import PG_ENV, PG_SKIP, fresh_pg_database
+from support import legacy
+from support import upstream_sql as up
 from support.upstream_sql import STAMP_RE
 
 from harness_store import (
@@ -886,7 +886,7 @@ else:  # the torn half, as upstream's checkpoint_step has it after its first sta
 
 def _kill_inside_checkpoint(target: str, run: int, mode: str) -> None:
     """Run CRASH_SCRIPT until its write transaction holds the uncommitted step, then SIGKILL."""
-    here = str(Path(__file__).parent)
+    here = str(Path(__file__).resolve().parents[1])
     child = subprocess.Popen(
         [sys.executable, "-c", CRASH_SCRIPT, mode, target, str(run), here],
         stdout=subprocess.PIPE,

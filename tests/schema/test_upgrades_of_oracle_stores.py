@@ -20,11 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from support import legacy
 import pytest
 from conftest import FIXTURES, SHARED
 from interop import oracles
 from sqlalchemy import create_engine, inspect, text
+from support import legacy
 
 from harness_store import migrate
 from harness_store.detect import Diagnosis, StoreKind, diagnose
@@ -39,7 +39,7 @@ from harness_store.releases import (
     revision_for,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ALEMBIC = [sys.executable, "-m", "alembic", "-c", str(REPO / "alembic.ini")]
 
 MODERN: tuple[str, ...] = RELEASE_NAMES[RELEASE_NAMES.index(STORE_RELEASE) + 1 :]

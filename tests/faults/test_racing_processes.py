@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness_store import Store
 
-WORKERS = Path(__file__).resolve().parent / "workers"
+WORKERS = Path(__file__).resolve().parents[1] / "workers"
 WORKER = WORKERS / "api2_worker.py"
 
 

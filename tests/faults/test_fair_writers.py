@@ -17,7 +17,7 @@ from support.processes import Worker
 from harness_store import Store
 from harness_store.errors import InvalidValueError, StoreLockedError
 
-WORKER = Path(__file__).resolve().parent / "workers" / "tight_writer.py"
+WORKER = Path(__file__).resolve().parents[1] / "workers" / "tight_writer.py"
 STORE_WRITERS = 8
 SECONDS = 10
 

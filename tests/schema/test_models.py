@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from support import legacy
 from sqlalchemy import create_engine, insert, select
 from sqlalchemy.orm import Session
+from support import legacy
 
 from harness_store import PolicyEvent, StepRecord, Store, migrate, models
 from harness_store.models.spend import SPEND_METADATA

@@ -43,7 +43,7 @@ from harness_store import models as m
 from harness_store.errors import InvalidValueError, RunNotFoundError
 from harness_store.records.trace import render_hunk
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def count(store: Store, model: Any, **where: Any) -> int:

@@ -14,8 +14,8 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from support.clirun import COMMAND, environ, step_store
 from conftest import FIXTURES
+from support.clirun import COMMAND, environ, step_store
 
 from harness_store import Store
 from harness_store.transfer import COPY_MARKER, IncompleteCopyError

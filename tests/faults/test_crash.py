@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from support import legacy
 import pytest
+from support import legacy
+from support.processes import Worker, alembic_argv
 from workers.checkpoint_writer import step_record
 from workers.finisher import plan_for
 from workers.memory_writer import WORKSPACES, put_for
-from support.processes import Worker, alembic_argv
 
 from harness_store import StepRecord, Store
 from harness_store.formats import (

@@ -9,9 +9,9 @@ import subprocess
 from contextlib import closing
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
 from support import legacy
 from support.clirun import COMMAND, environ
-from sqlalchemy.engine import make_url
 
 from harness_store.migrate import upgrade
 

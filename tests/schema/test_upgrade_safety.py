@@ -16,10 +16,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from support import legacy
 import pytest
 from alembic import command
 from sqlalchemy import create_engine, text
+from support import legacy
 from support.processes import Worker, alembic_argv, wait_for_file
 
 from harness_store import Store, migrate
@@ -130,7 +130,7 @@ def test_backup_name_is_the_documented_one(tmp_path: Path) -> None:
     assert report.backup is not None
     name = report.backup.name
     assert name.startswith("runs.sqlite3.0.11-") and name.endswith("Z.bak")
-    guide = Path(__file__).resolve().parents[1] / "docs" / "guides" / "migrations.md"
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guides" / "migrations.md"
     readme = guide.read_text()
     stamp = name.removeprefix("runs.sqlite3.0.11-").removesuffix(".bak")
     example = [w for w in readme.split() if w.startswith("runs.sqlite3.0.") and ".bak" in w]
@@ -272,7 +272,7 @@ def test_a_noop_upgrade_loads_neither_models_nor_store(tmp_path: Path) -> None:
         "print(sorted(m for m in sys.modules if m.startswith(('harness_store.models', "
         "'harness_store.store', 'sqlalchemy.orm'))))\n"
     )
-    ini = Path(__file__).resolve().parent.parent / "alembic.ini"
+    ini = Path(__file__).resolve().parents[2] / "alembic.ini"
     done = subprocess.run(
         [sys.executable, "-c", probe, str(path), str(ini)], capture_output=True, text=True
     )

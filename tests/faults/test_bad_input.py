@@ -20,9 +20,9 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from support import legacy
 import pytest
 from conftest import FIXTURES, in_newest_memory_order
+from support import legacy
 from support.processes import alembic_argv
 
 from harness_store import StepRecord, Store
