@@ -14,6 +14,7 @@ import json
 import random
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -306,6 +307,14 @@ def torn_points(release: str) -> list[int]:
 def is_file_connection(conn: sqlite3.Connection) -> bool:
     """Tell whether the connection's main database is a file (not `:memory:` or temp)."""
     return any(row[1] == "main" and row[2] for row in conn.execute("PRAGMA database_list"))
+
+
+def new_sqlite(path: Path, release: str, *statements: str) -> None:
+    """A store with `release`'s shape as upstream's open leaves it, plus rows inserted raw."""
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        open_as(conn, release, file=True)
+        for sql in statements:
+            conn.execute(sql)
 
 
 def open_as(

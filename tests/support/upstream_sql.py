@@ -8,9 +8,11 @@ back never goes through harness_store. Standard library (and psycopg) only.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +153,32 @@ TABLES_0_13 = (
     "run_policies",
     "ledger_observations",
 )
+
+
+# --- one-statement helpers -----------------------------------------------------------------
+
+
+def raw(target: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """One statement on a connection of our own (sqlite3 / psycopg), autocommitted."""
+    with connect(target) as conn:
+        return execute(conn, sql, args)
+
+
+def counts(target: str) -> dict[str, int]:
+    """Row counts of every 0.13 table, read without harness_store."""
+    with connect(target) as conn:
+        return {t: execute(conn, f"SELECT COUNT(*) FROM {t}")[0][0] for t in TABLES_0_13}
+
+
+def stamp(value: str) -> datetime:
+    """A stamp in upstream's clock format (`STAMP_RE`) as a datetime; fails on any other."""
+    assert re.match(STAMP_RE, value), value
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def set_user_version(target: str, version: int) -> None:
+    """Stamp the checkpoint format as a newer binary would (PostgreSQL: the marker table)."""
+    if is_postgres(target):
+        raw(target, "UPDATE harness_user_version SET user_version = ?", version)
+    else:
+        raw(target, f"PRAGMA user_version = {int(version)}")
