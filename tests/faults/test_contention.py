@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sqlite3
 import subprocess
 import threading
 import time
@@ -18,9 +17,10 @@ from pathlib import Path
 
 import pytest
 from support import legacy
+from support.big_stores import BigStore, indexes, make_big_store, whole_revision
 from support.processes import Worker, alembic_argv, wait_for_file
+from support.sqlite_files import connect, integrity_ok
 
-from faults.test_crash import BigStore, indexes, make_big_store, whole_revision
 from harness_store import StepRecord, Store
 from harness_store.errors import StoreLockedError
 from harness_store.formats import BUSY_TIMEOUT_SECONDS
@@ -41,18 +41,6 @@ def workers() -> Iterator[list[Worker]]:
     yield started
     for worker in started:
         worker.kill()
-
-
-def connect(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(path, isolation_level=None)
-
-
-def integrity_ok(path: Path) -> None:
-    conn = connect(path)
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    finally:
-        conn.close()
 
 
 # --- 4 writers × 500 checkpoints, 2 readers ---------------------------------------------------

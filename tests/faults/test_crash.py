@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import random
 import shutil
-import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support import legacy
+from support.big_stores import BigStore, make_big_store, whole_revision
 from support.processes import Worker, alembic_argv
+from support.sqlite_files import connect, integrity_ok
 from workers.checkpoint_writer import step_record
 from workers.finisher import plan_for
 from workers.memory_writer import WORKSPACES, put_for
@@ -44,20 +42,6 @@ MEMORY_KILLS = 10
 MEMORY_PREFILL = 150  # puts made before the kills: both caps are reached
 FINISH_KILLS = 10
 UPGRADE_TRIALS = 5  # per upgrade path (alembic command, Store.open)
-BULK_STEPS = 50_000
-
-
-def connect(path: Path) -> sqlite3.Connection:
-    """A plain sqlite3 connection (opening it runs SQLite's crash recovery, nothing more)."""
-    return sqlite3.connect(path, isolation_level=None)
-
-
-def integrity_ok(path: Path) -> None:
-    conn = connect(path)
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    finally:
-        conn.close()
 
 
 def acknowledged(worker: Worker, previous: int) -> int:
@@ -317,84 +301,6 @@ def test_finish_run_killed_leaves_outcome_and_summary_together(tmp_path: Path) -
 # --- upgrades killed -------------------------------------------------------------------------
 
 
-@dataclass
-class BigStore:
-    """A legacy store with many rows, and what it looks like before and after the upgrade."""
-
-    path: Path
-    shapes: dict[str, list[tuple[Any, ...]]]
-    columns: dict[str, list[str]]
-    rows: dict[str, list[tuple[Any, ...]]]
-    plain_rows: dict[str, list[tuple[Any, ...]]]
-    user_version: int
-    head_shapes: dict[str, list[tuple[Any, ...]]]
-    head_indexes: list[str]
-
-
-def bulk_steps(path: Path, release: str) -> None:
-    """Add a run with `BULK_STEPS` steps in the columns `release` has."""
-    conn = connect(path)
-    try:
-        conn.execute("PRAGMA synchronous = OFF")
-        conn.execute("BEGIN")
-        run_id = conn.execute("INSERT INTO runs (goal, file) VALUES ('bulk', 'bulk.txt')").lastrowid
-        body = "lorem ipsum 'dolor' \"sit\" ámet 🦀 " * 4
-        if release == "0.1":
-            rows: Iterator[tuple[Any, ...]] = (
-                (run_id, i, f"decision {i}", body[: i % 150]) for i in range(1, BULK_STEPS + 1)
-            )
-            sql = "INSERT INTO steps (run_id, step, decision, result) VALUES (?, ?, ?, ?)"
-        else:
-            rows = (
-                (run_id, i, f"decision {i}", body[: i % 150], "p", "{}", i)
-                for i in range(1, BULK_STEPS + 1)
-            )
-            sql = (
-                "INSERT INTO steps (run_id, step, decision, result, prompt, tool_call, tokens) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)"
-            )
-        conn.executemany(sql, rows)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-
-
-def make_big_store(directory: Path, release: str) -> BigStore:
-    path = directory / f"big-{release}.sqlite3"
-    legacy.build_lineage(path, release)
-    bulk_steps(path, release)
-    conn = connect(path)
-    try:
-        shapes = legacy.table_shapes(conn)
-        columns = legacy.column_names(conn)
-        rows = legacy.dump(conn, typed=True)
-        plain_rows = legacy.dump(conn)
-        user_version = conn.execute("PRAGMA user_version").fetchone()[0]
-    finally:
-        conn.close()
-    reference = directory / f"reference-{release}.sqlite3"
-    shutil.copyfile(path, reference)
-    Store.open(reference, backup=False).close()
-    conn = connect(reference)
-    try:
-        head_shapes = legacy.table_shapes(conn)
-        head_indexes = indexes(conn)
-    finally:
-        conn.close()
-    return BigStore(
-        path, shapes, columns, rows, plain_rows, user_version, head_shapes, head_indexes
-    )
-
-
-def indexes(conn: sqlite3.Connection) -> list[str]:
-    return [
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name"
-        )
-    ]
-
-
 @pytest.fixture(scope="module")
 def born_0_1(tmp_path_factory: pytest.TempPathFactory) -> BigStore:
     """A store born at 0.1 with `BULK_STEPS` more steps (crosses every release, WAL too)."""
@@ -405,34 +311,6 @@ def born_0_1(tmp_path_factory: pytest.TempPathFactory) -> BigStore:
 def lineage_0_11(tmp_path_factory: pytest.TempPathFactory) -> BigStore:
     """A store grown by 0.1 … 0.11 (rows of every release) with `BULK_STEPS` more steps."""
     return make_big_store(tmp_path_factory.mktemp("lineage-0.11"), "0.11")
-
-
-def whole_revision(path: Path, big: BigStore, *, typed: bool = True) -> str:
-    """'original' (untouched shape, no alembic_version) or 'head' (fully upgraded) — anything
-    in between fails. Either way every original row is intact."""
-    conn = connect(path)
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        shapes = legacy.table_shapes(conn)
-        user_version = conn.execute("PRAGMA user_version").fetchone()[0]
-        found = indexes(conn)
-        if "alembic_version" in tables:
-            state = "head"
-            assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD,)]
-            assert shapes == big.head_shapes
-            assert user_version == 7
-            assert found == big.head_indexes
-        else:
-            state = "original"
-            assert shapes == big.shapes, "a killed upgrade left a half-upgraded shape"
-            assert user_version == big.user_version
-            assert found == [], "a killed upgrade left indexes behind"
-        rows = big.rows if typed else big.plain_rows
-        assert legacy.dump(conn, big.columns, typed=typed) == rows, "rows changed"
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    finally:
-        conn.close()
-    return state
 
 
 def calibrate(worker: Worker) -> float:

@@ -7,17 +7,14 @@ bench/'s job). About 10 s of writing per synchronous level (marked slow)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support.processes import Worker
+from support.processes import Worker, run_together, worker_argv
 
 from harness_store import Store
 from harness_store.errors import InvalidValueError, StoreLockedError
 
-WORKER = Path(__file__).resolve().parents[1] / "workers" / "tight_writer.py"
 STORE_WRITERS = 8
 SECONDS = 10
 
@@ -28,27 +25,11 @@ def test_tight_loop_writers_never_time_out(tmp_path: Path, synchronous: str) -> 
     path = tmp_path / "runs.sqlite3"
     Store.open(path).close()
     kinds = ["store"] * STORE_WRITERS + ["plain"]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), str(path), str(SECONDS), synchronous, kind],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for kind in kinds
-    ]
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    reports = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=SECONDS + 120)
-        assert proc.returncode == 0, err
-        reports.append(json.loads(out.strip().splitlines()[-1]))
+    outputs = run_together(
+        [worker_argv("tight_writer.py", path, SECONDS, synchronous, kind) for kind in kinds],
+        timeout=SECONDS + 120,
+    )
+    reports = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
     for r in reports:
         print(
             f"{synchronous} {r['kind']:5} calls {r['calls']:6} locked {r['locked']} "

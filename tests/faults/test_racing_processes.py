@@ -1,44 +1,25 @@
 """Real processes racing on the 0.66 API, on both backends: memory caps under concurrent
-writers (with recalls shaping the order), a compare-and-set session head that lets exactly one
+writers (with recalls shaping the order; and the default caps on PostgreSQL, where READ COMMITTED
+once let two puts each miss the other's row), a compare-and-set session head that lets exactly one
 writer move it from a given head, and a queue that hands each entry to exactly one consumer."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
+from typing import Any
+
+from support.processes import run_together, worker_argv
 
 from harness_store import Store
-
-WORKERS = Path(__file__).resolve().parents[1] / "workers"
-WORKER = WORKERS / "api2_worker.py"
+from harness_store.formats import MEMORY_MAX_ENTRIES
 
 
-def race(target: str, *argvs: list[str]) -> list[list[object]]:
-    """Start one worker per argv, release them together, return each one's JSON lines."""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), argv[0], target, *argv[1:]],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for argv in argvs
-    ]
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    out: list[list[object]] = []
-    for proc in procs:
-        stdout, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        out.append([json.loads(line) for line in stdout.splitlines()])
-    return out
+def race(target: str, *argvs: list[str]) -> list[list[Any]]:
+    """Start one `api2_worker.py` per argv, release them together, return each one's JSON lines."""
+    outputs = run_together(
+        [worker_argv("api2_worker.py", argv[0], target, *argv[1:]) for argv in argvs]
+    )
+    return [[json.loads(line) for line in out.splitlines()] for out in outputs]
 
 
 def test_concurrent_limited_memory_writes_keep_both_caps_and_evict_each_key_once(
@@ -100,3 +81,27 @@ def test_a_queued_child_is_dequeued_by_exactly_one_of_several_consumers(
     assert sorted(taken) == list(range(entries)), "an entry was taken twice or not at all"
     with Store.open(store_target) as store:
         assert store.queued_agents(parent) == []
+
+
+def test_concurrent_memory_puts_keep_the_cap_and_evict_each_key_once(pg_url: str) -> None:
+    """PostgreSQL's READ COMMITTED let two puts each miss the other's row (65 entries, one key
+    reported twice). SQLite's writes hold the whole database, so it has no such race (its
+    fairness under tight-loop writers is another matter, item 11)."""
+    store_target = pg_url
+    with Store.open(store_target) as store:
+        run = store.start_run("memory", "out.txt")
+    workers, count = 4, 120
+    outputs = run_together(
+        [worker_argv("memory_filler.py", store_target, run, w, count) for w in range(workers)]
+    )
+    evicted: list[str] = []
+    for out in outputs:
+        for line in out.splitlines():
+            evicted += json.loads(line)
+    with Store.open(store_target) as store:
+        kept = [e.key for e in store.memory_list("/ws/shared")]
+    put = {f"w{w}-{i}" for w in range(workers) for i in range(count)}
+    assert len(kept) == MEMORY_MAX_ENTRIES
+    assert len(evicted) == len(set(evicted)), "a key was reported evicted by two callers"
+    assert set(evicted).isdisjoint(kept)
+    assert set(evicted) | set(kept) == put

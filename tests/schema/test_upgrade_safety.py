@@ -9,7 +9,6 @@ import hashlib
 import os
 import shutil
 import signal
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from alembic import command
 from sqlalchemy import create_engine, text
 from support import legacy
 from support.processes import Worker, alembic_argv, wait_for_file
+from support.sqlite_files import connect
 
 from harness_store import Store, migrate
 from harness_store.engine import make_engine
@@ -38,10 +38,6 @@ STEPS = 20_000
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def connect(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(path, isolation_level=None)
 
 
 def grown_0_11(path: Path, steps: int = STEPS) -> Path:

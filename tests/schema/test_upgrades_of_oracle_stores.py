@@ -14,7 +14,6 @@ without cargo these tests skip locally and say how to enable them, and in CI the
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from conftest import FIXTURES, SHARED
 from interop import oracles
 from sqlalchemy import create_engine, inspect, text
 from support import legacy
+from support.sqlite_files import connect
 
 from harness_store import migrate
 from harness_store.detect import Diagnosis, StoreKind, diagnose
@@ -66,10 +66,6 @@ def run_oracle(name: str, command: str, path: Path) -> str:
     )
     assert done.returncode == 0, f"oracle {name} {command}: {done.stderr}"
     return done.stdout
-
-
-def connect(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(path, isolation_level=None)
 
 
 def shape(path: Path) -> dict[str, Any]:

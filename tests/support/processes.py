@@ -1,5 +1,6 @@
-"""Parent-side helpers for the fault tests: start a worker script, read what it acknowledges,
-kill it with SIGKILL at a chosen moment.
+"""Parent-side helpers for the multi-process tests: start a worker script, read what it
+acknowledges, kill it with SIGKILL at a chosen moment (`Worker`); or start several, release them
+together and collect what each printed (`run_together`).
 
 Each worker writes one line per acknowledged action to stdout and flushes it. A reader thread
 collects complete lines (a line cut short by a kill has no newline and is not counted), so the
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 WORKERS = Path(__file__).resolve().parents[1] / "workers"
@@ -141,3 +143,49 @@ def wait_for_file(path: Path, timeout: float = 30.0, poll: float = 0.001) -> boo
             return True
         time.sleep(poll)
     return False
+
+
+def worker_argv(name: str, *args: object) -> list[str]:
+    """The command line that runs `tests/workers/<name>` with this interpreter."""
+    return [sys.executable, str(WORKERS / name), *map(str, args)]
+
+
+def run_together(argvs: Sequence[Sequence[str]], *, timeout: float = 300) -> list[str]:
+    """Start one process per argv, wait until every one has printed `ready`, then write `go` to
+    each, so that they start their work at once; return each one's whole stdout, in argv order,
+    after all of them exited 0 (a process that fails, or never gets ready, fails the test, and
+    every one still running is killed).
+
+    Each process prints `ready` once it is set up (its store open), waits for a line on stdin,
+    then does its work.
+    """
+    procs = [
+        subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for argv in argvs
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline().strip()
+            assert line == "ready", f"{proc.args} printed {line!r}, not ready"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        outputs = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, err
+            outputs.append(out)
+        return outputs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
