@@ -7,12 +7,9 @@ whose collector does not run on pytest 9.2 (see pyproject.toml).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from conftest import PG_ENV, PG_SKIP, fresh_pg_database
 from pytest_alembic.config import Config
 from pytest_alembic.tests import (
     test_model_definitions_match_ddl,
@@ -46,20 +43,12 @@ def alembic_config() -> Config:
     )
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def alembic_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    """A real file store, or a fresh PostgreSQL database, set up the harness_store way."""
-    if request.param == "sqlite":
-        engine = make_engine(tmp_path / "runs.sqlite3")
+@pytest.fixture
+def alembic_engine(store_target: str) -> Iterator[Engine]:
+    """A real file store, or a fresh PostgreSQL database (`store_target`), set up the
+    harness_store way."""
+    engine = make_engine(store_target)
+    try:
         yield engine
+    finally:
         engine.dispose()
-        return
-    server = os.environ.get(PG_ENV)
-    if not server:
-        pytest.skip(PG_SKIP)
-    for url in fresh_pg_database(server):
-        engine = make_engine(url)
-        try:
-            yield engine
-        finally:
-            engine.dispose()
