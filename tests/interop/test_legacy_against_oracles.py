@@ -1,9 +1,9 @@
-"""tests/support/legacy.py re-states each release's open and writes in Python, for what the oracles
+"""support.legacy re-states each release's open and writes in Python, for what the oracles
 cannot make (torn opens, fixtures of exact shapes). Where the two overlap they must agree: the
 schema a legacy builder leaves is the one the release's own open leaves — born at that release,
 and grown release by release — and the rows it writes are rows that release reads.
 
-tests/support/legacy.py builds 0.1 … 0.13 (`CLASSIC`); the releases after 0.13 are built from their
+support.legacy builds 0.1 … 0.13 (`CLASSIC`); the releases after 0.13 are built from their
 oracles and upstream's schema in tests/schema/test_upgrades_of_oracle_stores.py, so only those
 are compared here."""
 

@@ -16,6 +16,7 @@ from harness_store import (
     StepRecord,
     Store,
 )
+from harness_store.errors import RunNotFoundError
 
 
 def test_the_tree_is_reconstructable_from_a_reopened_store(db_target: str) -> None:
@@ -167,3 +168,16 @@ def test_runs_last_run_and_outcome(store: Store) -> None:
     assert store.outcome(a) == "escalated"
     assert store.outcome(12345) is None
     assert store.run_status(12345) is None
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+def test_run_root_walks_to_the_top_of_the_tree(store: Store) -> None:
+    root = store.start_run("coordinate", "/repo")
+    child = store.start_child_run("scout", "/repo", root, 1)
+    grandchild = store.start_child_run("deeper", "/repo", child, 2)
+    assert store.run_root(grandchild) == root
+    assert store.run_root(root) == root
+    with pytest.raises(RunNotFoundError):
+        store.run_root(grandchild + 100)

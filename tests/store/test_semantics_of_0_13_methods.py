@@ -13,17 +13,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, insert, select, update
+from support.rows import execute
 
 from harness_store import ResumeError, StepRecord, Store
 from harness_store import models as m
 
 WS = "/ws/semantics"
-
-
-def execute(store: Store, statement: Any) -> None:
-    """One statement of test setup, committed (what another io-harness process would write)."""
-    with store.engine.begin() as conn:
-        conn.execute(statement)
 
 
 def snapshots(store: Store, workspace: str = WS) -> list[tuple[Any, ...]]:

@@ -9,19 +9,32 @@ from dataclasses import astuple
 from typing import Any
 
 import pytest
+from sqlalchemy import select, update
 from support import upstream_sql as up
+from support.rows import count, execute
 from support.upstream_sql import counts, raw
 
 from harness_store import (
+    AssistantTurn,
+    Citation,
     ContextEvent,
+    Edit,
+    GateOutcome,
     McpEvent,
     Observation,
     ObsKind,
+    ResumeError,
     SandboxEvent,
+    ServerToolCall,
+    Snapshot,
     StepRecord,
     Store,
+    ToolCall,
+    ToolRecovery,
 )
-from harness_store.errors import StoreError
+from harness_store import models as m
+from harness_store.errors import InvalidValueError, StoreError
+from harness_store.records.trace import render_hunk
 from harness_store.store.runs import BULK_CHUNK, BULK_CHUNK_CHARS, bulk_chunks, step_values
 
 
@@ -301,3 +314,175 @@ def test_a_failure_inside_an_observation_batch_records_none_of_it(
     finally:
         remove()
     assert db.observations(run) == batch[:2]
+
+
+# --- edits and the patch ---------------------------------------------------------------------
+
+
+def test_hunks_are_upstreams_head_and_tail_walk_with_three_lines_of_context() -> None:
+    before = "".join(f"l{i}\n" for i in range(1, 11))
+    after = before.replace("l5\n", "five\n")
+    assert render_hunk(before, after) == (
+        "@@ -2,7 +2,7 @@\n l2\n l3\n l4\n-l5\n+five\n l6\n l7\n l8\n"
+    )
+    assert render_hunk("same\n", "same\n") is None
+    # an insertion into an empty file is anchored at line 0 on the old side
+    assert render_hunk("", "new\n") == "@@ -0,0 +1,1 @@\n+new\n"
+    # a last line losing its terminator is a change, carried by the marker
+    assert render_hunk("a\nb\n", "a\nb") == (
+        "@@ -1,2 +1,2 @@\n a\n-b\n+b\n\\ No newline at end of file\n"
+    )
+    # CRLF line endings are content: the \r stays on its line
+    assert render_hunk("a\r\nb\r\n", "a\r\nc\r\n") == "@@ -1,2 +1,2 @@\n a\r\n-b\r\n+c\r\n"
+
+
+def test_edits_and_the_patch_series(store: Store) -> None:
+    run = store.start_run("rename", "src/parse.rs")
+    old, new = "fn parse() {}\n", "fn parse(s: &str) {}\n"
+    edit = Edit.measure(2, "edit_file", "src/parse.rs", old, new).with_hunk(old, new)
+    assert (edit.lines_added, edit.lines_removed) == (1, 1)
+    store.record_edit(run, edit)
+    store.record_edit(run, Edit(3, "shell", "gen.rs", 4, 0))
+    assert store.edits(run) == [edit, Edit(3, "shell", "gen.rs", 4, 0, None)]
+    assert store.patch(run) == (
+        "--- a/src/parse.rs\n+++ b/src/parse.rs\n@@ -1,1 +1,1 @@\n-fn parse() {}\n"
+        "+fn parse(s: &str) {}\n# step 3 shell gen.rs: +4 -0 lines, no hunk stored\n"
+    )
+    assert store.patch(store.start_run("nothing", "x")) == ""
+    with pytest.raises(InvalidValueError):
+        store.record_edit(run, Edit(-1, "t", "p", 0, 0))
+    assert len(store.edits(run)) == 2
+
+
+def test_a_huge_hunk_is_not_kept() -> None:
+    big = "x" * (1 << 20)
+    assert Edit.measure(1, "w", "p", "", big).with_hunk("", big).hunk is None
+
+
+# --- snapshots and rewinds -------------------------------------------------------------------
+
+
+def test_the_first_snapshot_of_a_path_wins_and_unknown_states_never_read_absent(
+    store: Store,
+) -> None:
+    run = store.start_run("edit", "a.txt")
+    store.record_snapshot(run, Snapshot.text(1, "a.txt", "one\n"))
+    store.record_snapshot(run, Snapshot.absent(2, "a.txt"))
+    store.record_snapshot(run, Snapshot.absent(2, "new.txt"))
+    other = store.start_run("other", "a.txt")
+    store.record_snapshot(other, Snapshot.absent(1, "a.txt"))
+    assert store.snapshot(run, "a.txt") == Snapshot.text(1, "a.txt", "one\n")
+    assert store.snapshot(other, "a.txt") == Snapshot.absent(1, "a.txt")
+    assert store.snapshot_paths(run) == ["a.txt", "new.txt"]
+    assert store.snapshot(run, "never.txt") is None
+    execute(store, update(m.Snapshot).where(m.Snapshot.path == "new.txt").values(state="zstd"))
+    found = store.snapshot(run, "new.txt")
+    assert found is not None and found.state == "unkept" and "zstd" in (found.before or "")
+
+
+def test_rewinds_round_trip_and_an_unreadable_list_reads_empty(store: Store) -> None:
+    run = store.start_run("tidy", "/repo")
+    assert store.rewinds(run) == []
+    store.record_rewind(run, ["a.txt"], ["k ✓"], [], [(3, "child goal")], 2)
+    store.record_rewind(run, [], [], [], [])
+    first, second = store.rewinds(run)
+    assert (first.files, first.memory_restored, first.queue_cleared) == (
+        ("a.txt",),
+        ("k ✓",),
+        ("child goal",),
+    )
+    assert first.undid_step == 2 and second.undid_step is None and second.files == ()
+    with store.engine.connect() as conn:
+        raw = conn.execute(select(m.Rewind.memory_restored).order_by(m.Rewind.id)).scalar()
+    assert raw == '["k ✓"]'  # serde_json's compact form, non-ASCII kept
+    execute(store, update(m.Rewind).values(files="not json"))
+    assert store.rewinds(run)[0].files == ()
+
+
+# --- citations and server tool calls ---------------------------------------------------------
+
+
+def test_citations_are_kept_once_per_url_and_step(store: Store) -> None:
+    run = store.start_run("search", "anthropic")
+    store.record_citations(run, 1, [Citation("https://a", "A"), Citation("https://a", "dup")])
+    store.record_citations(run, 1, [Citation("https://a")])
+    store.record_citations(run, 2, [Citation("https://a", None, "quoted")])
+    store.record_citations(run, 3, [])
+    assert store.citations(run) == [
+        Citation("https://a", "A"),
+        Citation("https://a", None, "quoted"),
+    ]
+
+
+def test_server_tool_calls_keep_failures(store: Store) -> None:
+    run = store.start_run("search", "anthropic")
+    calls = [
+        ServerToolCall.ok("anthropic", "web_search"),
+        ServerToolCall.failed("anthropic", "web_search", "max_uses_exceeded"),
+    ]
+    store.record_server_tool_calls(run, 1, calls)
+    assert store.server_tool_calls(run) == calls
+    assert [c.succeeded() for c in store.server_tool_calls(run)] == [True, False]
+
+
+# --- gate attempts, turns, the journal -------------------------------------------------------
+
+
+def test_gate_attempts_append_and_an_unknown_outcome_reads_errored(store: Store) -> None:
+    run = store.start_run("port", "x")
+    assert store.last_gate_attempt(run) is None
+    first = store.put_gate_attempt(run, 2, "review", GateOutcome.ERRORED, "HTTP 529")
+    second = store.put_gate_attempt(run, 2, "review", "passed", "")
+    assert second > first
+    assert [a.outcome for a in store.gate_attempts(run)] == [
+        GateOutcome.ERRORED,
+        GateOutcome.PASSED,
+    ]
+    last = store.last_gate_attempt(run)
+    assert last is not None and last.id == second and not last.outcome.is_retryable()
+    with pytest.raises(InvalidValueError):
+        store.put_gate_attempt(run, 3, "review", "maybe", "")
+    execute(store, update(m.GateAttempt).where(m.GateAttempt.id == first).values(outcome="odd"))
+    assert store.gate_attempts(run)[0].outcome is GateOutcome.ERRORED
+    assert count(store, m.GateAttempt) == 2
+
+
+def test_step_turns_replace_per_step_and_a_staged_turn_lands_only_with_its_step(
+    store: Store,
+) -> None:
+    run = store.start_run("turns", "x")
+    store.record_step_turn(run, AssistantTurn.new(1, "first", []))
+    store.record_step_turn(
+        run, AssistantTurn.new(1, "retried", [ToolCall("f", {"b": 1, "a": "é"})])
+    )
+    with store.engine.connect() as conn:
+        calls = conn.execute(select(m.StepTurn.calls)).scalar_one()
+    assert calls == '[{"name":"f","arguments":{"a":"é","b":1}}]'  # serde's form
+    store.stage_step_turn(run, AssistantTurn.new(3, "staged", []))
+    store.checkpoint_step(run, StepRecord.new(2, "other step", "ok"))
+    assert [t.step for t in store.step_turns(run)] == [1]
+    store.checkpoint_step(run, StepRecord.new(3, "its step", "ok"))
+    assert store.step_turns(run) == [
+        AssistantTurn.new(1, "retried", [ToolCall("f", {"a": "é", "b": 1})]),
+        AssistantTurn.new(3, "staged", []),
+    ]
+    execute(store, update(m.StepTurn).where(m.StepTurn.step == 3).values(calls="{oops"))
+    with pytest.raises(ResumeError):
+        store.step_turns(run)
+
+
+def test_the_tool_attempt_journal(store: Store) -> None:
+    run = store.start_run("deploy", "x")
+    assert store.open_attempt(run, 1, "read_file", ToolRecovery.REPLAYABLE) is None
+    assert count(store, m.ToolAttempt) == 0
+    charge = store.open_attempt(run, 1, "charge", "indeterminate")
+    deploy = store.open_attempt(run, 2, "deploy", ToolRecovery.INDETERMINATE)
+    assert charge is not None and deploy is not None
+    assert [a.tool for a in store.open_attempts(run)] == ["charge", "deploy"]
+    store.resolve_attempt(charge, "skip")
+    store.resolve_attempt(charge, "retry")  # closed once: the first decision stands
+    store.close_attempt(deploy)
+    assert store.open_attempts(run) == []
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(m.ToolAttempt.resolution).order_by(m.ToolAttempt.id)).all()
+    assert [r[0] for r in rows] == ["skip", None]

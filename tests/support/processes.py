@@ -189,3 +189,15 @@ def run_together(argvs: Sequence[Sequence[str]], *, timeout: float = 300) -> lis
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+
+
+def child_python(code: str, target: str, *args: str) -> subprocess.Popen[str]:
+    """`python -c code target args…` with the checkout importable, its output piped as text."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-c", code, target, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
