@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import PG_ENV, PG_SKIP, SHARED, fresh_pg_database
-from interop.oracles import Oracles, OracleUnavailable, build, unavailable
+from interop.oracles import Oracles, built_oracles
 from interop.releases import NEWER_WRITERS
 
 NEWEST = NEWER_WRITERS[-1]
@@ -52,11 +52,7 @@ def ws() -> str:
 @pytest.fixture(scope="session")
 def oracles() -> Oracles:
     """The built oracles (shared with the interop tests, built once)."""
-    try:
-        return Oracles(build(SHARED / "oracle"))
-    except OracleUnavailable as exc:
-        unavailable(exc)
-        raise
+    return built_oracles(SHARED / "oracle")
 
 
 @pytest.fixture
