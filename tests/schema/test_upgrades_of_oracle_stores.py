@@ -24,10 +24,10 @@ from conftest import FIXTURES, SHARED
 from interop import oracles
 from sqlalchemy import create_engine, inspect, text
 from support import legacy
-from support.sqlite_files import connect
+from support.sqlite_files import connect, diagnose_file
 
 from harness_store import migrate
-from harness_store.detect import Diagnosis, StoreKind, diagnose
+from harness_store.detect import StoreKind
 from harness_store.releases import (
     HEAD,
     INDEXES,
@@ -114,15 +114,6 @@ def assert_kept(path: Path, before: dict[str, Any], before_objects: set[Any]) ->
         assert after["tables"][table][: len(columns)] == columns, table
     assert {o for o in before_objects if o[0] == "index"} <= objects(path)
     assert before["rootpages"].items() <= rootpages(path).items()
-
-
-def diagnose_file(path: Path) -> Diagnosis:
-    engine = create_engine(f"sqlite:///{path}")
-    try:
-        with engine.connect() as conn:
-            return diagnose(conn)
-    finally:
-        engine.dispose()
 
 
 def write_rows(path: Path, seed: int) -> None:

@@ -1,10 +1,14 @@
-"""Plain sqlite3 access to a store file, for the tests that look at it without harness_store
-(after a crash, a kill or a race)."""
+"""A store file looked at from outside the Store: plain sqlite3 connections and SQLite's own
+integrity check (after a crash, a kill or a race), and what `detect` makes of the file."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+
+from sqlalchemy import create_engine
+
+from harness_store.detect import Diagnosis, diagnose
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -20,3 +24,13 @@ def integrity_ok(path: Path) -> None:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:
         conn.close()
+
+
+def diagnose_file(path: Path) -> Diagnosis:
+    """What `harness_store.detect` finds the SQLite file at `path` to be."""
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as conn:
+            return diagnose(conn)
+    finally:
+        engine.dispose()

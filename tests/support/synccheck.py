@@ -10,11 +10,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from harness_store import Store
 from harness_store.engine import make_engine, read_only_url
-from harness_store.models import Base
+from harness_store.models import Base, table_of
 from harness_store.records import StepRecord
 from harness_store.sync import RULES, list_origins
 from harness_store.sync.rows import event_json_for
@@ -22,6 +22,16 @@ from harness_store.sync.rules import RUNS, SESSIONS, TURNS
 from harness_store.sync.tables import IDS, ORIGINS
 
 REFERENCED = (RUNS, SESSIONS, TURNS)
+
+
+def row_count(dest: str, model: type) -> int:
+    """How many rows of `model`'s table the store at `dest` holds, read on a read-only engine."""
+    engine = make_engine(read_only_url(dest))
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(table_of(model))).scalar_one())
+    finally:
+        engine.dispose()
 
 
 def write_source(path: Path, *, runs: int = 3, steps: int = 5, tag: str = "") -> list[int]:

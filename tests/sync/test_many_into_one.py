@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
-from support.synccheck import add_session, mirror_problems, write_source
+from support.synccheck import add_session, mirror_problems, row_count, write_source
 
 from harness_store import StepRecord, Store
 from harness_store.detect import StoreKind, diagnose
 from harness_store.engine import make_engine, read_only_url
 from harness_store.errors import StoreNotFoundError, UpgradeRequiredError
-from harness_store.models import Memory, Run, Step, table_of
+from harness_store.models import Memory, Run, Step
 from harness_store.sync import (
     RULES,
     SyncRefusedError,
@@ -30,15 +29,6 @@ from harness_store.sync import (
     source_run,
     sync,
 )
-
-
-def count(dest: str, model: type) -> int:
-    engine = make_engine(read_only_url(dest))
-    try:
-        with engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(table_of(model))).scalar_one())
-    finally:
-        engine.dispose()
 
 
 def file_digest(path: Path) -> str:
@@ -56,10 +46,10 @@ def test_two_stores_mirror_and_a_second_sync_sends_nothing(
     first = sync([a, b], store_target)
     assert all(o.new_origin for o in first.origins)
     assert mirror_problems(store_target, a) == [] and mirror_problems(store_target, b) == []
-    assert count(store_target, Run) == 12 and count(store_target, Step) == 2 * (3 * 5 + 3)
+    assert row_count(store_target, Run) == 12 and row_count(store_target, Step) == 2 * (3 * 5 + 3)
     second = sync([a, b], store_target)
     assert second.rows == 0 and not any(o.new_origin for o in second.origins)
-    assert count(store_target, Run) == 12 and count(store_target, Step) == 36
+    assert row_count(store_target, Run) == 12 and row_count(store_target, Step) == 36
     assert (file_digest(a), file_digest(b)) == before  # nothing written to a source
     assert mirror_problems(store_target, a) == [] and mirror_problems(store_target, b) == []
 
@@ -221,7 +211,7 @@ def test_a_new_store_at_a_reused_path_is_a_new_origin(tmp_path: Path) -> None:
     write_source(src, runs=1, tag="new")  # may well get the old inode back
     report = sync([src], dest)
     assert report.origins[0].new_origin
-    assert len(list_origins(dest)) == 2 and count(str(dest), Run) == 4
+    assert len(list_origins(dest)) == 2 and row_count(str(dest), Run) == 4
     assert mirror_problems(str(dest), src) == [] or len(list_origins(dest)) == 2
 
 
@@ -230,7 +220,7 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     write_source(src, runs=2)
     report = sync([src], dest, dry_run=True)
     assert report.dry_run and report.origins[0].counts.inserted["steps"] == 2 * 6
-    assert count(str(dest), Run) == 0 and list_origins(dest) == []
+    assert row_count(str(dest), Run) == 0 and list_origins(dest) == []
     assert sync([src], dest).origins[0].new_origin
 
 
@@ -279,7 +269,7 @@ def test_oracle_store_of_every_table_mirrors(store_target: str, tmp_path: Path) 
     assert len(tables) >= 36  # every table the oracle writes (run_leases stays empty)
     for path in paths:
         assert mirror_problems(store_target, path) == []
-    assert count(store_target, Memory) == 4  # the same workspace keys, held once
+    assert row_count(store_target, Memory) == 4  # the same workspace keys, held once
     assert sync(paths, store_target).rows == 0
 
 
