@@ -4,23 +4,18 @@ subprocesses: what they change, their refusals and exit codes, confirmation with
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from typing import Any
+
+from support.clirun import run_cli
 
 from harness_store import Plan, PlanStep, Question, Store
 
 COMMAND = [sys.executable, "-m", "harness_store.cli"]
 
 
-def cli(*args: object, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COMMAND, *map(str, args)], capture_output=True, text=True, input=stdin, timeout=120
-    )
-
-
 def out_json(*args: object) -> Any:
-    done = cli(*args, "--json")
+    done = run_cli(*args, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -32,19 +27,19 @@ def test_a_person_approves_and_answers_from_the_shell(store_target: str) -> None
         second = store.put_pending(run, 1, "write", "x.txt")
         q = store.put_question(run, 2, Question("Which db?", None, ["sqlite", "pg"]))
         plan = store.put_plan(run, 3, Plan([PlanStep("port")]))
-    assert cli("answer", store_target, run, "mysql").returncode == 2  # not a choice
+    assert run_cli("answer", store_target, run, "mysql").returncode == 2  # not a choice
     assert out_json("answer", store_target, run, "pg", "--by", "alice")["answered"] is True
-    assert cli("answer", store_target, run, "pg").returncode == 5  # nothing open any more
+    assert run_cli("answer", store_target, run, "pg").returncode == 5  # nothing open any more
     assert out_json("approve", store_target, run, "--id", first, "--deny")["decided"] == [
         {"request": first, "decision": "deny", "decided": True}
     ]
-    done = cli("approve", store_target, run)
+    done = run_cli("approve", store_target, run)
     assert done.returncode == 0 and f"request {second} of run {run}: approve" in done.stdout
-    assert cli("approve", store_target, run).returncode == 5
-    assert cli("approve", store_target, run, "--revise", "x").returncode == 2
+    assert run_cli("approve", store_target, run).returncode == 5
+    assert run_cli("approve", store_target, run, "--revise", "x").returncode == 2
     revised = out_json("approve", store_target, run, "--plan", "--revise", "smaller")
     assert revised["decided"] == [{"plan": plan, "decision": "revise", "decided": True}]
-    assert cli("approve", store_target, 999, "--plan").returncode == 5
+    assert run_cli("approve", store_target, 999, "--plan").returncode == 5
     with Store.open(store_target) as store:
         assert [p.resolved for p in store.pending_for_run(run)] == ["deny", "approve"]
         answered = store.question(q)
@@ -66,9 +61,9 @@ def test_prune_asks_deletes_old_sessions_and_keeps_resumable_ones(store_target: 
             sessions.append(session)
     dry = out_json("prune", store_target, "--before", "9999-01-01", "--dry-run")
     assert (dry["sessions"], dry["refused"], dry["dry_run"]) == (2, [sessions[1]], True)
-    refused = cli("prune", store_target, "--before", "9999-01-01")
+    refused = run_cli("prune", store_target, "--before", "9999-01-01")
     assert refused.returncode == 2 and "--yes" in refused.stderr
-    assert cli("prune", store_target, "--before", "last tuesday", "--yes").returncode == 2
+    assert run_cli("prune", store_target, "--before", "last tuesday", "--yes").returncode == 2
     size = out_json("size", store_target)
     assert (size["sessions"], size["runs"]) == (3, 3)
     done = out_json("prune", store_target, "--before", "9999-01-01", "--yes")
@@ -81,6 +76,6 @@ def test_prune_asks_deletes_old_sessions_and_keeps_resumable_ones(store_target: 
     assert (archived["sessions"], archived["action"]) == (1, "archive")
     with Store.open(store_target) as store:
         assert store.session_turns(sessions[1])[0].prompt == ""
-    assert cli("compact", store_target).returncode == 2  # asks; no terminal, no --yes
+    assert run_cli("compact", store_target).returncode == 2  # asks; no terminal, no --yes
     compacted = out_json("compact", store_target, "--yes")
     assert compacted["reclaimed_bytes"] >= 0 and compacted["file_bytes"] > 0

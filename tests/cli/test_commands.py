@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from support import legacy
+from support.clirun import run_cli
 
 from harness_store import Store
 from harness_store.cli import read_only_url
@@ -34,26 +34,11 @@ from harness_store.releases import HEAD
 Copy = Callable[[str], Path]
 
 EXIT_USAGE, EXIT_NOT_A_STORE, EXIT_LOCKED, EXIT_NOT_FOUND = 2, 3, 4, 5
-COLOUR_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "COLUMNS")
-
-
-def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `python -m harness_store.cli ARGS` as a user would, output piped."""
-    environ = {k: v for k, v in os.environ.items() if k not in COLOUR_ENV}
-    environ.pop("HARNESS_STORE_DEBUG", None)
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "harness_store.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-    )
 
 
 def ok(*args: str | Path) -> str:
     """Run a command that must succeed; its stdout, checked to be plain text."""
-    done = cli(*args)
+    done = run_cli(*args)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr
     return done.stdout
@@ -66,7 +51,7 @@ def as_json(*args: str | Path) -> Any:
 def fails(code: int, *args: str | Path, said: str = "") -> str:
     """Run a command that must fail with `code`: one line on stderr, no traceback, and on
     stdout nothing but `said` (`upgrade` says what it found before it starts)."""
-    done = cli(*args)
+    done = run_cli(*args)
     assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     lines = done.stderr.splitlines()
@@ -272,7 +257,7 @@ def test_runs_filter_by_status(fixture_copy: Copy) -> None:
     assert [r["run_id"] for r in paused] == [facts["run_id"]]
     assert paused[0]["outcome"] == facts["outcome"] and paused[0]["duration_ms"] is None
     assert as_json("runs", path, "--status", "running") == []
-    done = cli("runs", path, "--status", "running")
+    done = run_cli("runs", path, "--status", "running")
     assert done.returncode == 0 and done.stdout == "" and "no runs" in done.stderr
 
 
@@ -314,7 +299,9 @@ def test_tree_matches_the_fixture(fixture_copy: Copy, release: str) -> None:
 
 
 def test_tree_on_a_terminal_is_drawn_by_rich(fixture_copy: Copy) -> None:
-    done = cli("tree", fixture_copy("io-harness-0.22.0/interrupted"), "1", env={"FORCE_COLOR": "1"})
+    done = run_cli(
+        "tree", fixture_copy("io-harness-0.22.0/interrupted"), "1", env={"FORCE_COLOR": "1"}
+    )
     assert done.returncode == 0
     assert "\x1b[" in done.stdout and "run 3" in done.stdout
 
@@ -400,7 +387,7 @@ def test_memory_matches_the_aggregates_fixture(fixture_copy: Copy) -> None:
     out = ok("memory", path, workspace)
     for key in facts["composition"]["memory_keys"]:
         assert key in out
-    done = cli("memory", path, "/elsewhere")
+    done = run_cli("memory", path, "/elsewhere")
     assert done.returncode == 0 and done.stdout == ""
     assert "no memory entries" in done.stderr and workspace in done.stderr
     assert as_json("memory", path, "/elsewhere")["entries"] == []
@@ -506,7 +493,7 @@ def test_usage_errors_are_exit_2(fixture_copy: Copy) -> None:
     assert "not a usable store path or URL" in fails(EXIT_USAGE, "runs", "nosuchdb://x/y")
     assert "newer than 0.66" in fails(EXIT_USAGE, "upgrade", path, "--to", "0.99")
     assert "unknown revision" in fails(EXIT_USAGE, "upgrade", path, "--to", "latest")
-    done = cli("tree", path, "one")
+    done = run_cli("tree", path, "one")
     assert done.returncode == EXIT_USAGE and "Traceback" not in done.stderr
 
 
@@ -519,7 +506,7 @@ def test_usage_errors_are_exit_2(fixture_copy: Copy) -> None:
     ],
 )
 def test_a_password_is_never_printed(url: str) -> None:
-    done = cli("runs", url)
+    done = run_cli("runs", url)
     assert done.returncode in (1, EXIT_USAGE) and "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) == 1
     assert "s3cr3t-pw" not in done.stdout + done.stderr
@@ -622,7 +609,7 @@ def test_postgresql_store_read_only_and_password_hidden(pg_url: str) -> None:
         child = store.start_child_run("child goal", "f", root, 1)
         store.memory_put("ws", "k", "v", root, 1)
         store.finish_run(child, "success")
-    done = cli("inspect", url)
+    done = run_cli("inspect", url)
     assert "s3cr3t-pw" not in done.stdout + done.stderr
     if done.returncode == 0:
         assert "***" in done.stdout and f"{HEAD} (stamped)" in done.stdout
@@ -647,7 +634,7 @@ def test_copy_sqlite_to_sqlite(fixture_copy: Copy, tmp_path: Path) -> None:
     source = fixture_copy("io-harness-0.22.0/interrupted")
     before = digest(source)
     target = tmp_path / "copied.sqlite3"
-    done = cli("copy", source, target, "--batch-size", "2", "--skip-unknown-tables")
+    done = run_cli("copy", source, target, "--batch-size", "2", "--skip-unknown-tables")
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr
     assert "runs: 3/3 rows" in done.stderr and "steps: 4/4 rows" in done.stderr
@@ -664,7 +651,7 @@ def test_copy_sqlite_to_sqlite(fixture_copy: Copy, tmp_path: Path) -> None:
 def test_copy_progress_on_a_terminal(fixture_copy: Copy, tmp_path: Path) -> None:
     pytest.importorskip("harness_store.transfer")
     source = fixture_copy("io-harness-0.22.0/populated")
-    done = cli(
+    done = run_cli(
         "copy",
         source,
         tmp_path / "copied.sqlite3",

@@ -17,20 +17,14 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from support.clirun import COMMAND, environ
+from support.clirun import COMMAND, environ, run_cli
 
 from harness_store import Edit, PriceTable, ProviderCall, RunEvent, Store, Usage
 from harness_store.cli.app import EXIT_NOT_FOUND, EXIT_USAGE
 
 
-def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COMMAND, *map(str, args)], capture_output=True, text=True, env=environ(), timeout=120
-    )
-
-
 def ok(*args: str | Path) -> str:
-    done = cli(*args)
+    done = run_cli(*args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -68,7 +62,7 @@ def test_spend_by_model_day_and_run(filled: dict[str, Any], tmp_path: Path) -> N
     later = json.loads(ok("spend", target, "--since", "2999-01-01", "--json"))
     assert later["groups"] == []
     prices.write_text(json.dumps({"as_of": "x", "prices": {"m": {"inptu": 1}}}))
-    done = cli("spend", target, "--prices", prices)
+    done = run_cli("spend", target, "--prices", prices)
     assert done.returncode == EXIT_USAGE and "inptu" in done.stderr
 
 
@@ -105,7 +99,7 @@ def test_patch_prints_a_series_git_applies(filled: dict[str, Any], tmp_path: Pat
         (tmp_path / "p.diff").write_text(patch)
         subprocess.run(["git", "apply", "p.diff"], cwd=tmp_path, check=True, timeout=60)
         assert (tmp_path / "f.txt").read_text() == "one\n2\n"
-    assert cli("patch", filled["target"], "999").returncode == EXIT_NOT_FOUND
+    assert run_cli("patch", filled["target"], "999").returncode == EXIT_NOT_FOUND
 
 
 def test_events_lists_the_backlog(filled: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""Running `harness-store` for tests: piped, on a pseudo-terminal, and measured."""
+"""Running `harness-store` for tests, as a user runs it: piped (`run_cli`), on a pseudo-terminal
+(`on_terminal`), and measured (`peak_rss_kib`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import termios
 from pathlib import Path
+from typing import Any
 
 from harness_store import Store
 from harness_store.records import StepRecord
@@ -24,6 +26,26 @@ def environ(extra: dict[str, str] | None = None) -> dict[str, str]:
     env.pop("HARNESS_STORE_DEBUG", None)
     env.update(extra or {})
     return env
+
+
+def run_cli(
+    *args: object,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """`harness-store ARGS…` in its own process with its output piped: the exit code, stdout
+    and stderr. The environment is `environ(env)`; `stdin` is what it reads (none: an empty
+    input that is not a terminal)."""
+    feed: dict[str, Any] = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
+    return subprocess.run(
+        [*COMMAND, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=environ(env),
+        timeout=timeout,
+        **feed,
+    )
 
 
 def on_terminal(*args: str | Path, columns: int = 80) -> tuple[int, str]:

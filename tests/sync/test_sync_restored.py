@@ -8,12 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.clirun import run_cli
 from support.synccheck import mirror_problems, row_count, write_source
 
 from harness_store import StepRecord, Store
 from harness_store.models import Run, Step
 from harness_store.sync import list_origins, sync
-from sync.running import run_cli
 
 
 def grow(path: Path, tag: str, steps: int) -> None:
