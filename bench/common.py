@@ -27,7 +27,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = REPO / "bench" / ".cache"
 
-if str(REPO / "tests") not in sys.path:  # tests/legacy.py builds stores as upstream releases do
+if str(REPO / "tests") not in sys.path:  # support.legacy builds stores as upstream releases do
     sys.path.insert(0, str(REPO / "tests"))
 
 

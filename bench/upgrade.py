@@ -1,6 +1,6 @@
 """Benchmark 4: upgrading a 0.1 store to head (0.65), and a no-op upgrade (both commands).
 
-Two 0.1 stores, built as io-harness 0.1 leaves them (tests/legacy.py `open_as(conn, "0.1")`,
+Two 0.1 stores, built as io-harness 0.1 leaves them (support.legacy `open_as(conn, "0.1")`,
 rollback journal, no indexes) and then bulk-filled: 10,000 and 1,000,000 steps, 10 per run.
 Each measured upgrade runs on a fresh copy, flushed to disk before the clock starts (copying
 and flushing are not timed).
@@ -37,7 +37,7 @@ RESULT = (
 
 def build_v01(cfg: Config, steps: int) -> Path:
     """A cached 0.1 store with `steps` steps (`steps / 10` runs)."""
-    import legacy  # tests/legacy.py
+    from support import legacy  # support.legacy
 
     path = cfg.cache / f"v0.1-{steps}-v{FORMAT}.sqlite3"
     if path.exists():

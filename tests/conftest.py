@@ -107,7 +107,7 @@ def store_api(request: pytest.FixtureRequest) -> Any:
     `asyncfacade.BlockingAsyncStore` (the same tests, every call a task on an event loop)."""
     if request.param == "Store":
         return Store
-    from asyncfacade import BlockingAsyncStore
+    from support.asyncfacade import BlockingAsyncStore
 
     return BlockingAsyncStore
 

@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from clirun import COMMAND, environ, on_terminal
+from support.clirun import COMMAND, environ, on_terminal
 
 from harness_store import StepRecord, Store
 from harness_store.analytics.dataset import read_dataset, read_manifest

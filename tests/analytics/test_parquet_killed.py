@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from clirun import COMMAND, environ
+from support.clirun import COMMAND, environ
 
 from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES

@@ -21,7 +21,6 @@ from harness_store import migrate
 from harness_store.cli import main
 from harness_store.releases import REVISIONS
 
-PG_ENV = "HARNESS_STORE_PG_URL"
 FIRST_READABLE = REVISIONS.index("0.13")
 OLDER_SAMPLED = ("0.1", "0.7", "0.12")
 """Revisions below 0.13 (refused by the read commands) that the tests open."""
@@ -127,9 +126,6 @@ def sqlite_chain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def pg_chain() -> Iterator[dict[str, str]]:
+def pg_chain(pg_server_url: str) -> Iterator[dict[str, str]]:
     """Revision → a PostgreSQL database at it, or skip without a server."""
-    server = os.environ.get(PG_ENV)
-    if not server:
-        pytest.skip(f"set {PG_ENV} for the PostgreSQL half")
-    yield from build_pg_chain(server)
+    yield from build_pg_chain(pg_server_url)

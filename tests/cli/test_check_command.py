@@ -8,9 +8,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from clirun import COMMAND, environ
 from conftest import copy_fixture
 from sqlalchemy import create_engine
+from support.clirun import COMMAND, environ
 
 from harness_store.cli.check import EXIT_UNHEALTHY
 

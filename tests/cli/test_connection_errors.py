@@ -4,14 +4,13 @@ exist — with the URL's password never shown."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 
 import pytest
-from clirun import environ
 from sqlalchemy.engine import make_url
+from support.clirun import environ
 
 SECRET = "s3cret-pw"
 
@@ -63,10 +62,7 @@ def test_an_unknown_host(command: str) -> None:
 
 
 @pytest.mark.parametrize("command", ["upgrade", "runs"])
-def test_a_missing_database(command: str) -> None:
-    server = os.environ.get("HARNESS_STORE_PG_URL")
-    if not server:
-        pytest.skip("needs HARNESS_STORE_PG_URL")
-    url = make_url(server).set(database="hs_test_never_created", password=SECRET)
+def test_a_missing_database(command: str, pg_server_url: str) -> None:
+    url = make_url(pg_server_url).set(database="hs_test_never_created", password=SECRET)
     done = harness_store(command, url.render_as_string(hide_password=False))
     check(done, "the database 'hs_test_never_created' does not exist")

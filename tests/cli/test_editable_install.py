@@ -1,7 +1,7 @@
 """The two-line `alembic.ini` of the README works after an editable install (`pip install -e
 .`) too, run from another directory: the chain is importable as `harness_store.migrations` in
 the checkout as in a wheel. The fresh venv borrows the test venv's dependencies through a path
-file, as `tests/test_wheel.py` does (pip's build isolation still fetches the build backend
+file, as `tests/install/test_wheel.py` does (pip's build isolation still fetches the build backend
 from the configured index)."""
 
 from __future__ import annotations

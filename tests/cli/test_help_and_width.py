@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from clirun import on_terminal
+from support.clirun import on_terminal
 
 from harness_store import Store
 from harness_store.cli import app

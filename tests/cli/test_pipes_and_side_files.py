@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clirun import COMMAND, environ, step_store
+from support.clirun import COMMAND, environ, step_store
 
 from harness_store import Store
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clirun import environ
+from support.clirun import environ
 
 COMMANDS: tuple[tuple[str, ...], ...] = (
     ("inspect", "{db}"),

@@ -7,14 +7,10 @@ from __future__ import annotations
 import pytest
 from conftest import SHARED
 
-from .oracles import Oracles, OracleUnavailable, build, unavailable
+from .oracles import Oracles, built_oracles
 
 
 @pytest.fixture(scope="session")
 def oracles() -> Oracles:
     """The built oracles of every release in `releases.RELEASES`."""
-    try:
-        return Oracles(build(SHARED / "oracle"))
-    except OracleUnavailable as exc:
-        unavailable(exc)
-        raise
+    return built_oracles(SHARED / "oracle")

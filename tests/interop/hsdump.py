@@ -180,7 +180,7 @@ def in_head_memory_order(dump: dict[str, Any]) -> dict[str, Any]:
     """A release's dump with each workspace's memory in the order the head lists it.
 
     Until 0.57 upstream broke `created_at` ties by row id; from 0.58 by key. harness_store at head
-    follows 0.58+, so rows written in one millisecond (tests/legacy.py writes them so) list in
+    follows 0.58+, so rows written in one millisecond (support.legacy writes them so) list in
     another order than an older release lists them; the rows themselves must still agree.
     """
     if "memory" not in dump:  # before 0.7 there is no memory

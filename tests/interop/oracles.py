@@ -62,14 +62,20 @@ def _built(shared_oracle: Path) -> Path | OracleUnavailable:
         return exc
 
 
-def binary(shared_oracle: Path, release: str) -> Path:
-    """The built oracle of one release (`"0.66"`), building the cache once per process; skips
-    the calling test locally when the oracles cannot be built, fails it in CI."""
+def built_oracles(shared_oracle: Path) -> Oracles:
+    """Every release's built oracle (`releases.RELEASES`), building the cache once per process;
+    skips the calling test locally when the oracles cannot be built, fails it in CI."""
     folder = _built(shared_oracle)
     if isinstance(folder, OracleUnavailable):
         unavailable(folder)
         raise AssertionError("unreachable")
-    return folder / f"oracle-{release.replace('.', '_')}"
+    return Oracles(folder)
+
+
+def binary(shared_oracle: Path, release: str) -> Path:
+    """The built oracle of one release (`"0.66"`), building the cache once per process; skips
+    the calling test locally when the oracles cannot be built, fails it in CI."""
+    return built_oracles(shared_oracle).folder / f"oracle-{release.replace('.', '_')}"
 
 
 def cache_dir() -> Path:

@@ -95,7 +95,7 @@ RELEASES: tuple[OracleRelease, ...] = (
 )
 
 CLASSIC = tuple(r for r in RELEASES if r.classic)
-"""0.1 … 0.13: oracles with `write`, `resume` and a JSON dump; also what tests/legacy.py builds."""
+"""0.1 … 0.13: oracles with `write`, `resume` and a JSON dump; also what support.legacy builds."""
 
 NEWER = tuple(r for r in RELEASES if not r.classic)
 """Releases after 0.13 (0.18 … 0.66): their oracles have `open` and `dump` (Debug rendering)."""

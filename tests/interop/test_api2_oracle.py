@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.clirun import run_cli
+
 from harness_store import PendingQuestion, Plan, PlanStep, PlanVerdict, Store
 
 from .api2 import compare, py, write_like_the_oracle
@@ -138,8 +140,6 @@ def test_questions_and_plans_upstream_stores_as_json_read_as_upstream_reads_them
 def test_the_shell_commands_answer_what_upstream_left_open_and_upstream_reads_it(
     tmp_path: Path, oracles: Oracles
 ) -> None:
-    import subprocess
-    import sys
 
     path = tmp_path / "cli.sqlite3"
     oracles.run(NEWEST, "write", path)
@@ -147,12 +147,7 @@ def test_the_shell_commands_answer_what_upstream_left_open_and_upstream_reads_it
         plan = store.put_plan(1, 4, Plan([PlanStep.new("port")]))
 
     def cli(*args: object) -> None:
-        done = subprocess.run(
-            [sys.executable, "-m", "harness_store.cli", *map(str, args)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = run_cli(*args)
         assert done.returncode == 0, done.stderr
 
     cli("answer", path, 1, "yes, go on", "--by", "carol")

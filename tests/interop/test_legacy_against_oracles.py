@@ -1,10 +1,11 @@
-"""tests/legacy.py re-states each release's open and writes in Python, for what the oracles
+"""support.legacy re-states each release's open and writes in Python, for what the oracles
 cannot make (torn opens, fixtures of exact shapes). Where the two overlap they must agree: the
 schema a legacy builder leaves is the one the release's own open leaves — born at that release,
 and grown release by release — and the rows it writes are rows that release reads.
 
-tests/legacy.py builds 0.1 … 0.13 (`CLASSIC`); the releases after 0.13 are built from their
-oracles and upstream's schema in tests/test_releases_modern.py, so only those are compared here."""
+support.legacy builds 0.1 … 0.13 (`CLASSIC`); the releases after 0.13 are built from their
+oracles and upstream's schema in tests/schema/test_upgrades_of_oracle_stores.py, so only those
+are compared here."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import legacy
 import pytest
+from support import legacy
 
 from harness_store import Store
 

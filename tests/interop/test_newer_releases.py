@@ -9,7 +9,7 @@ harness_store's chain now runs to 0.65 (#14). Checked here for every newer relea
   for any store holding the 0.13 schema) reads the same: the Store's reads of later columns
   (memory `kind`/`pinned`, 0.30; `runs.turn_kind`, 0.37) read an older store as that release
   does. The round trips of each release's own stores (fresh, walked, torn) are in
-  tests/test_releases_modern.py.
+  tests/schema/test_upgrades_of_oracle_stores.py.
 """
 
 from __future__ import annotations

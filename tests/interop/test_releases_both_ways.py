@@ -3,8 +3,8 @@
 - Up: a store each classic release (0.1 … 0.13, which have `write` and `resume`) wrote survives
   `alembic upgrade head` byte-identical to its own reader and stays writable and resumable by it.
   A store of each release after 0.13 is upgraded to head and downgraded back, its dump
-  byte-identical, by tests/test_releases_modern.py (`round_trip`, fresh and walked stores), which
-  this module does not repeat.
+  byte-identical, by tests/schema/test_upgrades_of_oracle_stores.py (`round_trip`, fresh and
+  walked stores), which this module does not repeat.
 - Down: a head store holding 0.13's rich rows, `alembic downgrade`d to any release below head,
   is read by that release exactly as it read the head store (byte-identical dump, no refusal);
   releases whose oracle has `write`/`resume` then write and resume there.

@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import IO
 
+from support.clirun import run_cli
+
 from harness_store import Store
 from harness_store.otel import export
 from harness_store.records import RunEvent, StepRecord
@@ -25,11 +27,6 @@ from .trees import build_tree, write_run
 
 CLI = [sys.executable, "-m", "harness_store.cli"]
 SECRET = "Bearer hs-very-secret-token"
-
-
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
-                          check=False)  # fmt: skip
 
 
 def reader_of(stream: IO[str]) -> queue.Queue[str]:

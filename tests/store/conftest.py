@@ -1,25 +1,58 @@
-"""Fixtures of the store tests: io-harness 0.66's oracle, and a store it filled."""
+"""Fixtures of the store tests: a store shared by a module's tests on each backend, io-harness
+0.66's oracle, and a store it filled."""
 
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import SHARED
-from interop.oracles import Oracles, OracleUnavailable, build, unavailable
+from conftest import PG_ENV, PG_SKIP, SHARED, fresh_pg_database
+from interop.oracles import Oracles, built_oracles
 from interop.releases import NEWER_WRITERS
 
 NEWEST = NEWER_WRITERS[-1]
 
 
+# `store` / `store_target` (tests/conftest.py) give each test a fresh SQLite file or a fresh
+# PostgreSQL database; they are used where a test needs an empty store. The tests that do not
+# share one database per backend for each module (`db` / `db_target`), and only ever look at the
+# runs, ids and workspaces they create themselves. A module-scoped store cannot be built on the
+# function-scoped `store_target`, so this is the one other place the two backends are listed.
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def db_target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A store shared by one module's tests: a SQLite file, or a PostgreSQL database."""
+    if request.param == "sqlite":
+        yield str(tmp_path_factory.mktemp("shared") / "runs.sqlite3")
+    else:
+        server = os.environ.get(PG_ENV)
+        if not server:
+            pytest.skip(PG_SKIP)
+        yield from fresh_pg_database(server)
+
+
+@pytest.fixture
+def db(db_target: str, store_api: Any) -> Iterator[Any]:
+    """An open Store on the shared database of this backend, through each API (`store_api`)."""
+    with store_api.open(db_target) as opened:
+        yield opened
+
+
+@pytest.fixture
+def ws() -> str:
+    """A memory workspace no other test uses."""
+    return f"/work/ws-{uuid.uuid4().hex[:10]}"
+
+
 @pytest.fixture(scope="session")
 def oracles() -> Oracles:
     """The built oracles (shared with the interop tests, built once)."""
-    try:
-        return Oracles(build(SHARED / "oracle"))
-    except OracleUnavailable as exc:
-        unavailable(exc)
-        raise
+    return built_oracles(SHARED / "oracle")
 
 
 @pytest.fixture

@@ -7,9 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-from conftest import SHARED
-from interop.oracles import Oracles, OracleUnavailable, build, unavailable
+from interop.oracles import Oracles
 from interop.releases import NEWER_WRITERS
 
 from harness_store import Store
@@ -17,15 +15,6 @@ from harness_store import Store
 from .healthkit import kinds, plant, populated
 
 NEWEST = NEWER_WRITERS[-1]
-
-
-@pytest.fixture(scope="module")
-def oracles() -> Oracles:
-    try:
-        return Oracles(build(SHARED / "oracle"))
-    except OracleUnavailable as exc:
-        unavailable(exc)
-        raise
 
 
 def snapshot(oracles: Oracles, path: Path, name: str) -> str:

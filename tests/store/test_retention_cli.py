@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clirun import on_terminal
 from sqlalchemy import update
+from support.clirun import on_terminal, run_cli
 
 from harness_store import Store
 from harness_store import models as m
@@ -22,18 +21,8 @@ from harness_store.records import StepRecord
 CLI = [sys.executable, "-m", "harness_store.cli"]
 
 
-def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def out_json(*args: str | Path) -> Any:
-    done = cli(*args, "--json")
+    done = run_cli(*args, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -131,7 +120,7 @@ def test_older_than_the_archive_file_and_statuses(tmp_path: Path, store_target: 
 )
 def test_bad_input_is_a_usage_error_and_changes_nothing(store_target: str, args: list[str]) -> None:
     runs = fill(store_target)
-    done = cli("prune", store_target, *args)
+    done = run_cli("prune", store_target, *args)
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr and done.stderr.strip()
     with Store.open(store_target, backup=False) as store:

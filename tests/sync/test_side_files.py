@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from synccheck import write_source
+from support.synccheck import write_source
 
 from harness_store import StepRecord, Store
 from harness_store.sync import sync

@@ -10,13 +10,13 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from synccheck import add_session, mirror_problems, write_source
+from support.clirun import run_cli
+from support.synccheck import add_session, mirror_problems, write_source
 
 from harness_store import StepRecord, Store
 from harness_store.records import RunEvent
 from harness_store.sync import SyncRefusedError, central_run, list_origins, sync
 from harness_store.transfer import UnknownTablesError
-from sync.running import run_cli
 
 
 def test_event_json_names_the_central_run(store_target: str, tmp_path: Path) -> None:

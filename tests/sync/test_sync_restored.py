@@ -8,23 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
-from synccheck import mirror_problems, write_source
+from support.clirun import run_cli
+from support.synccheck import mirror_problems, row_count, write_source
 
 from harness_store import StepRecord, Store
-from harness_store.engine import make_engine, read_only_url
-from harness_store.models import Run, Step, table_of
+from harness_store.models import Run, Step
 from harness_store.sync import list_origins, sync
-from sync.running import run_cli
-
-
-def central_count(dest: str, model: type) -> int:
-    engine = make_engine(read_only_url(dest))
-    try:
-        with engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(table_of(model))).scalar_one())
-    finally:
-        engine.dispose()
 
 
 def grow(path: Path, tag: str, steps: int) -> None:
@@ -72,7 +61,7 @@ def test_a_restored_backup_is_read_again_and_mirrored_exactly(
     assert mirror_problems(store_target, other) == []
     with Store.open(src, read_only=True) as store:
         source_runs = len(store.runs())
-    assert central_count(store_target, Run) == source_runs + 2  # other's 1 root + 1 child
+    assert row_count(store_target, Run) == source_runs + 2  # other's 1 root + 1 child
     assert len(list_origins(store_target)) == 2
     again = run_cli("sync", src, store_target)
     assert again.returncode == 0, again.stderr
@@ -93,4 +82,4 @@ def test_the_command_says_the_source_was_read_again(store_target: str, tmp_path:
     assert shown.returncode == 0, shown.stderr
     assert "read again in full" in shown.stdout and "steps" in shown.stdout
     assert mirror_problems(store_target, src) == []
-    assert central_count(store_target, Step) == 5 + 1 + 2
+    assert row_count(store_target, Step) == 5 + 1 + 2

@@ -9,14 +9,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from synccheck import mirror_problems, write_source
+from support.clirun import run_cli
+from support.synccheck import mirror_problems, write_source
 
 from harness_store import StepRecord, Store
 from harness_store.errors import MalformedStoreError
 from harness_store.sync import DuplicateOriginError, SyncRefusedError, list_origins, sync
 from harness_store.transfer import copy_store
 from sync.media import read_only_medium
-from sync.running import run_cli
 
 SIDE = ("-wal", "-shm")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sync.running import run_cli
-from synccheck import write_source
+from support.clirun import run_cli
+from support.synccheck import write_source
 
 from harness_store import Store
 from harness_store.transfer import TargetNotEmptyError, copy_store

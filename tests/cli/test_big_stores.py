@@ -1,0 +1,129 @@
+"""`harness-store` on big stores: trace and runs stream, in memory that does not grow with the
+store. Structural checks only (the first line arrives while the command still runs; peak memory
+at two sizes within a generous factor); the timings are in bench/cli.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.clirun import COMMAND, environ, peak_rss_kib, step_store
+
+SMALL, LARGE = 20_000, 200_000
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two stores whose first run has SMALL and LARGE steps (and 1,200 runs in all)."""
+    base = tmp_path_factory.mktemp("big")
+    return (
+        step_store(base / "small.sqlite3", SMALL, runs=1_200),
+        step_store(base / "large.sqlite3", LARGE, runs=1_200),
+    )
+
+
+def first_line_while_running(*args: str | Path) -> str:
+    """Start the command piped, read its first line, and check the command has not finished:
+    its output is written as it is read, not after."""
+    proc = subprocess.Popen(
+        [*COMMAND, *map(str, args)], stdout=subprocess.PIPE, env=environ(), text=True
+    )
+    assert proc.stdout is not None
+    try:
+        line = proc.stdout.readline()
+        assert line, "no output"
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+    return line
+
+
+@pytest.mark.parametrize("options", [[], ["--json"], ["--jsonl"]], ids=["text", "json", "jsonl"])
+def test_trace_memory_does_not_grow_with_the_run(
+    stores: tuple[Path, Path], options: list[str]
+) -> None:
+    small, large = stores
+    assert first_line_while_running("trace", large, "1", *options)
+    low = peak_rss_kib("trace", small, "1", *options)
+    high = peak_rss_kib("trace", large, "1", *options)
+    # Ten times the steps: a trace held in memory would grow ~10×; a streamed one stays put.
+    assert high < low * 1.5, (low, high)
+
+
+def test_runs_all_memory_does_not_grow_with_the_store(stores: tuple[Path, Path]) -> None:
+    small, large = stores
+    low = peak_rss_kib("runs", small, "--all")
+    high = peak_rss_kib("runs", large, "--all")
+    assert high < low * 1.5, (low, high)
+
+
+def test_trace_jsonl_is_one_document_a_line_and_ends_with_totals(
+    stores: tuple[Path, Path],
+) -> None:
+    small, _ = stores
+    done = subprocess.run(
+        [*COMMAND, "trace", small, "1", "--jsonl"], capture_output=True, text=True, env=environ()
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines[0]["type"] == "run" and lines[0]["goal"] == "the long run"
+    steps = [line for line in lines if line["type"] == "step"]
+    assert [s["step"] for s in steps] == list(range(1, SMALL + 1))
+    assert lines[-1] == {
+        "type": "totals",
+        "entry_count": 2 * SMALL,
+        "tokens": SMALL,
+        "invalid_utf8_values": 0,
+    }
+
+
+def test_trace_json_streamed_is_one_document(stores: tuple[Path, Path]) -> None:
+    small, _ = stores
+    done = subprocess.run(
+        [*COMMAND, "trace", small, "1", "--json"], capture_output=True, text=True, env=environ()
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["run_id"] == 1 and doc["tokens"] == SMALL
+    assert len(doc["entries"]) == doc["entry_count"] == 2 * SMALL  # a checkpoint a step
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_trace_window(stores: tuple[Path, Path], as_json: bool) -> None:
+    small, _ = stores
+    args = ["trace", small, "1", "--from-step", "100", "--to-step", "199", "--limit", "30"]
+    done = subprocess.run(
+        [*COMMAND, *map(str, args), *(["--jsonl"] if as_json else [])],
+        capture_output=True,
+        text=True,
+        env=environ(),
+    )
+    assert done.returncode == 0, done.stderr
+    if as_json:
+        entries = [json.loads(line) for line in done.stdout.splitlines()[1:-1]]
+        shown = [(e["step"], e["type"]) for e in entries]
+    else:
+        shown = [(int(line.split()[0]), line.split()[1]) for line in done.stdout.splitlines()[2:]]
+    # 30 entries from step 100: each step, then its checkpoint.
+    assert shown == [(n, kind) for n in range(100, 115) for kind in ("step", "checkpoint")]
+
+
+def test_runs_defaults_to_the_newest_50_and_says_how_many_more(
+    stores: tuple[Path, Path],
+) -> None:
+    small, _ = stores
+    done = subprocess.run([*COMMAND, "runs", small], capture_output=True, text=True, env=environ())
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [int(line.split()[0]) for line in lines[1:]] == list(range(1_200, 1_150, -1))
+    assert done.stderr == "50 runs shown; 1,150 more (--limit N or --all)\n"
+    every = subprocess.run(
+        [*COMMAND, "runs", small, "--all", "--json"], capture_output=True, text=True, env=environ()
+    )
+    rows = json.loads(every.stdout)
+    assert [row["run_id"] for row in rows] == list(range(1_200, 0, -1))
+    assert rows[-1]["steps"] == SMALL and rows[-1]["tokens"] == SMALL
+    assert every.stderr == ""

@@ -1,0 +1,139 @@
+"""`harness-store copy` stopped part way (SIGKILL, SIGTERM, SIGHUP, real signals to a real
+process) and copies of a newer io-harness's stores: an unfinished target is recognisable,
+refused by every reader, and redone by `--replace`/`--resume`; tables a 0.13 copy cannot carry
+are named, not dropped silently."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+from support.clirun import COMMAND, environ, step_store
+
+from harness_store import Store
+from harness_store.transfer import COPY_MARKER, IncompleteCopyError
+
+
+def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COMMAND, *map(str, args)], capture_output=True, text=True, env=environ(), timeout=600
+    )
+
+
+@pytest.fixture(scope="module")
+def big_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store whose copy, 50 rows a batch, takes long enough to be stopped part way."""
+    return step_store(tmp_path_factory.mktemp("copy") / "source.sqlite3", 150_000)
+
+
+def has_marker(path: Path) -> bool:
+    if not path.exists():
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as conn:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = ?", (COPY_MARKER,)
+            ).fetchall()
+            return bool(found)
+    except sqlite3.DatabaseError:
+        return False
+
+
+def copy_stopped_by(source: Path, target: Path, sig: signal.Signals) -> subprocess.Popen[str]:
+    """Start a copy, wait until its rows are being written (the marker is committed), send
+    `sig`, and return the finished process."""
+    proc = subprocess.Popen(
+        [*COMMAND, "copy", str(source), str(target), "--batch-size", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ(),
+    )
+    while not has_marker(target):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    proc.wait(timeout=120)
+    return proc
+
+
+def test_a_killed_copy_is_refused_everywhere_until_replaced(
+    big_source: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "target.sqlite3"
+    proc = copy_stopped_by(big_source, target, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL
+    assert has_marker(target)
+    for command in (["inspect"], ["runs"], ["trace", "1"]):
+        done = run(command[0], target, *command[1:])
+        assert done.returncode == 3, done.stderr
+        assert "unfinished copy" in done.stderr and "--replace" in done.stderr
+    with pytest.raises(IncompleteCopyError):
+        Store.open(target)
+    with pytest.raises(IncompleteCopyError):
+        Store.open(target, read_only=True)
+    again = run("copy", big_source, target)
+    assert again.returncode == 3 and "unfinished copy" in again.stderr
+    redone = run("copy", big_source, target, "--replace", "--json")
+    assert redone.returncode == 0, redone.stderr
+    assert json.loads(redone.stdout)["counts"]["steps"] == 150_000
+    assert not has_marker(target)
+    assert json.loads(run("inspect", target, "--json").stdout)["tables"]["steps"] == 150_000
+
+
+def test_resume_continues_a_killed_copy(big_source: Path, tmp_path: Path) -> None:
+    target = tmp_path / "target.sqlite3"
+    copy_stopped_by(big_source, target, signal.SIGKILL)
+    done = run("copy", big_source, target, "--resume")
+    assert done.returncode == 0, done.stderr
+    with Store.open(target, read_only=True) as store:
+        assert store.last_step(1) == 150_000
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_a_terminated_copy_empties_its_target(
+    big_source: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    target = tmp_path / "target.sqlite3"
+    proc = copy_stopped_by(big_source, target, sig)
+    _, err = proc.communicate()
+    assert proc.returncode == 1, err
+    assert f"stopped by {sig.name}" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # the file the copy created is gone again
+    assert run("copy", big_source, target).returncode == 0
+
+
+def test_replace_refuses_a_target_with_rows(big_source: Path, tmp_path: Path) -> None:
+    target = step_store(tmp_path / "full.sqlite3", 3)
+    done = run("copy", big_source, target, "--replace")
+    assert done.returncode == 3 and "not empty" in done.stderr
+    with Store.open(target, read_only=True) as store:
+        assert store.last_step(1) == 3
+
+
+def test_newer_tables_are_named_unless_skipped(tmp_path: Path) -> None:
+    """A table no release up to 0.66 has (an io-harness newer than this package) is named."""
+    fixture = FIXTURES / "io-harness-0.22.0" / "populated.sqlite3"
+    if not fixture.exists():
+        pytest.skip(f"fixture {fixture} is not available")
+    source = tmp_path / "newer.sqlite3"
+    source.write_bytes(fixture.read_bytes())
+    Store.open(source, backup=False).close()  # the whole 0.66 schema, plus the table below
+    with closing(sqlite3.connect(source)) as conn, conn:
+        conn.execute("CREATE TABLE future_things (id INTEGER PRIMARY KEY, note TEXT)")
+        conn.execute("INSERT INTO future_things (note) VALUES ('from 0.99')")
+    target = tmp_path / "copy.sqlite3"
+    done = run("copy", source, target)
+    assert done.returncode == 3, done.stderr
+    assert "future_things" in done.stderr and "--skip-unknown-tables" in done.stderr
+    assert not target.exists()
+    skipped = run("copy", source, target, "--skip-unknown-tables", "--json")
+    assert skipped.returncode == 0, skipped.stderr
+    assert json.loads(skipped.stdout)["skipped_tables"] == {"future_things": 1}

@@ -1,0 +1,162 @@
+"""The durable event stream on both backends: `events_since` exclusive with one global cursor,
+`tree_events_since` interleaving one tree (and seeking it on SQLite), and `follow` tailing what
+another process writes, without spinning while idle."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from support.processes import child_python
+
+from harness_store import (
+    RunEvent,
+    Store,
+)
+from harness_store import models as m
+from harness_store.errors import InvalidValueError
+
+# --- the event stream ------------------------------------------------------------------------
+
+
+def test_events_since_is_exclusive_and_the_cursor_is_global(store: Store) -> None:
+    a, b = store.start_run("a", "x"), store.start_run("b", "x")
+    assert store.event_cursor() == 0
+    first = store.put_event(RunEvent.new(a, 1, "retry", kind="timeout", attempt=1, delay_ms=250))
+    other = store.put_event(RunEvent.at_depth(b, 1, 1, "stalled"))
+    last = store.put_event(RunEvent.new(a, 2, "stalled"))
+    assert store.event_cursor() == last > other > first
+    assert [c for c, _ in store.events_since(a, 0, 10)] == [first, last]
+    assert store.events_since(a, first, 10) == [(last, RunEvent.new(a, 2, "stalled"))]
+    assert store.events_since(a, 0, 1)[0][1].fields == {
+        "kind": "timeout",
+        "attempt": 1,
+        "delay_ms": 250,
+    }
+    with store.engine.connect() as conn:
+        raw = conn.execute(select(m.RunEvent.json).where(m.RunEvent.id == other)).scalar_one()
+    assert raw == f'{{"run_id":{b},"step":1,"depth":1,"event":"stalled"}}'
+    with pytest.raises(InvalidValueError):
+        store.put_event(RunEvent.new(a, 1, "x", run_id=5))
+
+
+def test_tree_events_since_interleaves_one_tree_and_skips_the_others(store: Store) -> None:
+    root = store.start_run("fan out", "x")
+    child = store.start_child_run("sub", "x", root, 1)
+    grandchild = store.start_child_run("subsub", "x", child, 2)
+    stranger = store.start_run("another tree", "x")
+    written = [
+        store.put_event(RunEvent.new(root, 1, "spawned", child_run_id=child, goal="sub")),
+        store.put_event(RunEvent.new(stranger, 1, "stalled")),
+        store.put_event(RunEvent.at_depth(grandchild, 1, 2, "stalled")),
+        store.put_event(RunEvent.at_depth(child, 1, 1, "stalled")),
+        store.put_event(RunEvent.new(root, 2, "stalled")),
+    ]
+    mine = [c for i, c in enumerate(written) if i != 1]
+    tail = store.tree_events_since(root, 0, 100)
+    assert [c for c, _ in tail] == mine
+    assert [(e.run_id, e.depth) for _, e in tail] == [
+        (root, 0),
+        (grandchild, 2),
+        (child, 1),
+        (root, 0),
+    ]
+    assert tail[0][1].fields == {"child_run_id": child, "goal": "sub"}
+    assert [c for c, _ in store.tree_events_since(root, mine[1], 100)] == mine[2:]
+    assert [c for c, _ in store.tree_events_since(root, 0, 2)] == mine[:2]
+    assert [c for c, _ in store.tree_events_since(child, 0, 100)] == [mine[1], mine[2]]
+    assert store.tree_events_since(stranger + 100, 0, 100) == []
+    with pytest.raises(InvalidValueError):
+        store.tree_events_since(root, 0, -1)
+
+
+def test_tree_events_since_seeks_its_trees_events_on_sqlite(tmp_path: Path) -> None:
+    """Upstream forces the plan with `CROSS JOIN … INDEXED BY` so an observer polling one tree
+    never reads every tree's events; ours must get the same plan."""
+    with Store.open(tmp_path / "plan.sqlite3") as store:
+        for _ in range(40):
+            root = store.start_run("tree", "x")
+            kid = store.start_child_run("kid", "x", root, 1)
+            for step in range(40):
+                store.put_event(RunEvent.new(root, step, "stalled"))
+                store.put_event(RunEvent.at_depth(kid, step, 1, "stalled"))
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE")
+        with store.engine.connect() as conn:
+            plan = explain_tree_events(conn, root)
+    assert "run_events_run" in plan and "SCAN run_events" not in plan, plan
+
+
+def explain_tree_events(conn: Any, root: int) -> str:
+    from sqlalchemy.dialects import sqlite
+
+    from harness_store.store.stream import tree_events_query
+
+    statement = tree_events_query(root, 0, 100)
+    sql = str(statement.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
+    rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}").all()
+    return " | ".join(str(r[3]) for r in rows)
+
+
+WRITER = """
+import sys, time
+from harness_store import RunEvent, Store
+with Store.open(sys.argv[1]) as st:
+    run = int(sys.argv[2])
+    for i in range(int(sys.argv[3])):
+        st.put_event(RunEvent.new(run, i, "step", decision=f"d{i}", tool_call="", tokens=i,
+                                  changed=True))
+        time.sleep(0.02)
+"""
+
+
+def test_follow_tails_events_another_process_writes_and_resumes(
+    store: Store, store_target: str
+) -> None:
+    run = store.start_run("live", "x")
+    store.put_event(RunEvent.new(run, 0, "started", goal="g", provider="p"))
+    start = store.event_cursor()
+    writer = child_python(WRITER, store_target, str(run), "20")
+    seen: list[tuple[int, RunEvent]] = []
+    began = time.monotonic()
+    for cursor, event in store.follow(interval=0.05):  # from now: the backlog is skipped
+        seen.append((cursor, event))
+        if len(seen) == 10:
+            break  # a reader stops whenever it likes; nothing is left open
+    assert writer.wait(timeout=60) == 0, writer.stderr.read() if writer.stderr else ""
+    assert time.monotonic() - began < 30
+    assert [e.fields["decision"] for _, e in seen] == [f"d{i}" for i in range(10)]
+    assert seen[0][0] > start
+    # resumable: from the last cursor handled, exactly the rest, then the stream idles
+    stop = threading.Event()
+    rest = []
+    for _cursor, event in store.follow(seen[-1][0], run_id=run, interval=0.05, stop=stop):
+        rest.append(event.fields["decision"])
+        if len(rest) == 10:
+            stop.set()
+    assert rest == [f"d{i}" for i in range(10, 20)]
+    stop.set()
+    assert list(store.follow(0, interval=0.05, stop=stop)) == []
+    with pytest.raises(InvalidValueError):
+        next(store.follow(0, interval=0))
+
+
+def test_follow_does_not_spin_while_idle(store: Store) -> None:
+    stop = threading.Event()
+    timer = threading.Timer(0.6, stop.set)
+    timer.start()
+    calls = 0
+    real = store.events_after
+
+    def counting(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return real(*args)
+
+    store.events_after = counting  # type: ignore[method-assign]
+    assert list(store.follow(interval=0.2, stop=stop)) == []
+    assert 2 <= calls <= 5  # one poll per interval, not a busy loop

@@ -1,0 +1,199 @@
+"""Leases on both backends: acquired, renewed and released; a dead owner's lease taken over at
+once; a taken-over driver checkpointing nothing, under a running driver in another process
+too; contending processes seeing exactly one winner; a forked child being another driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from sqlalchemy import func, insert, select
+from support.processes import child_python
+from support.rows import count, execute
+
+from harness_store import (
+    AssistantTurn,
+    LeaseConflictError,
+    StepRecord,
+    Store,
+)
+from harness_store import models as m
+
+# --- leases ----------------------------------------------------------------------------------
+
+
+def test_a_lease_is_acquired_renewed_and_released(store: Store, store_target: str) -> None:
+    run = store.start_run("port", "x")
+    with store.acquire_lease(run, 300) as lease:
+        assert lease.generation == 1
+        row = store.run_lease(run)
+        assert row is not None and row.owner == store.owner() and not row.expired
+        assert row.ttl_secs == 300 and row.expires_at > row.renewed_at
+        again = store.acquire_lease(run, 300)  # re-acquiring our own keeps the generation
+        assert again.generation == 1
+        lease.renew()
+        with Store.open(store_target) as other:
+            assert other.owner() != store.owner()
+            with pytest.raises(LeaseConflictError) as refused:
+                other.acquire_lease(run, 300)
+            assert refused.value.owner == store.owner()
+            assert refused.value.expires_at == store.run_lease(run).expires_at  # type: ignore[union-attr]
+    assert store.run_lease(run) is None  # released: no row, anyone may acquire
+
+
+def test_a_taken_over_driver_checkpoints_nothing(store: Store, store_target: str) -> None:
+    run = store.start_run("lost", "x")
+    store.acquire_lease(run, 0)  # lapsed as soon as written
+    row = store.run_lease(run)
+    assert row is not None and row.expired
+    store.stage_step_turn(run, AssistantTurn.new(1, "never written", []))
+    with Store.open(store_target) as other:
+        taken = other.acquire_lease(run, 60)
+        assert taken.generation == 2
+        with pytest.raises(LeaseConflictError) as lost:
+            store.checkpoint_step(run, StepRecord.new(1, "stale", "no"))
+        assert lost.value.owner == other.owner()
+        with pytest.raises(LeaseConflictError):
+            store.checkpoint_steps(run, [StepRecord.new(1, "stale", "no")])
+        with pytest.raises(LeaseConflictError):
+            store.renew_lease(run, 1)
+        assert (
+            count(store, m.Step, run_id=run),
+            count(store, m.CheckpointEvent, run_id=run),
+            count(store, m.StepTurn, run_id=run),
+        ) == (0, 0, 0)
+        other.checkpoint_step(run, StepRecord.new(1, "new owner", "ok"))
+        store.release_lease(run, 1)  # no longer ours: a no-op
+        assert [s.decision for s in store.steps(run)] == ["new owner"]
+        assert other.run_lease(run).generation == 2  # type: ignore[union-attr]
+
+
+def test_a_dead_owners_lease_is_taken_over_at_once(store: Store) -> None:
+    run = store.start_run("crashed", "x")
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    owner = f"{gone.stdout.strip()}-1-0"
+    execute(store, insert(m.RunLease).values(run_id=run, owner=owner, generation=4, ttl_secs=3600))
+    assert store.acquire_lease(run, 60).generation == 5
+
+
+CONTENDER = """
+import json, sys, time
+from harness_store import LeaseConflictError, Store
+target, run, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+with Store.open(target) as st:
+    time.sleep(max(start - time.time(), 0))
+    try:
+        lease = st.acquire_lease(run, 60)
+        print(json.dumps({"won": lease.generation, "owner": st.owner()}))
+        time.sleep(1.0)  # hold it while the others try
+    except LeaseConflictError as exc:
+        print(json.dumps({"lost": exc.owner}))
+"""
+
+
+def test_contending_processes_see_exactly_one_winner(store: Store, store_target: str) -> None:
+    run = store.start_run("contended", "x")
+    start = time.time() + 2.0
+    procs = [child_python(CONTENDER, store_target, str(run), str(start)) for _ in range(4)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    winners = [r for r in results if "won" in r]
+    assert len(winners) == 1, results
+    assert {r["lost"] for r in results if "lost" in r} == {winners[0]["owner"]}
+
+
+DRIVER = """
+import sys, time
+from harness_store import LeaseConflictError, StepRecord, Store
+target, run = sys.argv[1], int(sys.argv[2])
+with Store.open(target) as st:
+    lease = st.acquire_lease(run, 0)  # lapsed at once: the other side may take it over any time
+    print("ready", flush=True)
+    step, deadline = 0, time.time() + 3
+    while time.time() < deadline:
+        step += 1
+        try:
+            st.checkpoint_step(run, StepRecord.new(step, f"gen {lease.generation}", "ok"))
+        except LeaseConflictError:
+            while True:
+                try:
+                    lease = st.acquire_lease(run, 0)  # take it back, and go on
+                    break
+                except LeaseConflictError:
+                    pass
+"""
+
+
+def test_take_overs_under_a_running_driver_leave_no_late_step(
+    store: Store, store_target: str
+) -> None:
+    """The generation check holds under concurrency: a driver checkpointing in a tight loop in
+    another process, and this one taking its run over again and again (each side takes it back),
+    never leaves a step of an old generation committed after the take-over that ended it."""
+    run = store.start_run("raced", "x")
+    driver = child_python(DRIVER, store_target, str(run))
+    assert driver.stdout is not None and driver.stdout.readline().strip() == "ready"
+    takeovers: list[tuple[int, int]] = []
+    deadline = time.time() + 2.5
+    while time.time() < deadline:
+        try:
+            lease = store.acquire_lease(run, 0)
+        except LeaseConflictError:
+            continue
+        with store.engine.connect() as conn:
+            seen = conn.execute(select(func.max(m.Step.id))).scalar() or 0
+        takeovers.append((lease.generation, seen))
+        time.sleep(0.002)
+    _, err = driver.communicate(timeout=60)
+    assert driver.returncode == 0, err
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(m.Step.id, m.Step.decision).where(m.Step.run_id == run)).all()
+    assert len(takeovers) > 5 and len(rows) > 20, (len(takeovers), len(rows))
+    late = [
+        (step_id, decision, generation)
+        for generation, seen in takeovers
+        for step_id, decision in rows
+        if step_id > seen and int(decision.split()[1]) < generation
+    ]
+    assert late == []
+    assert count(store, m.CheckpointEvent, run_id=run) == len(rows)
+
+
+def test_a_forked_child_is_another_driver(store_target: str) -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    with Store.open(store_target) as store:
+        run = store.start_run("forked", "x")
+        store.acquire_lease(run, 3600)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                os.close(read)
+                try:
+                    store.acquire_lease(run, 60)
+                    answer = "taken"
+                except LeaseConflictError:
+                    answer = "refused"  # the parent is alive and holds it
+                os.write(write, f"{answer} {store.owner()}".encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        answer, owner = os.read(read, 1000).decode().split()
+        os.close(read)
+        os.waitpid(pid, 0)
+        assert answer == "refused" and owner != store.owner()
+        store.checkpoint_step(run, StepRecord.new(1, "parent", "ok"))  # still the parent's
+        assert [s.decision for s in store.steps(run)] == ["parent"]
