@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.compute as pc
 import pytest
-from synccheck import write_source
+from support.synccheck import write_source
 
 from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES, changes
