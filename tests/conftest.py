@@ -204,6 +204,26 @@ def fresh_pg_database(server_url: str) -> Iterator[str]:
         pool.release(name)
 
 
+ONE_WORKER_FIXTURES = {
+    "phoenix": "phoenix-server",
+    "sqlite_chain": "revision-chain",
+    "pg_chain": "revision-chain",
+}
+"""Session fixtures that start or build something big (a Phoenix server; a store at each of
+the chain's revisions on both backends): the tests using one share an `xdist_group`, so one
+worker builds it, not every worker."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (`--dist loadgroup`)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        for fixture, group in ONE_WORKER_FIXTURES.items():
+            if fixture in fixtures:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Drop the pooled PostgreSQL databases of this process."""
     while _POOLS:
