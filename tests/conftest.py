@@ -204,32 +204,6 @@ def fresh_pg_database(server_url: str) -> Iterator[str]:
         pool.release(name)
 
 
-ONE_WORKER_FIXTURES = {
-    "phoenix": "phoenix-server",
-    "sqlite_chain": "revision-chain",
-    "pg_chain": "revision-chain",
-}
-"""Session fixtures that start or build something big (a Phoenix server; a store at each of
-the chain's revisions on both backends): the tests using one share an `xdist_group`, so one
-worker builds it, not every worker."""
-
-
-ONE_WORKER_MODULE_FIXTURES = {"mypy_output", "stores", "big_source", "long_store"}
-"""Module fixtures that take long to build (a whole `mypy --strict` run, stores at scale) for
-a module of few tests: each such module's tests share an `xdist_group` of their own."""
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (`--dist loadgroup`)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        group = next((g for f, g in ONE_WORKER_FIXTURES.items() if f in fixtures), None)
-        if group is None and fixtures & ONE_WORKER_MODULE_FIXTURES:
-            group = item.nodeid.split("::")[0]
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Drop the pooled PostgreSQL databases of this process."""
     while _POOLS:
