@@ -98,6 +98,7 @@ def race(
     return resumed, gone, json.loads(pruner.stdout)
 
 
+@pytest.mark.slow  # three rounds of a real race between processes: the soak finds the window
 @pytest.mark.parametrize("unit", ["sessions", "runs"])
 def test_a_run_resumed_while_the_prune_runs_is_kept_whole(store_target: str, unit: str) -> None:
     prune = ["--before", "9999-01-01"] + (["--runs"] if unit == "runs" else [])
