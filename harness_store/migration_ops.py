@@ -39,9 +39,18 @@ def _backend() -> Backend:
     return backend_named(op.get_context().dialect.name)
 
 
-def _tables() -> dict[str, set[str]]:
+def _has_table(name: str) -> bool:
+    return sa.inspect(op.get_bind()).has_table(name)
+
+
+def _columns(table: str) -> set[str]:
+    """The table's column names, or none when it is not there. One table is reflected, not the
+    whole schema: the chain asks this at every step, and on PostgreSQL each reflection is a
+    catalog query."""
     inspector = sa.inspect(op.get_bind())
-    return {t: {c["name"] for c in inspector.get_columns(t)} for t in inspector.get_table_names()}
+    if not inspector.has_table(table):
+        return set()
+    return {c["name"] for c in inspector.get_columns(table)}
 
 
 def _indexes(table: str) -> set[str]:
@@ -55,21 +64,21 @@ def id_column() -> sa.Column[int]:
 
 def create_table(name: str, *columns: sa.Column[Any], autoincrement: bool = True) -> None:
     """Create a table that is not there yet, with upstream's AUTOINCREMENT where it has one."""
-    if not _offline() and name in _tables():
+    if not _offline() and _has_table(name):
         return
     op.create_table(name, *columns, sqlite_autoincrement=autoincrement)
 
 
 def drop_table(name: str) -> None:
     """Drop a table if it is there."""
-    if not _offline() and name not in _tables():
+    if not _offline() and not _has_table(name):
         return
     op.drop_table(name)
 
 
 def add_columns(table: str, *columns: sa.Column[Any]) -> None:
     """Add each column the table lacks, by `ALTER TABLE … ADD COLUMN`."""
-    have = set() if _offline() else _tables().get(table, set())
+    have = set() if _offline() else _columns(table)
     for column in columns:
         if column.name not in have:
             op.add_column(table, column)
@@ -77,7 +86,7 @@ def add_columns(table: str, *columns: sa.Column[Any]) -> None:
 
 def drop_columns(table: str, *names: str) -> None:
     """Drop each named column the table has (SQLite ≥ 3.35 `ALTER TABLE … DROP COLUMN`)."""
-    have = set(names) if _offline() else _tables().get(table, set())
+    have = set(names) if _offline() else _columns(table)
     for name in names:
         if name in have:
             op.drop_column(table, name)
