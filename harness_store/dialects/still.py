@@ -32,7 +32,21 @@ from sqlalchemy.engine import URL
 SIDE_SUFFIXES = ("-wal", "-shm")
 
 STILL_FILE = "hs_still_file"
-"""Pool-entry `info` key: the path of the file this connection reads with `immutable=1`."""
+"""Pool-entry `info` key: the path of the file this connection reads with `immutable=1`, and
+its `FileMark` when the connection was opened."""
+
+FileMark = tuple[int, int, int, int]
+"""A file's device, inode, size and modification time: a writer that came and went (its side
+files gone again) still leaves the file changed."""
+
+
+def file_mark(path: Path) -> FileMark | None:
+    """The `FileMark` of the file at `path` now, or None when it cannot be read."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def side_files(path: Path) -> list[Path]:
@@ -57,10 +71,15 @@ def read_as_still_file(path: Path) -> bool:
     return not any(p.exists() for p in side_files(path))
 
 
-def writer_appeared(path: Path) -> bool:
+def writer_appeared(path: Path, since: FileMark | None) -> bool:
     """Whether a writer opened the store while it was read as a still file: its side files
-    are there now (a writable directory; on read-only media nothing can write it)."""
-    return os.access(path.parent, os.W_OK) and any(p.exists() for p in side_files(path))
+    are there now, or the file is not the one marked `since` (a writer that committed and
+    closed in between). On read-only media nothing can write it."""
+    if not os.access(path.parent, os.W_OK):
+        return False
+    if any(p.exists() for p in side_files(path)):
+        return True
+    return since is not None and file_mark(path) != since
 
 
 def file_uri(path: Path) -> str:
@@ -103,12 +122,16 @@ def install_still_reads(engine: Engine) -> None:
     @event.listens_for(engine, "do_connect")
     def still_when_nobody_writes(dialect: Any, record: Any, cargs: list[Any], cparams: Any) -> None:
         record.info.pop(STILL_FILE, None)
+        mark = file_mark(path)
         if cargs and isinstance(cargs[0], str) and read_as_still_file(path):
             cargs[0] = f"{cargs[0]}{'&' if '?' in cargs[0] else '?'}immutable=1"
-            record.info[STILL_FILE] = path
+            record.info[STILL_FILE] = (path, mark)
 
 
 def still_read_outdated(conn: Connection) -> bool:
     """Whether `conn` reads its file as still while a writer has since opened it."""
-    path = conn.info.get(STILL_FILE)
-    return path is not None and writer_appeared(path)
+    still = conn.info.get(STILL_FILE)
+    if still is None:
+        return False
+    path, mark = still
+    return writer_appeared(path, mark)

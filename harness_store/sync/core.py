@@ -42,7 +42,9 @@ from ..preflight import is_malformed
 from ..releases import NEWEST_KNOWN_RELEASE
 from ..transfer.plan import BOOKKEEPING_TABLES
 from ..transfer.reading import (
+    FileMark,
     check_source_pages,
+    file_mark,
     malformed_source_message,
     read_as_still_file,
     source_url,
@@ -363,6 +365,7 @@ def _sync_one(
     batch_size: int,
 ) -> OriginReport:
     started = time.monotonic()
+    since = file_mark(path)
     still = read_as_still_file(path)
     if mark and not dry_run:
         src_engine = make_engine(source_url(path, immutable=still))
@@ -376,11 +379,14 @@ def _sync_one(
             with engine.connect() as dst, dst.begin():
                 marked = origins.adopt_for_mark(dst, origins.identify(path, None))
             origins.write_mark(path, marked)
+            since = file_mark(path)
             still = read_as_still_file(path)
     for attempt in (1, 2, 3):
         src_engine = make_engine(source_url(path, immutable=still))
         try:
-            return _send(src_engine, engine, path, dry_run, on_rows, batch_size, started, still)
+            return _send(
+                src_engine, engine, path, dry_run, on_rows, batch_size, started, still, since
+            )
         except IntegrityError:
             if attempt == 3:  # another sync registered this origin meanwhile: once more
                 raise
@@ -410,6 +416,7 @@ def _send(
     batch_size: int,
     started: float,
     still: bool,
+    since: FileMark | None,
 ) -> OriginReport:
     counts = TableCounts()
     with _snapshot(src_engine) as src, engine.connect() as dst:
@@ -439,7 +446,7 @@ def _send(
             work.run()
             if origin.anchor is None and anchor is not None:
                 dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
-            if still and writer_appeared(path):
+            if still and writer_appeared(path, since):
                 raise WriterAppeared(str(path))
         except BaseException:
             transaction.rollback()

@@ -100,7 +100,13 @@ from .plan import (
     source_engine,
     still_source,
 )
-from .reading import check_source_pages, malformed_source_message, writer_appeared
+from .reading import (
+    FileMark,
+    check_source_pages,
+    file_mark,
+    malformed_source_message,
+    writer_appeared,
+)
 from .report import (
     DEFAULT_BATCH_SIZE,
     CopyError,
@@ -165,6 +171,7 @@ def copy_store(
     source_url = to_url(source)
     target_url = to_url(target)
     still = still_source(source_url)
+    since = None if still is None else file_mark(still)
     while True:
         engine = source_engine(source_url, still=still is not None)
         try:
@@ -174,7 +181,7 @@ def copy_store(
                 plan = make_plan(src, source_url)
                 if not skip_unknown_tables:
                     refuse_unknown(plan, source_url)
-                check = None if still is None else _no_writer_on(still)
+                check = None if still is None else _no_writer_on(still, since)
                 _copy(
                     src,
                     plan,
@@ -212,9 +219,9 @@ class WriterAppeared(Exception):
     """A writer opened a source read as a still file: its snapshot may be torn."""
 
 
-def _no_writer_on(path: Path) -> Callable[[], None]:
+def _no_writer_on(path: Path, since: FileMark | None) -> Callable[[], None]:
     def check() -> None:
-        if writer_appeared(path):
+        if writer_appeared(path, since):
             raise WriterAppeared(str(path))
 
     return check

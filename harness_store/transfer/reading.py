@@ -14,12 +14,27 @@ from pathlib import Path
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 
-from ..dialects.still import in_wal_mode, read_as_still_file, read_only_file_url, side_files
+from ..dialects.still import (
+    FileMark,
+    file_mark,
+    in_wal_mode,
+    read_as_still_file,
+    read_only_file_url,
+    side_files,
+)
 from ..dialects.still import writer_appeared as writer_appeared
 from ..errors import MalformedStoreError
 from ..preflight import is_malformed
 
-__all__ = ["in_wal_mode", "read_as_still_file", "side_files", "source_url", "writer_appeared"]
+__all__ = [
+    "FileMark",
+    "file_mark",
+    "in_wal_mode",
+    "read_as_still_file",
+    "side_files",
+    "source_url",
+    "writer_appeared",
+]
 
 
 def source_url(path: Path, *, immutable: bool) -> URL:

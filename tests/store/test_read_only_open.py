@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from sync.media import read_only_medium
@@ -75,6 +77,27 @@ def test_a_reader_of_a_still_file_sees_a_writer_that_opens_later(tmp_path: Path)
             assert sorted(reader.runs()) == [1, 2, 3, made]
             second = writer.start_run("and wrote again", "c.md")
             assert reader.last_run() == second
+
+
+def test_a_reader_of_a_still_file_sees_a_writer_that_came_and_went_between_two_reads(
+    tmp_path: Path,
+) -> None:
+    """A writer in another process opens the still file, commits and closes before the
+    reader reads again, so its side files are gone by then: the reader still sees the commit
+    (the file changed under `immutable=1`), instead of reading the file as it was."""
+    path = closed_store(tmp_path / "runs.sqlite3")
+    with Store.open(path, read_only=True) as reader:
+        assert sorted(reader.runs()) == [1, 2, 3]
+        subprocess.run(
+            [sys.executable, "-c",
+             "import sys; from harness_store import Store\n"
+             "with Store.open(sys.argv[1]) as w: w.start_run('came and went', 'd.md')",
+             str(path)],
+            check=True, timeout=120,
+        )  # fmt: skip
+        assert side_files(path) == []
+        assert sorted(reader.runs()) == [1, 2, 3, 4]
+        assert reader.status(4) == "running"
 
 
 def test_a_copy_of_a_live_store_with_its_side_files_is_read_as_it_was(tmp_path: Path) -> None:
