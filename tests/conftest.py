@@ -204,6 +204,12 @@ def fresh_pg_database(server_url: str) -> Iterator[str]:
         pool.release(name)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker per CPU and one more. With one per CPU the CPUs are a third idle
+    (the suite waits on fsync, subprocesses and PostgreSQL); the extra worker fills that."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Drop the pooled PostgreSQL databases of this process."""
     while _POOLS:
