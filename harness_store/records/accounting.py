@@ -6,7 +6,7 @@ price table the caller supplies, never stored (io-harness 0.18, tiers 0.29, roll
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Self
 
 MICROS_PER_UNIT = 1_000_000
@@ -186,6 +186,45 @@ class Spend:
     usage: Usage
     cost_micros: int
     unpriced_calls: int
+
+
+(
+    _SET_PROMPT,
+    _SET_COMPLETION,
+    _SET_TOTAL,
+    _SET_CACHE_READ,
+    _SET_CACHE_WRITE,
+    _SET_REASONING,
+    _SET_SERVER_TOOLS,
+) = (Usage.__dict__[f.name].__set__ for f in fields(Usage))
+_SET_KEY, _SET_CALLS, _SET_USAGE, _SET_COST, _SET_UNPRICED = (
+    Spend.__dict__[f.name].__set__ for f in fields(Spend)
+)
+
+
+def spend_from_row(
+    key: str, calls: int, prompt: int, completion: int, total: int, cache_read: int,
+    cache_write: int, reasoning: int, server_tools: int, cost: int, unpriced: int,
+) -> Spend:  # fmt: skip
+    """`Spend(key, calls, Usage(prompt, …, server_tools), cost, unpriced)`, built at half the
+    cost: a frozen dataclass's `__init__` sets each field through `object.__setattr__`, and
+    `spend_by_run` builds one record per run (100,000 on a large store). Each field is set
+    through its class's own slot, so the record is the one the constructor makes."""
+    usage = object.__new__(Usage)
+    _SET_PROMPT(usage, prompt)
+    _SET_COMPLETION(usage, completion)
+    _SET_TOTAL(usage, total)
+    _SET_CACHE_READ(usage, cache_read)
+    _SET_CACHE_WRITE(usage, cache_write)
+    _SET_REASONING(usage, reasoning)
+    _SET_SERVER_TOOLS(usage, server_tools)
+    spend = object.__new__(Spend)
+    _SET_KEY(spend, key)
+    _SET_CALLS(spend, calls)
+    _SET_USAGE(spend, usage)
+    _SET_COST(spend, cost)
+    _SET_UNPRICED(spend, unpriced)
+    return spend
 
 
 @dataclass(frozen=True)

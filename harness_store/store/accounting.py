@@ -47,9 +47,10 @@ from ..records import (
     Tally,
     Usage,
 )
+from ..records.accounting import spend_from_row
 from .marks import pages, reads, writes
 from .older import OlderStoreMixin
-from .spend import counted, fingerprint, spend_of
+from .spend import FIRST, counted, fingerprint, row_of
 from .spend import run_rows as spend_run_rows
 from .spend import spend as spend_from_counters
 
@@ -208,7 +209,11 @@ class AccountingMixin(OlderStoreMixin):
         if since is None:
             try:
                 counted = self._spend_counted()
-                rows = spend_run_rows(self, prices, fingerprint(prices)) if counted else None
+                rows = (
+                    spend_run_rows(self, prices, fingerprint(prices), row_of, FIRST)
+                    if counted
+                    else None
+                )
             except _Inexact:
                 rows = None
             except StoreError as exc:
@@ -217,7 +222,7 @@ class AccountingMixin(OlderStoreMixin):
                 rows = None
             if rows is not None:
                 for row in rows:
-                    yield spend_of(*row)
+                    yield spend_from_row(*row)
                 return
         yield from self.spend_by_run(prices, since=since)
 

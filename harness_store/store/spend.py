@@ -20,15 +20,16 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Sequence
-from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from operator import attrgetter, itemgetter
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Select, and_, inspect, select, true
 
 from ..errors import StoreAccessError, StoreLockedError
 from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
 from ..records import PriceTable, Spend, Usage
+from ..records.accounting import spend_from_row
 
 if TYPE_CHECKING:
     from .accounting import AccountingMixin
@@ -180,23 +181,27 @@ def _priced(
     return out
 
 
+Made = TypeVar("Made")
+
+
 def _spend_by_run(store: AccountingMixin, prices: PriceTable, fp: str) -> list[Spend]:
-    """Spend per run: the records of `run_rows`."""
-    return [spend_of(*row) for row in run_rows(store, prices, fp)]
+    """Spend per run: `run_rows` built straight into records."""
+    return run_rows(store, prices, fp, spend_from_row, _KEY)
 
 
-def spend_of(
-    key: str, calls: int, pt: int, ct: int, tt: int, crt: int, cwt: int, rt: int, st: int,
-    cost: int, unpriced: int,
-) -> Spend:  # fmt: skip
-    return Spend(key, calls, Usage(pt, ct, tt, crt, cwt, rt, st), cost, unpriced)
-
-
-def run_rows(store: AccountingMixin, prices: PriceTable, fp: str) -> list[tuple[Any, ...]]:
-    """Spend per run as plain tuples (key, calls, the seven usage sums, cost, unpriced calls),
-    in the records' text order of keys: one group per run, so each kept row is a record as it
-    is (no merging), and only stale runs are priced again. Plain tuples of numbers rather
-    than records: cheap to build and sort, and nothing the garbage collector walks for long."""
+def run_rows(
+    store: AccountingMixin,
+    prices: PriceTable,
+    fp: str,
+    make: Callable[..., Made],
+    key: Callable[[Made], str],
+) -> list[Made]:
+    """Spend per run, each made by `make(key, calls, the seven usage sums, cost, unpriced
+    calls)` (a record, or a plain tuple to make one from later), in the records' text order
+    of keys: one group per run, so each kept row is a record as it is (no merging), and only
+    stale runs are priced again. Made straight from the fetched rows, with no tuple between:
+    a large store has 100,000 runs, and each object built on the way is one more the garbage
+    collector walks."""
     keep: list[tuple[Any, Group, int, Values]] = []
     r, p = SPEND_RUNS, PRICED_RUNS
     on = and_(p.c.prices == fp, p.c.run_id == r.c.run_id)
@@ -207,21 +212,30 @@ def run_rows(store: AccountingMixin, prices: PriceTable, fp: str) -> list[tuple[
         stale = {(row[0],): int(row[1]) for row in rows if row[2] != row[1]}
         priced = _price_runs(conn, prices, stale, keep) if stale else []
     out = [
-        (str(row[0]), *row[3:])
+        make(str(row[0]), *row[3:])
         for row in rows
         if row[2] == row[1] and row[3]
     ]  # fmt: skip
     del rows
     for (run_id,), (calls, *usage, cost, priced_calls) in priced:
         if calls:
-            out.append((str(run_id), calls, *usage, cost, calls - priced_calls))
-    out.sort(key=_FIRST)
+            out.append(make(str(run_id), calls, *usage, cost, calls - priced_calls))
+    out.sort(key=key)
     if keep:
         _keep(store, fp, keep)
     return out
 
 
-_FIRST = itemgetter(0)
+_KEY = attrgetter("key")
+
+
+def row_of(*values: Any) -> tuple[Any, ...]:
+    """`run_rows`' `make` for plain tuples, to be made records one at a time later."""
+    return values
+
+
+FIRST = itemgetter(0)
+"""`run_rows`' `key` for `row_of`'s tuples."""
 
 
 def _price_runs(

@@ -4,11 +4,16 @@ thread may own), and a read-only Store keeps nothing and answers all the same.""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import pickle
 import sys
 from typing import Any
 
-from harness_store import Price, PriceTable, ProviderCall, Store, Usage
+import pytest
+
+from harness_store import Price, PriceTable, ProviderCall, Spend, Store, Usage
+from harness_store.records.accounting import spend_from_row
 
 PRICES = PriceTable.new("x").with_("m", Price(input=3, output=5))
 
@@ -63,3 +68,20 @@ def test_a_read_only_store_answers_spend_and_keeps_nothing(store_target: str) ->
     with Store.open(store_target, read_only=True) as reader:
         assert reader.spend_by_run(PRICES) == expected
         assert list(reader.iter_spend_by_run(PRICES)) == expected
+
+
+def test_a_record_built_through_its_slots_is_the_constructors_record() -> None:
+    """`spend_from_row` (how `spend_by_run` builds its records cheaply) makes exactly what
+    `Spend(key, calls, Usage(...), cost, unpriced)` makes: equal, same hash and repr, still
+    frozen, and it pickles and `replace`s the same."""
+    values = ("42", 3, 100, 20, 120, 7, 8, 9, 1, 12_345, 1)
+    built = spend_from_row(*values)
+    made = Spend("42", 3, Usage(100, 20, 120, 7, 8, 9, 1), 12_345, 1)
+    assert built == made and hash(built) == hash(made) and repr(built) == repr(made)
+    assert type(built) is Spend and type(built.usage) is Usage
+    assert pickle.loads(pickle.dumps(built)) == made
+    assert dataclasses.replace(built, calls=4) == dataclasses.replace(made, calls=4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.calls = 5  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.usage.prompt_tokens = 5  # type: ignore[misc]
