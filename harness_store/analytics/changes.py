@@ -29,11 +29,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from .compute import filled
+from .files import NULL_PARTITION, Generation
 from .schema import ORIGIN, TableShape
 
 if TYPE_CHECKING:
     from ..store import Store
-    from .dataset import _Generation
 
 CHUNK = 500
 """Runs compared at a time (one `IN (…)` list of the store's read)."""
@@ -66,7 +66,7 @@ class Replaced:
 
 def replace_changed_runs(
     store: Store,
-    writer: _Generation,
+    writer: Generation,
     shape: TableShape,
     previous: dict[str, Any],
     touched: set[int],
@@ -160,8 +160,6 @@ def by_run(data: pa.Table, run_column: str, key: str) -> dict[int, pa.Table]:
 def origin_of(relative: str) -> str | None:
     """The origin of a dataset file's partition (None for rows written centrally, and on a
     store never synced, whose files have no partitions)."""
-    from .dataset import NULL_PARTITION
-
     for part in Path(relative).parts:
         if part.startswith(f"{ORIGIN}="):
             value = part.removeprefix(f"{ORIGIN}=")

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from ..errors import InvalidValueError
 from .changes import Replaced, replace_changed_runs, touched_runs
-from .compute import equals, filled
+from .compute import equals
+from .files import NULL_PARTITION, TEMPORARY, Generation, flush, flush_directory
 from .schema import ORIGIN, TABLES, shape_of
 
 if TYPE_CHECKING:
@@ -45,9 +45,6 @@ if TYPE_CHECKING:
 
 MANIFEST = "_manifest.json"
 MANIFEST_FORMAT = 1
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-"""The partition of rows with no origin (written centrally), as Hive and pyarrow name it."""
-TEMPORARY = ".tmp"
 PART = re.compile(r"^part-\d+-\d+\.parquet$")
 
 Progress = Callable[[str, int, int, int], None]
@@ -115,7 +112,7 @@ def export_parquet(
     synced = store._synced()
     marks = store._run_marks()
     touched = touched_runs(manifest.get("run_marks") if previous else None, marks)
-    writer = _Generation(root, generation, synced)
+    writer = Generation(root, generation, synced)
     report = ExportReport(str(root), generation)
     entries: dict[str, Any] = dict(manifest.get("tables", {})) if previous else {}
     try:
@@ -156,7 +153,7 @@ def _ticker(progress: Progress | None, table: str, done: int, total: int) -> Cal
 
 def _export_table(
     store: Store,
-    writer: _Generation,
+    writer: Generation,
     name: str,
     previous: dict[str, Any] | None,
     filters: tuple[str | None, list[int] | None],
@@ -179,7 +176,7 @@ def _export_table(
 
 def _export_append(
     store: Store,
-    writer: _Generation,
+    writer: Generation,
     name: str,
     previous: dict[str, Any] | None,
     filters: tuple[str | None, list[int] | None],
@@ -234,147 +231,6 @@ def _export_append(
     return entry, TableExport(name, "rewritten", rows, rows)
 
 
-class _Generation:
-    """The files one export writes: under temporary names until `publish` renames them."""
-
-    def __init__(self, root: Path, generation: int, synced: bool) -> None:
-        self.root = root
-        self.generation = generation
-        self.synced = synced
-        self.pending: list[Path] = []
-        self.count = 0
-
-    def _path(self, table: str, origin: str | None) -> tuple[Path, str]:
-        self.count += 1
-        part = f"part-{self.generation:06d}-{self.count:06d}.parquet"
-        relative = Path(table)
-        if self.synced:
-            relative /= f"{ORIGIN}={origin if origin is not None else NULL_PARTITION}"
-        relative /= part
-        return self.root / relative, relative.as_posix()
-
-    def write(
-        self,
-        table: str,
-        batches: Iterable[pa.RecordBatch],
-        tick: Callable[[int], None],
-        *,
-        digest: Any = None,
-        skip_empty: bool = False,
-    ) -> tuple[list[dict[str, Any]], int]:
-        """Write `batches` (partitioned by origin on a synced store) to new temporary files;
-        their manifest entries and the rows written."""
-        writers: dict[str | None, tuple[pq.ParquetWriter, Path, str, list[int]]] = {}
-        rows = 0
-        schema: pa.Schema | None = None
-        try:
-            for batch in batches:
-                if digest is not None:
-                    digest.update(batch.serialize())
-                schema = batch.schema
-                if not batch.num_rows:
-                    continue
-                rows += batch.num_rows
-                for origin, part in self._split(batch):
-                    self._append(writers, table, origin, part)
-                tick(rows)
-            if not writers and not skip_empty and schema is not None:
-                # An empty table still gets a file, so readers find its columns.
-                empty = schema.remove(schema.get_field_index(ORIGIN)) if self.synced else schema
-                path, relative = self._path(table, None)
-                writers[None] = (self._open(path, empty), path, relative, [0])
-        finally:
-            entries = []
-            for writer, _, relative, counted in writers.values():
-                writer.close()
-                entries.append({"path": relative, "rows": counted[0]})
-        return entries, rows
-
-    def write_rows(self, table: str, origin: str | None, data: pa.Table) -> list[dict[str, Any]]:
-        """Write `data` (rows kept from a file of the last export, without `origin`) to one
-        new temporary file in `origin`'s partition; its manifest entry."""
-        writers: dict[str | None, tuple[pq.ParquetWriter, Path, str, list[int]]] = {}
-        try:
-            for batch in data.to_batches():
-                self._append(writers, table, origin, batch)
-        finally:
-            for writer, *_ in writers.values():
-                writer.close()
-        return [{"path": relative, "rows": counted[0]} for _, _, relative, counted in
-                writers.values()]  # fmt: skip
-
-    def _split(self, batch: pa.RecordBatch) -> Iterator[tuple[str | None, pa.RecordBatch]]:
-        if not self.synced:
-            yield None, batch
-            return
-        index = batch.schema.get_field_index(ORIGIN)
-        origins = batch.column(index)
-        rest = batch.drop_columns([ORIGIN])
-        values = set(origins.to_pylist())
-        if len(values) == 1:
-            yield values.pop(), rest
-            return
-        for value in sorted(values, key=lambda v: (v is not None, v or "")):
-            mask = pc.is_null(origins) if value is None else equals(origins, value)
-            yield value, rest.filter(filled(mask, False))
-
-    def _append(
-        self,
-        writers: dict[str | None, tuple[pq.ParquetWriter, Path, str, list[int]]],
-        table: str,
-        origin: str | None,
-        batch: pa.RecordBatch,
-    ) -> None:
-        if origin not in writers:
-            path, relative = self._path(table, origin)
-            writers[origin] = (self._open(path, batch.schema), path, relative, [0])
-        writer, _, _, counted = writers[origin]
-        writer.write_batch(batch)
-        counted[0] += batch.num_rows
-
-    def _open(self, path: Path, schema: pa.Schema) -> pq.ParquetWriter:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + TEMPORARY)
-        self.pending.append(path)
-        return pq.ParquetWriter(temporary, schema, compression="zstd")
-
-    def drop(self, entries: list[dict[str, Any]]) -> None:
-        """Forget files written for a table that turned out unchanged."""
-        for entry in entries:
-            path = self.root / entry["path"]
-            path.with_name(path.name + TEMPORARY).unlink(missing_ok=True)
-            self.pending.remove(path)
-
-    def publish(self) -> None:
-        """Flush every new file and rename it into place (still unlisted: the manifest is
-        what makes them part of the dataset)."""
-        for path in self.pending:
-            _flush(path.with_name(path.name + TEMPORARY))
-        for path in self.pending:
-            os.replace(path.with_name(path.name + TEMPORARY), path)
-        for directory in {p.parent for p in self.pending}:
-            _flush_directory(directory)
-
-    def discard(self) -> None:
-        """Remove what this export wrote, after a failure."""
-        for path in self.pending:
-            path.with_name(path.name + TEMPORARY).unlink(missing_ok=True)
-            path.unlink(missing_ok=True)
-
-
-def _flush(path: Path) -> None:
-    with open(path, "rb+") as handle:
-        os.fsync(handle.fileno())
-
-
-def _flush_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
 def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """The dataset's manifest (empty when there is none yet); `InvalidValueError` for a
     directory holding something else."""
@@ -394,9 +250,9 @@ def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
     path = root / MANIFEST
     temporary = path.with_name(path.name + TEMPORARY)
     temporary.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
-    _flush(temporary)
+    flush(temporary)
     os.replace(temporary, path)
-    _flush_directory(root)
+    flush_directory(root)
 
 
 def clear_leftovers(root: Path, manifest: dict[str, Any]) -> None:

@@ -16,12 +16,12 @@ from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES
 from harness_store.analytics.dataset import (
     MANIFEST,
-    NULL_PARTITION,
     dataset_files,
     export_parquet,
     read_dataset,
     read_manifest,
 )
+from harness_store.analytics.files import NULL_PARTITION
 from harness_store.records import Price, PriceTable
 from harness_store.sync import source_run, sync
 
