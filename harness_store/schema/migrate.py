@@ -50,7 +50,7 @@ from .releases import REVISIONS
 if TYPE_CHECKING:
     from sqlalchemy import MetaData
 
-log = logging.getLogger("harness_store.migrate")
+log = logging.getLogger(__name__)
 
 _RUNNING = threading.RLock()
 """Alembic's `op` and `context` are process globals: one chain runs at a time per process."""
