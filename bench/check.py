@@ -115,7 +115,8 @@ def time_sqlite(path: Path, rounds: int) -> dict[str, list[float]]:
 def time_postgresql(cfg: Config, runs: int, steps: int) -> float:
     from sqlalchemy import create_engine
 
-    from harness_store import Store, migrate
+    from harness_store import Store
+    from harness_store.schema import migrate
 
     assert cfg.pg is not None
     with pg_database(cfg.pg, "hs_bench_check") as url:

@@ -7,7 +7,7 @@ and flushing are not timed).
 
 - The target: `alembic -x db=… -x backup=no upgrade head`, the command a user runs, each time
   a new process started from the repository root, as the issue names it.
-- For the breakdown, in this process (`harness_store.migrate.upgrade`, after a discarded
+- For the breakdown, in this process (`harness_store.schema.migrate.upgrade`, after a discarded
   warm-up round, so imports are not counted): with backup=False and with backup=True (the
   online-backup copy is O(size)); the chain stopped at 0.13 (no hs1 indexes: the part that must
   stay flat, since no step rewrites a table); and a raw `CREATE INDEX` of hs1's steps index on
@@ -80,8 +80,8 @@ def rootpages(path: Path) -> dict[str, int]:
 
 
 def run(cfg: Config) -> list[Table]:
-    from harness_store.migrate import upgrade
-    from harness_store.releases import HEAD
+    from harness_store.schema.migrate import upgrade
+    from harness_store.schema.releases import HEAD
 
     sizes = cfg.pick((10_000, 1_000_000), (10_000, 100_000))
     small, large = sizes

@@ -22,7 +22,7 @@ from ..errors import (
     StoreLockedError,
     StoreNotFoundError,
 )
-from ..releases import HEAD, UPSTREAM_HEAD
+from ..schema.releases import HEAD, UPSTREAM_HEAD
 from .output import visible
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from ..detect import StoreKind
 from ..errors import NotADatabaseError
 from ..records.health import CheckReport, Finding
+from ..schema.detect import StoreKind
 from .app import EPILOG, DbArg, JsonOpt, app
 from .decide import open_writer
 from .output import emit_json, plural, stdout_console

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from ..errors import UpgradeRequiredError
 from ..records import PlanVerdict
-from ..releases import HEAD
+from ..schema.releases import HEAD
 from .app import EXIT_NOT_FOUND, EXIT_USAGE, MAX_INT, CliError, DbArg, JsonOpt, RunArg, app
 from .output import emit_json, stdout_console, visible
 from .reader import parse_target, suggest

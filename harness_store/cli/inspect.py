@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select, table
 
-from ..detect import StoreKind, read_revision
 from ..engine import safe_url, sqlite_path
-from ..releases import HEAD
+from ..schema.detect import StoreKind, read_revision
+from ..schema.releases import HEAD
 
 if TYPE_CHECKING:
     pass

@@ -19,12 +19,12 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-from ..detect import Diagnosis, check_sqlite_file, diagnose
-from ..detect import refuse_unreadable as refuse_unreadable_store
 from ..dialects.still import names_uri
 from ..engine import URL_ENV, make_engine, safe_url, sqlite_path, where
 from ..engine import read_only_url as engine_read_only_url
 from ..errors import SchemaError, StoreNotFoundError, UnfinishedTransactionError
+from ..schema.detect import Diagnosis, check_sqlite_file, diagnose
+from ..schema.detect import refuse_unreadable as refuse_unreadable_store
 from ..targets import Target
 from ..transfer.marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
 

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from sqlalchemy.engine import URL
 
-from ..detect import StoreKind
 from ..engine import safe_url, sqlite_path, where
 from ..errors import StoreNotFoundError
-from ..releases import HEAD, NEWEST_KNOWN_RELEASE, REVISIONS, revision_for
+from ..schema.detect import StoreKind
+from ..schema.releases import HEAD, NEWEST_KNOWN_RELEASE, REVISIONS, revision_for
 
 if TYPE_CHECKING:
-    from ..migrate import UpgradeReport
+    from ..schema.migrate import UpgradeReport
 from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .output import emit_json, stderr_console, visible
 from .reader import hot_journal, look, parse_target, suggest
@@ -59,7 +59,7 @@ def upgrade_command(
     """Say what the store is, back it up (SQLite files), and upgrade it through the Alembic
     chain to REV (head by default), in one transaction; report what changed. A path where no
     store exists gets a new one."""
-    from ..migrate import upgrade
+    from ..schema.migrate import upgrade
 
     destination = chain_revision(to, head=True)
     url = parse_target(db).url
@@ -156,7 +156,7 @@ def downgrade_command(
     """Say what the store is, back it up (SQLite files), and take it down the Alembic chain
     to REV, in one transaction; report what changed. The data of the releases above REV is
     dropped (the backup keeps it)."""
-    from ..migrate import downgrade
+    from ..schema.migrate import downgrade
 
     destination = chain_revision(to, head=False)
     url = parse_target(db).url

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 ${imports if imports else ""}
-from harness_store.migration_ops import INT, add_columns, create_table
+from harness_store.schema.migration_ops import INT, add_columns, create_table
 
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}

@@ -16,7 +16,6 @@ from typing import Self, TypeVar
 from sqlalchemy import Column, Connection, Engine, MetaData, String, Table, insert
 from sqlalchemy.engine import URL
 
-from ..detect import Diagnosis, check_sqlite_file, diagnose, read_revision, refuse_unreadable
 from ..dialects import backend_named
 from ..dialects.still import names_uri
 from ..engine import make_engine, read_only_url, to_url, where
@@ -24,8 +23,9 @@ from ..errors import InvalidValueError, StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
 from ..models.spend import SPEND_METADATA
-from ..preflight import check_readable
-from ..releases import HEAD
+from ..schema.detect import Diagnosis, check_sqlite_file, diagnose, read_revision, refuse_unreadable
+from ..schema.preflight import check_readable
+from ..schema.releases import HEAD
 from ..targets import Target, TargetLike
 from .accounting import AccountingMixin
 from .agents import AgentsMixin
@@ -165,7 +165,7 @@ class Store(
                     raise StoreNotFoundError(
                         f"no run store at {path} (open with upgrade=True to create one)"
                     )
-                from ..migrate import upgrade as run_upgrade
+                from ..schema.migrate import upgrade as run_upgrade
 
                 report = run_upgrade(parsed.url, backup=False)
         store = cls(
@@ -211,7 +211,7 @@ class Store(
                     f"Upgrade it with `harness-store upgrade {shown}` "
                     f"(or `alembic -x db={shown} upgrade head`), or open it with upgrade=True"
                 )
-            from ..migrate import upgrade as run_upgrade  # Alembic only when there is work
+            from ..schema.migrate import upgrade as run_upgrade  # Alembic only when there is work
 
             with self._connector.released():
                 self.upgrade_report = run_upgrade(self.url, backup=backup)

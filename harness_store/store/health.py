@@ -21,14 +21,14 @@ from collections.abc import Iterable, Mapping
 from sqlalchemy import Connection, Index, exists, inspect, select
 
 from .. import models as m
-from ..backup import take_backup
-from ..detect import diagnose, read_revision, read_tables
 from ..dialects import Backend, backend_for
 from ..dialects.postgresql import FORMAT_TABLE
 from ..engine import sqlite_path
 from ..models.spend import SPEND_TABLES
 from ..records.health import CheckReport, Finding, FindingKind, Repaired
-from ..releases import (
+from ..schema.backup import take_backup
+from ..schema.detect import diagnose, read_revision, read_tables
+from ..schema.releases import (
     INDEXES,
     OWN_INDEXES,
     OWN_SPEND,

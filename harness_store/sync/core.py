@@ -20,13 +20,6 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.util import LRUCache
 
-from ..detect import (
-    IGNORED_TABLES,
-    check_sqlite_file,
-    diagnose,
-    read_revision,
-    refuse_unreadable,
-)
 from ..dialects import backend_named
 from ..dialects.sqlite import WRITE
 from ..engine import make_engine, safe_url, sqlite_path, to_url, where
@@ -38,8 +31,15 @@ from ..errors import (
 )
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
-from ..preflight import is_malformed
-from ..releases import NEWEST_KNOWN_RELEASE
+from ..schema.detect import (
+    IGNORED_TABLES,
+    check_sqlite_file,
+    diagnose,
+    read_revision,
+    refuse_unreadable,
+)
+from ..schema.preflight import is_malformed
+from ..schema.releases import NEWEST_KNOWN_RELEASE
 from ..transfer.plan import BOOKKEEPING_TABLES
 from ..transfer.reading import (
     FileMark,
@@ -264,7 +264,7 @@ def _prepare_dest(engine: Engine, url: URL) -> None:
 
     A destination a sync prepared before (at head, sync's tables there, no unfinished copy)
     is known from one look and not opened again."""
-    from ..releases import HEAD
+    from ..schema.releases import HEAD
     from ..transfer import copy_in_progress
 
     with engine.connect() as conn, conn.begin():

@@ -80,8 +80,8 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..engine import make_engine, safe_url, sqlite_path, to_url, where
 from ..errors import MalformedStoreError
-from ..preflight import is_malformed
-from ..releases import HEAD
+from ..schema.preflight import is_malformed
+from ..schema.releases import HEAD
 from .marker import (
     COPY_MARKER,
     IncompleteCopyError,
@@ -241,7 +241,7 @@ def _copy(
     """Build the target's schema, mark it unfinished, copy into it in one transaction that
     also drops the mark, verify; empty it on failure."""
     before = check_target_empty(url, replace=replace)
-    from ..migrate import upgrade  # Alembic only once there is work
+    from ..schema.migrate import upgrade  # Alembic only once there is work
 
     target_path = sqlite_path(url)
     if target_path is not None and mode_from is not None and not before.file_existed:

@@ -14,13 +14,13 @@ from sqlalchemy import table as table_clause
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..detect import StoreKind, check_sqlite_file, diagnose
 from ..dialects import backend_named
 from ..dialects.postgresql import FORMAT_TABLE
 from ..dialects.sqlite import WRITE
 from ..engine import URL_ENV, make_engine, read_only_url, safe_url, sqlite_path, where
 from ..errors import SchemaError, StoreError, StoreNotFoundError, UpgradeRequiredError
-from ..releases import NEWEST_KNOWN_RELEASE, SHAPES, STORE_RELEASE
+from ..schema.detect import StoreKind, check_sqlite_file, diagnose
+from ..schema.releases import NEWEST_KNOWN_RELEASE, SHAPES, STORE_RELEASE
 from .reading import read_as_still_file, source_url
 from .report import UnknownTablesError
 

@@ -24,7 +24,7 @@ from ..dialects.still import (
 )
 from ..dialects.still import writer_appeared as writer_appeared
 from ..errors import MalformedStoreError
-from ..preflight import is_malformed
+from ..schema.preflight import is_malformed
 
 __all__ = [
     "FileMark",

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import SchemaError, StoreError
-from ..releases import NEWEST_KNOWN_RELEASE
+from ..schema.releases import NEWEST_KNOWN_RELEASE
 
 DEFAULT_BATCH_SIZE = 1000
 """Rows read and inserted per batch unless told otherwise."""

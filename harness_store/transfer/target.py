@@ -13,10 +13,10 @@ from pathlib import Path
 from sqlalchemy import MetaData, inspect
 from sqlalchemy.engine import URL
 
-from ..detect import check_sqlite_file
 from ..dialects import backend_named
 from ..dialects.sqlite import WRITE
 from ..engine import make_engine, sqlite_path, where
+from ..schema.detect import check_sqlite_file
 from .marker import COPY_MARKER, IncompleteCopyError, incomplete_copy_message
 from .plan import BOOKKEEPING_TABLES, Plan, connected, count
 from .report import TargetNotEmptyError

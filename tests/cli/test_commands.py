@@ -29,7 +29,7 @@ from support.clirun import run_cli
 from harness_store import Store
 from harness_store.cli import read_only_url
 from harness_store.engine import to_url
-from harness_store.releases import HEAD
+from harness_store.schema.releases import HEAD
 
 Copy = Callable[[str], Path]
 

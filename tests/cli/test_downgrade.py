@@ -8,9 +8,10 @@ from pathlib import Path
 
 from conftest import copy_fixture
 
-from harness_store import Store, migrate
-from harness_store.detect import read_revision
+from harness_store import Store
 from harness_store.engine import make_engine, to_url
+from harness_store.schema import migrate
+from harness_store.schema.detect import read_revision
 
 from .conftest import run_cli
 

@@ -13,7 +13,7 @@ from sqlalchemy.engine import make_url
 from support import legacy
 from support.clirun import COMMAND, environ
 
-from harness_store.migrate import upgrade
+from harness_store.schema.migrate import upgrade
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ from support.clirun import on_terminal
 from harness_store import Store
 from harness_store.cli import app
 from harness_store.records import ProviderCall, StepRecord, Usage
-from harness_store.releases import NEWEST_KNOWN_RELEASE
+from harness_store.schema.releases import NEWEST_KNOWN_RELEASE
 
 from .conftest import run_cli
 

@@ -17,7 +17,7 @@ from support.clirun import COMMAND, environ, on_terminal
 
 from harness_store import Store
 from harness_store.records import StepRecord
-from harness_store.releases import HEAD
+from harness_store.schema.releases import HEAD
 
 ANSI = "\x1b["
 

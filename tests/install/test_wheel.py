@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_store.releases import HEAD
+from harness_store.schema.releases import HEAD
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -92,7 +92,7 @@ def test_package_upgrade_creates_a_store(fresh_venv: Path, tmp_path: Path) -> No
     target = tmp_path / "new" / "runs.sqlite3"
     target.parent.mkdir()
     code = (
-        "import sys; from harness_store import migrate; "
+        "import sys; from harness_store.schema import migrate; "
         "r = migrate.upgrade(sys.argv[1]); print(r.after, r.changed)"
     )
     done = run([str(fresh_venv / "bin" / "python"), "-c", code, str(target)], tmp_path)

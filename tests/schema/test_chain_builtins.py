@@ -20,8 +20,8 @@ from pytest_alembic.tests import (
 from sqlalchemy import Engine
 
 from harness_store.engine import make_engine
-from harness_store.migrate import alembic_config as packaged_config
-from harness_store.migrate import ignore_key_nullability
+from harness_store.schema.migrate import alembic_config as packaged_config
+from harness_store.schema.migrate import ignore_key_nullability
 
 __all__ = [
     "test_model_definitions_match_ddl",
@@ -33,7 +33,7 @@ __all__ = [
 
 @pytest.fixture
 def alembic_config() -> Config:
-    """The packaged chain, as `harness_store.migrate` runs it (autogenerate sees the same
+    """The packaged chain, as `harness_store.schema.migrate` runs it (autogenerate sees the same
     filter `alembic check` does)."""
     return Config(
         config_options={

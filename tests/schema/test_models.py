@@ -9,8 +9,9 @@ from sqlalchemy import create_engine, insert, select
 from sqlalchemy.orm import Session
 from support import legacy
 
-from harness_store import PolicyEvent, StepRecord, Store, migrate, models
+from harness_store import PolicyEvent, StepRecord, Store, models
 from harness_store.models.spend import SPEND_METADATA
+from harness_store.schema import migrate
 
 
 def test_relationships_navigate_a_run_and_its_tree(store_target: str) -> None:

@@ -22,7 +22,7 @@ from support import legacy
 from support.processes import Worker, alembic_argv, wait_for_file
 from support.sqlite_files import connect
 
-from harness_store import Store, migrate
+from harness_store import Store
 from harness_store.engine import make_engine
 from harness_store.errors import (
     MalformedStoreError,
@@ -31,7 +31,8 @@ from harness_store.errors import (
     UnfinishedTransactionError,
     UpgradeFailedError,
 )
-from harness_store.releases import HEAD
+from harness_store.schema import migrate
+from harness_store.schema.releases import HEAD
 
 STEPS = 20_000
 

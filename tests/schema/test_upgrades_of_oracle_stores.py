@@ -26,9 +26,9 @@ from sqlalchemy import create_engine, inspect, text
 from support import legacy
 from support.sqlite_files import connect, diagnose_file
 
-from harness_store import migrate
-from harness_store.detect import StoreKind
-from harness_store.releases import (
+from harness_store.schema import migrate
+from harness_store.schema.detect import StoreKind
+from harness_store.schema.releases import (
     HEAD,
     INDEXES,
     RELEASE_NAMES,

@@ -21,20 +21,12 @@ from interop.rustdebug import parse
 from interop.test_api_066 import PRICES as ZERO
 from sqlalchemy import create_engine, delete, insert, inspect, text, update
 
-from harness_store import (
-    AsyncStore,
-    Price,
-    PriceTable,
-    PriceTier,
-    ProviderCall,
-    Store,
-    Usage,
-    migrate,
-)
+from harness_store import AsyncStore, Price, PriceTable, PriceTier, ProviderCall, Store, Usage
 from harness_store.models import ProviderCall as CallRow
 from harness_store.models import table_of
 from harness_store.models.spend import SPEND_TABLES
-from harness_store.releases import HEAD
+from harness_store.schema import migrate
+from harness_store.schema.releases import HEAD
 from harness_store.store.accounting import ROW_KEYS
 
 CALLS = table_of(CallRow)

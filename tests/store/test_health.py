@@ -16,11 +16,12 @@ import pytest
 from conftest import FIXTURE_STORES, copy_fixture
 from sqlalchemy import create_engine
 
-from harness_store import Store, migrate
+from harness_store import Store
 from harness_store.engine import to_url
 from harness_store.records import ProviderCall, Usage
 from harness_store.records.health import FindingKind
-from harness_store.releases import REVISIONS
+from harness_store.schema import migrate
+from harness_store.schema.releases import REVISIONS
 
 from .healthkit import PRICES, kinds, plant, populated
 

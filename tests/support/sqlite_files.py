@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine
 
-from harness_store.detect import Diagnosis, diagnose
+from harness_store.schema.detect import Diagnosis, diagnose
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -27,7 +27,7 @@ def integrity_ok(path: Path) -> None:
 
 
 def diagnose_file(path: Path) -> Diagnosis:
-    """What `harness_store.detect` finds the SQLite file at `path` to be."""
+    """What `harness_store.schema.detect` finds the SQLite file at `path` to be."""
     engine = create_engine(f"sqlite:///{path}")
     try:
         with engine.connect() as conn:

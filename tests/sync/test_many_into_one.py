@@ -16,10 +16,10 @@ import pytest
 from support.synccheck import add_session, mirror_problems, row_count, write_source
 
 from harness_store import StepRecord, Store
-from harness_store.detect import StoreKind, diagnose
 from harness_store.engine import make_engine, read_only_url
 from harness_store.errors import StoreNotFoundError, UpgradeRequiredError
 from harness_store.models import Memory, Run, Step
+from harness_store.schema.detect import StoreKind, diagnose
 from harness_store.sync import (
     RULES,
     SyncRefusedError,

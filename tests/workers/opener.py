@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-import harness_store.migrate  # noqa: F401  (imported up front: the kill window is the upgrade)
+import harness_store.schema.migrate  # noqa: F401  (imported up front: the kill window is the upgrade)
 from harness_store import Store
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import alembic.config
 
-import harness_store.migrate  # imported before the barrier
+import harness_store.schema.migrate  # imported before the barrier
 from harness_store import Store
 
 INI = Path(__file__).resolve().parents[2] / "alembic.ini"
@@ -48,7 +48,7 @@ def main() -> None:
         store.close()
         print(f"done store stamped={getattr(report, 'stamped', None)}", flush=True)
     elif mode == "report":
-        report = harness_store.migrate.upgrade(path)
+        report = harness_store.schema.migrate.upgrade(path)
         print(
             f"done changed={report.changed} raced={report.raced} backup={report.backup}",
             flush=True,

@@ -16,7 +16,7 @@ Revises: 0.13
 
 from __future__ import annotations
 
-from harness_store.migration_ops import create_index, drop_index
+from harness_store.schema.migration_ops import create_index, drop_index
 
 revision = "hs1"
 down_revision = "0.13"

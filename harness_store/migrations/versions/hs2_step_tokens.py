@@ -21,7 +21,7 @@ Revises: 0.65
 
 from __future__ import annotations
 
-from harness_store.migration_ops import create_index, drop_index
+from harness_store.schema.migration_ops import create_index, drop_index
 
 revision = "hs2"
 down_revision = "0.65"

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from harness_store.dialects import backend_named
-from harness_store.migration_ops import create_index, create_table, drop_index, drop_table
+from harness_store.schema.migration_ops import create_index, create_table, drop_index, drop_table
 
 revision = "hs3"
 down_revision = "hs2"

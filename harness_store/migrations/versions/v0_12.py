@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from harness_store.migration_ops import INT, create_table, drop_table, switch_to_wal
+from harness_store.schema.migration_ops import INT, create_table, drop_table, switch_to_wal
 
 revision = "0.12"
 down_revision = "0.11"

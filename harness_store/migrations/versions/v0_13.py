@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from harness_store.migration_ops import INT, create_table, drop_table, id_column
+from harness_store.schema.migration_ops import INT, create_table, drop_table, id_column
 
 revision = "0.13"
 down_revision = "0.12"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from harness_store.migration_ops import add_columns, create_index, drop_columns, drop_index
+from harness_store.schema.migration_ops import add_columns, create_index, drop_columns, drop_index
 
 revision = "0.37"
 down_revision = "0.36"

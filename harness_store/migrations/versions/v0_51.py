@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from harness_store.migration_ops import INT, add_columns, drop_columns
+from harness_store.schema.migration_ops import INT, add_columns, drop_columns
 
 revision = "0.51"
 down_revision = "0.43"

@@ -12,7 +12,7 @@ Revises: 0.51
 
 from __future__ import annotations
 
-from harness_store.migration_ops import create_index, drop_index
+from harness_store.schema.migration_ops import create_index, drop_index
 
 revision = "0.56"
 down_revision = "0.51"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from harness_store.migration_ops import INT, create_table, drop_table
+from harness_store.schema.migration_ops import INT, create_table, drop_table
 from harness_store.sqldefaults import stamp_now
 
 revision = "0.62"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from harness_store.migration_ops import (
+from harness_store.schema.migration_ops import (
     INT,
     add_columns,
     create_table,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
-from .dialects.sqlite_files import SQLITE_READONLY_ROLLBACK, blocked_by_hot_journal
-from .errors import MalformedStoreError, UnfinishedTransactionError
+from ..dialects.sqlite_files import SQLITE_READONLY_ROLLBACK, blocked_by_hot_journal
+from ..errors import MalformedStoreError, UnfinishedTransactionError
 
 SQLITE_FULL = 13
 SQLITE_IOERR = 10

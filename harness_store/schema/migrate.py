@@ -38,19 +38,19 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
+from ..dialects import backend_for, backend_named
+from ..dialects.sqlite import WRITE
+from ..engine import make_engine, resolve_target, safe_url, sqlite_path, to_url
+from ..errors import MalformedStoreError, StoreError, StoreNotFoundError, UpgradeFailedError
 from .backup import discard, take_backup
 from .detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
-from .dialects import backend_for, backend_named
-from .dialects.sqlite import WRITE
-from .engine import make_engine, resolve_target, safe_url, sqlite_path, to_url
-from .errors import MalformedStoreError, StoreError, StoreNotFoundError, UpgradeFailedError
 from .preflight import is_disk_full, is_malformed, malformed_message, quick_check
 from .releases import REVISIONS
 
 if TYPE_CHECKING:
     from sqlalchemy import MetaData
 
-log = logging.getLogger("harness_store.migrate")
+log = logging.getLogger(__name__)
 
 _RUNNING = threading.RLock()
 """Alembic's `op` and `context` are process globals: one chain runs at a time per process."""
@@ -99,7 +99,7 @@ class UpgradeReport:
 def script_location() -> str:
     """The migrations directory, `harness_store/migrations` (the same in a wheel, an editable
     install and a checkout)."""
-    candidate = Path(__file__).resolve().parent / "migrations"
+    candidate = Path(__file__).resolve().parents[1] / "migrations"
     if (candidate / "env.py").is_file():
         return str(candidate)
     raise FileNotFoundError("harness_store's migrations are missing from this installation")
@@ -182,7 +182,7 @@ def models_metadata() -> MetaData:
     models (`check`, `revision --autogenerate`, `--sql`): an upgrade's steps are written out
     in full and never consult it (it has no naming convention), and importing 37 models is a
     good part of a no-op `alembic upgrade head`'s time."""
-    from .models import Base
+    from ..models import Base
 
     return Base.metadata
 

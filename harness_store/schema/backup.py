@@ -14,8 +14,8 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .dialects.sqlite_files import backup_copy
-from .errors import UpgradeFailedError
+from ..dialects.sqlite_files import backup_copy
+from ..errors import UpgradeFailedError
 from .preflight import is_disk_full
 
 

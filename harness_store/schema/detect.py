@@ -19,8 +19,8 @@ from pathlib import Path
 
 from sqlalchemy import Connection, inspect
 
-from .dialects import backend_for
-from .errors import (
+from ..dialects import backend_for
+from ..errors import (
     ForeignDatabaseError,
     NewerFormatError,
     NotADatabaseError,
@@ -28,7 +28,7 @@ from .errors import (
     StoreAccessError,
     UpgradeRequiredError,
 )
-from .formats import CHECKPOINT_FORMAT
+from ..formats import CHECKPOINT_FORMAT
 from .releases import (
     HEAD,
     INDEXES,

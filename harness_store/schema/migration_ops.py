@@ -14,8 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import context, op
 
-from .dialects import Backend, backend_named
-from .sqltypes import INT
+from ..dialects import Backend, backend_named
+from ..sqltypes import INT
 
 __all__ = [
     "INT",
@@ -129,7 +129,7 @@ def lower_checkpoint_format() -> None:
 
 def switch_to_wal() -> None:
     """0.12's switch of a file store to WAL. The switch cannot run inside a transaction, so
-    online it is left to `harness_store.migrate`, which switches only after the upgrade has
+    online it is left to `harness_store.schema.migrate`, which switches only after the upgrade has
     committed (a failed upgrade leaves even the file header as it was); offline (`--sql`) the
     statement is emitted where 0.12 stands in the chain."""
     if _offline():

@@ -1,0 +1,57 @@
+"""The store's schema lifecycle, one concept per module:
+
+- `releases`: the upstream releases as facts (each one's tables, columns and indexes) and the
+  revision names;
+- `detect`: what a database is (a release's store, torn, newer, foreign);
+- `migrate`: the one upgrade and downgrade procedure `alembic`, `Store.open` and
+  `harness-store upgrade` share;
+- `backup`: the copy of a SQLite store taken before its revision changes;
+- `preflight`: the checks made before and around it (readable, malformed, disk full);
+- `migration_ops`: the helpers the revisions in `harness_store.migrations` are written with.
+
+The names a user calls are here too, imported on first use so that importing the package
+loads no Alembic: `upgrade`, `downgrade`, `UpgradeReport`, `alembic_config`,
+`script_location`, `revision_for` and `backup_name`.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .backup import backup_name
+    from .migrate import UpgradeReport, alembic_config, downgrade, script_location, upgrade
+    from .releases import revision_for
+
+LAZY = {
+    "upgrade": "migrate",
+    "downgrade": "migrate",
+    "UpgradeReport": "migrate",
+    "alembic_config": "migrate",
+    "script_location": "migrate",
+    "revision_for": "releases",
+    "backup_name": "backup",
+}
+"""Where each public name lives; `migrate` brings Alembic, which detection and the Store's
+reads of the release facts do not need."""
+
+
+def __getattr__(name: str) -> object:
+    module = LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "UpgradeReport",
+    "alembic_config",
+    "backup_name",
+    "downgrade",
+    "revision_for",
+    "script_location",
+    "upgrade",
+]
