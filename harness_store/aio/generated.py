@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         Recovery,
         RewindRecord,
         RunEvent,
+        RunHeader,
         RunStatus,
         RunSummary,
         SandboxEvent,
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
         TodoItem,
         ToolAttempt,
         ToolRecovery,
+        TraceEntry,
         TreeNode,
         Turn,
     )
@@ -1640,6 +1642,14 @@ class StoreMethods:
         result: list[RewindRecord] = await self._call("rewinds", (run_id,), {})
         return result
 
+    async def run_header(
+        self,
+        run_id: int,
+    ) -> RunHeader:
+        """`Store.run_header`."""
+        result: RunHeader = await self._call("run_header", (run_id,), {})
+        return result
+
     async def run_lease(
         self,
         run_id: int,
@@ -2137,6 +2147,23 @@ class StoreMethods:
         """`Store.todos`."""
         result: list[TodoItem] = await self._call("todos", (run_id,), {})
         return result
+
+    async def trace_entries(
+        self,
+        run_id: int,
+        *,
+        first_step: int | None = None,
+        last_step: int | None = None,
+        results: bool = True,
+    ) -> AsyncIterator[TraceEntry]:
+        """`Store.trace_entries`."""
+        async for item in self._iterate(
+            "trace_entries",
+            1000,
+            (run_id,),
+            {"first_step": first_step, "last_step": last_step, "results": results},
+        ):
+            yield item
 
     async def tree(
         self,

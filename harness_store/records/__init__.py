@@ -44,7 +44,7 @@ from .memory import (
     TodoItem,
     TodoState,
 )
-from .runs import RunStatus, RunSummary, StepRecord
+from .runs import RunHeader, RunStatus, RunSummary, StepRecord, TraceEntry
 from .sessions import Archived, Pruned, SessionSize, StoreSize, Turn
 from .trace import (
     AssistantTurn,
@@ -109,6 +109,7 @@ __all__ = [
     "Recovery",
     "RewindRecord",
     "RunEvent",
+    "RunHeader",
     "RunStatus",
     "RunSummary",
     "SandboxEvent",
@@ -126,6 +127,7 @@ __all__ = [
     "ToolAttempt",
     "ToolCall",
     "ToolRecovery",
+    "TraceEntry",
     "TreeNode",
     "Turn",
     "Usage",

@@ -1,10 +1,12 @@
-"""Records of runs and steps: a run's status, a checkpointed step, a run's summary."""
+"""Records of runs and steps: a run's status, a checkpointed step, a run's summary, and a
+run's trace read back as one (its header and its entries in order)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Self
+from typing import Any, Self
 
 
 class RunStatus(Enum):
@@ -56,3 +58,34 @@ class RunSummary:
     tokens: int
     duration_ms: int | None
     finished_at: str
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    """A run's own row, as a trace is headed: its id and parent (0.60), goal, durable status,
+    recorded outcome and start stamp (0.7; None on older stores)."""
+
+    run_id: int
+    parent_run_id: int | None
+    goal: str
+    status: str
+    outcome: str | None
+    started_at: str | None
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One line of a run's trace (`Store.trace_entries`): a step or one of the events recorded
+    at it. `kind` is `step`, `policy`, `approval`, `call` (a provider call, 0.18), `attempt` (a
+    tool attempt), `edit`, `gate` (a gate attempt) or `checkpoint`; `seq` is the row's id in its
+    own table; `fields` holds the row's columns by name, as JSON shows them.
+
+    `tokens` is what the entry counts toward `Store.spent_tokens`, by the same rule: a step's
+    tokens, or in a reply turn (0.37, which commits no steps) a provider call's total tokens;
+    None for an entry that counts nothing. So the entries of a whole run sum to its spend."""
+
+    step: int
+    kind: str
+    seq: int
+    tokens: int | None
+    fields: Mapping[str, Any] = field(hash=False)

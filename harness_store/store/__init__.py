@@ -43,6 +43,7 @@ from .notes import NotesMixin
 from .questions import QuestionsMixin
 from .retention import RetentionMixin
 from .run_retention import RunRetentionMixin
+from .run_trace import RunTraceMixin
 from .runs import RunsMixin
 from .sessions import SessionsMixin
 from .spans import SpansMixin
@@ -68,6 +69,7 @@ class Store(
     QuestionsMixin,
     MailboxMixin,
     SpansMixin,
+    RunTraceMixin,
     NotesMixin,
     SessionsMixin,
     RetentionMixin,

@@ -83,3 +83,26 @@ def test_spend_is_the_stores(store_target: str) -> None:
                  "cost_micros": r["cost_micros"], "unpriced_calls": r["unpriced_calls"]}
                 for r in rows]  # fmt: skip
         assert shown["groups"] == flat
+
+
+def test_trace_tokens_and_entries_are_the_stores(store_target: str) -> None:
+    """Each kind of run's whole trace sums to `spent_tokens` (a reply turn's tokens are its
+    provider calls'), in the JSON, the JSON Lines and the table alike; and the entries the
+    command prints are `Store.trace_entries`' own."""
+    runs = every_kind_of_run(store_target)
+    with Store.open(store_target, read_only=True) as store:
+        spent = {kind: store.spent_tokens(run) for kind, run in runs.items()}
+        entries = {kind: list(store.trace_entries(run)) for kind, run in runs.items()}
+    assert spent["reply"] == 15
+    for kind, run in runs.items():
+        document = json.loads(run_cli("trace", store_target, str(run), "--json").out)
+        assert document["tokens"] == spent[kind], kind
+        assert document["entries"] == [
+            {"type": e.kind, "step": e.step, **e.fields} for e in entries[kind]
+        ], kind
+        lines = run_cli("trace", store_target, str(run), "--jsonl").out.splitlines()
+        assert json.loads(lines[-1])["tokens"] == spent[kind], kind
+        table = run_cli("trace", store_target, str(run)).out.splitlines()[1:]
+        shown = sum(int(c.replace(",", "")) for c in (row.split()[2] for row in table[1:])
+                    if c.replace(",", "").isdigit())  # fmt: skip
+        assert shown == spent[kind], (kind, table)

@@ -1,0 +1,178 @@
+"""A run's whole trace read back as one: its header and every step and event in order.
+
+What `harness-store trace` prints, owned here so the command shows what the Store returns:
+the steps merged with the events recorded at them (policy refusals and decisions, approvals,
+provider calls, tool attempts, edits, gate attempts, checkpoints), within an optional window
+of steps. Each table is read by its own cursor, a page at a time, all inside one read
+transaction: one snapshot for the whole trace, and memory holds a page per table however
+long the run.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Generator
+from typing import Any
+
+from sqlalchemy import Select, null, select
+
+from .. import models as m
+from ..errors import RunNotFoundError
+from ..formats import i64
+from ..records import RunHeader, TraceEntry
+from .marks import pages, reads
+from .older import OlderStoreMixin
+from .runs import REPLY_TURN
+
+TRACE_PAGE = 1000
+"""Rows fetched at a time from each of the trace's cursors."""
+
+ENTRY_RANK = {
+    "policy": 0,
+    "approval": 1,
+    "call": 2,
+    "attempt": 3,
+    "edit": 4,
+    "step": 5,
+    "gate": 6,
+    "checkpoint": 7,
+}
+"""Within one step number: what happened during the step (the policy's word, approvals, the
+provider's answer, the tool attempts and edits it led to), then the step, then its gate and
+its checkpoint."""
+
+Made = Callable[..., tuple[str, int | None, dict[str, Any]]]
+"""Turns a row's columns (after its id and step) into (kind, tokens, fields)."""
+
+
+class RunTraceMixin(OlderStoreMixin):
+    """`run_header` and `trace_entries` (see the module)."""
+
+    @reads
+    def run_header(self, run_id: int) -> RunHeader:
+        """The run's own row, as its trace is headed; `RunNotFoundError` when there is none."""
+        r = m.Run
+        started = r.started_at if not self._lacks("runs", "started_at") else None
+        parent = r.parent_run_id if not self._lacks("runs", "parent_run_id") else None
+        columns = [r.id, parent, r.goal, r.status, r.outcome, started]
+        statement = select(*(c if c is not None else null() for c in columns))
+        with self._read() as conn:
+            row = conn.execute(statement.where(r.id == i64(run_id, "run_id"))).first()
+        if row is None:
+            raise RunNotFoundError(f"no run with id {run_id} in the store")
+        return RunHeader(*row)
+
+    @pages(TRACE_PAGE)
+    def trace_entries(
+        self,
+        run_id: int,
+        *,
+        first_step: int | None = None,
+        last_step: int | None = None,
+        results: bool = True,
+    ) -> Generator[TraceEntry, None, None]:
+        """The run's steps merged with its events, in trace order (by step, then `ENTRY_RANK`,
+        then row id), from `first_step` to `last_step` inclusive (None leaves that end open),
+        read as one snapshot a page at a time (close the generator to end the read early).
+        `results=False` leaves each step's result out
+        of its fields (a listing that does not show them need not read them). A table the
+        store's release does not have yet contributes nothing. `RunNotFoundError` when the
+        run does not exist (at the first entry taken)."""
+        run_id = i64(run_id, "run_id")
+        window = (
+            None if first_step is None else i64(first_step, "first_step"),
+            None if last_step is None else i64(last_step, "last_step"),
+        )
+        with self._read() as conn:
+            kind_column = m.Run.turn_kind if not self._lacks("runs", "turn_kind") else null()
+            found = conn.execute(select(kind_column).where(m.Run.id == run_id)).first()
+            if found is None:
+                raise RunNotFoundError(f"no run with id {run_id} in the store")
+            reply = found[0] == REPLY_TURN
+
+            def stream(
+                model: Any, columns: list[Any], make: Made
+            ) -> Generator[TraceEntry, None, None]:
+                statement = select(model.id, model.step, *columns).where(model.run_id == run_id)
+                statement = _within(statement, model.step, window).order_by(model.step, model.id)
+                for rows in self._connector.stream(conn, statement, TRACE_PAGE):
+                    for seq, step, *rest in rows:
+                        kind, tokens, fields = make(*rest)
+                        yield TraceEntry(step, kind, seq, tokens, fields)
+
+            streams = [
+                stream(model, [getattr(model, name) for name in names], make)
+                for model, names, make in _tables(reply, results)
+                if not self._lacks(model.__tablename__)
+            ]
+            try:
+                yield from heapq.merge(*streams, key=_order)
+            finally:  # each cursor closed inside the read, however early the caller stops
+                for each in streams:
+                    each.close()
+
+
+def _order(entry: TraceEntry) -> tuple[int, int, int]:
+    return (entry.step, ENTRY_RANK[entry.kind], entry.seq)
+
+
+def _within(statement: Select[Any], step: Any, window: tuple[int | None, int | None]) -> Any:
+    first, last = window
+    if first is not None:
+        statement = statement.where(step >= first)
+    if last is not None:
+        statement = statement.where(step <= last)
+    return statement
+
+
+def _tables(reply: bool, results: bool) -> list[tuple[Any, list[str], Made]]:
+    """Each table of the trace: its model, the columns read after `id` and `step`, and how a
+    row becomes an entry. In a reply turn the provider calls carry the run's tokens, as
+    `spent_tokens` counts them; otherwise the steps do."""
+
+    policy_columns = ["kind", "act", "target", "rule", "layer", "decision", "source", "performed"]
+
+    def policy(*row: Any) -> tuple[str, None, dict[str, Any]]:
+        return "policy", None, dict(zip(policy_columns, row, strict=True))
+
+    def approval(*row: Any) -> tuple[str, None, dict[str, Any]]:
+        request_id, *rest = row
+        names = ("act", "target", "content", "resolved")
+        return "approval", None, {"request_id": request_id, **dict(zip(names, rest, strict=True))}
+
+    def step(decision: str, tool_call: str, tokens: int, *result: str) -> Any:
+        fields = {"decision": decision, "tool_call": tool_call, "tokens": tokens}
+        if results:
+            fields["result"] = result[0]
+        return "step", None if reply else tokens, fields
+
+    def call(provider: str, model: str | None, total: int | None, latency: int,
+             failure: str | None) -> Any:  # fmt: skip
+        fields = {"provider": provider, "model": model, "total_tokens": total,
+                  "latency_ms": latency, "failure": failure}  # fmt: skip
+        return "call", total if reply else None, fields
+
+    def attempt(tool: str, completed: str | None, resolution: str | None) -> Any:
+        return "attempt", None, {"tool": tool, "completed_at": completed, "resolution": resolution}
+
+    def edit(tool: str, path: str, added: int, removed: int) -> Any:
+        fields = {"tool": tool, "path": path, "lines_added": added, "lines_removed": removed}
+        return "edit", None, fields
+
+    def gate(phase: str, outcome: str, detail: str) -> Any:
+        return "gate", None, {"phase": phase, "outcome": outcome, "detail": detail}
+
+    def checkpoint(kind: str, detail: str | None) -> Any:
+        return "checkpoint", None, {"kind": kind, "detail": detail}
+
+    step_columns = ["decision", "tool_call", "tokens", *(["result"] if results else [])]
+    return [
+        (m.PolicyEvent, policy_columns, policy),
+        (m.PendingApproval, ["id", "act", "target", "content", "resolved"], approval),
+        (m.Step, step_columns, step),
+        (m.CheckpointEvent, ["kind", "detail"], checkpoint),
+        (m.ProviderCall, ["provider", "model", "total_tokens", "latency_ms", "failure"], call),
+        (m.ToolAttempt, ["tool", "completed_at", "resolution"], attempt),
+        (m.Edit, ["tool", "path", "lines_added", "lines_removed"], edit),
+        (m.GateAttempt, ["phase", "outcome", "detail"], gate),
+    ]
