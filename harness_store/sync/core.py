@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,6 +55,7 @@ from .report import (
     SyncRefusedError,
     SyncReport,
     TableCounts,
+    merged,
 )
 from .tables import ORIGINS, SYNC_METADATA
 
@@ -107,13 +107,13 @@ def sync(
     started = time.monotonic()
     dest_url = to_url(dest)
     parsed = [_source(s) for s in sources]
-    _refuse_shared_marks(parsed)
+    kept = _refuse_shared_marks(parsed)
     engine = make_engine(dest_url)
     threads = 1 if backend_named(dest_url.get_backend_name()).one_connection else workers
     done = 0
     lock = threading.Lock()
 
-    def one(source: Target) -> OriginReport | RefusedSource:
+    def one(at: int, source: Target) -> OriginReport | RefusedSource:
         nonlocal done
         label = source.where
         sent = 0
@@ -130,7 +130,7 @@ def sync(
                 progress(label, done, len(parsed), 0)
         try:
             report: OriginReport | RefusedSource = _sync_one(
-                source, engine, mark, dry_run, on_rows, batch_size
+                source, kept.pop(at, None), engine, mark, dry_run, on_rows, batch_size
             )
         except SOURCE_REFUSALS as exc:
             report = RefusedSource(label, exc)
@@ -142,9 +142,9 @@ def sync(
 
     def each(which: list[Target]) -> list[OriginReport | RefusedSource]:
         if threads <= 1 or len(which) <= 1:
-            return [one(source) for source in which]
+            return [one(at, source) for at, source in enumerate(which)]
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hs-sync") as pool:
-            return list(pool.map(one, which))
+            return list(pool.map(one, range(len(which)), which))
 
     dest_path = sqlite_path(dest_url)
     if dest_path is not None and parsed:
@@ -158,10 +158,12 @@ def sync(
             and any(isinstance(r, OriginReport) and r.uncovered for r in results)
         ):
             # a deleted memory entry may uncover another origin's: those origins send it now
+            _close_all(kept)  # none is left by the first pass; they are opened again
             done = 0
             again = each([s for s, r in zip(parsed, results, strict=True) if _synced(r)])
-            results = _merged(results, again)
+            results = merged(results, again)
     finally:
+        _close_all(kept)
         engine.dispose()
     report = SyncReport(
         safe_url(dest_url),
@@ -183,64 +185,63 @@ def _synced(result: OriginReport | RefusedSource) -> bool:
     return isinstance(result, OriginReport)
 
 
-def _merged(
-    first: list[OriginReport | RefusedSource], again: list[OriginReport | RefusedSource]
-) -> list[OriginReport | RefusedSource]:
-    """The reports of two passes over the same sources as one per source."""
-    later = iter(again)
-    merged: list[OriginReport | RefusedSource] = []
-    for result in first:
-        if not isinstance(result, OriginReport):
-            merged.append(result)
-            continue
-        second = next(later)
-        if not isinstance(second, OriginReport):
-            merged.append(second)
-            continue
-        counts = result.counts
-        for mine, theirs in zip(counts.all(), second.counts.all(), strict=True):
-            mine.update(theirs)
-        merged.append(
-            replace(
-                result,
-                seconds=result.seconds + second.seconds,
-                warnings=result.warnings + second.warnings,
-            )
-        )
-    return merged
+KEPT_OPEN = 64
+"""At most this many sources stay open from the look at their origin marks to their sync, so
+that each is opened once (an open source holds a file descriptor or three); the others are
+opened again for their sync."""
 
 
-def _refuse_shared_marks(sources: list[Target]) -> None:
+def _refuse_shared_marks(sources: list[Target]) -> dict[int, Store]:
     """Refuse, before anything is written, two sources that carry one origin mark: copies of
-    one marked store would overwrite each other's runs centrally."""
+    one marked store would overwrite each other's runs centrally. The Stores opened for the
+    look, by position, kept for the sync (at most `KEPT_OPEN`)."""
     seen: dict[str, Path] = {}
-    for source in sources:
-        value = peek_mark(source)
-        path = _path_of(source)
-        if value is None:
-            continue
-        if value in seen and seen[value].resolve() != path.resolve():
-            raise DuplicateOriginError(
-                f"{seen[value]} and {path} carry the same origin mark {value}: one is a copy "
-                "of the other, and their runs would overwrite each other centrally. Nothing "
-                "was synced; sync only one of them (the store still in use)"
-            )
-        seen[value] = path
-
-
-def peek_mark(source: Target) -> str | None:
-    """The origin mark of `source`, if it has one and can be read."""
+    kept: dict[int, Store] = {}
     try:
-        store, _ = open_source(source, "synced", refuse=False)
+        for at, source in enumerate(sources):
+            store = _open_or_none(source)
+            value = None if store is None else peek_mark(store)
+            if store is not None and len(kept) < KEPT_OPEN:
+                kept[at] = store
+            elif store is not None:
+                store.close()
+            path = _path_of(source)
+            if value is None:
+                continue
+            if value in seen and seen[value].resolve() != path.resolve():
+                raise DuplicateOriginError(
+                    f"{seen[value]} and {path} carry the same origin mark {value}: one is a "
+                    "copy of the other, and their runs would overwrite each other centrally. "
+                    "Nothing was synced; sync only one of them (the store still in use)"
+                )
+            seen[value] = path
+    except BaseException:
+        _close_all(kept)
+        raise
+    return kept
+
+
+def _close_all(stores: dict[int, Store]) -> None:
+    while stores:
+        stores.popitem()[1].close()
+
+
+def _open_or_none(source: Target) -> Store | None:
+    """The source's read-only Store, or None when it cannot be opened (it is named, with
+    why, when its turn comes)."""
+    try:
+        return _open(source)
     except (StoreError, SQLAlchemyError):
-        return None  # a source that cannot be read is named when its turn comes
+        return None
+
+
+def peek_mark(store: Store) -> str | None:
+    """The origin mark of the source `store` reads, if it has one and can be read."""
     try:
         with whole_snapshot(store) as src:
             return origins.read_mark(src)
     except SQLAlchemyError:
         return None
-    finally:
-        store.close()
 
 
 def _source(source: Source) -> Target:
@@ -343,6 +344,7 @@ def _head_shaped(conn: Connection) -> dict[str, frozenset[str]] | None:
 
 def _sync_one(
     source: Target,
+    kept: Store | None,
     engine: Engine,
     mark: bool,
     dry_run: bool,
@@ -352,14 +354,15 @@ def _sync_one(
     started = time.monotonic()
     path = _path_of(source)
     if mark and not dry_run:
-        with _opened(source) as store, whole_snapshot(store) as src:
+        with _opened(source, kept) as store, whole_snapshot(store) as src:
             _check_source(src, path)
             marked = origins.read_mark(src)
+        kept = None  # closed before the mark is written, opened again after
         if not marked:
             with engine.connect() as dst, dst.begin():
                 marked = origins.adopt_for_mark(dst, origins.identify(path, None))
             origins.write_mark(path, marked)
-    with _opened(source) as store:
+    with _opened(source, kept) as store:
         for attempt in (1, 2, 3):
             try:
                 return _send(store, engine, path, dry_run, on_rows, batch_size, started)
@@ -377,12 +380,19 @@ def _sync_one(
     raise AssertionError("unreachable")
 
 
-@contextmanager
-def _opened(source: Target) -> Iterator[Store]:
-    """The source's read-only Store (the one read-only open), closed after the body."""
+def _open(source: Target) -> Store:
+    """The source's read-only Store: the one read-only open, refusing what cannot be read
+    without an upgrade."""
     path = shlex.quote(str(_path_of(source)))
     upgrade = f"`harness-store upgrade {path}`"
-    store, _ = open_source(source, "synced", refuse=True, upgrade_command=upgrade)
+    return open_source(source, "synced", refuse=True, upgrade_command=upgrade)[0]
+
+
+@contextmanager
+def _opened(source: Target, kept: Store | None) -> Iterator[Store]:
+    """The source's Store (`kept` when it is still open from the look at its mark, else
+    opened now), closed after the body."""
+    store = kept if kept is not None else _open(source)
     try:
         yield store
     finally:
