@@ -6,15 +6,17 @@ It is what `harness-store copy SRC DST` runs.
 
 What it does, in order:
 
-1. Opens the source **read-only** (a SQLite file through `mode=ro`, or `immutable=1` when it
-   is a closed WAL store or on read-only media, so no `-wal`/`-shm` is left beside it — see
-   `reading`; PostgreSQL in a `REPEATABLE READ, READ ONLY` transaction), checks a SQLite
-   source's pages with `PRAGMA quick_check` (a damaged one raises `MalformedStoreError` naming
-   it), and reads everything inside one snapshot, so a store still being written by an agent
-   is copied as of one instant (a writer that opens a store read as a still file makes the
-   copy start again through `mode=ro`). The source is never changed — not even upgraded: it
-   must already hold the whole 0.13 schema (harness_store's revision 0.13 or later, or an
-   io-harness store of 0.13 or later), else `UpgradeRequiredError` says to upgrade it first.
+1. Opens the source through the one read-only open, `Store.open(read_only=True)`'s (a SQLite
+   file through `mode=ro`, or `immutable=1` when it is a closed WAL store or on read-only
+   media, so no `-wal`/`-shm` is left beside it; PostgreSQL read-only; what a killed copy left
+   is refused), checks a SQLite source's pages with `PRAGMA quick_check` (a damaged one raises
+   `MalformedStoreError` naming it), and reads everything in one snapshot of the Store's
+   connector (`REPEATABLE READ` on PostgreSQL), so a store still being written by an agent is
+   copied as of one instant (a writer that opens a store read as a still file makes the copy
+   start again, in a new snapshot that sees the writer — see `reading`). The source is never
+   changed — not even upgraded: it must already hold the whole 0.13 schema (harness_store's
+   revision 0.13 or later, or an io-harness store of 0.13 or later), else
+   `UpgradeRequiredError` says to upgrade it first.
 2. Refuses, with `TargetNotEmptyError` and nothing changed, a target whose tables hold rows
    (or that has views). A target whose tables are all empty (what `harness-store upgrade
    URL` builds) is emptied and copied into. A SQLite target that does not exist yet is
@@ -61,9 +63,10 @@ character in a SQLite text, which PostgreSQL `text` refuses — stops the copy w
 Known limit: a SQLite AUTOINCREMENT high-water mark above `MAX(id)` (left by rows deleted
 outside io-harness) is not carried over; the target's next id is `MAX(id)+1` of what was copied.
 
-The package by concern: `plan` (the source: snapshot, checks, counts), `target` (refusing,
-emptying and recounting the target), `tables` (moving the rows), `marker` (the unfinished-copy
-mark every reader checks), `report` (the report and the errors); this module runs them in order.
+The package by concern: `reading` (opening and reading the source), `plan` (its checks and
+counts), `target` (refusing, emptying and recounting the target), `tables` (moving the rows),
+`marker` (the unfinished-copy mark every reader checks), `report` (the report and the
+errors); this module runs them in order.
 The models are imported only when a copy runs, so the readers' marker check stays cheap.
 """
 
