@@ -265,6 +265,12 @@ class Backend(ABC):
         """The statement that opens a write transaction on a raw driver connection, if any."""
         return None
 
+    def snapshot_sql(self) -> str | None:
+        """The first statement of a read transaction every statement of which must see one
+        instant, when the backend's own transactions do not (PostgreSQL's READ COMMITTED
+        sees each statement's own); None when a transaction already does (SQLite)."""
+        return None
+
     def lock_for_upgrade(self, conn: Connection) -> None:  # noqa: B027 - nothing to lock
         """Serialise upgrades of one database: the first statement of the upgrade's
         transaction. SQLite's `BEGIN IMMEDIATE` already holds the write lock."""

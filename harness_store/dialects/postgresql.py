@@ -138,6 +138,9 @@ class PostgreSQLBackend(Backend):
         read_only = "-c default_transaction_read_only=on"
         return url.update_query_dict({"options": f"{given} {read_only}".strip()})
 
+    def snapshot_sql(self) -> str | None:
+        return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+
     def install(
         self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
     ) -> None:

@@ -15,8 +15,9 @@ side files when read, and a store with side files may have a live writer whose c
 reader must see, or (a copy of a live store, on read-only media too) commits still in its
 `-wal`, which `immutable=1` would not read.
 
-One-shot readers that cannot be replaced mid-read (sync's and copy's source snapshots) ask
-`writer_appeared` after reading, and read again when it says so.
+A snapshot that cannot be replaced mid-read (sync's and copy's reads of a source, in one
+`Connector.snapshot`) asks `still_read_outdated` of its connection before it trusts what it
+read, and is read again in a new snapshot when it says so.
 """
 
 from __future__ import annotations
@@ -85,14 +86,6 @@ def writer_appeared(path: Path, since: FileMark | None) -> bool:
 def file_uri(path: Path) -> str:
     """`path` as a SQLite `file:` URI (no query)."""
     return "file:" + quote(str(path.absolute()), safe="/")
-
-
-def read_only_file_url(path: Path, *, immutable: bool) -> URL:
-    """A read-only URL of the SQLite file at `path`, `immutable=1` or `immutable=0` as told:
-    for a reader that decided itself (sync's and copy's snapshots), so the engine's
-    connections are not decided again (`install_still_reads`)."""
-    query = {"mode": "ro", "uri": "true", "immutable": "1" if immutable else "0"}
-    return URL.create("sqlite", database=file_uri(path), query=query)
 
 
 def names_uri(url: URL) -> bool:

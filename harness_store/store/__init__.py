@@ -282,6 +282,12 @@ def read_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
     return store._read()  # type: ignore[no-any-return]
 
 
+def whole_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
+    """One read transaction on `store`'s connector in which every statement sees the same
+    instant (`Connector.snapshot`): sync's and copy's reads of a whole source."""
+    return store._connector.snapshot()
+
+
 def refuse_unfinished_copy(conn: Connection, url: URL) -> None:
     """Refuse a database left by a killed `copy_store` (schema, no rows): nothing may read
     it as a store or write into it."""

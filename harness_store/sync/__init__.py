@@ -9,8 +9,9 @@ centrally and every link (`run_id`, `parent_run_id`, `child_run_id`, `from_run_i
 How a change is found differs per table (`rules`): append-only tables by a high-water mark,
 tables upstream updates in place or deletes from by a hash of each row.
 
-A source is read in one read-only transaction (a consistent snapshot while io-harness keeps
-writing), leaving no side files (`transfer.reading`), and its pages are quick-checked before
+A source is opened through the one read-only open and read in one snapshot of its Store's
+connector (consistent while io-harness keeps writing), leaving no side files
+(`transfer.reading`), and its pages are quick-checked before
 anything of it is written; its changes are written in one destination transaction together
 with the id maps and marks, so a sync is idempotent and a sync killed at any point is
 completed by the next. A source whose history went backwards (a restored backup) is read

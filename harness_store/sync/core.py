@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,33 +21,27 @@ from sqlalchemy.util import LRUCache
 
 from ..dialects import backend_named
 from ..dialects.sqlite import WRITE
-from ..engine import make_engine, safe_url, sqlite_path, to_url, where
+from ..engine import make_engine, safe_url, sqlite_path, to_url
 from ..errors import (
     InvalidValueError,
     MalformedStoreError,
     SchemaError,
+    StoreError,
     StoreNotFoundError,
 )
-from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
-from ..schema.detect import (
-    IGNORED_TABLES,
-    check_sqlite_file,
-    diagnose,
-    read_revision,
-    refuse_unreadable,
-)
+from ..schema.detect import IGNORED_TABLES, check_sqlite_file, read_revision, read_tables
 from ..schema.preflight import is_malformed
 from ..schema.releases import NEWEST_KNOWN_RELEASE
+from ..store import Store, whole_snapshot
+from ..targets import Target
 from ..transfer.plan import BOOKKEEPING_TABLES
 from ..transfer.reading import (
-    FileMark,
+    WriterAppeared,
     check_source_pages,
-    file_mark,
     malformed_source_message,
-    read_as_still_file,
-    source_url,
-    writer_appeared,
+    no_writer_on,
+    open_source,
 )
 from ..transfer.report import UnknownTablesError
 from ..transfer.target import create_like
@@ -62,13 +55,14 @@ from .report import (
     SyncRefusedError,
     SyncReport,
     TableCounts,
+    merged,
 )
 from .tables import ORIGINS, SYNC_METADATA
 
 Source = str | os.PathLike[str] | URL
 
 SOURCE_STATEMENTS: LRUCache[Any, Any] = LRUCache(1000)
-"""Compiled statements shared by every source's engine (each source has its own engine, whose
+"""Compiled statements shared by every source's Store (each source has its own, whose engine's
 own cache would start empty)."""
 
 
@@ -112,16 +106,16 @@ def sync(
         raise InvalidValueError(f"workers must be a positive int, got {workers!r}")
     started = time.monotonic()
     dest_url = to_url(dest)
-    paths = [_source_path(s) for s in sources]
-    _refuse_shared_marks(paths)
+    parsed = [_source(s) for s in sources]
+    kept = _refuse_shared_marks(parsed)
     engine = make_engine(dest_url)
     threads = 1 if backend_named(dest_url.get_backend_name()).one_connection else workers
     done = 0
     lock = threading.Lock()
 
-    def one(path: Path) -> OriginReport | RefusedSource:
+    def one(at: int, source: Target) -> OriginReport | RefusedSource:
         nonlocal done
-        label = str(path)
+        label = source.where
         sent = 0
 
         def on_rows(n: int) -> None:
@@ -129,45 +123,47 @@ def sync(
             sent += n
             if progress is not None:
                 with lock:
-                    progress(label, done, len(paths), sent)
+                    progress(label, done, len(parsed), sent)
 
         if progress is not None:
             with lock:
-                progress(label, done, len(paths), 0)
+                progress(label, done, len(parsed), 0)
         try:
             report: OriginReport | RefusedSource = _sync_one(
-                path, engine, mark, dry_run, on_rows, batch_size
+                source, kept.pop(at, None), engine, mark, dry_run, on_rows, batch_size
             )
         except SOURCE_REFUSALS as exc:
             report = RefusedSource(label, exc)
         with lock:
             done += 1
             if progress is not None:
-                progress(label, done, len(paths), sent)
+                progress(label, done, len(parsed), sent)
         return report
 
-    def each(which: list[Path]) -> list[OriginReport | RefusedSource]:
+    def each(which: list[Target]) -> list[OriginReport | RefusedSource]:
         if threads <= 1 or len(which) <= 1:
-            return [one(path) for path in which]
+            return [one(at, source) for at, source in enumerate(which)]
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hs-sync") as pool:
-            return list(pool.map(one, which))
+            return list(pool.map(one, range(len(which)), which))
 
     dest_path = sqlite_path(dest_url)
-    if dest_path is not None and paths:
-        create_like(dest_path, paths)  # a new central store as private as its sources
+    if dest_path is not None and parsed:
+        create_like(dest_path, [_path_of(s) for s in parsed])  # as private as its sources
     try:
         _prepare_dest(engine, dest_url)
-        results = each(paths)
+        results = each(parsed)
         if (
             not dry_run
-            and len(paths) > 1
+            and len(parsed) > 1
             and any(isinstance(r, OriginReport) and r.uncovered for r in results)
         ):
             # a deleted memory entry may uncover another origin's: those origins send it now
+            _close_all(kept)  # none is left by the first pass; they are opened again
             done = 0
-            again = each([p for p, r in zip(paths, results, strict=True) if _synced(r)])
-            results = _merged(results, again)
+            again = each([s for s, r in zip(parsed, results, strict=True) if _synced(r)])
+            results = merged(results, again)
     finally:
+        _close_all(kept)
         engine.dispose()
     report = SyncReport(
         safe_url(dest_url),
@@ -189,74 +185,83 @@ def _synced(result: OriginReport | RefusedSource) -> bool:
     return isinstance(result, OriginReport)
 
 
-def _merged(
-    first: list[OriginReport | RefusedSource], again: list[OriginReport | RefusedSource]
-) -> list[OriginReport | RefusedSource]:
-    """The reports of two passes over the same sources as one per source."""
-    later = iter(again)
-    merged: list[OriginReport | RefusedSource] = []
-    for result in first:
-        if not isinstance(result, OriginReport):
-            merged.append(result)
-            continue
-        second = next(later)
-        if not isinstance(second, OriginReport):
-            merged.append(second)
-            continue
-        counts = result.counts
-        for mine, theirs in zip(counts.all(), second.counts.all(), strict=True):
-            mine.update(theirs)
-        merged.append(
-            replace(
-                result,
-                seconds=result.seconds + second.seconds,
-                warnings=result.warnings + second.warnings,
-            )
-        )
-    return merged
+KEPT_OPEN = 64
+"""At most this many sources stay open from the look at their origin marks to their sync, so
+that each is opened once (an open source holds a file descriptor or three); the others are
+opened again for their sync."""
 
 
-def _refuse_shared_marks(paths: list[Path]) -> None:
+def _refuse_shared_marks(sources: list[Target]) -> dict[int, Store]:
     """Refuse, before anything is written, two sources that carry one origin mark: copies of
-    one marked store would overwrite each other's runs centrally."""
+    one marked store would overwrite each other's runs centrally. The Stores opened for the
+    look, by position, kept for the sync (at most `KEPT_OPEN`)."""
     seen: dict[str, Path] = {}
-    for path in paths:
-        value = peek_mark(path)
-        if value is None:
-            continue
-        if value in seen and seen[value].resolve() != path.resolve():
-            raise DuplicateOriginError(
-                f"{seen[value]} and {path} carry the same origin mark {value}: one is a copy "
-                "of the other, and their runs would overwrite each other centrally. Nothing "
-                "was synced; sync only one of them (the store still in use)"
-            )
-        seen[value] = path
-
-
-def peek_mark(path: Path) -> str | None:
-    """The origin mark of the source at `path`, if it has one and can be read."""
-    engine = make_engine(source_url(path, immutable=read_as_still_file(path)))
+    kept: dict[int, Store] = {}
     try:
-        with _snapshot(engine) as src:
+        for at, source in enumerate(sources):
+            store = _open_or_none(source)
+            value = None if store is None else peek_mark(store)
+            if store is not None and len(kept) < KEPT_OPEN:
+                kept[at] = store
+            elif store is not None:
+                store.close()
+            path = _path_of(source)
+            if value is None:
+                continue
+            if value in seen and seen[value].resolve() != path.resolve():
+                raise DuplicateOriginError(
+                    f"{seen[value]} and {path} carry the same origin mark {value}: one is a "
+                    "copy of the other, and their runs would overwrite each other centrally. "
+                    "Nothing was synced; sync only one of them (the store still in use)"
+                )
+            seen[value] = path
+    except BaseException:
+        _close_all(kept)
+        raise
+    return kept
+
+
+def _close_all(stores: dict[int, Store]) -> None:
+    while stores:
+        stores.popitem()[1].close()
+
+
+def _open_or_none(source: Target) -> Store | None:
+    """The source's read-only Store, or None when it cannot be opened (it is named, with
+    why, when its turn comes)."""
+    try:
+        return _open(source)
+    except (StoreError, SQLAlchemyError):
+        return None
+
+
+def peek_mark(store: Store) -> str | None:
+    """The origin mark of the source `store` reads, if it has one and can be read."""
+    try:
+        with whole_snapshot(store) as src:
             return origins.read_mark(src)
     except SQLAlchemyError:
-        return None  # a damaged source is named when its turn comes
-    finally:
-        engine.dispose()
+        return None
 
 
-def _source_path(source: Source) -> Path:
-    url = to_url(source)
-    path = sqlite_path(url)
+def _source(source: Source) -> Target:
+    """A source parsed once: a SQLite file that exists (else refused before anything runs)."""
+    parsed = Target.parse(source, read_only=True)
+    path = parsed.path
     if path is None:
         raise InvalidValueError(
-            f"sync reads SQLite store files; {where(url)} is not one (a PostgreSQL store is "
+            f"sync reads SQLite store files; {parsed.where} is not one (a PostgreSQL store is "
             "already central: copy it with `harness-store copy` instead)"
         )
     if not path.exists():
         raise StoreNotFoundError(f"no run store at {path}; nothing to sync")
     check_sqlite_file(path, writable=False)
-    return path
+    return parsed
+
+
+def _path_of(source: Target) -> Path:
+    assert source.path is not None  # `_source` refused every other
+    return source.path
 
 
 def _prepare_dest(engine: Engine, url: URL) -> None:
@@ -286,29 +291,13 @@ def _prepare_dest(engine: Engine, url: URL) -> None:
             SYNC_METADATA.create_all(conn, checkfirst=True)
 
 
-@contextmanager
-def _snapshot(engine: Engine) -> Iterator[Connection]:
-    """One read-only transaction on the source: every read of the sync sees one instant."""
-    with engine.connect() as conn:
-        conn.info[WRITE] = False
-        conn.execution_options(compiled_cache=SOURCE_STATEMENTS)
-        with conn.begin():
-            yield conn
-
-
 def _check_source(conn: Connection, path: Path) -> dict[str, frozenset[str]]:
-    """The source's tables and columns; refuse what is not a store of 0.13 or later, and a
-    store holding tables or columns of a newer io-harness (the centre cannot hold them).
+    """The source's tables and columns, read in its snapshot; refuse a store holding tables
+    or columns of a newer io-harness (the centre cannot hold them). What is not a store of
+    0.13 or later was refused by the open (`open_source`).
 
-    A store of exactly the head shape (the common case) is known from one query; anything
-    else goes through `detect.diagnose`, which names what it found."""
-    fast = _head_shaped(conn)
-    if fast is not None:
-        return fast
-    found = diagnose(conn)
-    # The one readable-or-refuse decision (the read commands' and the read-only open's too).
-    refuse_unreadable(found, str(path), f"`harness-store upgrade {shlex.quote(str(path))}`")
-    have = dict(found.tables)
+    A store of exactly the head shape (the common case) is known from one query."""
+    have = _head_shaped(conn) or read_tables(conn)
     unknown = [
         f"{name} ({_count(conn, name)} rows)"
         for name in sorted(have)
@@ -340,10 +329,7 @@ HEAD_SHAPE = {name: frozenset(table.columns.keys()) for name, table in Base.meta
 
 
 def _head_shaped(conn: Connection) -> dict[str, frozenset[str]] | None:
-    """The source's tables when they are exactly the head's (and its checkpoint format is one
-    harness_store reads), else None."""
-    if backend_named(conn.dialect.name).checkpoint_format(conn) > CHECKPOINT_FORMAT:
-        return None
+    """The source's tables when they are exactly the head's, else None."""
     found: dict[str, set[str]] = {}
     rows = conn.exec_driver_sql(
         "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
@@ -357,7 +343,8 @@ def _head_shaped(conn: Connection) -> dict[str, frozenset[str]] | None:
 
 
 def _sync_one(
-    path: Path,
+    source: Target,
+    kept: Store | None,
     engine: Engine,
     mark: bool,
     dry_run: bool,
@@ -365,61 +352,65 @@ def _sync_one(
     batch_size: int,
 ) -> OriginReport:
     started = time.monotonic()
-    since = file_mark(path)
-    still = read_as_still_file(path)
+    path = _path_of(source)
     if mark and not dry_run:
-        src_engine = make_engine(source_url(path, immutable=still))
-        try:
-            with _snapshot(src_engine) as src:
-                _check_source(src, path)
-                marked = origins.read_mark(src)
-        finally:
-            src_engine.dispose()
+        with _opened(source, kept) as store, whole_snapshot(store) as src:
+            _check_source(src, path)
+            marked = origins.read_mark(src)
+        kept = None  # closed before the mark is written, opened again after
         if not marked:
             with engine.connect() as dst, dst.begin():
                 marked = origins.adopt_for_mark(dst, origins.identify(path, None))
             origins.write_mark(path, marked)
-            since = file_mark(path)
-            still = read_as_still_file(path)
-    for attempt in (1, 2, 3):
-        src_engine = make_engine(source_url(path, immutable=still))
-        try:
-            return _send(
-                src_engine, engine, path, dry_run, on_rows, batch_size, started, still, since
-            )
-        except IntegrityError:
-            if attempt == 3:  # another sync registered this origin meanwhile: once more
+    with _opened(source, kept) as store:
+        for attempt in (1, 2, 3):
+            try:
+                return _send(store, engine, path, dry_run, on_rows, batch_size, started)
+            except IntegrityError:
+                if attempt == 3:  # another sync registered this origin meanwhile: once more
+                    raise
+            except WriterAppeared:
+                pass  # a writer opened the store while it was read as a still file: again
+            except DBAPIError as exc:
+                if is_malformed(exc):
+                    raise MalformedStoreError(
+                        malformed_source_message(str(path), str(exc.orig), "synced")
+                    ) from None
                 raise
-        except WriterAppeared:
-            still = False  # a writer opened the store while it was read as a still file
-        except DBAPIError as exc:
-            if is_malformed(exc):
-                raise MalformedStoreError(
-                    malformed_source_message(str(path), str(exc.orig), "synced")
-                ) from None
-            raise
-        finally:
-            src_engine.dispose()
     raise AssertionError("unreachable")
 
 
-class WriterAppeared(Exception):
-    """A writer opened a source read as a still file: its snapshot may be torn (read again)."""
+def _open(source: Target) -> Store:
+    """The source's read-only Store: the one read-only open, refusing what cannot be read
+    without an upgrade."""
+    path = shlex.quote(str(_path_of(source)))
+    upgrade = f"`harness-store upgrade {path}`"
+    return open_source(source, "synced", refuse=True, upgrade_command=upgrade)[0]
+
+
+@contextmanager
+def _opened(source: Target, kept: Store | None) -> Iterator[Store]:
+    """The source's Store (`kept` when it is still open from the look at its mark, else
+    opened now), closed after the body."""
+    store = kept if kept is not None else _open(source)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def _send(
-    src_engine: Engine,
+    store: Store,
     engine: Engine,
     path: Path,
     dry_run: bool,
     on_rows: Callable[[int], None],
     batch_size: int,
     started: float,
-    still: bool,
-    since: FileMark | None,
 ) -> OriginReport:
     counts = TableCounts()
-    with _snapshot(src_engine) as src, engine.connect() as dst:
+    with whole_snapshot(store) as src, engine.connect() as dst:
+        src.execution_options(compiled_cache=SOURCE_STATEMENTS)
         have = _check_source(src, path)
         ident = origins.identify(path, origins.read_mark(src))
         dst.info[WRITE] = True
@@ -446,8 +437,7 @@ def _send(
             work.run()
             if origin.anchor is None and anchor is not None:
                 dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
-            if still and writer_appeared(path, since):
-                raise WriterAppeared(str(path))
+            no_writer_on(store, src)()
         except BaseException:
             transaction.rollback()
             raise

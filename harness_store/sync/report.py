@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import InvalidValueError, StoreError
 
@@ -128,3 +128,30 @@ class SyncRefusedError(StoreError):
 class DuplicateOriginError(InvalidValueError):
     """Two sources of one sync carry the same origin mark (one is a copy of the other);
     nothing was synced."""
+
+
+def merged(
+    first: list[OriginReport | RefusedSource], again: list[OriginReport | RefusedSource]
+) -> list[OriginReport | RefusedSource]:
+    """The reports of two passes over the same sources as one per source."""
+    later = iter(again)
+    together: list[OriginReport | RefusedSource] = []
+    for result in first:
+        if not isinstance(result, OriginReport):
+            together.append(result)
+            continue
+        second = next(later)
+        if not isinstance(second, OriginReport):
+            together.append(second)
+            continue
+        counts = result.counts
+        for mine, theirs in zip(counts.all(), second.counts.all(), strict=True):
+            mine.update(theirs)
+        together.append(
+            replace(
+                result,
+                seconds=result.seconds + second.seconds,
+                warnings=result.warnings + second.warnings,
+            )
+        )
+    return together

@@ -6,15 +6,17 @@ It is what `harness-store copy SRC DST` runs.
 
 What it does, in order:
 
-1. Opens the source **read-only** (a SQLite file through `mode=ro`, or `immutable=1` when it
-   is a closed WAL store or on read-only media, so no `-wal`/`-shm` is left beside it — see
-   `reading`; PostgreSQL in a `REPEATABLE READ, READ ONLY` transaction), checks a SQLite
-   source's pages with `PRAGMA quick_check` (a damaged one raises `MalformedStoreError` naming
-   it), and reads everything inside one snapshot, so a store still being written by an agent
-   is copied as of one instant (a writer that opens a store read as a still file makes the
-   copy start again through `mode=ro`). The source is never changed — not even upgraded: it
-   must already hold the whole 0.13 schema (harness_store's revision 0.13 or later, or an
-   io-harness store of 0.13 or later), else `UpgradeRequiredError` says to upgrade it first.
+1. Opens the source through the one read-only open, `Store.open(read_only=True)`'s (a SQLite
+   file through `mode=ro`, or `immutable=1` when it is a closed WAL store or on read-only
+   media, so no `-wal`/`-shm` is left beside it; PostgreSQL read-only; what a killed copy left
+   is refused), checks a SQLite source's pages with `PRAGMA quick_check` (a damaged one raises
+   `MalformedStoreError` naming it), and reads everything in one snapshot of the Store's
+   connector (`REPEATABLE READ` on PostgreSQL), so a store still being written by an agent is
+   copied as of one instant (a writer that opens a store read as a still file makes the copy
+   start again, in a new snapshot that sees the writer — see `reading`). The source is never
+   changed — not even upgraded: it must already hold the whole 0.13 schema (harness_store's
+   revision 0.13 or later, or an io-harness store of 0.13 or later), else
+   `UpgradeRequiredError` says to upgrade it first.
 2. Refuses, with `TargetNotEmptyError` and nothing changed, a target whose tables hold rows
    (or that has views). A target whose tables are all empty (what `harness-store upgrade
    URL` builds) is emptied and copied into. A SQLite target that does not exist yet is
@@ -61,9 +63,10 @@ character in a SQLite text, which PostgreSQL `text` refuses — stops the copy w
 Known limit: a SQLite AUTOINCREMENT high-water mark above `MAX(id)` (left by rows deleted
 outside io-harness) is not carried over; the target's next id is `MAX(id)+1` of what was copied.
 
-The package by concern: `plan` (the source: snapshot, checks, counts), `target` (refusing,
-emptying and recounting the target), `tables` (moving the rows), `marker` (the unfinished-copy
-mark every reader checks), `report` (the report and the errors); this module runs them in order.
+The package by concern: `reading` (opening and reading the source), `plan` (its checks and
+counts), `target` (refusing, emptying and recounting the target), `tables` (moving the rows),
+`marker` (the unfinished-copy mark every reader checks), `report` (the report and the
+errors); this module runs them in order.
 The models are imported only when a copy runs, so the readers' marker check stays cheap.
 """
 
@@ -82,6 +85,7 @@ from ..engine import make_engine, safe_url, sqlite_path, to_url, where
 from ..errors import MalformedStoreError
 from ..schema.preflight import is_malformed
 from ..schema.releases import HEAD
+from ..targets import Target
 from .marker import (
     COPY_MARKER,
     IncompleteCopyError,
@@ -89,23 +93,13 @@ from .marker import (
     incomplete_copy_message,
     mark_unfinished,
 )
-from .plan import (
-    Plan,
-    connected,
-    copied_columns,
-    copied_tables,
-    make_plan,
-    refuse_unknown,
-    snapshot,
-    source_engine,
-    still_source,
-)
+from .plan import Plan, copied_columns, copied_tables, make_plan, refuse_unknown
 from .reading import (
-    FileMark,
+    WriterAppeared,
     check_source_pages,
-    file_mark,
     malformed_source_message,
-    writer_appeared,
+    no_writer_on,
+    open_source,
 )
 from .report import (
     DEFAULT_BATCH_SIZE,
@@ -167,42 +161,43 @@ def copy_store(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    from ..store import whole_snapshot
+
     started = time.monotonic()
-    source_url = to_url(source)
+    parsed = Target.parse(source, read_only=True)
+    source_url, shown = parsed.url, parsed.where
     target_url = to_url(target)
-    still = still_source(source_url)
-    since = None if still is None else file_mark(still)
-    while True:
-        engine = source_engine(source_url, still=still is not None)
-        try:
-            with connected(engine, source_url) as src, snapshot(src):
-                if src.dialect.name == "sqlite":
-                    check_source_pages(src, where(source_url), "copied")
-                plan = make_plan(src, source_url)
-                if not skip_unknown_tables:
-                    refuse_unknown(plan, source_url)
-                check = None if still is None else _no_writer_on(still, since)
-                _copy(
-                    src,
-                    plan,
-                    target_url,
-                    batch_size,
-                    progress,
-                    replace=replace,
-                    check=check,
-                    mode_from=sqlite_path(source_url),
-                )
-            break
-        except WriterAppeared:
-            still = None  # a writer opened the source meanwhile: read it again through mode=ro
-        except DBAPIError as exc:
-            if is_malformed(exc):
-                raise MalformedStoreError(
-                    malformed_source_message(where(source_url), str(exc.orig), "copied")
-                ) from None
-            raise
-        finally:
-            engine.dispose()
+    store, found = open_source(parsed, "copied", refuse=False)
+    try:
+        while True:
+            try:
+                with whole_snapshot(store) as src:
+                    if src.dialect.name == "sqlite":
+                        check_source_pages(src, shown, "copied")
+                    plan = make_plan(src, found, source_url)
+                    if not skip_unknown_tables:
+                        refuse_unknown(plan, source_url)
+                    _copy(
+                        src,
+                        plan,
+                        target_url,
+                        batch_size,
+                        progress,
+                        replace=replace,
+                        check=no_writer_on(store, src),
+                        mode_from=parsed.path,
+                    )
+                break
+            except WriterAppeared:
+                continue  # a writer opened the source meanwhile: read it again, seeing it
+            except DBAPIError as exc:
+                if is_malformed(exc):
+                    raise MalformedStoreError(
+                        malformed_source_message(shown, str(exc.orig), "copied")
+                    ) from None
+                raise
+    finally:
+        store.close()
     return CopyReport(
         source=safe_url(source_url),
         target=safe_url(target_url),
@@ -213,18 +208,6 @@ def copy_store(
         batch_size=batch_size,
         seconds=time.monotonic() - started,
     )
-
-
-class WriterAppeared(Exception):
-    """A writer opened a source read as a still file: its snapshot may be torn."""
-
-
-def _no_writer_on(path: Path, since: FileMark | None) -> Callable[[], None]:
-    def check() -> None:
-        if writer_appeared(path, since):
-            raise WriterAppeared(str(path))
-
-    return check
 
 
 def _copy(

@@ -1,4 +1,4 @@
-"""The source of a copy: opened read-only in one snapshot, checked, and counted up front."""
+"""The source of a copy: what it holds, checked and counted up front in its snapshot."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import shlex
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Column, Connection, Engine, Table, func, select
@@ -16,12 +15,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..dialects import backend_named
 from ..dialects.postgresql import FORMAT_TABLE
-from ..dialects.sqlite import WRITE
-from ..engine import URL_ENV, make_engine, read_only_url, safe_url, sqlite_path, where
-from ..errors import SchemaError, StoreError, StoreNotFoundError, UpgradeRequiredError
-from ..schema.detect import StoreKind, check_sqlite_file, diagnose
+from ..engine import URL_ENV, safe_url, sqlite_path, where
+from ..errors import SchemaError, StoreError, UpgradeRequiredError
+from ..schema.detect import Diagnosis, StoreKind, read_tables
 from ..schema.releases import NEWEST_KNOWN_RELEASE, SHAPES, STORE_RELEASE
-from .reading import read_as_still_file, source_url
 from .report import UnknownTablesError
 
 if TYPE_CHECKING:
@@ -51,26 +48,6 @@ def models_metadata() -> MetaData:
     return Base.metadata
 
 
-def source_engine(url: URL, *, still: bool = False) -> Engine:
-    """An engine that can only read the source (a read-only file is fine); `still`: a SQLite
-    file read with `immutable=1` (see `reading`)."""
-    path = sqlite_path(url)
-    if path is not None and not url.query.get("uri"):
-        if not path.exists():
-            raise StoreNotFoundError(f"no run store at {path}; nothing to copy")
-        check_sqlite_file(path, writable=False)
-        return make_engine(source_url(path, immutable=still))
-    return make_engine(read_only_url(url))
-
-
-def still_source(url: URL) -> Path | None:
-    """The SQLite file of `url` when it is to be read as a still file (`reading`), else None."""
-    path = sqlite_path(url)
-    if path is None or url.query.get("uri") or not path.exists():
-        return None
-    return path if read_as_still_file(path) else None
-
-
 @contextmanager
 def connected(engine: Engine, url: URL) -> Iterator[Connection]:
     """A connection, with a failure to connect said in terms of the store."""
@@ -80,16 +57,6 @@ def connected(engine: Engine, url: URL) -> Iterator[Connection]:
         raise StoreError(f"cannot open {where(url)}: {getattr(exc, 'orig', exc)}") from exc
     with conn:
         yield conn
-
-
-@contextmanager
-def snapshot(conn: Connection) -> Iterator[None]:
-    """One read-only transaction, so every read of the copy sees the same instant."""
-    if conn.dialect.name == "postgresql":
-        conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
-    conn.info[WRITE] = False
-    with conn.begin():
-        yield
 
 
 def copied_tables(have: Mapping[str, frozenset[str]]) -> tuple[Table, ...]:
@@ -107,13 +74,14 @@ def count(conn: Connection, name: str) -> int:
     return int(conn.execute(select(func.count()).select_from(table_clause(name))).scalar_one())
 
 
-def make_plan(src: Connection, url: URL) -> Plan:
-    """Check the source holds the whole 0.13 schema, and read its counts and marker."""
-    found = diagnose(src)  # refuses foreign stores and newer checkpoint formats
+def make_plan(src: Connection, found: Diagnosis, url: URL) -> Plan:
+    """Check the source holds the whole 0.13 schema, and read its counts and marker in its
+    snapshot `src`; `found` is what the read-only open found it to be (foreign stores and
+    newer checkpoint formats were refused there)."""
     shown = where(url)
     if found.kind is StoreKind.EMPTY:
         raise SchemaError(f"{shown} holds no run store (it has no tables); nothing to copy")
-    have = found.tables
+    have = read_tables(src)
     tables = copied_tables(have)
     needed = SHAPES[STORE_RELEASE]
     missing = [t for t in needed if t not in have] + [

@@ -1,45 +1,69 @@
-"""Opening a SQLite source that sync or copy only reads: read-only, leaving no side files,
-checked for damage before a row is read.
+"""The source of a sync or copy: opened through the one read-only open, read in one snapshot
+of its connector, checked for damage before a row is read.
 
-Which file is read as still (`immutable=1`) is decided in `dialects.still`, for every
-read-only open; a writer that opens a source while sync or copy reads it as still is noticed
-afterwards (`writer_appeared`) and the read is done again through `mode=ro`, so a snapshot is
-never torn.
+The open (`store.open_read_only`, what `Store.open(read_only=True)` runs) checks the file,
+refuses what cannot be read without an upgrade, and reads a still file with `immutable=1`
+(`dialects.still`) so that nothing is left beside it. A writer that opens a source while a
+snapshot reads it as still is noticed before what was read is trusted (`WriterAppeared`), and
+the source is read again in a new snapshot, whose connection sees the writer.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
-from sqlalchemy.engine import URL
 
-from ..dialects.still import (
-    FileMark,
-    file_mark,
-    in_wal_mode,
-    read_as_still_file,
-    read_only_file_url,
-    side_files,
-)
-from ..dialects.still import writer_appeared as writer_appeared
-from ..errors import MalformedStoreError
+from ..errors import MalformedStoreError, StoreError
 from ..schema.preflight import is_malformed
+from ..targets import Target
 
-__all__ = [
-    "FileMark",
-    "file_mark",
-    "in_wal_mode",
-    "read_as_still_file",
-    "side_files",
-    "source_url",
-    "writer_appeared",
-]
+if TYPE_CHECKING:
+    from ..schema.detect import Diagnosis
+    from ..store import Store
 
 
-def source_url(path: Path, *, immutable: bool) -> URL:
-    """A read-only URL of the SQLite file at `path` (`immutable=1` when asked)."""
-    return read_only_file_url(path, immutable=immutable)
+class WriterAppeared(Exception):
+    """A writer opened a source read as a still file: its snapshot may be torn (read again)."""
+
+
+def open_source(
+    source: Target, action: str, *, refuse: bool, upgrade_command: str | None = None
+) -> tuple[Store, Diagnosis]:
+    """The read-only Store of a sync's or copy's source, and what it was found to be: the one
+    read-only open, refusing a newer checkpoint format too (its rows could not be carried).
+    With `refuse`, a store that cannot be read without an upgrade is refused there
+    (`upgrade_command`: the command to name). A damaged file raises `MalformedStoreError`
+    (`action`: what was not done with it, e.g. "synced")."""
+    from ..store import Store, open_read_only
+
+    try:
+        return open_read_only(
+            Store,
+            source,
+            refuse=refuse,
+            refuse_newer_format=True,
+            upgrade_command=upgrade_command,
+        )
+    except Exception as exc:
+        cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+        if cause is not None and is_malformed(cause):
+            detail = str(getattr(cause, "orig", None) or cause)
+            raise MalformedStoreError(
+                malformed_source_message(source.where, detail, action)
+            ) from None
+        raise
+
+
+def no_writer_on(store: Store, conn: Connection) -> Callable[[], None]:
+    """What raises `WriterAppeared` once a writer has opened the file `conn` reads as still."""
+
+    def check() -> None:
+        if store.backend.still_read_outdated(conn):
+            raise WriterAppeared(store.url.render_as_string(hide_password=True))
+
+    return check
 
 
 def malformed_source_message(shown: str, detail: str, action: str) -> str:

@@ -93,3 +93,44 @@ def test_no_module_outside_the_connector_and_dialects_touches_a_dbapi_connection
         for line, what in ways_in(module.read_text(encoding="utf-8")):
             offenders.append(f"harness_store/{relative}:{line}: {what}")
     assert offenders == []
+
+
+SOURCE_READERS = ("sync/", "transfer/")
+"""Sync and copy, which read whole source stores."""
+
+OPENS_OF_THEIR_OWN = frozenset(
+    {"read_only_url", "read_only_file_url", "read_as_still_file", "writer_appeared", "file_mark"}
+)
+"""What building a read-only engine, or deciding how to read a still file, takes: the one
+read-only open's (`store.open_read_only`) and the dialect's alone."""
+
+
+def named(source: str) -> set[str]:
+    """Every name and attribute `source` uses or imports."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.add(node.name.rsplit(".", 1)[-1])
+    return found
+
+
+def test_sync_and_copy_open_their_sources_through_the_one_read_only_open() -> None:
+    """No second read-only engine and no second still-file decision beside the one open: sync
+    and copy read each source through a read-only Store's connector (`open_source`)."""
+    offenders: list[str] = []
+    readers = [
+        m
+        for m in sorted(PACKAGE.rglob("*.py"))
+        if m.relative_to(PACKAGE).as_posix().startswith(SOURCE_READERS)
+    ]
+    assert len(readers) > 10
+    for module in readers:
+        used = named(module.read_text(encoding="utf-8")) & OPENS_OF_THEIR_OWN
+        offenders += [f"{module.relative_to(PACKAGE).as_posix()}: {name}" for name in sorted(used)]
+    assert offenders == []
+    opening = (PACKAGE / "transfer" / "reading.py").read_text(encoding="utf-8")
+    assert "open_read_only" in named(opening)

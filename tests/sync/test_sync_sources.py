@@ -6,6 +6,8 @@ about across syncs."""
 from __future__ import annotations
 
 import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from support.synccheck import mirror_problems, write_source
 from harness_store import StepRecord, Store
 from harness_store.errors import MalformedStoreError
 from harness_store.sync import DuplicateOriginError, SyncRefusedError, list_origins, sync
-from harness_store.transfer import copy_store
+from harness_store.transfer import COPY_MARKER, IncompleteCopyError, copy_store
 from sync.media import read_only_medium
 
 SIDE = ("-wal", "-shm")
@@ -90,6 +92,65 @@ def test_a_damaged_source_is_named_and_skipped_and_the_others_synced(
     assert shown.returncode == 3
     assert str(broken) in shown.stderr and "damaged" in shown.stderr
     assert "nothing new" in shown.stdout  # the others were read, and had nothing new
+
+
+def test_a_writer_that_opens_a_still_source_mid_sync_makes_it_read_again(
+    store_target: str, tmp_path: Path
+) -> None:
+    """A closed store is read as a still file (`immutable=1`, which does not see a writer's
+    commits); a writer that opens it while its snapshot is read makes sync read it again, in a
+    new snapshot that sees what the writer committed."""
+    source = tmp_path / "agent.sqlite3"
+    write_source(source, runs=2)
+    assert side_files(source) == []
+    writer = sqlite3.connect(source, isolation_level=None)
+    wrote: list[int] = []
+
+    def write_meanwhile(label: str, done: int, total: int, sent: int) -> None:
+        if sent and not wrote:
+            writer.execute("INSERT INTO runs (goal, file) VALUES ('late', 'late.txt')")
+            wrote.append(1)
+
+    try:
+        report = sync([source], store_target, progress=write_meanwhile)
+        assert wrote and side_files(source) != []  # the writer is still there
+        assert mirror_problems(store_target, source) == []  # its run was read, untorn
+        assert report.origins[0].counts.inserted["runs"] == 5
+    finally:
+        writer.close()
+    assert side_files(source) == []
+
+
+def unfinished_copy(path: Path) -> None:
+    """What a copy killed before its commit leaves: the schema, and the unfinished-copy mark."""
+    Store.open(path).close()
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute(f"CREATE TABLE {COPY_MARKER} (source VARCHAR(2000))")
+        conn.commit()
+
+
+def test_an_unfinished_copy_is_refused_as_one_by_sync_and_copy_as_by_every_reader(
+    store_target: str, tmp_path: Path
+) -> None:
+    """Sync and copy open their sources through the one read-only open, which refuses what a
+    killed copy left (not as a newer io-harness's tables, not copied as a store)."""
+    first, unfinished = tmp_path / "first.sqlite3", tmp_path / "unfinished.sqlite3"
+    write_source(first, tag="f")
+    unfinished_copy(unfinished)
+    with pytest.raises(IncompleteCopyError):
+        Store.open(unfinished, read_only=True)
+    with pytest.raises(SyncRefusedError) as refused:
+        sync([first, unfinished], store_target)
+    (left_out,) = refused.value.refused
+    assert left_out.source == str(unfinished)
+    assert isinstance(left_out.error, IncompleteCopyError), left_out.error
+    assert str(unfinished) in str(left_out.error)
+    assert mirror_problems(store_target, first) == []
+    target = tmp_path / "copy.sqlite3"
+    with pytest.raises(IncompleteCopyError, match="unfinished copy"):
+        copy_store(unfinished, target)
+    assert not target.exists()
+    assert side_files(unfinished) == []
 
 
 def test_two_copies_of_one_marked_store_are_refused_together_and_warned_apart(

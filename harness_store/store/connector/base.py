@@ -217,6 +217,27 @@ class Connector(ABC):
                     self._active.set(None, False)
 
     @contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        """One read transaction in which every statement sees the same instant (on PostgreSQL
+        `REPEATABLE READ`), for a reader of a whole store: sync's and copy's sources. A still
+        file read (`immutable=1`) sees no writer; the reader asks `backend.still_read_outdated`
+        before it trusts what it read, and reads again in a new snapshot if a writer opened the
+        file meanwhile (the connection is then replaced). Refused inside an open block.
+
+        Errors raised in the body leave as they are, untranslated: the reader of a source
+        writes its destination in the body, whose errors are the destination's."""
+        self._check_open()
+        if self._active.conn is not None:
+            raise TransactionOpenError(
+                "a snapshot cannot join a transaction() block (nothing was read)"
+            )
+        with self._borrow() as conn, self._engine_unit(conn, False):
+            first = self.backend.snapshot_sql()
+            if first is not None:
+                conn.exec_driver_sql(first)
+            yield conn
+
+    @contextmanager
     def transaction(self) -> Iterator[None]:
         """A block of Store calls: all of them, or none (see `Store.transaction`). Nested, a
         savepoint; a block the server aborted raises instead of ending quietly."""
