@@ -28,6 +28,7 @@ from ..errors import (
     SchemaError,
     StoreError,
     StoreNotFoundError,
+    UnfinishedTransactionError,
 )
 from ..models import Base
 from ..schema.detect import IGNORED_TABLES, check_sqlite_file, read_revision, read_tables
@@ -177,8 +178,10 @@ def sync(
     return report
 
 
-SOURCE_REFUSALS = (SchemaError,)
-"""What refuses one source (named, nothing of it written) while the others are synced."""
+SOURCE_REFUSALS = (SchemaError, UnfinishedTransactionError)
+"""What refuses one source (named, nothing of it written) while the others are synced: a
+database that is no store sync can read, and a store whose writer was killed mid-write (a
+hot rollback journal only a write open may roll back)."""
 
 
 def _synced(result: OriginReport | RefusedSource) -> bool:

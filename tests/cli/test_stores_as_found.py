@@ -9,12 +9,12 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.clirun import COMMAND, environ, step_store
+from support.sqlite_files import make_hot_journal
 
 READS = [
     ["inspect", "{db}"],
@@ -95,28 +95,6 @@ def test_a_wal_store_on_read_only_media_is_readable(
 ) -> None:
     done = run(*read_args(command, read_only_mount))
     assert done.returncode == 0, done.stderr
-
-
-def make_hot_journal(path: Path) -> None:
-    """A rollback-journal store whose writer was SIGKILLed mid-transaction (as io-harness
-    before 0.12 could be): the file half-written, its `-journal` hot."""
-    step_store(path, 10)
-    with sqlite3.connect(path, isolation_level=None) as conn:
-        conn.execute("PRAGMA journal_mode = DELETE")
-    writer = (
-        "import os, sqlite3, sys\n"
-        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-        "conn.execute('PRAGMA cache_size = 2')\n"
-        "conn.execute('BEGIN IMMEDIATE')\n"
-        "for i in range(3000):\n"
-        "    conn.execute(\"UPDATE steps SET result = ? WHERE step = ?\", ('x' * 2000, i % 10))\n"
-        '    conn.execute("INSERT INTO memory (workspace, key, value, run_id, step, created_at) "\n'
-        "                 \"VALUES ('ws', ?, ?, 1, 1, 'now')\", (str(i), 'v' * 500))\n"
-        "os.kill(os.getpid(), 9)\n"
-    )
-    subprocess.run([sys.executable, "-c", writer, str(path)], check=False)
-    journal = path.with_name(path.name + "-journal")
-    assert journal.exists() and journal.stat().st_size > 0
 
 
 @pytest.mark.parametrize("command", READS, ids=[c[0] for c in READS])

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 from support.clirun import run_cli
+from support.sqlite_files import make_hot_journal
 from support.synccheck import mirror_problems, write_source
 
 from harness_store import StepRecord, Store
-from harness_store.errors import MalformedStoreError
+from harness_store.errors import MalformedStoreError, UnfinishedTransactionError
 from harness_store.sync import DuplicateOriginError, SyncRefusedError, list_origins, sync
 from harness_store.transfer import COPY_MARKER, IncompleteCopyError, copy_store
 from sync.media import read_only_medium
@@ -92,6 +93,25 @@ def test_a_damaged_source_is_named_and_skipped_and_the_others_synced(
     assert shown.returncode == 3
     assert str(broken) in shown.stderr and "damaged" in shown.stderr
     assert "nothing new" in shown.stdout  # the others were read, and had nothing new
+
+
+def test_a_source_with_a_hot_journal_is_named_and_skipped_and_the_others_synced(
+    store_target: str, tmp_path: Path
+) -> None:
+    """A source whose writer was killed mid-transaction (a hot rollback journal, which a
+    read-only open cannot roll back) is refused by name, like a damaged one, and left as it
+    was; the other sources are synced."""
+    first, hot = tmp_path / "first.sqlite3", tmp_path / "hot.sqlite3"
+    write_source(first, tag="f")
+    make_hot_journal(hot)
+    journal = hot.with_name(hot.name + "-journal").read_bytes()
+    with pytest.raises(SyncRefusedError) as refused:
+        sync([first, hot], store_target)
+    (left_out,) = refused.value.refused
+    assert left_out.source == str(hot)
+    assert isinstance(left_out.error, UnfinishedTransactionError)
+    assert mirror_problems(store_target, first) == []
+    assert hot.with_name(hot.name + "-journal").read_bytes() == journal
 
 
 def test_a_writer_that_opens_a_still_source_mid_sync_makes_it_read_again(
