@@ -77,7 +77,9 @@ class RunTraceMixin(OlderStoreMixin):
         `results=False` leaves each step's result out
         of its fields (a listing that does not show them need not read them). A table the
         store's release does not have yet contributes nothing. `RunNotFoundError` when the
-        run does not exist (at the first entry taken)."""
+        run does not exist (at the first entry taken). Until the generator is exhausted or
+        closed its read stays open for this thread (or task): a Store read made meanwhile
+        joins its snapshot, and a write is refused."""
         run_id = i64(run_id, "run_id")
         window = (
             None if first_step is None else i64(first_step, "first_step"),

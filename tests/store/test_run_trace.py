@@ -124,3 +124,16 @@ def test_a_read_ended_early_closes_its_cursors_inside_the_read(store_target: str
         assert next(entries).kind == "policy"
         entries.close()
         assert len(list(store.trace_entries(run))) == 16
+
+
+def test_the_whole_trace_is_one_snapshot(store_target: str) -> None:
+    """Steps another Store commits while a trace is being read are not in it (every table's
+    cursor reads the snapshot the trace began with); the next trace has them."""
+    with Store.open(store_target) as store, Store.open(store_target) as writer:
+        run = a_run_of_every_kind(store)
+        entries = store.trace_entries(run)
+        assert next(entries).kind == "policy"
+        writer.checkpoint_steps(run, [StepRecord(n, "later", "r") for n in (1, 2, 3)])
+        assert [e for e in entries if e.fields.get("decision") == "later"] == []
+        later = [e for e in store.trace_entries(run) if e.fields.get("decision") == "later"]
+        assert [e.step for e in later] == [1, 2, 3]
