@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, Table
+from sqlalchemy import Connection, Engine, Table, inspect
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ClauseElement
@@ -319,6 +319,17 @@ class Backend(ABC):
         """Rows whose declared foreign key names a missing parent: (table, rowid, parent
         table). Empty on a backend that enforces foreign keys as it writes."""
         return []
+
+    def table_columns(self, conn: Connection) -> dict[str, frozenset[str]]:
+        """Every table and its columns, in as few queries as the backend allows (SQLAlchemy's
+        reflection of all tables at once: one query on PostgreSQL)."""
+        found = inspect(conn).get_multi_columns()
+        return {name: frozenset(c["name"] for c in cols) for (_, name), cols in found.items()}
+
+    def index_names(self, conn: Connection, tables: Iterable[str]) -> frozenset[str]:
+        """The names of the indexes on `tables`."""
+        found = inspect(conn).get_multi_indexes(filter_names=list(tables))
+        return frozenset(str(index["name"]) for indexes in found.values() for index in indexes)
 
     @abstractmethod
     def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:

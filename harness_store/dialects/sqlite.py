@@ -16,7 +16,7 @@ import stat
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -541,6 +541,24 @@ class SQLiteBackend(Backend):
         without their parent."""
         rows = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
         return [(str(t), None if r is None else int(r), str(p)) for t, r, p, _ in rows]
+
+    def table_columns(self, conn: Connection) -> dict[str, frozenset[str]]:
+        """One query over the schema table and `pragma_table_info` (SQLAlchemy's reflection
+        asks table by table: most of a read-only open of a store io-harness wrote, which has
+        no revision stamp and is known by its shape)."""
+        rows = conn.exec_driver_sql(
+            "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
+            "WHERE m.type = 'table'"
+        )
+        found: dict[str, set[str]] = {}
+        for table, column in rows:
+            found.setdefault(str(table), set()).add(str(column))
+        return {name: frozenset(columns) for name, columns in found.items()}
+
+    def index_names(self, conn: Connection, tables: Iterable[str]) -> frozenset[str]:
+        wanted = set(tables)
+        rows = conn.exec_driver_sql("SELECT tbl_name, name FROM sqlite_master WHERE type = 'index'")
+        return frozenset(str(name) for table, name in rows if table in wanted)
 
     def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:
         rows = conn.exec_driver_sql(

@@ -144,25 +144,17 @@ def refuse_unreadable(found: Diagnosis, shown: str, upgrade_command: str) -> Non
 
 def read_tables(conn: Connection) -> dict[str, frozenset[str]]:
     """Every user table and its columns, without writing anything."""
-    inspector = inspect(conn)
     return {
-        name: frozenset(col["name"] for col in inspector.get_columns(name))
-        for name in inspector.get_table_names()
+        name: columns
+        for name, columns in backend_for(conn).table_columns(conn).items()
         if name not in IGNORED_TABLES and not name.startswith("sqlite_")
     }
 
 
 def read_indexes(conn: Connection, tables: Mapping[str, frozenset[str]]) -> frozenset[str]:
     """The names of upstream's own indexes the store has (any release's), without writing."""
-    known = set(INDEXES[RELEASE_NAMES[-1]])
-    inspector = inspect(conn)
-    names = {
-        str(index["name"])
-        for table in tables
-        for index in inspector.get_indexes(table)
-        if index["name"] in known
-    }
-    return frozenset(names)
+    known = INDEXES[RELEASE_NAMES[-1]]
+    return frozenset(backend_for(conn).index_names(conn, tables) & set(known))
 
 
 def _listed(items: tuple[str, ...], limit: int = 8) -> str:

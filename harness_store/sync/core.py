@@ -299,8 +299,8 @@ def _check_source(conn: Connection, path: Path) -> dict[str, frozenset[str]]:
     or columns of a newer io-harness (the centre cannot hold them). What is not a store of
     0.13 or later was refused by the open (`open_source`).
 
-    A store of exactly the head shape (the common case) is known from one query."""
-    have = _head_shaped(conn) or read_tables(conn)
+    Its shape is one query on SQLite (`Backend.table_columns`)."""
+    have = read_tables(conn)
     unknown = [
         f"{name} ({_count(conn, name)} rows)"
         for name in sorted(have)
@@ -326,23 +326,6 @@ def _check_source(conn: Connection, path: Path) -> dict[str, frozenset[str]]:
 
 def _count(conn: Connection, name: str) -> int:
     return int(conn.execute(select(func.count()).select_from(table_clause(name))).scalar_one())
-
-
-HEAD_SHAPE = {name: frozenset(table.columns.keys()) for name, table in Base.metadata.tables.items()}
-
-
-def _head_shaped(conn: Connection) -> dict[str, frozenset[str]] | None:
-    """The source's tables when they are exactly the head's, else None."""
-    found: dict[str, set[str]] = {}
-    rows = conn.exec_driver_sql(
-        "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
-        "WHERE m.type = 'table'"
-    )
-    for table, column in rows:
-        if table not in IGNORED_TABLES and not table.startswith("sqlite_"):
-            found.setdefault(table, set()).add(column)
-    shape = {name: frozenset(columns) for name, columns in found.items()}
-    return shape if shape == HEAD_SHAPE else None
 
 
 def _sync_one(
