@@ -1,7 +1,9 @@
 """`AsyncStore.checkpoint_step` against the same statements sent raw through the asyncio
 driver: psycopg's `AsyncConnection` in autocommit (one connection per task) on PostgreSQL,
 `aiosqlite` (one connection, `BEGIN IMMEDIATE` … `COMMIT`, writers taking turns) on SQLite;
-1 and 8 tasks, two alternating rounds of 2 s each.
+1 and 8 tasks, two alternating rounds of 2 s each. Besides the calls per second, the client's
+CPU time per call (this process's, the server's not counted), the steadier figure on a busy
+machine.
 
     python -m bench.asyncraw STORE   # a SQLite file path or a PostgreSQL URL
 """
@@ -19,8 +21,10 @@ from harness_store.store.runs import step_values
 SECONDS = 2.0
 
 
-async def drive(op: Any, tasks: int, seconds: float) -> float:
+async def drive(op: Any, tasks: int, seconds: float) -> tuple[float, float]:
+    """Calls per second, and the process's CPU seconds per call."""
     count = 0
+    cpu = time.process_time()
     stop = time.perf_counter() + seconds
 
     async def one(k: int) -> None:
@@ -32,7 +36,7 @@ async def drive(op: Any, tasks: int, seconds: float) -> float:
             count += 1
 
     await asyncio.gather(*(one(k) for k in range(tasks)))
-    return count / seconds
+    return count / seconds, (time.process_time() - cpu) / max(count, 1)
 
 
 async def main(target: str) -> None:
@@ -44,6 +48,7 @@ async def main(target: str) -> None:
     async def a_op(k: int, n: int) -> None:
         await store.checkpoint_step(runs[k], StepRecord.new(n, "p" * 300, "r" * 50))
 
+    conns: list[Any]
     if target.startswith("postgresql"):
         import psycopg
 
@@ -79,8 +84,7 @@ async def main(target: str) -> None:
                     await c.execute(w.sql, w.params(values))
                 await c.execute("COMMIT")
 
-    out: dict[tuple[str, int], list[float]] = {}
-    conns: list[Any]
+    out: dict[tuple[str, int], list[tuple[float, float]]] = {}
     variants: list[tuple[str, Any]] = [("AsyncStore", a_op), ("raw", r_op)]
     for _ in range(2):
         for tasks in (1, 8):
@@ -88,11 +92,12 @@ async def main(target: str) -> None:
                 out.setdefault((name, tasks), []).append(await drive(op, tasks, SECONDS))
         variants.reverse()
     for tasks in (1, 8):
-        a = sum(out[("AsyncStore", tasks)]) / 2
-        r = sum(out[("raw", tasks)]) / 2
+        a, a_cpu = (sum(v) / 2 for v in zip(*out[("AsyncStore", tasks)], strict=True))
+        r, r_cpu = (sum(v) / 2 for v in zip(*out[("raw", tasks)], strict=True))
         print(
             f"{sync.backend.name} {tasks} task(s): AsyncStore {a:,.0f}/s, "
-            f"raw asyncio driver {r:,.0f}/s, ratio {a / r:.2f}x"
+            f"raw asyncio driver {r:,.0f}/s, ratio {a / r:.2f}x; client CPU per call "
+            f"{a_cpu * 1e6:.0f} µs vs {r_cpu * 1e6:.0f} µs, ratio {r_cpu / a_cpu:.2f}x"
         )
     for c in conns:
         await c.close()

@@ -15,8 +15,13 @@ threads (`lanes`):
   context (where the Store keeps the block's connection). A SQLite store has one writer, so
   blocks take turns on this one lane; a task waiting for its turn waits on the loop.
 
-`GreenletRunner` (PostgreSQL): the Store runs over SQLAlchemy's asyncio engine, each call in
-`greenlet_spawn`, so its I/O is psycopg's async I/O on the event loop — no thread per call.
+`GreenletRunner` (PostgreSQL): the same Store and connector code runs on the event loop, each
+call in a greenlet (`greenlets`: parked between calls and reused, not one made per call) whose
+awaits the calling task awaits — no thread per call. The hot paths (`run_driver`,
+`driver_read`) run on the connector's kept connections, which there are psycopg's own
+`AsyncConnection`s awaited straight from the greenlet: one switch to the loop and back per
+round trip. The rest goes through SQLAlchemy's asyncio engine (its `sync_engine` is the
+Store's engine), whose adapter awaits the same way.
 
 A cancelled call is all or nothing: on a thread it runs to its end (or never starts); on the
 loop the cancellation unwinds the call's transaction, which the database rolls back whole.

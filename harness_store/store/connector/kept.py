@@ -9,9 +9,12 @@ a round trip only after it sat idle); a dead one is dropped and a fresh one take
 connection that failed mid-call is never reused.
 
 An `AsyncStore` on PostgreSQL keeps a set too (`on_loop=True`): its calls all run on the event
-loop's thread, in greenlets over SQLAlchemy's asyncio adapter, so a kept connection there is
-the adapter's, taken and given back with no lock wait — when all `cap` are in use, `take`
-returns None and the call borrows from the asyncio pool instead of blocking the loop.
+loop's thread, each in a greenlet, so a kept connection there is psycopg's `AsyncConnection`
+(the asyncio pool's driver connection), driven through `Awaited`: each statement is awaited
+from the call's greenlet, with no SQLAlchemy adapter between, by the same connector code as a
+sync Store's. Connections are taken and given back with no lock wait — when all `cap` are in
+use, `take` returns None and the call borrows from the asyncio pool instead of blocking the
+loop.
 """
 
 from __future__ import annotations
