@@ -3,14 +3,16 @@ driver: psycopg's `AsyncConnection` in autocommit (one connection per task) on P
 `aiosqlite` (one connection, `BEGIN IMMEDIATE` … `COMMIT`, writers taking turns) on SQLite;
 1 and 8 tasks, two alternating rounds of 2 s each. Besides the calls per second, the client's
 CPU time per call (this process's, the server's not counted), the steadier figure on a busy
-machine.
+machine. `--slices` adds one task alternating with the raw driver every `SLICE` calls, 30 times
+each: the median of the 30 ratios, which a load that changes by the second skews far less.
 
-    python -m bench.asyncraw STORE   # a SQLite file path or a PostgreSQL URL
+    python -m bench.asyncraw STORE [--slices]   # a SQLite file path or a PostgreSQL URL
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import sys
 import time
 from typing import Any
@@ -19,6 +21,10 @@ from harness_store import AsyncStore, StepRecord
 from harness_store.store.runs import step_values
 
 SECONDS = 2.0
+SLICE = 200
+"""Calls per slice of `--slices`."""
+PAIRS = 30
+"""Slices of each variant in `--slices`."""
 
 
 async def drive(op: Any, tasks: int, seconds: float) -> tuple[float, float]:
@@ -39,7 +45,26 @@ async def drive(op: Any, tasks: int, seconds: float) -> tuple[float, float]:
     return count / seconds, (time.process_time() - cpu) / max(count, 1)
 
 
-async def main(target: str) -> None:
+async def sliced(a_op: Any, r_op: Any) -> tuple[float, float]:
+    """One task, AsyncStore and raw alternating every `SLICE` calls (which goes first swapped
+    each time): the medians over the pairs of raw time ÷ AsyncStore time, wall and CPU."""
+    times: dict[str, list[tuple[float, float]]] = {"a": [], "r": []}
+    n = 10**6
+    for pair in range(PAIRS):
+        order = [("a", a_op), ("r", r_op)]
+        for name, op in order if pair % 2 == 0 else reversed(order):
+            cpu, wall = time.process_time(), time.perf_counter()
+            for _ in range(SLICE):
+                n += 1
+                await op(0, n)
+            times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    pairs = list(zip(times["a"], times["r"], strict=True))
+    wall_ratio = statistics.median(r[0] / a[0] for a, r in pairs)
+    cpu_ratio = statistics.median(r[1] / a[1] for a, r in pairs)
+    return wall_ratio, cpu_ratio
+
+
+async def main(target: str, slices: bool = False) -> None:
     store = await AsyncStore.open(target)
     sync = store.store
     runs = [await store.start_run("b", "f") for _ in range(16)]
@@ -99,10 +124,16 @@ async def main(target: str) -> None:
             f"raw asyncio driver {r:,.0f}/s, ratio {a / r:.2f}x; client CPU per call "
             f"{a_cpu * 1e6:.0f} µs vs {r_cpu * 1e6:.0f} µs, ratio {r_cpu / a_cpu:.2f}x"
         )
+    if slices:
+        wall_ratio, cpu_ratio = await sliced(a_op, r_op)
+        print(
+            f"{sync.backend.name} 1 task, {PAIRS} alternating slices of {SLICE} calls: "
+            f"median ratio {wall_ratio:.2f}x wall, {cpu_ratio:.2f}x client CPU"
+        )
     for c in conns:
         await c.close()
     await store.close()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], "--slices" in sys.argv[2:]))
