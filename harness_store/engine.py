@@ -64,7 +64,8 @@ def make_async_engine(
 ) -> AsyncEngine:
     """An asyncio engine for the store at `target` (a backend whose driver is natively
     async), with the same pool and hooks as `make_engine`'s; its `sync_engine` is what a
-    Store runs on inside `greenlet_spawn`. Loads `sqlalchemy.ext.asyncio` only when called."""
+    Store runs on inside a call's greenlet (`aio.greenlets`). Loads `sqlalchemy.ext.asyncio`
+    only when called."""
     from sqlalchemy.ext.asyncio import create_async_engine
 
     url = to_url(target)

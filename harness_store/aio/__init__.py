@@ -6,10 +6,11 @@ thread or on the loop as the method's own mark says (`store.marks`, read by `met
 with `await AsyncStore.open(target, ...)` (Store.open's arguments) and use as `async with`;
 group calls with `async with store.transaction():`.
 
-On PostgreSQL the calls run natively on the event loop (psycopg's async driver under
-SQLAlchemy's asyncio engine); on SQLite on at most four named threads, writes batched into
-shared commits and reads on a read-only twin of the file (see `runners`). Errors are the
-Store's typed errors.
+On PostgreSQL the calls run natively on the event loop (psycopg's async driver: its
+`AsyncConnection` awaited straight from each call's greenlet on the hot paths, under
+SQLAlchemy's asyncio engine for the rest); on SQLite on at most four named threads, writes
+batched into shared commits and reads on a read-only twin of the file (see `runners`). Errors
+are the Store's typed errors.
 """
 
 from __future__ import annotations

@@ -15,8 +15,13 @@ threads (`lanes`):
   context (where the Store keeps the block's connection). A SQLite store has one writer, so
   blocks take turns on this one lane; a task waiting for its turn waits on the loop.
 
-`GreenletRunner` (PostgreSQL): the Store runs over SQLAlchemy's asyncio engine, each call in
-`greenlet_spawn`, so its I/O is psycopg's async I/O on the event loop — no thread per call.
+`GreenletRunner` (PostgreSQL): the same Store and connector code runs on the event loop, each
+call in a greenlet (`greenlets`: parked between calls and reused, not one made per call) whose
+awaits the calling task awaits — no thread per call. The hot paths (`run_driver`,
+`driver_read`) run on the connector's kept connections, which there are psycopg's own
+`AsyncConnection`s awaited straight from the greenlet: one switch to the loop and back per
+round trip. The rest goes through SQLAlchemy's asyncio engine (its `sync_engine` is the
+Store's engine), whose adapter awaits the same way.
 
 A cancelled call is all or nothing: on a thread it runs to its end (or never starts); on the
 loop the cancellation unwinds the call's transaction, which the database rolls back whole.
@@ -350,21 +355,20 @@ class GreenletRunner:
         self.async_engine = engine
         self.engine = engine
         self.write_engine = engine
+        from .greenlets import Greenlets  # greenlet comes with the PostgreSQL extra
+
+        self._greenlets = Greenlets()
 
     async def call(self, kind: str, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-        from sqlalchemy.util import greenlet_spawn
-
-        return await greenlet_spawn(getattr(self.store, name), *args, **kw)
+        return await self._greenlets.run(getattr(self.store, name), *args, **kw)
 
     async def iterate(
         self, kind: str, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
     ) -> AsyncIterator[Any]:
-        from sqlalchemy.util import greenlet_spawn
-
         iterator = getattr(self.store, name)(*args, **kw)
         try:
             while True:
-                chunk = await greenlet_spawn(_take, iterator, page)
+                chunk = await self._greenlets.run(_take, iterator, page)
                 for item in chunk:
                     yield item
                 if len(chunk) < page:
@@ -374,11 +378,9 @@ class GreenletRunner:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
-        from sqlalchemy.util import greenlet_spawn
-
         prior = self.store._connector.block_state()
         block: AbstractContextManager[None] = self.store.transaction()
-        await greenlet_spawn(block.__enter__)
+        await self._greenlets.run(block.__enter__)
         try:
             yield
         except BaseException as exc:
@@ -394,17 +396,16 @@ class GreenletRunner:
     ) -> None:
         """End the block in a task of its own, seen through even when this task is cancelled
         again meanwhile; then this task's context is put back as it was before the block."""
-        from sqlalchemy.util import greenlet_spawn
-
         kind = None if exc is None else type(exc)
-        ending = asyncio.ensure_future(greenlet_spawn(block.__exit__, kind, exc, None))
+        ending = asyncio.ensure_future(self._greenlets.run(block.__exit__, kind, exc, None))
         try:
             await asyncio.shield(ending)
         finally:
             self.store._connector.restore_block_state(prior)
 
     async def aclose(self) -> None:
-        from sqlalchemy.util import greenlet_spawn
-
-        await greenlet_spawn(self.store.close)
-        await self.async_engine.dispose()
+        try:
+            await self._greenlets.run(self.store.close)
+            await self.async_engine.dispose()
+        finally:
+            self._greenlets.close()

@@ -34,7 +34,7 @@ from ...dialects.base import WRITE_DEADLINE
 from ...dialects.sqlite import WRITE
 from ...errors import StoreConnectionError, StoreError, TransactionOpenError
 from ..driver import DriverStatement
-from .kept import Chained
+from .kept import Awaited
 
 Work = Sequence[tuple[DriverStatement, Any]]
 """Pre-compiled statements and their parameters, run in order."""
@@ -88,8 +88,8 @@ class Connector(ABC):
         self._queue = backend.write_queue(url, busy_timeout=busy_timeout)
         self._begin_write = backend.begin_write_sql()
         self._adapted = bool(engine.dialect.is_async)
-        """Whether the driver connections are SQLAlchemy's asyncio adapters (an `AsyncStore`
-        on PostgreSQL), whose cursors need `Chained` for the hot paths."""
+        """Whether the pool's connections are SQLAlchemy's asyncio adapters (an `AsyncStore`
+        on PostgreSQL): the hot paths then drive the asyncio driver's own cursors (`Awaited`)."""
         self.closed = False
 
     # --- the open block ------------------------------------------------------------------
@@ -331,10 +331,11 @@ class Connector(ABC):
         return self.driver_cursor(dbapi_connection)
 
     def driver_cursor(self, dbapi_connection: Any) -> Any:
-        """A cursor on a driver connection for the hot paths; an asyncio adapter's is wrapped
-        so that `execute(...).fetchall()` chains as on a sync driver's."""
-        cursor = dbapi_connection.cursor()
-        return Chained(cursor) if self._adapted else cursor
+        """A cursor on a driver connection for the hot paths; behind an asyncio adapter, a
+        cursor of the asyncio driver's own connection, awaited in the call's greenlet."""
+        if self._adapted:
+            return Awaited(dbapi_connection.driver_connection.cursor())
+        return dbapi_connection.cursor()
 
     # --- errors --------------------------------------------------------------------------
 

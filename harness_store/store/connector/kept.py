@@ -9,9 +9,12 @@ a round trip only after it sat idle); a dead one is dropped and a fresh one take
 connection that failed mid-call is never reused.
 
 An `AsyncStore` on PostgreSQL keeps a set too (`on_loop=True`): its calls all run on the event
-loop's thread, in greenlets over SQLAlchemy's asyncio adapter, so a kept connection there is
-the adapter's, taken and given back with no lock wait — when all `cap` are in use, `take`
-returns None and the call borrows from the asyncio pool instead of blocking the loop.
+loop's thread, each in a greenlet, so a kept connection there is psycopg's `AsyncConnection`
+(the asyncio pool's driver connection), driven through `Awaited`: each statement is awaited
+from the call's greenlet, with no SQLAlchemy adapter between, by the same connector code as a
+sync Store's. Connections are taken and given back with no lock wait — when all `cap` are in
+use, `take` returns None and the call borrows from the asyncio pool instead of blocking the
+loop.
 """
 
 from __future__ import annotations
@@ -23,36 +26,38 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.util import await_only
 
 
 class Held:
     """One kept connection: the pool's proxy (to invalidate it), the driver connection, a
     cursor on it."""
 
-    __slots__ = ("cursor", "driver", "proxied", "runs", "used")
+    __slots__ = ("cursor", "driver", "proxied", "used")
 
     def __init__(self, proxied: Any, on_loop: bool = False) -> None:
         self.proxied = proxied
         self.driver: Any = proxied.driver_connection
-        """The driver's own connection: its state (closed, idle, its socket) is read here."""
-        self.runs: Any = proxied.dbapi_connection if on_loop else self.driver
-        """What statements run on: on the loop, SQLAlchemy's adapter (sync calls that await
-        inside the call's greenlet), else the driver connection itself."""
-        self.runs.autocommit = True
-        cursor = self.runs.cursor()
-        self.cursor: Any = Chained(cursor) if on_loop else cursor
+        """The driver's own connection (on the loop psycopg's `AsyncConnection`): statements
+        run on it, and its state (closed, idle, its socket) is read here."""
+        if on_loop:
+            await_only(self.driver.set_autocommit(True))
+            self.cursor: Any = Awaited(self.driver.cursor())
+        else:
+            self.driver.autocommit = True
+            self.cursor = self.driver.cursor()
         self.used = time.monotonic()
         """When it was last given back."""
 
     def transaction(self) -> AbstractContextManager[Any]:
         """One transaction around several statements on this autocommit connection."""
-        if self.runs is self.driver:
-            return self.driver.transaction()  # type: ignore[no-any-return]
-        return _adapted_transaction(self.cursor)
+        if isinstance(self.cursor, Awaited):
+            return _statement_transaction(self.cursor)
+        return self.driver.transaction()  # type: ignore[no-any-return]
 
 
 @contextmanager
-def _adapted_transaction(cursor: Any) -> Iterator[None]:
+def _statement_transaction(cursor: Awaited) -> Iterator[None]:
     cursor.execute("BEGIN")
     try:
         yield
@@ -62,25 +67,33 @@ def _adapted_transaction(cursor: Any) -> Iterator[None]:
     cursor.execute("COMMIT")
 
 
-class Chained:
-    """A cursor of SQLAlchemy's asyncio adapter whose `execute` returns the cursor itself:
-    the adapter returns the native async cursor, on which `.fetchall()` is a coroutine."""
+class Awaited:
+    """A cursor of an asyncio driver (psycopg's `AsyncCursor`) used as a sync one from inside
+    a call's greenlet: each method awaits the driver's coroutine there (`await_only`: one
+    switch to the event loop and back), with no adapter between; `execute` returns the
+    cursor, so `execute(...).fetchall()` chains as on a sync driver's."""
 
     __slots__ = ("_cursor",)
 
     def __init__(self, cursor: Any) -> None:
         self._cursor = cursor
 
-    def execute(self, sql: Any, params: Any = None) -> Chained:
-        self._cursor.execute(sql, params)
+    def execute(self, sql: Any, params: Any = None) -> Awaited:
+        await_only(self._cursor.execute(sql, params))
         return self
 
-    def executemany(self, sql: Any, params: Any) -> Chained:
-        self._cursor.executemany(sql, params)
+    def executemany(self, sql: Any, params: Any) -> Awaited:
+        await_only(self._cursor.executemany(sql, params))
         return self
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cursor, name)
+    def fetchall(self) -> list[Any]:
+        return await_only(self._cursor.fetchall())
+
+    def fetchmany(self, size: int) -> list[Any]:
+        return await_only(self._cursor.fetchmany(size))
+
+    def close(self) -> None:
+        await_only(self._cursor.close())
 
 
 class HeldConnections:
@@ -155,7 +168,7 @@ class HeldConnections:
             return False
         if idle > self._ping_after:
             try:
-                self._ping(held.runs)
+                self._ping(held.proxied.dbapi_connection)
             except Exception:
                 return False
         return True

@@ -1,0 +1,91 @@
+"""`Greenlets`: how an `AsyncStore` on PostgreSQL runs the sync Store's code on the event loop.
+
+As SQLAlchemy's `greenlet_spawn`: a call runs in a greenlet whose `await_only` (in the
+connector's hot paths and in SQLAlchemy's asyncio adapter) hands the driver's coroutine to the
+task, which awaits it on the loop and switches back with the answer. But a greenlet here
+serves one call after another, parked in between, instead of one made per call: making it
+cost more than the rest of a call's own work around its round trip.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from greenlet import GreenletExit, getcurrent, greenlet  # type: ignore[import-untyped]
+
+IDLE_GREENLETS = 16
+"""Most greenlets kept parked between calls (one is busy per call in flight)."""
+
+
+class Greenlets:
+    """Sync calls run in parked greenlets on the event loop (see the module)."""
+
+    def __init__(self) -> None:
+        self._idle: list[_Worker] = []
+
+    async def run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """`fn(*args, **kw)` in a greenlet, in this task's context (a context variable it sets
+        is set for the task, as in `greenlet_spawn`); its awaits are awaited here, and a
+        cancellation is thrown into it where it awaits."""
+        current = getcurrent()
+        worker = self._idle.pop() if self._idle else None
+        if worker is None or worker.parent is not current:
+            worker = _Worker(current)
+        worker.gr_context = current.gr_context
+        worker.job = (fn, args, kw)
+        signal = worker.switch()
+        while signal is not _DONE:
+            try:
+                value = await signal
+            except BaseException:
+                signal = worker.throw(*sys.exc_info())
+            else:
+                signal = worker.switch(value)
+        worker.gr_context = None
+        returned, raised = worker.returned, worker.raised
+        worker.returned = worker.raised = None
+        if len(self._idle) < IDLE_GREENLETS:
+            self._idle.append(worker)
+        if raised is not None:
+            try:
+                raise raised
+            finally:
+                raised = None
+        return returned
+
+    def close(self) -> None:
+        """End the parked greenlets."""
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.throw(GreenletExit)
+
+
+_DONE = object()
+"""What a `_Worker` hands back when its call has ended (anything else is an awaitable)."""
+
+
+class _Worker(greenlet):  # type: ignore[misc]
+    """A greenlet that runs one call after another, parked in between."""
+
+    __sqlalchemy_greenlet_provider__ = True
+    """What SQLAlchemy's `await_only` looks for: this greenlet's parent awaits for it."""
+
+    def __init__(self, parent: greenlet) -> None:
+        super().__init__(self._serve, parent)
+        self.job: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None = None
+        self.returned: Any = None
+        self.raised: BaseException | None = None
+
+    def _serve(self) -> None:
+        while True:
+            assert self.job is not None
+            fn, args, kw = self.job
+            self.job = None
+            try:
+                self.returned = fn(*args, **kw)
+            except BaseException as exc:
+                self.raised = exc
+            del fn, args, kw  # nothing of the call stays referenced while parked
+            self.parent.switch(_DONE)
