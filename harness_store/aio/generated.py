@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         RewindRecord,
         RunEvent,
         RunHeader,
+        RunListing,
         RunStatus,
         RunSummary,
         SandboxEvent,
@@ -290,12 +291,29 @@ class StoreMethods:
         result: list[ContextEvent] = await self._call("context_events", (run_id,), {})
         return result
 
+    async def count_runs(
+        self,
+        *,
+        status: str | None = None,
+        origin: str | None = None,
+    ) -> int:
+        """`Store.count_runs`."""
+        result: int = await self._call("count_runs", (), {"status": status, "origin": origin})
+        return result
+
     async def create_session(
         self,
         root: str,
     ) -> int:
         """`Store.create_session`."""
         result: int = await self._call("create_session", (root,), {})
+        return result
+
+    async def database_bytes(
+        self,
+    ) -> int:
+        """`Store.database_bytes`."""
+        result: int = await self._call("database_bytes", (), {})
         return result
 
     async def decide_plan(
@@ -597,6 +615,13 @@ class StoreMethods:
         async for item in self._iterate("iter_steps", _page(page), (run_id,), {"page": page}):
             yield item
 
+    async def journal_mode(
+        self,
+    ) -> str | None:
+        """`Store.journal_mode`."""
+        result: str | None = await self._call("journal_mode", (), {})
+        return result
+
     async def last_gate_attempt(
         self,
         run_id: int,
@@ -768,6 +793,13 @@ class StoreMethods:
     ) -> list[MemorySnapshot]:
         """`Store.memory_snapshots`."""
         result: list[MemorySnapshot] = await self._call("memory_snapshots", (run_id,), {})
+        return result
+
+    async def memory_workspaces(
+        self,
+    ) -> list[str]:
+        """`Store.memory_workspaces`."""
+        result: list[str] = await self._call("memory_workspaces", (), {})
         return result
 
     async def memory_write(
@@ -1642,6 +1674,13 @@ class StoreMethods:
         result: list[RewindRecord] = await self._call("rewinds", (run_id,), {})
         return result
 
+    async def row_counts(
+        self,
+    ) -> dict[str, int]:
+        """`Store.row_counts`."""
+        result: dict[str, int] = await self._call("row_counts", (), {})
+        return result
+
     async def run_header(
         self,
         run_id: int,
@@ -1656,6 +1695,20 @@ class StoreMethods:
     ) -> LeaseRow | None:
         """`Store.run_lease`."""
         result: LeaseRow | None = await self._call("run_lease", (run_id,), {})
+        return result
+
+    async def run_page(
+        self,
+        *,
+        status: str | None = None,
+        origin: str | None = None,
+        before: int | None = None,
+        limit: int = 500,
+    ) -> list[RunListing]:
+        """`Store.run_page`."""
+        result: list[RunListing] = await self._call(
+            "run_page", (), {"status": status, "origin": origin, "before": before, "limit": limit}
+        )
         return result
 
     async def run_policy(

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select, table
-
 from ..engine import safe_url, sqlite_path
 from ..schema.detect import StoreKind, read_revision
 from ..schema.releases import HEAD
@@ -33,22 +31,15 @@ def inspect_document(reader: Reader) -> dict[str, Any]:
     """Everything `inspect` reports, as one JSON-ready mapping."""
     found = reader.found
     path = sqlite_path(reader.url)
+    store = reader.store
     with reader.connection() as conn:
         revision = read_revision(conn)
-        counts = {
-            name: int(conn.execute(select(func.count()).select_from(table(name))).scalar_one())
-            for name in table_order(found.tables)
-        }
-        if conn.dialect.name == "sqlite":
-            journal = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()
-            if path is not None and in_wal_mode(path):
-                journal = "wal"  # an immutable open reports its own mode, not the file's
-            size = path.stat().st_size if path is not None else 0
-        else:
-            journal = None
-            size = int(
-                conn.exec_driver_sql("SELECT pg_database_size(current_database())").scalar_one()
-            )
+        rows = store.row_counts()
+        counts = {name: rows[name] for name in table_order(found.tables) if name in rows}
+        journal = store.journal_mode()
+        if path is not None and in_wal_mode(path):
+            journal = "wal"  # an immutable open reports its own mode, not the file's
+        size = path.stat().st_size if path is not None else store.database_bytes()
     wal = path.with_name(path.name + "-wal") if path is not None else None
     return {
         "store": safe_url(reader.url),

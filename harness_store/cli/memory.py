@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
-from sqlalchemy import select
 
 if TYPE_CHECKING:
     pass
@@ -29,14 +28,7 @@ def memory_command(
         entries = reader.store.memory_list(workspace)
         others: list[str] = []
         if not entries and not as_json:
-            from .. import models as m
-
-            with reader.connection() as conn:
-                others = list(
-                    conn.execute(select(m.Memory.workspace).distinct().order_by(m.Memory.workspace))
-                    .scalars()
-                    .all()
-                )
+            others = reader.store.memory_workspaces()
     if as_json:
         emit_json(
             {

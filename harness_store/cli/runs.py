@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from sqlalchemy import func, select
 
 from ..errors import StoreError
 from ..records import RunStatus
@@ -52,77 +51,41 @@ def run_totals(reader: Reader, run_id: int) -> tuple[int, int, bool]:
 def run_pages(
     reader: Reader, status: str | None, limit: int | None, origin: str | None = None
 ) -> Iterator[dict[str, Any]]:
-    """The runs, newest first, with their step and token totals and recorded duration; read
-    `PAGE` runs per short transaction, so `--all` over 100k runs holds one page at a time."""
-    from .. import models as m
-
-    r, o = m.Run, m.RunOutcome
-    base = (
-        select(
-            r.id,
-            r.parent_run_id,
-            r.depth,
-            r.status,
-            r.outcome,
-            r.started_at,
-            o.duration_ms,
-            o.success,
-            r.goal,
-        )
-        .outerjoin(o, o.run_id == r.id)
-        .order_by(r.id.desc())
-    )
-    if status is not None:
-        base = base.where(r.status == status)
-    if origin is not None:
-        from ..sync.lookup import origin_clause
-
-        base = base.where(origin_clause(origin))
+    """The runs, newest first, with their step and token totals and recorded duration, as
+    the Store lists them (`run_page`): `PAGE` runs per short read, so `--all` over 100k runs
+    holds one page at a time."""
+    store = reader.store
     left = limit
     before: int | None = None
     while left is None or left > 0:
         size = PAGE if left is None else min(PAGE, left)
-        query = base.limit(size)
-        if before is not None:
-            query = query.where(r.id < before)
-        with reader.connection() as conn:
-            rows = conn.execute(query).all()
-        for row in rows:
-            steps, tokens, overflow = run_totals(reader, int(row[0]))
+        page = store.run_page(status=status, origin=origin, before=before, limit=size)
+        for run in page:
+            steps, tokens, overflow = run_totals(reader, run.run_id)
             yield {
-                "run_id": row[0],
-                "parent_run_id": row[1],
-                "depth": row[2],
-                "status": row[3],
-                "outcome": row[4],
+                "run_id": run.run_id,
+                "parent_run_id": run.parent_run_id,
+                "depth": run.depth,
+                "status": run.status,
+                "outcome": run.outcome,
                 "steps": steps,
                 "tokens": tokens,
                 "tokens_overflow": overflow,
-                "started_at": row[5],
-                "duration_ms": row[6],
-                "success": None if row[7] is None else bool(row[7]),
-                "goal": row[8],
+                "started_at": run.started_at,
+                "duration_ms": run.duration_ms,
+                "success": run.success,
+                "goal": run.goal,
             }
-        if len(rows) < size:
+        if len(page) < size:
             return
-        before = int(rows[-1][0])
+        before = page[-1].run_id
         if left is not None:
-            left -= len(rows)
+            left -= len(page)
 
 
 def count_runs(reader: Reader, status: str | None, origin: str | None = None) -> int:
     """How many runs the store holds (with `status`, from `origin`, when given)."""
-    from .. import models as m
-
-    statement = select(func.count()).select_from(m.Run)
-    if status is not None:
-        statement = statement.where(m.Run.status == status)
-    if origin is not None:
-        from ..sync.lookup import origin_clause
-
-        statement = statement.where(origin_clause(origin))
-    with reader.connection() as conn:
-        return int(conn.execute(statement).scalar_one())
+    return reader.store.count_runs(status=status, origin=origin)
 
 
 def known_origin(store: Store, origin: str) -> str:

@@ -320,6 +320,15 @@ class Backend(ABC):
         table). Empty on a backend that enforces foreign keys as it writes."""
         return []
 
+    def journal_mode(self, conn: Connection) -> str | None:
+        """How the database journals its writes, as its connection reports it; None where
+        the backend has no such setting (PostgreSQL)."""
+        return None
+
+    @abstractmethod
+    def database_bytes(self, conn: Connection) -> int:
+        """The database's size on disk."""
+
     def table_columns(self, conn: Connection) -> dict[str, frozenset[str]]:
         """Every table and its columns, in as few queries as the backend allows (SQLAlchemy's
         reflection of all tables at once: one query on PostgreSQL)."""

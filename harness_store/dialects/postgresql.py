@@ -306,6 +306,11 @@ class PostgreSQLBackend(Backend):
         status = getattr(info, "transaction_status", None)
         return getattr(status, "name", None) == "INERROR"
 
+    def database_bytes(self, conn: Connection) -> int:
+        return int(
+            conn.exec_driver_sql("SELECT pg_database_size(current_database())").scalar() or 0
+        )
+
     def footprint(self, conn: Connection) -> tuple[int, int, list[tuple[str, int]]]:
         """The database's size on disk; free bytes are what `VACUUM` would make reusable, the
         dead tuples' share of each table (an estimate from the statistics); sizes of the

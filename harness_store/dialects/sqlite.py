@@ -542,6 +542,13 @@ class SQLiteBackend(Backend):
         rows = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
         return [(str(t), None if r is None else int(r), str(p)) for t, r, p, _ in rows]
 
+    def journal_mode(self, conn: Connection) -> str | None:
+        return str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()
+
+    def database_bytes(self, conn: Connection) -> int:
+        pages = conn.exec_driver_sql("PRAGMA page_count").scalar_one()
+        return int(pages) * int(conn.exec_driver_sql("PRAGMA page_size").scalar_one())
+
     def table_columns(self, conn: Connection) -> dict[str, frozenset[str]]:
         """One query over the schema table and `pragma_table_info` (SQLAlchemy's reflection
         asks table by table: most of a read-only open of a store io-harness wrote, which has

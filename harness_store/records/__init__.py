@@ -44,7 +44,7 @@ from .memory import (
     TodoItem,
     TodoState,
 )
-from .runs import RunHeader, RunStatus, RunSummary, StepRecord, TraceEntry
+from .runs import RunHeader, RunListing, RunStatus, RunSummary, StepRecord, TraceEntry
 from .sessions import Archived, Pruned, SessionSize, StoreSize, Turn
 from .trace import (
     AssistantTurn,
@@ -110,6 +110,7 @@ __all__ = [
     "RewindRecord",
     "RunEvent",
     "RunHeader",
+    "RunListing",
     "RunStatus",
     "RunSummary",
     "SandboxEvent",

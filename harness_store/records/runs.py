@@ -89,3 +89,20 @@ class TraceEntry:
     seq: int
     tokens: int | None
     fields: Mapping[str, Any] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class RunListing:
+    """A run as a listing shows it: its row (id, parent and depth, status, outcome, goal,
+    start) and, once finished, its recorded duration and whether it succeeded (`run_outcomes`,
+    None before it finished or on a store without outcomes)."""
+
+    run_id: int
+    parent_run_id: int | None
+    depth: int
+    status: str
+    outcome: str | None
+    started_at: str | None
+    duration_ms: int | None
+    success: bool | None
+    goal: str

@@ -37,6 +37,7 @@ from .connector import Connector
 from .health import HealthMixin
 from .journal import JournalMixin
 from .leases import Lease, LeasesMixin
+from .listings import ListingsMixin
 from .mailbox import MailboxMixin
 from .memory import MemoryMixin
 from .notes import NotesMixin
@@ -70,6 +71,7 @@ class Store(
     MailboxMixin,
     SpansMixin,
     RunTraceMixin,
+    ListingsMixin,
     NotesMixin,
     SessionsMixin,
     RetentionMixin,

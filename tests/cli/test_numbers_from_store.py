@@ -106,3 +106,27 @@ def test_trace_tokens_and_entries_are_the_stores(store_target: str) -> None:
         shown = sum(int(c.replace(",", "")) for c in (row.split()[2] for row in table[1:])
                     if c.replace(",", "").isdigit())  # fmt: skip
         assert shown == spent[kind], (kind, table)
+
+
+def test_inspect_runs_and_memory_listings_are_the_stores(store_target: str) -> None:
+    """The rows per table `inspect` prints, the runs `runs` lists and the workspaces `memory`
+    names are what the Store returns."""
+    runs = every_kind_of_run(store_target)
+    with Store.open(store_target) as store:
+        store.memory_put("/repo", "k", "v", runs["stepped"], 1)
+    with Store.open(store_target, read_only=True) as store:
+        counts = store.row_counts()
+        listed = store.run_page(limit=100)
+        total = store.count_runs()
+        workspaces = store.memory_workspaces()
+        journal = store.journal_mode()
+    inspected = json.loads(run_cli("inspect", store_target, "--json").out)
+    assert inspected["tables"] == counts
+    if journal is not None:  # a SQLite file: its mode as the file says (still read: wal)
+        assert inspected["journal_mode"] in (journal, "wal")
+    shown = json.loads(run_cli("runs", store_target, "--all", "--json").out)
+    assert [r["run_id"] for r in shown] == [r.run_id for r in listed] and len(shown) == total
+    for row, run in zip(shown, listed, strict=True):
+        assert (row["status"], row["goal"], row["success"]) == (run.status, run.goal, run.success)
+    other = run_cli("memory", store_target, "/nowhere")
+    assert all(w in other.out + other.err for w in workspaces)

@@ -1,0 +1,108 @@
+"""What the command's listings show, read by the Store: runs a page at a time (newest first,
+by status or origin) and how many there are, the memory workspaces, the rows in each table,
+the journal mode and the database's size. Owned here so that every number `harness-store`
+prints is one the Store returns."""
+
+from __future__ import annotations
+
+from sqlalchemy import ColumnElement, func, select, table
+
+from .. import models as m
+from ..formats import i64, text, u32
+from ..records import RunListing
+from .marks import reads
+from .older import OlderStoreMixin
+
+
+class ListingsMixin(OlderStoreMixin):
+    """`run_page`, `count_runs`, `memory_workspaces`, `row_counts`, `journal_mode`,
+    `database_bytes` (see the module)."""
+
+    @reads
+    def run_page(
+        self,
+        *,
+        status: str | None = None,
+        origin: str | None = None,
+        before: int | None = None,
+        limit: int = 500,
+    ) -> list[RunListing]:
+        """At most `limit` runs, newest first, with ids below `before` (None: from the
+        newest): the next page of a listing that passes the last id it got. `status` keeps
+        the runs with that status; `origin` (a synced store's origin UUID or the path it was
+        seen at) the runs synced from it."""
+        r, o = m.Run, m.RunOutcome
+        statement = (
+            select(
+                r.id,
+                r.parent_run_id,
+                r.depth,
+                r.status,
+                r.outcome,
+                r.started_at,
+                o.duration_ms,
+                o.success,
+                r.goal,
+            )
+            .outerjoin(o, o.run_id == r.id)
+            .where(*self._run_filters(status, origin))
+            .order_by(r.id.desc())
+            .limit(u32(limit, "limit"))
+        )
+        if before is not None:
+            statement = statement.where(r.id < i64(before, "before"))
+        with self._read() as conn:
+            rows = conn.execute(statement).all()
+        return [
+            RunListing(run_id, parent, depth, state, outcome, started, duration,
+                       None if success is None else bool(success), goal)
+            for run_id, parent, depth, state, outcome, started, duration, success, goal in rows
+        ]  # fmt: skip
+
+    @reads
+    def count_runs(self, *, status: str | None = None, origin: str | None = None) -> int:
+        """How many runs the store holds (with `status`, synced from `origin`, when given)."""
+        statement = select(func.count()).select_from(m.Run)
+        return int(self._scalar(statement.where(*self._run_filters(status, origin))))
+
+    def _run_filters(self, status: str | None, origin: str | None) -> list[ColumnElement[bool]]:
+        filters = []
+        if status is not None:
+            filters.append(m.Run.status == text(status, "status"))
+        if origin is not None:
+            from ..sync.lookup import origin_clause
+
+            filters.append(origin_clause(text(origin, "origin")))
+        return filters
+
+    @reads
+    def memory_workspaces(self) -> list[str]:
+        """Every workspace that holds memory, in order."""
+        w = m.Memory.workspace
+        return self._rows(select(w).distinct().order_by(w), str)
+
+    @reads
+    def row_counts(self) -> dict[str, int]:
+        """The rows in each of the store's tables (those of any release, and any others it
+        holds; not SQLite's own nor harness_store's revision stamp)."""
+        from ..schema.detect import read_tables
+
+        with self._read() as conn:
+            return {
+                name: int(conn.execute(select(func.count()).select_from(table(name))).scalar_one())
+                for name in read_tables(conn)
+            }
+
+    @reads
+    def journal_mode(self) -> str | None:
+        """SQLite's journal mode as the Store's connection reports it (`wal`, `delete`, …);
+        None on PostgreSQL, which has none."""
+        with self._read() as conn:
+            return self._backend.journal_mode(conn)
+
+    @reads
+    def database_bytes(self) -> int:
+        """The database's size: a SQLite file's pages, a PostgreSQL database's size on
+        disk."""
+        with self._read() as conn:
+            return self._backend.database_bytes(conn)
