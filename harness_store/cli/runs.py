@@ -83,11 +83,6 @@ def run_pages(
             left -= len(page)
 
 
-def count_runs(reader: Reader, status: str | None, origin: str | None = None) -> int:
-    """How many runs the store holds (with `status`, from `origin`, when given)."""
-    return reader.store.count_runs(status=status, origin=origin)
-
-
 def known_origin(store: Store, origin: str) -> str:
     """`origin` as the store knows it: a UUID or path as given, or a relative path resolved
     from here, as sync resolved it when it recorded the path."""
@@ -173,7 +168,9 @@ def runs_command(
                 ),
             )
         total = (
-            count_runs(reader, state, origin) if wanted is not None and shown == wanted else shown
+            reader.store.count_runs(status=state, origin=origin)
+            if wanted is not None and shown == wanted
+            else shown
         )
     which = f" with status {state}" if state else ""
     if shown == 0:
