@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..transfer import CopyReport
 from ..engine import sqlite_path
 from .app import EPILOG, EXIT_OTHER, CliError, JsonOpt, app
-from .output import emit_json, progress_bars, stderr_console, stdout_console
+from .output import emit_json, note, progress_bars, stderr_console, stdout_console
 from .reader import check_file, parse_target
 
 # --- copy --------------------------------------------------------------------------------
@@ -35,18 +35,40 @@ def load_copy_store() -> Callable[..., CopyReport]:
     return copy_store
 
 
+class StopRequest:
+    """The signal that asked the copy to stop, if one has: set by the signal handler, acted on
+    by `CopyProgress` at the copy's next batch. A stop raised from the handler itself could
+    land anywhere, inside SQLAlchemy's pool or the driver, which would log it as their own
+    failure; or after the rows were committed, where emptying the target would discard a
+    whole copy."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+
+
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP during a copy, raised at a batch boundary, so the copy
+    cleans up as on any failure (the target is emptied again)."""
+
+
 class CopyProgress:
     """The `progress` callback of `copy_store`: a Rich bar per table on a terminal, one line
-    per finished table otherwise (on stderr, so stdout keeps only the result)."""
+    per finished table otherwise (on stderr, so stdout keeps only the result). It is also
+    where a requested stop is raised (`StopRequest`)."""
 
-    def __init__(self, console: Console, bars: Progress | None, *, quiet: bool) -> None:
+    def __init__(
+        self, console: Console, bars: Progress | None, stop: StopRequest, *, quiet: bool
+    ) -> None:
         self.console = console
         self.quiet = quiet
         self.bars = bars
+        self.stop = stop
         self.tasks: dict[str, TaskID] = {}
         self.finished: set[str] = set()
 
     def __call__(self, name: str, done: int, total: int) -> None:
+        if self.stop.signal_name is not None:
+            raise Stopped(self.stop.signal_name)
         if self.bars is not None:
             if name not in self.tasks:
                 self.tasks[name] = self.bars.add_task(name, total=total)
@@ -56,21 +78,25 @@ class CopyProgress:
             self.console.print(Text(f"{name}: {done:,}/{total:,} rows"))
 
 
-class Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP during a copy, raised where the copy is, so it cleans up as on
-    Ctrl-C (the target is emptied again)."""
+STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+"""The signals that stop a copy cleanly, and how the message names each."""
 
 
 @contextmanager
-def stopped_by_signals() -> Iterator[None]:
-    """Turn SIGTERM and SIGHUP into `Stopped` while the block runs."""
+def stop_at_next_batch() -> Iterator[StopRequest]:
+    """While the block runs, Ctrl-C, SIGTERM and SIGHUP ask the copy to stop at its next
+    batch (a second one stops it at once); a stopped copy becomes one `CliError`."""
+    request = StopRequest()
 
     def stop(signum: int, frame: object) -> None:
-        raise Stopped(signal.Signals(signum).name)
+        name = STOP_SIGNALS[signal.Signals(signum)]
+        if request.signal_name is not None:
+            raise Stopped(request.signal_name)  # asked again: do not wait for the batch
+        request.signal_name = name
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
-        yield
+        yield request
     except KeyboardInterrupt as exc:
         name = str(exc) or "Ctrl-C"
         raise CliError(
@@ -115,22 +141,26 @@ def copy_command(
 ) -> None:
     """Copy a whole store between SQLite and PostgreSQL (either way), with every row count
     verified; a progress bar per table on a terminal. Until it commits, the target is marked
-    unfinished; a copy stopped by Ctrl-C, SIGTERM or SIGHUP empties the target again, and one
-    killed outright leaves it marked, for --replace."""
+    unfinished; a copy stopped by Ctrl-C, SIGTERM or SIGHUP before its commit empties the
+    target again, and one killed outright leaves it marked, for --replace."""
     copy_store = load_copy_store()
     source_url, target_url = parse_target(source).url, parse_target(target).url
     source_path = sqlite_path(source_url)
     if source_path is not None:
         check_file(source_path)  # a FIFO, socket, device or directory: refused before reading
     console = stderr_console()
-    with progress_bars(console, quiet=as_json) as bars, stopped_by_signals():
+    with progress_bars(console, quiet=as_json) as bars, stop_at_next_batch() as stop:
         report = copy_store(
             source_url,
             target_url,
             batch_size=batch_size,
-            progress=CopyProgress(console, bars, quiet=as_json),
+            progress=CopyProgress(console, bars, stop, quiet=as_json),
             skip_unknown_tables=skip_unknown,
             replace=replace or resume,
+        )
+    if stop.signal_name is not None:
+        note(
+            f"{stop.signal_name} arrived after the last batch; the copy was committed and is whole"
         )
     if as_json:
         emit_json(

@@ -9,15 +9,18 @@ import json
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
+from sqlalchemy import create_engine, inspect, text
 from support.clirun import COMMAND, environ, step_store
 
 from harness_store import Store
+from harness_store.dialects.postgresql import UPGRADE_LOCK
 from harness_store.transfer import COPY_MARKER, IncompleteCopyError
 
 
@@ -108,6 +111,118 @@ def test_a_terminated_copy_empties_its_target(
     assert f"stopped by {sig.name}" in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []  # the file the copy created is gone again
     assert run("copy", big_source, target).returncode == 0
+
+
+STOP_INSIDE_THE_POOL = """
+import os, signal, sqlite3, sys
+from sqlalchemy import event
+from sqlalchemy.pool import Pool
+from harness_store.cli import main
+from harness_store.transfer import COPY_MARKER
+
+sig, target, after_commit = signal.Signals[sys.argv[1]], sys.argv[2], sys.argv[3] == "1"
+sent = False
+
+def marked():
+    if not os.path.exists(target):
+        return False
+    with sqlite3.connect(f"file:{target}?mode=ro", uri=True) as conn:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (COPY_MARKER,))
+        return bool(found.fetchall())
+
+seen_marker = False
+
+@event.listens_for(Pool, "reset")
+def stop_here(dbapi_connection, record, state):
+    global sent, seen_marker
+    seen_marker = seen_marker or marked()
+    if not sent and seen_marker and (marked() != after_commit):
+        sent = True
+        os.kill(os.getpid(), sig)
+
+main(["copy", *sys.argv[4:]])
+"""
+"""`harness-store copy` with a signal sent to itself while SQLAlchemy's pool resets one of
+the copy's connections: argv is the signal's name, the target, whether to wait until the
+rows are committed, then the copy's arguments."""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_a_stop_inside_the_pool_is_taken_at_the_next_batch(
+    big_source: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    """A stop arriving while the pool resets a connection (right after the unfinished-copy mark
+    is committed) is acted on at the copy's next batch: the pool is not interrupted, so it logs
+    nothing, and the target is emptied again."""
+    target = tmp_path / "target.sqlite3"
+    copying = [str(big_source), str(target), "--batch-size", "50"]
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_INSIDE_THE_POOL, sig.name, str(target), "0", *copying],
+        capture_output=True,
+        text=True,
+        env=environ(),
+        timeout=600,
+    )
+    name = "Ctrl-C" if sig == signal.SIGINT else sig.name
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (
+        f"harness-store: error: copy stopped by {name}; the target was emptied again\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stop_after_the_commit_keeps_the_finished_copy(big_source: Path, tmp_path: Path) -> None:
+    """SIGTERM once the rows are committed (the mark is gone) stops nothing: the copy is
+    whole, so it is reported and kept, and the late signal is said on stderr."""
+    target = tmp_path / "target.sqlite3"
+    copying = [str(big_source), str(target), "--json"]
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_INSIDE_THE_POOL, "SIGTERM", str(target), "1", *copying],
+        capture_output=True,
+        text=True,
+        env=environ(),
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["counts"]["steps"] == 150_000
+    assert done.stderr == (
+        "SIGTERM arrived after the last batch; the copy was committed and is whole\n"
+    )
+    with Store.open(target, read_only=True) as store:
+        assert store.last_step(1) == 150_000
+
+
+def test_a_second_signal_stops_a_copy_that_is_waiting(big_source: Path, pg_url: str) -> None:
+    """A copy waiting for another upgrader of its PostgreSQL target has no next batch to stop
+    at: the first signal is kept for it, a second one stops it at once. Nothing was built."""
+    lock = f"SELECT pg_advisory_xact_lock({UPGRADE_LOCK[0]}, {UPGRADE_LOCK[1]})"
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as holder, holder.begin():
+            holder.execute(text(lock))
+            proc = subprocess.Popen(
+                [*COMMAND, "copy", str(big_source), pg_url],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=environ(),
+            )
+            waiting = text(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            )
+            with engine.connect() as watcher:
+                while not watcher.execute(waiting).scalar():
+                    assert proc.poll() is None, proc.communicate()
+                    time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)  # two kinds: two of one kind may arrive as one
+            proc.send_signal(signal.SIGHUP)
+            _, err = proc.communicate(timeout=60)  # with the lock still held
+        assert proc.returncode == 1, err
+        stopped = "harness-store: error: copy stopped by {}; the target was emptied again\n"
+        assert err in {stopped.format("SIGTERM"), stopped.format("SIGHUP")}
+        assert inspect(engine).get_table_names() == []
+    finally:
+        engine.dispose()
 
 
 def test_replace_refuses_a_target_with_rows(big_source: Path, tmp_path: Path) -> None:
