@@ -47,7 +47,8 @@ from ..transfer.reading import (
 from ..transfer.report import UnknownTablesError
 from ..transfer.target import create_like
 from . import origins
-from .apply import BATCH, OriginSync
+from .apply import OriginSync
+from .origin_state import BATCH
 from .report import (
     DuplicateOriginError,
     OriginReport,

@@ -1,0 +1,151 @@
+"""A sync's append tables (steps, provider calls, events, …): sent from the high-water mark on
+through the backend's bulk path, links remapped as the rows stream; runs whose rows were
+cleared in the source (an archive) sent again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import Column, Table, delete, func, select
+
+from .origin_state import (
+    ANCHOR_MARK,
+    TEXT_MARK,
+    OriginState,
+    anchor_columns,
+    chunks,
+    nonempty,
+    text_columns,
+)
+from .rows import Unlinked, digest, event_json_for, model_table, source_columns
+from .rules import RUNS, Rule
+
+
+class AppendTables(OriginState):
+    """Sending the append tables of one origin."""
+
+    def _sync_append(self, rule: Rule) -> None:
+        table = model_table(rule)
+        columns = source_columns(rule, self.have)
+        assert rule.run_column is not None
+        hwm = self.hwm.get(rule.table, 0)
+        source_run = table.c[rule.run_column]
+        texts = text_columns(columns)
+        reload = set(self.reload_runs)
+        text_total = 0
+        kept = self.hwm.get(TEXT_MARK + rule.table)
+        if hwm and texts and (self.scan_texts or kept is None):
+            text_total = int(
+                self.src.execute(
+                    select(func.coalesce(func.sum(nonempty(texts)), 0)).where(table.c.id <= hwm)
+                ).scalar_one()
+            )
+            if kept is not None and kept != text_total:
+                reload |= self._cleared_runs(table, source_run, texts, hwm)
+        elif kept is not None:
+            text_total = kept
+        reload -= set(self.gone_runs)
+        if reload and hwm:
+            dest_runs = [self.ids[RUNS][r] for r in reload if r in self.ids[RUNS]]
+            for part in chunks(sorted(dest_runs)):
+                self.dst.execute(delete(table).where(table.c[rule.run_column].in_(part)))
+            statement = (
+                select(*columns)
+                .where(source_run.in_(sorted(reload)), table.c.id <= hwm)
+                .order_by(table.c.id)
+            )
+            self._send(rule, table, statement, reloaded=True)
+        if self.tops.get(rule.table, 0) > hwm:
+            statement = select(*columns).where(table.c.id > hwm).order_by(table.c.id)
+            top, sent_texts, anchor = self._send(rule, table, statement, reloaded=False)
+            if top > hwm:
+                self.hwm[rule.table] = top
+                self.hwm[ANCHOR_MARK + rule.table] = anchor
+            text_total += sent_texts
+        if texts and self.hwm.get(rule.table, 0):
+            self.hwm[TEXT_MARK + rule.table] = text_total
+
+    def _cleared_runs(
+        self, table: Table, source_run: Any, texts: list[Column[Any]], hwm: int
+    ) -> set[int]:
+        """The source runs whose rows of `table` (up to `hwm`) hold another number of
+        non-empty text values than their central rows: cleared since (an archive)."""
+        count = func.sum(nonempty(texts))
+        here = {
+            int(run): int(n or 0)
+            for run, n in self.src.execute(
+                select(source_run, count).where(table.c.id <= hwm).group_by(source_run)
+            )
+        }
+        to_source = {dest: src for src, dest in self.ids[RUNS].items()}
+        central_run = table.c[source_run.name]
+        there: dict[int, int] = {}
+        for part in chunks(sorted(to_source)):
+            rows = self.dst.execute(
+                select(central_run, count).where(central_run.in_(part)).group_by(central_run)
+            )
+            there.update({to_source[int(run)]: int(n or 0) for run, n in rows})
+        return {
+            run
+            for run in set(here) | set(there)
+            if run in self.ids[RUNS] and here.get(run, 0) != there.get(run, 0)
+        }
+
+    def _send(
+        self, rule: Rule, table: Table, statement: Any, *, reloaded: bool
+    ) -> tuple[int, int, int]:
+        """Stream rows of an append table into the destination as they are read (on
+        PostgreSQL one COPY a table, so the server works while the source is read); the
+        highest id read, how many non-empty text values were read, and the hash of the
+        last row's facts (`ANCHOR_MARK`)."""
+        top = 0
+        texts_read = 0
+        last: Any = None
+        nullable = {c: bool(table.c[c].nullable) for c in rule.links}
+        cursor = self._raw(statement)
+        target = self.counts.updated if reloaded else self.counts.inserted
+        keys = [d[0] for d in cursor.description]
+        names = [c for c in keys if c != "id"]
+        links = [
+            (names.index(c), self.ids[t], nullable[c]) for c, t in rule.links.items() if c in names
+        ]
+        id_at = keys.index("id")
+        keep = [i for i, c in enumerate(keys) if c != "id"]
+        present = [table.c[k] for k in keys]
+        text_at = [keys.index(c.name) for c in text_columns(present)]
+        anchor_at = [keys.index(c.name) for c in anchor_columns(present)]
+        event_at = (
+            (names.index("json"), names.index("run_id")) if rule.table == "run_events" else None
+        )
+        run_ids = self.ids[RUNS]
+
+        def rows() -> Iterator[list[Any]]:
+            nonlocal top, texts_read, last
+            while batch := cursor.fetchmany(self.batch_size):
+                sent = 0
+                for row in batch:
+                    top = max(top, int(row[id_at]))
+                    last = row
+                    texts_read += sum(1 for i in text_at if row[i])
+                    values = [row[i] for i in keep]
+                    try:
+                        for at, ids, may_be_null in links:
+                            if values[at] is not None:
+                                mapped = ids.get(values[at])
+                                if mapped is None and not may_be_null:
+                                    raise Unlinked(names[at])
+                                values[at] = mapped
+                    except Unlinked:
+                        self.counts.orphans[rule.table] += 1
+                        continue
+                    if event_at is not None:
+                        values[event_at[0]] = event_json_for(values[event_at[0]], run_ids)
+                    sent += 1
+                    yield values
+                target[rule.table] += sent
+                self._sent(sent)
+
+        self.backend.bulk_insert(self.dst, table, names, rows())
+        anchor = digest(tuple(last[i] for i in anchor_at)) if last is not None else 0
+        return top, texts_read, anchor

@@ -1,0 +1,136 @@
+"""What one origin's sync knows while it runs: its id maps, marks and counts, and the helpers
+every part of it shares (`apply.OriginSync` runs it; `state_tables` and `append_tables` send
+the two kinds of table)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    Integer,
+    String,
+    Table,
+    and_,
+    bindparam,
+    case,
+    delete,
+)
+
+from ..dialects import backend_named
+from .report import TableCounts
+from .rules import RUNS, SESSIONS, TURNS, Rule
+
+Entry = list[Any]
+"""An id-map entry: `[dest_id, dest_sub, hash]`."""
+
+BATCH = 5000
+
+STATE_MARK = "#"
+"""Prefix of a state table's mark: the hash of all its rows (in key order) when last synced."""
+
+ANCHOR_MARK = "@"
+"""Prefix of an append table's mark: the hash of the facts (integers and stamps) of the row at
+its high-water mark, which tells a source whose history went back (a restored backup) from one
+that only grew."""
+
+TEXT_MARK = "~"
+"""Prefix of an append table's mark: how many of its text values up to the high-water mark
+were non-empty, which tells that rows already sent were cleared (an archived session)."""
+
+CHUNK = 500
+"""Ids per `IN (…)` list."""
+
+
+def chunks(values: list[int]) -> Iterator[list[int]]:
+    """`values` in lists of at most `CHUNK`."""
+    for start in range(0, len(values), CHUNK):
+        yield values[start : start + CHUNK]
+
+
+def anchor_columns(columns: Iterable[Column[Any]]) -> list[Column[Any]]:
+    """The columns an archive never changes: integers and time stamps."""
+    return [
+        c
+        for c in columns
+        if isinstance(c.type, Integer) or c.name == "at" or c.name.endswith("_at")
+    ]
+
+
+def text_columns(columns: Iterable[Column[Any]]) -> list[Column[Any]]:
+    """The text columns an archive may clear (everything textual but the stamps)."""
+    anchors = {c.name for c in anchor_columns(columns)}
+    return [c for c in columns if isinstance(c.type, String) and c.name not in anchors]
+
+
+def nonempty(columns: list[Column[Any]]) -> Any:
+    """How many of `columns` are neither NULL nor '' in a row, as a SQL expression."""
+    return sum((case((c != "", 1), else_=0) for c in columns), start=0)
+
+
+class OriginState:
+    """One origin's sync in progress: the source snapshot and destination connections, the
+    id maps and marks as loaded and as changed so far, and the counts."""
+
+    def __init__(
+        self,
+        src: Connection,
+        dst: Connection,
+        origin_id: int,
+        have: Mapping[str, frozenset[str]],
+        counts: TableCounts,
+        on_rows: Callable[[int], None] | None = None,
+        batch_size: int = BATCH,
+        *,
+        fresh: bool = False,
+        check_pages: Callable[[], None] | None = None,
+    ) -> None:
+        self.fresh = fresh  # a new origin: nothing of it is in the destination yet
+        self.check_pages = check_pages
+        """Raises when the source's pages are damaged; called before the first write."""
+        self.scan_texts = False
+        self.src, self.dst, self.origin_id, self.have = src, dst, origin_id, have
+        self.backend = backend_named(dst.dialect.name)
+        self.counts, self.on_rows, self.batch_size = counts, on_rows, batch_size
+        self.maps: dict[str, dict[int, Entry]] = {}
+        self.ids: dict[str, dict[int, int]] = {RUNS: {}, SESSIONS: {}, TURNS: {}}
+        self.hwm: dict[str, int] = {}
+        self.hwm_loaded: dict[str, int] = {}
+        self.tops: dict[str, int] = {}
+        self.fixups: list[tuple[Rule, tuple[int, int | None], str, str, int]] = []
+        self.reload_runs: set[int] = set()
+        self.gone_runs: dict[int, int] = {}
+        self.map_new: list[dict[str, Any]] = []
+        self.map_changed: list[dict[str, Any]] = []
+        self.map_gone: list[dict[str, Any]] = []
+        self.reread: str | None = None
+        """Why the origin was read again in full (its history went backwards), or None."""
+        self.uncovered = False
+        """Whether a memory entry that may shadow another origin's was deleted centrally."""
+
+    def _dest_ids(self, table: str) -> list[int]:
+        return sorted({int(e[0]) for e in self.maps.get(table, {}).values() if e[0] is not None})
+
+    def _delete_in(self, table: Table, column: Any, ids: list[int]) -> None:
+        for part in chunks(ids):
+            self.dst.execute(delete(table).where(column.in_(part)))
+
+    def _sent(self, rows: int) -> None:
+        if self.on_rows is not None and rows:
+            self.on_rows(rows)
+
+    def _raw(self, statement: Any) -> Any:
+        """Run a SELECT on the source's own driver connection (inside the snapshot's
+        transaction): the rows of the bulk path come as plain tuples, without the per-row
+        work of a SQLAlchemy result."""
+        return backend_named(self.src.dialect.name).driver_rows(self.src, statement)
+
+    def _dest_where(self, rule: Rule, table: Table) -> ColumnElement[bool]:
+        """The WHERE that finds a central row from bound `k` (and `k2`, the step)."""
+        if rule.key == "rowid":
+            return and_(table.c.run_id == bindparam("k"), table.c.step == bindparam("k2"))
+        column = table.c.run_id if rule.key == "run" else table.c.id
+        return column == bindparam("k")

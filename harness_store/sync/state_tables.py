@@ -1,0 +1,212 @@
+"""A sync's state tables (runs, sessions, memory, …): read whole, hashed, and compared row by
+row with the hashes sent last time; new rows inserted, changed ones updated (or replaced), gone
+ones deleted."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Table, bindparam, delete, insert, select, update
+
+from .origin_state import STATE_MARK, Entry, OriginState
+from .rows import (
+    ROWID,
+    Unlinked,
+    digest,
+    insert_returning_ids,
+    model_table,
+    remap,
+    source_columns,
+    source_select,
+)
+from .rules import RUNS, Rule
+from .tables import IDS
+
+
+class StateTables(OriginState):
+    """Sending the state tables of one origin."""
+
+    def _read_state(self, rule: Rule) -> tuple[list[str], list[Any], int]:
+        """A state table's column names, rows (in key order) and the hash of them all."""
+        columns = source_columns(rule, self.have)
+        cursor = self._raw(source_select(rule, columns))
+        names = [d[0] for d in cursor.description]
+        rows = cursor.fetchall()
+        return names, rows, digest(rows)
+
+    def _sync_state(self, rule: Rule, names: list[str], rows: list[Any], total: int) -> None:
+        """A table that hashes as it did last time is unchanged (its id map was not even
+        read); otherwise its rows are compared one by one with the hashes last sent."""
+        table = model_table(rule)
+        key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
+        mark = STATE_MARK + rule.table
+        self.hwm[mark] = total
+        if self.hwm_loaded.get(mark) == total:
+            return
+        hashes = [digest(row) for row in rows]
+        old = self.maps.setdefault(rule.table, {})
+        seen: set[int] = set()
+        new: list[tuple[int, int, dict[str, Any]]] = []
+        changed: list[tuple[int, int, dict[str, Any]]] = []
+        for row, hashed in zip(rows, hashes, strict=True):
+            key = int(row[key_at])
+            seen.add(key)
+            entry = old.get(key)
+            if entry is None:
+                new.append((key, hashed, dict(zip(names, row, strict=True))))
+            elif entry[2] != hashed:
+                changed.append((key, hashed, dict(zip(names, row, strict=True))))
+        gone = [
+            k for k, e in old.items() if k not in seen and (e[2] is not None or rule.table != RUNS)
+        ]
+        if rule.table == RUNS:
+            self._runs_gone(gone)
+        else:
+            if rule.table == "memory" and any(old[k][0] is not None for k in gone):
+                self.uncovered = True
+            self._delete_rows(rule, table, [old[k] for k in gone])
+            for key in gone:
+                self.map_gone.append({"t": rule.table, "s": key})
+                del old[key]
+            self.counts.deleted[rule.table] += len(gone)
+        if rule.replace:
+            self._delete_rows(rule, table, [old[k] for k, _, _ in changed])
+            self._insert_state(rule, table, [(k, h, r, True) for k, h, r in changed])
+        else:
+            self._update_state(rule, table, changed)
+        self._insert_state(rule, table, [(k, h, r, False) for k, h, r in new])
+
+    def _delete_rows(self, rule: Rule, table: Table, entries: Iterable[Entry]) -> None:
+        params = [{"k": e[0], "k2": e[1]} for e in entries if e[0] is not None]
+        if params:
+            self.dst.execute(delete(table).where(self._dest_where(rule, table)), params)
+
+    def _runs_gone(self, gone: list[int]) -> None:
+        """Runs deleted in the source (a pruned session): their rows go at the end; their id
+        map stays (hash NULL) so rows that outlive them (memory) still link."""
+        entries = self.maps[RUNS]
+        for key in gone:
+            entry = entries[key]
+            self.gone_runs[key] = int(entry[0])
+            entry[2] = None
+            self.map_changed.append({"t": RUNS, "s": key, "d": entry[0], "d2": entry[1], "h": None})
+
+    def _remap(self, rule: Rule, table: Table, row: dict[str, Any], later: list[Any]) -> Any:
+        nullable = {c: bool(table.c[c].nullable) for c in rule.links}
+        return remap(rule, row, self.ids, nullable, later)
+
+    def _update_state(
+        self, rule: Rule, table: Table, changed: list[tuple[int, int, dict[str, Any]]]
+    ) -> None:
+        if not changed:
+            return
+        old = self.maps[rule.table]
+        by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for key, hashed, row in changed:
+            entry = old[key]
+            later: list[tuple[str, int]] = []
+            try:
+                values = self._remap(rule, table, row, later)
+            except Unlinked:
+                self.counts.orphans[rule.table] += 1
+                continue
+            if rule.table == RUNS:
+                goal = digest((row.get("goal"),))
+                if entry[1] != goal:
+                    self.reload_runs.add(key)
+                entry[1] = goal
+            entry[2] = hashed
+            dest_key = (int(entry[0]), entry[1] if rule.key == "rowid" else None)
+            for column, source in later:
+                self.fixups.append((rule, dest_key, column, rule.links[column], source))
+            params = {f"v_{c}": v for c, v in values.items()}
+            params.update(k=entry[0], k2=entry[1])
+            by_columns.setdefault(tuple(values), []).append(params)
+            self.map_changed.append(
+                {"t": rule.table, "s": key, "d": entry[0], "d2": entry[1], "h": hashed}
+            )
+        for columns, batch in by_columns.items():
+            statement = (
+                update(table)
+                .where(self._dest_where(rule, table))
+                .values({c: bindparam(f"v_{c}") for c in columns})
+            )
+            self.dst.execute(statement, batch)
+            self.counts.updated[rule.table] += len(batch)
+            self._sent(len(batch))
+
+    def _insert_state(
+        self, rule: Rule, table: Table, items: list[tuple[int, int, dict[str, Any], bool]]
+    ) -> None:
+        if not items:
+            return
+        old = self.maps[rule.table]
+        ready: list[tuple[int, int, dict[str, Any], bool, dict[str, Any], list[Any]]] = []
+        for key, hashed, row, existed in items:
+            later: list[tuple[str, int]] = []
+            try:
+                values = self._remap(rule, table, row, later)
+            except Unlinked:
+                self.counts.orphans[rule.table] += 1
+                if existed:  # its central row was deleted above: forget it
+                    self.map_gone.append({"t": rule.table, "s": key})
+                    del old[key]
+                continue
+            ready.append((key, hashed, row, existed, values, later))
+        if not ready:
+            return
+        if rule.table == "memory":
+            dest_ids = [self._insert_memory(table, values) for *_, values, _ in ready]
+        elif rule.key == "id":
+            dest_ids = list(insert_returning_ids(self.dst, table, [v for *_, v, _ in ready]))
+        else:
+            self.dst.execute(insert(table), [values for *_, values, _ in ready])
+            dest_ids = [int(values["run_id"]) for *_, values, _ in ready]
+        for (key, hashed, row, existed, values, later), dest_id in zip(
+            ready, dest_ids, strict=True
+        ):
+            if rule.key == "rowid":
+                sub: int | None = int(values["step"])
+            elif rule.table == RUNS:
+                sub = digest((row.get("goal"),))
+            else:
+                sub = None
+            if dest_id is not None and rule.table in self.ids:
+                self.ids[rule.table][key] = dest_id
+            old[key] = [dest_id, sub, hashed]
+            change = {"t": rule.table, "s": key, "d": dest_id, "d2": sub, "h": hashed}
+            (self.map_changed if existed else self.map_new).append(change)
+            if dest_id is not None:
+                dest_key = (dest_id, sub if rule.key == "rowid" else None)
+                for column, source in later:
+                    self.fixups.append((rule, dest_key, column, rule.links[column], source))
+        if rule.replace and any(existed for *_, existed, _, _ in ready):
+            n = sum(1 for *_, existed, _, _ in ready if existed)
+            self.counts.updated[rule.table] += n
+            self.counts.inserted[rule.table] += len(ready) - n
+        else:
+            self.counts.inserted[rule.table] += len(ready)
+        self._sent(len(ready))
+
+    def _insert_memory(self, table: Table, values: dict[str, Any]) -> int | None:
+        """Insert a memory entry; one (workspace, key) is held centrally once, so an entry
+        another origin holds is replaced when this one is as new or newer (its origin's map
+        then says shadowed), and this one is shadowed when it is older."""
+        held = self.dst.execute(
+            select(table.c.id, table.c.created_at).where(
+                table.c.workspace == values["workspace"], table.c.key == values["key"]
+            )
+        ).first()
+        if held is not None:
+            if str(values["created_at"]) < str(held.created_at):
+                return None
+            self.dst.execute(delete(table).where(table.c.id == held.id))
+            self.dst.execute(
+                update(IDS)
+                .where(IDS.c.tbl == "memory", IDS.c.dest_id == held.id)
+                .values(dest_id=None)
+            )
+        return int(
+            self.dst.execute(insert(table).values(values).returning(table.c.id)).scalar_one()
+        )
