@@ -85,7 +85,8 @@ STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHU
 @contextmanager
 def stop_at_next_batch() -> Iterator[StopRequest]:
     """While the block runs, Ctrl-C, SIGTERM and SIGHUP ask the copy to stop at its next
-    batch (a second one stops it at once); a stopped copy becomes one `CliError`."""
+    batch (a second one stops it at once); a stopped copy becomes one `CliError`. A signal
+    the caller ignores stays ignored (`nohup`, a background job's Ctrl-C)."""
     request = StopRequest()
 
     def stop(signum: int, frame: object) -> None:
@@ -94,7 +95,11 @@ def stop_at_next_batch() -> Iterator[StopRequest]:
             raise Stopped(request.signal_name)  # asked again: do not wait for the batch
         request.signal_name = name
 
-    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    previous = {
+        sig: signal.signal(sig, stop)
+        for sig in STOP_SIGNALS
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
     try:
         yield request
     except KeyboardInterrupt as exc:

@@ -192,6 +192,27 @@ def test_a_stop_after_the_commit_keeps_the_finished_copy(big_source: Path, tmp_p
         assert store.last_step(1) == 150_000
 
 
+def test_a_signal_the_caller_ignores_stays_ignored(big_source: Path, tmp_path: Path) -> None:
+    """Under `nohup` (SIGHUP ignored, as for a background job's SIGINT) the copy does not take
+    the signal back: a hangup leaves it running to the end."""
+    target = tmp_path / "target.sqlite3"
+    proc = subprocess.Popen(
+        [*COMMAND, "copy", str(big_source), str(target), "--batch-size", "50", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ(),
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )
+    while not has_marker(target):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["counts"]["steps"] == 150_000
+
+
 def test_a_second_signal_stops_a_copy_that_is_waiting(big_source: Path, pg_url: str) -> None:
     """A copy waiting for another upgrader of its PostgreSQL target has no next batch to stop
     at: the first signal is kept for it, a second one stops it at once. Nothing was built."""
