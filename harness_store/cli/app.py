@@ -3,6 +3,7 @@ error into one line on stderr."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import sys
@@ -314,9 +315,21 @@ def close_quietly(stream: TextIO) -> None:
         pass  # not a real file (a test's buffer): nothing will flush into a pipe
 
 
+LIBRARY_LOGS = logging.NullHandler()
+"""Where SQLAlchemy's log records go in the command: nowhere. Its pool logs, with a traceback,
+what it catches and raises again (Ctrl-C landing while it resets a connection); without a
+handler Python prints such records on stderr, but the command reports every error itself, in
+one line (`HARNESS_STORE_DEBUG` lets them through)."""
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command; turn every error into one line on stderr and its exit code. Output
-    into a pipe its reader closed ends the command quietly, exit 0, as `… | head` expects."""
+    into a pipe its reader closed ends the command quietly, exit 0, as `… | head` expects;
+    Ctrl-C, where the command does not handle it itself, ends it with exit 130 and nothing on
+    stderr."""
+    library = logging.getLogger("sqlalchemy")
+    if not os.environ.get(DEBUG_ENV) and LIBRARY_LOGS not in library.handlers:
+        library.addHandler(LIBRARY_LOGS)
     stdout = sys.stdout
     sys.stdout = PipeGuard(stdout)
     try:
