@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 from sqlalchemy import create_engine, inspect, text
-from support.clirun import COMMAND, environ, step_store
+from support.clirun import COMMAND, default_signals, environ, step_store
 
 from harness_store import Store
 from harness_store.dialects.postgresql import UPGRADE_LOCK
@@ -58,6 +58,7 @@ def copy_stopped_by(source: Path, target: Path, sig: signal.Signals) -> subproce
         stderr=subprocess.PIPE,
         text=True,
         env=environ(),
+        preexec_fn=default_signals,
     )
     while not has_marker(target):
         assert proc.poll() is None, proc.communicate()
@@ -161,6 +162,7 @@ def test_a_stop_inside_the_pool_is_taken_at_the_next_batch(
         capture_output=True,
         text=True,
         env=environ(),
+        preexec_fn=default_signals,
         timeout=600,
     )
     name = "Ctrl-C" if sig == signal.SIGINT else sig.name
@@ -181,6 +183,7 @@ def test_a_stop_after_the_commit_keeps_the_finished_copy(big_source: Path, tmp_p
         capture_output=True,
         text=True,
         env=environ(),
+        preexec_fn=default_signals,
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
@@ -202,7 +205,7 @@ def test_a_signal_the_caller_ignores_stays_ignored(big_source: Path, tmp_path: P
         stderr=subprocess.PIPE,
         text=True,
         env=environ(),
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup does
     )
     while not has_marker(target):
         assert proc.poll() is None, proc.communicate()
@@ -227,6 +230,7 @@ def test_a_second_signal_stops_a_copy_that_is_waiting(big_source: Path, pg_url: 
                 stderr=subprocess.PIPE,
                 text=True,
                 env=environ(),
+                preexec_fn=default_signals,
             )
             waiting = text(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"

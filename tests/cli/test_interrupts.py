@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.clirun import environ, run_cli, step_store
+from support.clirun import default_signals, environ, run_cli, step_store
 
 SIGINT_AT_RESET = """
 import os, signal, sys
@@ -39,6 +39,7 @@ def interrupted(at: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         env=environ(),
+        preexec_fn=default_signals,
         timeout=300,
     )
 
