@@ -6,6 +6,7 @@ are named, not dropped silently."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -193,6 +194,38 @@ def test_a_stop_after_the_commit_keeps_the_finished_copy(big_source: Path, tmp_p
     )
     with Store.open(target, read_only=True) as store:
         assert store.last_step(1) == 150_000
+
+
+def test_a_copy_into_postgresql_stopped_mid_copy_leaves_it_empty(
+    big_source: Path, pg_url: str
+) -> None:
+    """SIGTERM while the rows stream into PostgreSQL through COPY: the COPY is ended and rolled
+    back, the schema dropped again, and the command says only that it stopped."""
+    engine = create_engine(pg_url)
+    try:
+        proc = subprocess.Popen(
+            [*COMMAND, "copy", str(big_source), pg_url, "--batch-size", "50"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environ(),
+            preexec_fn=default_signals,
+        )
+        copying = text("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY \"steps\"%'")
+        with engine.connect() as watcher:
+            while not watcher.execute(copying).scalar():
+                watcher.rollback()  # pg_stat_activity is read once a transaction
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+        *finished, last = err.splitlines()  # the tables copied before it, then the stop
+        assert last == "harness-store: error: copy stopped by SIGTERM; the target was emptied again"
+        assert all(re.fullmatch(r"\w+: [\d,]+/[\d,]+ rows", line) for line in finished), err
+        assert inspect(engine).get_table_names() == []
+    finally:
+        engine.dispose()
 
 
 def test_a_signal_the_caller_ignores_stays_ignored(big_source: Path, tmp_path: Path) -> None:
