@@ -25,8 +25,8 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from ..errors import ExportError, InvalidValueError, RunNotFoundError
 from ..records import PriceTable
 from ..store import Store
-from ..store.spans import RUN_PAGE, SpanRun
-from .mapping import MappingOptions, RunRows, RunSpans, SpanIds, resource, scope
+from ..store.spans import RUN_PAGE, RunRows, SpanRun
+from .mapping import MappingOptions, RunSpans, SpanIds, resource, scope
 
 BATCH = 512
 """Spans sent per OTLP request."""

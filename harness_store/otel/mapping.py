@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -21,10 +21,10 @@ from opentelemetry.util.types import AttributeValue
 
 from ..records import PriceTable, Usage
 from ..store.spans import (
+    RunRows,
     SpanEventRow,
     SpanMcpEvent,
     SpanProviderCall,
-    SpanRun,
     SpanServerToolCall,
     SpanStep,
     SpanToolAttempt,
@@ -83,21 +83,6 @@ class MappingOptions:
     """Prompts, results and tool arguments (they can hold secrets): off unless asked for."""
     prices: PriceTable | None = None
     """Prices for `harness.cost.*`; without one no cost attribute is set."""
-
-
-@dataclass
-class RunRows:
-    """One run's rows, as the Store reads them (steps are streamed, the rest are lists)."""
-
-    run: SpanRun
-    root_run_id: int
-    steps: Iterable[SpanStep]
-    provider_calls: list[SpanProviderCall]
-    tool_attempts: list[SpanToolAttempt]
-    server_tool_calls: list[SpanServerToolCall]
-    mcp_events: list[SpanMcpEvent]
-    event_rows: list[SpanEventRow]
-    children: list[int] = field(default_factory=list)
 
 
 def resource(identity: str, project: str) -> Resource:

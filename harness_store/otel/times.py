@@ -9,8 +9,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..store.spans import SpanStep
-    from .mapping import RunRows
+    from ..store.spans import RunRows, SpanStep
 
 
 @lru_cache(maxsize=4096)

@@ -6,7 +6,8 @@ Nothing here knows about OpenTelemetry: `harness_store.otel` turns these rows in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Select, func, or_, select
@@ -135,6 +136,21 @@ EVENT_TABLES: dict[str, tuple[type[m.Base], tuple[str, ...]]] = {
     "gate_attempts": (m.GateAttempt, ("phase", "outcome", "detail", "at")),
 }
 """The tables whose rows become span events of their run, with the columns each carries."""
+
+
+@dataclass
+class RunRows:
+    """One run's rows, as the Store reads them (steps are streamed, the rest are lists)."""
+
+    run: SpanRun
+    root_run_id: int
+    steps: Iterable[SpanStep]
+    provider_calls: list[SpanProviderCall]
+    tool_attempts: list[SpanToolAttempt]
+    server_tool_calls: list[SpanServerToolCall]
+    mcp_events: list[SpanMcpEvent]
+    event_rows: list[SpanEventRow]
+    children: list[int] = field(default_factory=list)
 
 
 def _runs_query() -> Select[Any]:
