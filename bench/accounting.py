@@ -480,7 +480,7 @@ def _candidate_sql(store: Any, table_prices: Any, conn: Any) -> dict[str, str]:
 
     from harness_store import models as m
     from harness_store.models.spend import USAGE_SUMS
-    from harness_store.store.accounting import _u, price_case
+    from harness_store.store.pricing import counter, price_case
 
     c = m.ProviderCall
 
@@ -494,7 +494,8 @@ def _candidate_sql(store: Any, table_prices: Any, conn: Any) -> dict[str, str]:
         ("spend_by_run", c.run_id),
     ):
         cost = price_case(table_prices)
-        sums = [func.sum(case((c.total_tokens.is_not(None), _u(n)), else_=0)) for n in USAGE_SUMS]
+        has_usage = c.total_tokens.is_not(None)
+        sums = [func.sum(case((has_usage, counter(n)), else_=0)) for n in USAGE_SUMS]
         out[name] = text(
             select(key, func.count(), *sums, func.sum(cost), func.count(cost)).group_by(key)
         )

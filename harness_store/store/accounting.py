@@ -13,20 +13,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    ColumnElement,
-    Connection,
-    Select,
-    String,
     and_,
-    bindparam,
     case,
-    cast,
     exists,
     func,
     insert,
-    literal,
-    null,
     select,
 )
 
@@ -39,7 +30,6 @@ from ..records import (
     NO_KEY,
     UNKNOWN_MODEL,
     FirstTry,
-    Price,
     PriceTable,
     ProviderCall,
     Recovery,
@@ -50,7 +40,8 @@ from ..records import (
 from ..records.accounting import spend_from_row
 from .marks import pages, reads, writes
 from .older import OlderStoreMixin
-from .spend import FIRST, counted, fingerprint, row_of
+from .pricing import InexactSums, fingerprint, priced_rows, priced_statement
+from .spend import FIRST, counted, row_of
 from .spend import run_rows as spend_run_rows
 from .spend import spend as spend_from_counters
 
@@ -65,54 +56,6 @@ def make_call(*row: Any) -> ProviderCall:
     counts, (latency, ttft, finish, failure) = rest[:7], rest[7:]
     usage = None if counts[2] is None else Usage(*(int(c or 0) for c in counts))
     return ProviderCall(step, attempt, provider, model, usage, latency, ttft, finish, failure)
-
-
-def _u(name: str) -> ColumnElement[int]:
-    return func.coalesce(getattr(m.ProviderCall, name), 0)
-
-
-def call_cost(p: Price) -> ColumnElement[Any]:
-    """SQL for one call's cost under `p`, rounded once per call as upstream rounds it."""
-    prompt, cache_read, cache_write = (
-        _u("prompt_tokens"),
-        _u("cache_read_tokens"),
-        _u("cache_write_tokens"),
-    )
-    fresh = prompt - cache_read - cache_write
-    terms: list[ColumnElement[Any]] = []
-    if p.input:
-        terms.append(case((fresh > 0, fresh), else_=0) * p.input)
-    for column, price in (("completion_tokens", p.output), ("cache_read_tokens", p.cache_read),
-                          ("cache_write_tokens", p.cache_write)):  # fmt: skip
-        if price:
-            terms.append(_u(column) * price)
-    mtok: ColumnElement[Any] = literal(0)
-    for term in terms:
-        mtok = mtok + term
-    cost = (mtok + 500_000) // 1_000_000
-    if p.per_server_tool_request:
-        cost = cost + _u("server_tool_requests") * p.per_server_tool_request
-    return cost
-
-
-def price_case(prices: PriceTable) -> ColumnElement[Any]:
-    """SQL for a call's cost under the table: NULL when the call has no usage, no model, or
-    no price for its model (it is then unpriced)."""
-    c = m.ProviderCall
-    prompt = _u("prompt_tokens")
-    whens: list[tuple[ColumnElement[bool], ColumnElement[Any]]] = []
-    for model, base in sorted(prices.prices.items()):
-        tiers = prices.tiers_of(model)
-        rate: ColumnElement[Any] = call_cost(base)
-        if tiers:
-            rate = case(
-                *[(prompt >= t.min_prompt_tokens, call_cost(t.price)) for t in reversed(tiers)],
-                else_=call_cost(base),
-            )
-        whens.append((c.model == model, rate))
-    if not whens:
-        return cast(null(), BigInteger)  # typed: PostgreSQL cannot sum an untyped NULL
-    return case((c.total_tokens.is_(None), null()), *whens, else_=null())
 
 
 def spend_groups(
@@ -214,7 +157,7 @@ class AccountingMixin(OlderStoreMixin):
                     if counted
                     else None
                 )
-            except _Inexact:
+            except InexactSums:
                 rows = None
             except StoreError as exc:
                 if not _sum_overflowed(exc):
@@ -237,7 +180,7 @@ class AccountingMixin(OlderStoreMixin):
             if not (by == "run" and since is not None) and self._spend_counted():
                 return spend_from_counters(self, prices, since, by)
             return self._spend_plain(prices, since, by)
-        except _Inexact:
+        except InexactSums:
             pass
         except StoreError as exc:
             if not _sum_overflowed(exc):
@@ -333,75 +276,6 @@ class AccountingMixin(OlderStoreMixin):
         return Recovery(int(fallbacks), int(replans), int(resumes))
 
 
-def priced_select(prices: PriceTable, keys: list[ColumnElement[Any]]) -> Select[Any]:
-    """Calls grouped by `keys`: the key values, then calls, the seven usage sums, the cost under
-    `prices` and how many calls it priced."""
-    c = m.ProviderCall
-    has_usage = c.total_tokens.is_not(None)
-    cost = price_case(prices)
-    sums = [func.sum(case((has_usage, _u(name)), else_=0)) for name in USAGE_SUMS]
-    statement = select(*keys, func.count(), *sums, func.sum(cost), func.count(cost))
-    return statement.group_by(*keys)
-
-
-GROUP_KEYS: dict[str, Callable[[], list[ColumnElement[Any]]]] = {
-    "model": lambda: [func.coalesce(m.ProviderCall.model, UNKNOWN_MODEL)],
-    "day": lambda: [func.substr(m.ProviderCall.at, 1, 10)],
-    "run": lambda: [m.ProviderCall.run_id.expression],
-    "day_model": lambda: [
-        func.substr(m.ProviderCall.at, 1, 10),
-        func.coalesce(m.ProviderCall.model, UNKNOWN_MODEL),
-    ],
-}
-"""The keys of each grouping (`day_model`: the counters' groups)."""
-
-
-def _where(shape: str) -> ColumnElement[bool] | None:
-    at, day = m.ProviderCall.at.expression, func.substr(m.ProviderCall.at, 1, 10)
-    d, lo, hi = (bindparam(name, type_=String) for name in ("d", "lo", "hi"))
-    wheres: dict[str, ColumnElement[bool] | None] = {
-        "all": None,
-        "since": at >= bindparam("since"),
-        "day": and_(at >= lo, at < hi, day == d),
-        "open_day": and_(at >= lo, day == d),
-        "runs": m.ProviderCall.run_id.in_(bindparam("ids", expanding=True)),
-    }
-    return wheres[shape]
-
-
-_STATEMENTS: dict[tuple[str, str, str], Select[Any]] = {}
-"""Priced statements by (price table, grouping, filter): building and hashing a price table's
-CASE costs more than running it on one day's calls, so each is built once."""
-
-
-def priced_statement(prices: PriceTable, by: str, shape: str) -> Select[Any]:
-    """The priced GROUP BY of grouping `by` over the calls filter `shape` selects (bound:
-    `since`; `d`, `lo`, `hi` for one day; `ids` for runs)."""
-    key = (fingerprint(prices), by, shape)
-    statement = _STATEMENTS.get(key)
-    if statement is None:
-        statement = priced_select(prices, GROUP_KEYS[by]())
-        where = _where(shape)
-        if where is not None:
-            statement = statement.where(where)
-        if len(_STATEMENTS) >= 64:
-            _STATEMENTS.clear()
-        _STATEMENTS[key] = statement
-    return statement
-
-
-def priced_rows(
-    conn: Connection, statement: Select[Any], params: dict[str, Any], keys: int
-) -> Iterator[tuple[tuple[Any, ...], list[int]]]:
-    """Each group a priced statement returns: its key values and its ten integers (raises
-    `_Inexact` where SQLite's sums overflowed into floating point)."""
-    for row in conn.execute(statement, params).all():
-        values = row[keys:]
-        if any(isinstance(v, float) for v in values):
-            raise _Inexact
-        yield tuple(row[:keys]), [int(v or 0) for v in values]
-
-
 def _sum_overflowed(exc: StoreError) -> bool:
     """Whether a priced read failed because a sum passed 64 bits: typed from PostgreSQL's code
     (`IntegerOverflowError`); SQLite's `SUM` fails with its generic result code (no more
@@ -416,10 +290,6 @@ def _sum_overflowed(exc: StoreError) -> bool:
 
 SQLITE_ERROR = 1
 """SQLite's generic result code (`SQLITE_ERROR`)."""
-
-
-class _Inexact(Exception):
-    """The database's integer sums overflowed into floating point."""
 
 
 ROW_KEYS: dict[str, Callable[..., str]] = {

@@ -26,7 +26,7 @@ from ..dialects.sqlite import WRITE
 from ..errors import RunNotFoundError
 from .connector import Connector, SQLiteConnector, connector_for
 from .driver import DriverStatement as DriverStatement
-from .spend import SpendKeeper
+from .spend_keeper import SpendKeeper
 
 T = TypeVar("T")
 

@@ -18,21 +18,19 @@ the same, pricing again what it could not keep.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Select, and_, inspect, select, true
 
-from ..errors import StoreAccessError, StoreLockedError
 from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
 from ..records import PriceTable, Spend, Usage
 from ..records.accounting import spend_from_row
+from .pricing import fingerprint, priced_rows, priced_statement
+from .spend_keeper import Group, Values
 
 if TYPE_CHECKING:
-    from .accounting import AccountingMixin
     from .base import StoreBase
 
 FULL_SCAN_DAYS = 8
@@ -40,25 +38,6 @@ FULL_SCAN_DAYS = 8
 
 FULL_SCAN_RUNS = 2000
 """Past this many runs to price again, one pass over every call beats a probe per run."""
-
-BIG = 2**63 - 1
-"""The largest value a kept answer's BIGINT column holds (a group past it is not kept)."""
-
-Group = tuple[Any, ...]
-Values = Sequence[int]
-"""calls, the seven usage sums, cost, priced calls (the order `priced_groups` yields)."""
-
-
-def fingerprint(prices: PriceTable) -> str:
-    """What a price table prices by, as a key: models, rates and tiers (not `as_of`)."""
-    document = {
-        "prices": {k: list(vars(v).values()) for k, v in sorted(prices.prices.items())},
-        "tiers": {
-            k: [[t.min_prompt_tokens, *vars(t.price).values()] for t in prices.tiers_of(k)]
-            for k in sorted(prices.tiers)
-        },
-    }
-    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
 def counted(conn: Connection) -> bool:
@@ -75,7 +54,7 @@ def next_day(day: str) -> str | None:
         return None
 
 
-def spend(store: AccountingMixin, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
+def spend(store: StoreBase, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
     """The answer of `spend_by_<by>` (model, day or run) from the counters; a run window
     (`since` with `by="run"`) is not kept per run and goes the plain way."""
     fp = fingerprint(prices)
@@ -104,7 +83,7 @@ def spend(store: AccountingMixin, prices: PriceTable, since: str | None, by: str
     return out
 
 
-def _fetch(store: AccountingMixin, conn: Connection, statement: Select[Any]) -> list[Any]:
+def _fetch(store: StoreBase, conn: Connection, statement: Select[Any]) -> list[Any]:
     """The rows of a statement as plain tuples, read on the unit's driver connection through
     the connector: a run's kept answer is a row, and building a SQLAlchemy `Row` for each of
     100,000 costs more than reading them."""
@@ -117,7 +96,7 @@ def _kept_columns(table: Any) -> list[Any]:
 
 
 def _days(
-    store: AccountingMixin,
+    store: StoreBase,
     conn: Connection,
     prices: PriceTable,
     fp: str,
@@ -169,8 +148,6 @@ def _priced(
     conn: Connection, prices: PriceTable, shape: str, params: list[dict[str, Any]]
 ) -> list[tuple[Group, Values]]:
     """The (day, model) groups of the calls each parameter set selects, priced."""
-    from .accounting import priced_rows, priced_statement
-
     out: list[tuple[Group, Values]] = []
     for one in params:
         how = shape
@@ -184,13 +161,13 @@ def _priced(
 Made = TypeVar("Made")
 
 
-def _spend_by_run(store: AccountingMixin, prices: PriceTable, fp: str) -> list[Spend]:
+def _spend_by_run(store: StoreBase, prices: PriceTable, fp: str) -> list[Spend]:
     """Spend per run: `run_rows` built straight into records."""
     return run_rows(store, prices, fp, spend_from_row, _KEY)
 
 
 def run_rows(
-    store: AccountingMixin,
+    store: StoreBase,
     prices: PriceTable,
     fp: str,
     make: Callable[..., Made],
@@ -246,8 +223,6 @@ def _price_runs(
 ) -> list[tuple[Group, Values]]:
     """The stale runs priced from their calls (noted in `keep` to be kept); `stale` is
     emptied. A run left with no call is priced as empty."""
-    from .accounting import priced_rows, priced_statement
-
     ids = [run_id for (run_id,) in stale]
     shape = "all" if len(ids) > FULL_SCAN_RUNS else "runs"
     statement = priced_statement(prices, "run", shape)
@@ -263,46 +238,6 @@ def _price_runs(
     return out
 
 
-def _keep(store: AccountingMixin, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
+def _keep(store: StoreBase, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
     if store._connector.may_write():  # not inside a read-only transaction
         store._spend_keeper.keep(store, fp, keep)
-
-
-class SpendKeeper:
-    """Where a Store writes the spend answers it priced, to be kept: through itself, or, for
-    a read-only twin answering for a writable Store (an `AsyncStore`'s reader on SQLite),
-    through that Store, so they are kept all the same. Writing is best effort: a store that
-    turns out not to be writable is not tried again."""
-
-    def __init__(self, through: StoreBase | None = None, *, read_only: bool = False) -> None:
-        self._through = through
-        self._unkept = read_only and through is None
-        """Whether kept answers cannot be written (a read-only store)."""
-
-    def keep(self, store: StoreBase, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
-        if self._unkept:
-            return
-        rows: dict[Any, list[dict[str, Any]]] = {}
-        for table, group, changes, values in keep:
-            if any(v > BIG for v in values):
-                continue
-            calls, *usage, cost, priced = values
-            key = (
-                dict(zip(["day", "model"], group, strict=True))
-                if table is PRICED_DAYS
-                else {"run_id": group[0]}
-            )
-            rows.setdefault(table, []).append(
-                {"prices": fp, **key, "changes": changes, "calls": calls,
-                 **dict(zip(USAGE_SUMS, usage, strict=True)), "cost_micros": cost,
-                 "unpriced_calls": calls - priced}
-            )  # fmt: skip
-        target = self._through or store
-        try:
-            with target._write() as conn:
-                for table, batch in rows.items():
-                    conn.execute(target.backend.replace(table), batch)
-        except StoreAccessError:
-            self._unkept = True  # read-only: price again each time, say nothing
-        except StoreLockedError:
-            pass  # a writer holds the store: kept next time
