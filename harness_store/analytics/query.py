@@ -12,7 +12,7 @@ from .. import models as m
 from ..errors import InvalidValueError
 from ..formats import i64
 from ..formats import text as check_text
-from ..sync.tables import IDS, ORIGINS
+from ..models.sync import IDS, ORIGINS
 from .schema import ORIGIN, TableShape
 
 

@@ -23,10 +23,10 @@ from ..dialects.still import names_uri
 from ..engine import URL_ENV, make_engine, safe_url, sqlite_path, where
 from ..engine import read_only_url as engine_read_only_url
 from ..errors import SchemaError, StoreNotFoundError, UnfinishedTransactionError
+from ..schema.copy_marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
 from ..schema.detect import Diagnosis, check_sqlite_file, diagnose
 from ..schema.detect import refuse_unreadable as refuse_unreadable_store
 from ..targets import Target
-from ..transfer.marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
 
 if TYPE_CHECKING:
     from ..store import Store

@@ -9,6 +9,8 @@ them is still recognised as the io-harness store it is.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, Table, Text, UniqueConstraint
 
 SYNC_METADATA = MetaData()
@@ -69,3 +71,12 @@ SOURCE_MARKER = Table(
 """The one table sync may write into a source, and only with `mark=True`: the origin's UUID."""
 
 SYNC_TABLE_NAMES = frozenset({*SYNC_METADATA.tables, SOURCE_MARKER.name})
+
+
+def recorded_path(path: str) -> str:
+    """`path` in the form `ORIGINS.path` records an origin's path: absolute, a relative one
+    taken from the current directory, as sync took it (unchanged when it cannot be resolved)."""
+    try:
+        return str(Path(path).resolve())
+    except (OSError, ValueError):
+        return path

@@ -8,6 +8,7 @@
 - `backup`: the copy of a SQLite store taken before its revision changes;
 - `preflight`: the checks made before and around it (readable, malformed, disk full);
 - `migration_ops`: the helpers the revisions in `harness_store.migrations` are written with.
+- `copy_marker`: the mark of a copy killed before its commit, which every reader refuses.
 
 The names a user calls are here too, imported on first use so that importing the package
 loads no Alembic: `upgrade`, `downgrade`, `UpgradeReport`, `alembic_config`,

@@ -48,7 +48,7 @@ IGNORED_TABLES = frozenset(
     | {"hs_spend_days", "hs_spend_runs", "hs_spend_priced_days", "hs_spend_priced_runs"}
 )
 """Tables that say nothing about which release wrote a store (the `hs_sync_` ones are sync's
-bookkeeping, `harness_store.sync.tables`; the `hs_spend_` ones hs3's spend counters,
+bookkeeping, `harness_store.models.sync`; the `hs_spend_` ones hs3's spend counters,
 `harness_store.models.spend`)."""
 
 

@@ -23,6 +23,7 @@ from ..errors import InvalidValueError, StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
 from ..models.spend import SPEND_METADATA
+from ..schema.copy_marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
 from ..schema.detect import Diagnosis, check_sqlite_file, diagnose, read_revision, refuse_unreadable
 from ..schema.preflight import check_readable
 from ..schema.releases import HEAD
@@ -293,8 +294,6 @@ def whole_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
 def refuse_unfinished_copy(conn: Connection, url: URL) -> None:
     """Refuse a database left by a killed `copy_store` (schema, no rows): nothing may read
     it as a store or write into it."""
-    from ..transfer import IncompleteCopyError, copy_in_progress, incomplete_copy_message
-
     if copy_in_progress(conn):
         raise IncompleteCopyError(incomplete_copy_message(where(url)))
 

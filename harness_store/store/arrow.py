@@ -226,7 +226,7 @@ class ArrowMixin(OlderStoreMixin):
     def _synced(self) -> bool:
         """Whether this store was synced into (it holds sync's origins): its rows then carry
         an `origin`. Once true it stays true (sync never drops its tables), so it is kept."""
-        from ..sync.tables import ORIGINS
+        from ..models.sync import ORIGINS
 
         if self._origins_seen:
             return True

@@ -5,10 +5,11 @@ prints is one the Store returns."""
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, func, select, table
+from sqlalchemy import ColumnElement, func, or_, select, table
 
 from .. import models as m
 from ..formats import i64, text, u32
+from ..models.sync import IDS, ORIGINS, recorded_path
 from ..records import RunListing
 from .marks import reads
 from .older import OlderStoreMixin
@@ -70,9 +71,7 @@ class ListingsMixin(OlderStoreMixin):
         if status is not None:
             filters.append(m.Run.status == text(status, "status"))
         if origin is not None:
-            from ..sync.lookup import origin_clause
-
-            filters.append(origin_clause(text(origin, "origin")))
+            filters.append(runs_of_origin(text(origin, "origin")))
         return filters
 
     @reads
@@ -106,3 +105,22 @@ class ListingsMixin(OlderStoreMixin):
         disk."""
         with self._read() as conn:
             return self._backend.database_bytes(conn)
+
+
+def runs_of_origin(origin: str) -> ColumnElement[bool]:
+    """A WHERE on `runs` keeping the central runs of `origin` (its UUID, or the path it was
+    last seen at), for queries that list runs (`harness-store runs --origin`)."""
+    of_origin = (
+        select(IDS.c.dest_id)
+        .join(ORIGINS, ORIGINS.c.id == IDS.c.origin_id)
+        .where(
+            IDS.c.tbl == "runs",
+            IDS.c.hash.is_not(None),
+            or_(
+                ORIGINS.c.uuid == origin,
+                ORIGINS.c.path == origin,
+                ORIGINS.c.path == recorded_path(origin),
+            ),
+        )
+    )
+    return m.Run.id.in_(of_origin)

@@ -5,7 +5,7 @@ Each source is an **origin** (`origins`): a UUID, written into the source only w
 `mark=True`, else the source is recognised by its file identity. Every row is re-keyed
 centrally and every link (`run_id`, `parent_run_id`, `child_run_id`, `from_run_id`/`to_run_id`,
 `session_id`, `parent_turn_id`, `head_turn_id`) remapped through the destination's id maps
-(`tables`), which answer "which central run is run 12 of that store" both ways (`lookup`).
+(`models.sync`), which answer "which central run is run 12 of that store" both ways (`lookup`).
 How a change is found differs per table (`rules`): append-only tables by a high-water mark,
 tables upstream updates in place or deletes from by a hash of each row.
 

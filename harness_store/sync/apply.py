@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from sqlalchemy import ColumnElement, and_, bindparam, delete, func, insert, select, update
 
+from ..models.sync import IDS, MARKS
 from .append_tables import AppendTables
 from .origin_state import ANCHOR_MARK, STATE_MARK, anchor_columns, chunks
 from .rows import digest, model_table, source_columns_of
 from .rules import RULES, RUNS, SESSIONS, TURNS
 from .state_tables import StateTables
-from .tables import IDS, MARKS
 
 
 class OriginSync(StateTables, AppendTables):

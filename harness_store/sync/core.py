@@ -31,6 +31,7 @@ from ..errors import (
     UnfinishedTransactionError,
 )
 from ..models import Base
+from ..models.sync import ORIGINS, SYNC_METADATA
 from ..schema.detect import IGNORED_TABLES, check_sqlite_file, read_revision, read_tables
 from ..schema.preflight import is_malformed
 from ..schema.releases import NEWEST_KNOWN_RELEASE
@@ -59,7 +60,6 @@ from .report import (
     TableCounts,
     merged,
 )
-from .tables import ORIGINS, SYNC_METADATA
 
 Source = str | os.PathLike[str] | URL
 

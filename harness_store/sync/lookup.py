@@ -7,14 +7,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
-from sqlalchemy import ColumnElement, Connection, func, inspect, or_, select
+from sqlalchemy import Connection, func, inspect, or_, select
 from sqlalchemy.engine import URL
 
 from ..engine import to_url
+from ..models.sync import IDS, ORIGINS, recorded_path
 from ..store.base import StoreBase
-from .tables import IDS, ORIGINS
 
 Target = str | os.PathLike[str] | URL | StoreBase
 """A destination store: a path or URL (opened read-only for the question), or a Store."""
@@ -54,15 +53,6 @@ def _has_sync_tables(conn: Connection) -> bool:
     return inspect(conn).has_table(ORIGINS.name)
 
 
-def resolved(origin: str) -> str:
-    """`origin` as the absolute path an origin's path is recorded as (a relative path is
-    taken from the current directory, as sync took it)."""
-    try:
-        return str(Path(origin).resolve())
-    except (OSError, ValueError):
-        return origin
-
-
 def _origin_id(conn: Connection, origin: str) -> int | None:
     """An origin by UUID (or a unique prefix of it), host:path, or path (relative or not)."""
     row = conn.execute(
@@ -70,7 +60,7 @@ def _origin_id(conn: Connection, origin: str) -> int | None:
             or_(
                 ORIGINS.c.uuid == origin,
                 ORIGINS.c.path == origin,
-                ORIGINS.c.path == resolved(origin),
+                ORIGINS.c.path == recorded_path(origin),
                 (ORIGINS.c.host + ":" + ORIGINS.c.path) == origin,
             )
         )
@@ -153,27 +143,8 @@ def origin_runs(dest: Target, origin: str) -> list[int] | None:
         return [int(i) for i in ids]
 
 
-def origin_clause(origin: str) -> ColumnElement[bool]:
-    """A WHERE on `runs` keeping the central runs of `origin` (its UUID, or the path it was
-    last seen at), for queries that list runs (`harness-store runs --origin`)."""
-    from ..models import Run
-
-    of_origin = (
-        select(IDS.c.dest_id)
-        .join(ORIGINS, ORIGINS.c.id == IDS.c.origin_id)
-        .where(
-            IDS.c.tbl == "runs",
-            IDS.c.hash.is_not(None),
-            or_(
-                ORIGINS.c.uuid == origin,
-                ORIGINS.c.path == origin,
-                ORIGINS.c.path == resolved(origin),
-            ),
-        )
-    )
-    return Run.id.in_(of_origin)
-
-
 def has_origin(dest: Target, origin: str) -> bool:
     """Whether `origin` (a UUID or the path it was synced from) is an origin of `dest`."""
-    return any(origin in (o.uuid, o.path) or resolved(origin) == o.path for o in list_origins(dest))
+    return any(
+        origin in (o.uuid, o.path) or recorded_path(origin) == o.path for o in list_origins(dest)
+    )

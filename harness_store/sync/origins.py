@@ -23,7 +23,7 @@ from sqlalchemy import Connection, inspect, select, update
 
 from ..dialects.sqlite import WRITE
 from ..engine import make_engine
-from .tables import ORIGINS, SOURCE_MARKER
+from ..models.sync import ORIGINS, SOURCE_MARKER
 
 
 @dataclass(frozen=True)

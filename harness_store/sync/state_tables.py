@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Table, bindparam, delete, insert, select, update
 
+from ..models.sync import IDS
 from .origin_state import STATE_MARK, Entry, OriginState
 from .rows import (
     ROWID,
@@ -21,7 +22,6 @@ from .rows import (
     source_select,
 )
 from .rules import RUNS, Rule
-from .tables import IDS
 
 
 class StateTables(OriginState):

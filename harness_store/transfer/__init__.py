@@ -65,9 +65,8 @@ outside io-harness) is not carried over; the target's next id is `MAX(id)+1` of 
 
 The package by concern: `reading` (opening and reading the source), `plan` (its checks and
 counts), `target` (refusing, emptying and recounting the target), `tables` (moving the rows),
-`marker` (the unfinished-copy mark every reader checks), `report` (the report and the
-errors); this module runs them in order.
-The models are imported only when a copy runs, so the readers' marker check stays cheap.
+`report` (the report and the errors); this module runs them in order. The unfinished-copy
+mark, which every reader checks, is `schema.copy_marker`'s.
 """
 
 from __future__ import annotations
@@ -83,16 +82,16 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..engine import make_engine, safe_url, sqlite_path, to_url, where
 from ..errors import MalformedStoreError
-from ..schema.preflight import is_malformed
-from ..schema.releases import HEAD
-from ..targets import Target
-from .marker import (
+from ..schema.copy_marker import (
     COPY_MARKER,
     IncompleteCopyError,
     copy_in_progress,
     incomplete_copy_message,
     mark_unfinished,
 )
+from ..schema.preflight import is_malformed
+from ..schema.releases import HEAD
+from ..targets import Target
 from .plan import Plan, copied_columns, copied_tables, make_plan, refuse_unknown
 from .reading import (
     WriterAppeared,

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Engine, Table, select
 from ..dialects import Backend, backend_named
 from ..dialects.sqlite import KEEP_ORPHANS, WRITE
 from ..errors import InvalidValueError
-from .marker import marker_table
+from ..schema.copy_marker import marker_table
 from .plan import Plan, count
 from .report import CopyError, CopyVerificationError, Progress
 

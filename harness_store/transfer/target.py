@@ -16,8 +16,8 @@ from sqlalchemy.engine import URL
 from ..dialects import backend_named
 from ..dialects.sqlite import WRITE
 from ..engine import make_engine, sqlite_path, where
+from ..schema.copy_marker import COPY_MARKER, IncompleteCopyError, incomplete_copy_message
 from ..schema.detect import check_sqlite_file
-from .marker import COPY_MARKER, IncompleteCopyError, incomplete_copy_message
 from .plan import BOOKKEEPING_TABLES, Plan, connected, count
 from .report import TargetNotEmptyError
 from .tables import compare

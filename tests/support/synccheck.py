@@ -15,11 +15,11 @@ from sqlalchemy import func, select
 from harness_store import Store
 from harness_store.engine import make_engine, read_only_url
 from harness_store.models import Base, table_of
+from harness_store.models.sync import IDS, ORIGINS
 from harness_store.records import StepRecord
 from harness_store.sync import RULES, list_origins
 from harness_store.sync.rows import event_json_for
 from harness_store.sync.rules import RUNS, SESSIONS, TURNS
-from harness_store.sync.tables import IDS, ORIGINS
 
 REFERENCED = (RUNS, SESSIONS, TURNS)
 
