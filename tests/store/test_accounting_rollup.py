@@ -18,7 +18,7 @@ from conftest import SHARED
 from interop import oracles
 from interop.debugform import debug
 from interop.rustdebug import parse
-from interop.test_api_066 import PRICES as ZERO
+from interop.test_run_api_oracle import PRICES as ZERO
 from sqlalchemy import create_engine, delete, insert, inspect, text, update
 
 from harness_store import AsyncStore, Price, PriceTable, PriceTier, ProviderCall, Store, Usage

@@ -19,7 +19,7 @@ from support.clirun import run_cli
 
 from harness_store import PendingQuestion, Plan, PlanStep, PlanVerdict, Store
 
-from .api2 import compare, py, write_like_the_oracle
+from .memory_sessions import compare, py, write_like_the_oracle
 from .oracles import Oracles
 from .releases import NEWER_WRITERS
 from .rustdebug import parse
