@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from support import legacy
 from support.clirun import run_cli
+from support.shared import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 
 from harness_store import Store
 from harness_store.cli import read_only_url

@@ -16,9 +16,9 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 from sqlalchemy import create_engine, inspect, text
 from support.clirun import COMMAND, default_signals, environ, run_cli, step_store
+from support.shared import FIXTURES
 
 from harness_store import Store
 from harness_store.dialects.postgresql import UPGRADE_LOCK

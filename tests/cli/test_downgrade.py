@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import copy_fixture
 from support.clirun import run_in_process
+from support.shared import copy_fixture
 
 from harness_store import Store
 from harness_store.engine import make_engine, to_url

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURE_STORES, copy_fixture
 from support.clirun import Ran, run_in_process
+from support.shared import FIXTURE_STORES, copy_fixture
 
 from harness_store import Store
 from harness_store.aio.methods import READS

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, in_newest_memory_order
 from support import legacy
 from support.processes import alembic_argv
+from support.shared import FIXTURES, in_newest_memory_order
 
 from harness_store import StepRecord, Store
 from harness_store.errors import (

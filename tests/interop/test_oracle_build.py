@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from support.shared import SHARED
 
 from .oracles import manifest, restore_links
 from .releases import RELEASES

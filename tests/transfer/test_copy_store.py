@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURE_STORES, FIXTURES, fresh_pg_database, in_newest_memory_order
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from support import legacy
+from support.pg_databases import fresh_pg_database
+from support.shared import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 
 from harness_store import (
     AgentEvent,
