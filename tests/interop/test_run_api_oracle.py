@@ -30,19 +30,12 @@ from harness_store import (
     Edit,
     GateOutcome,
     LeaseConflictError,
-    Price,
-    PriceTable,
-    ProviderCall,
-    RunEvent,
     SandboxEvent,
-    ServerToolCall,
-    Snapshot,
     StepRecord,
     Store,
-    ToolCall,
-    ToolRecovery,
-    Usage,
 )
+from harness_store.records.accounting import Price, PriceTable, ProviderCall, Usage
+from harness_store.records.trace import RunEvent, ServerToolCall, Snapshot, ToolCall, ToolRecovery
 
 from .debugform import debug
 from .oracles import Oracles
