@@ -130,8 +130,9 @@ class Sender:
     def failure(self, f: Failure, size: int) -> str:
         where = shown_url(self.url)
         r = self.report
+        batches = "batch" if r.requests == 1 else "batches"
         before = (
-            f"{r.spans:,} spans in {r.requests:,} earlier batches were delivered"
+            f"{r.spans:,} spans in {r.requests:,} earlier {batches} were delivered"
             if r.requests
             else "no earlier batch"
         )

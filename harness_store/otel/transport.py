@@ -103,6 +103,8 @@ class Transport:
             pair = f"{parts.username or ''}:{parts.password or ''}".encode()
             self.headers.setdefault("Authorization", "Basic " + base64.b64encode(pair).decode())
         self.proxy = _proxy_for(parts.scheme, self.host)
+        self.path_prefix = ""
+        """The scheme and host the path is written after, through an http:// proxy."""
         self.connection: http.client.HTTPConnection | None = None
 
     def _connect(self, seconds: float) -> http.client.HTTPConnection:
@@ -127,7 +129,7 @@ class Transport:
             connection = http.client.HTTPConnection(target_host, target_port, timeout=seconds)
             if self.proxy:
                 self.path_prefix = f"http://{self.host}:{self.port}"
-                self.headers.update(proxy_headers)
+                self.headers.update(proxy_headers, Host=f"{self.host}:{self.port}")
         connection.connect()
         self.connection = connection
         return connection
@@ -171,7 +173,7 @@ class Transport:
         watchdog = Watchdog(connection.sock, deadline - time.monotonic())
         sent = False
         try:
-            path = getattr(self, "path_prefix", "") + self.path
+            path = self.path_prefix + self.path
             connection.request("POST", path, body=body, headers=self.headers)
             sent = True
             response = connection.getresponse()

@@ -34,6 +34,8 @@ class Sink:
     counts: Counter[bytes] = field(default_factory=Counter)
     spans: dict[bytes, dict[str, Any]] = field(default_factory=dict)
     requests: int = 0
+    paths: list[str] = field(default_factory=list)
+    """The request targets as sent (a request through a proxy names the whole URL)."""
     slow_after: int | None = None
     """With `ok`: trickle the replies to requests after this many."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -56,6 +58,7 @@ class Sink:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                sink.paths.append(self.path)
                 if sink.behaviour.startswith("redirect-"):
                     status = int(sink.behaviour.removeprefix("redirect-"))
                     self.send_response(status)

@@ -90,7 +90,21 @@ def test_a_slow_batch_after_delivered_ones_names_both(tmp_path: Path, trickling:
     )
     assert done.returncode == 1, done.stdout
     assert done.stderr.endswith(
-        "batch 2 (spans 513-601) was sent and may have landed; 512 spans in 1 earlier batches "
+        "batch 2 (spans 513-601) was sent and may have landed; 512 spans in 1 earlier batch "
         "were delivered\n"
     ), done.stderr
     assert trickling.total() == 601
+
+
+def test_the_environment_s_http_proxy_is_followed(tree_store: Path) -> None:
+    proxy = Sink.start()  # it takes the proxied request as a receiver would
+    try:
+        done = run_cli(
+            "export", "otlp", str(tree_store), "--endpoint", "http://receiver.invalid:4318",
+            env={"http_proxy": proxy.url, "no_proxy": ""}, timeout=120,
+        )  # fmt: skip
+    finally:
+        proxy.stop()
+    assert done.returncode == 0, done.stderr
+    assert proxy.paths == ["http://receiver.invalid:4318/v1/traces"]
+    assert proxy.total() == SPANS
