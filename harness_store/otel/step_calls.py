@@ -16,12 +16,16 @@ Attributes = dict[str, AttributeValue]
 def step_calls(tool_call: str) -> tuple[tuple[str, str], ...]:
     """A step's `tool_call` as its calls, each `(name, arguments)`: io-harness joins a step's
     calls as `name:{json} | name:{json}` (and its single-file loop writes `write_file`'s bare
-    arguments), read by that grammar (`formats.step_tool_calls`). Text in neither form is one
-    call named by what stands before its first colon, its arguments the rest as written."""
+    arguments), read by that grammar (`formats.step_tool_calls`). Other text is one call named
+    by what stands before its first colon, its arguments the rest as written; text that
+    starts as a JSON object but is not one is no call."""
     calls = step_tool_calls(tool_call)
     if calls is not None:
         return calls
-    name, _, arguments = tool_call.strip().partition(":")
+    text = tool_call.strip()
+    if text.startswith("{"):  # the single-file loop's arguments, cut short: no name to give
+        return ()
+    name, _, arguments = text.partition(":")
     return ((name.strip(), arguments),) if name.strip() else ()
 
 
