@@ -13,12 +13,20 @@ from support.clirun import Ran, run_in_process
 from support.shared import FIXTURE_STORES, copy_fixture
 
 from harness_store import Store
-from harness_store.aio.methods import READS
+from harness_store.aio.methods import NOT_MIRRORED, access, public_methods
 from harness_store.errors import StoreError, UpgradeRequiredError
 from harness_store.records import PriceTable
 from harness_store.schema.releases import REVISIONS
 
 from .conftest import CHAIN, DRIVER_WORDS, FIRST_READABLE, sampled
+
+READS = frozenset(
+    name
+    for name in public_methods(Store) - NOT_MIRRORED
+    if access(Store, name).kind == "read"
+    and not (access(Store, name).iterates and access(Store, name).page is None)
+)
+"""The Store methods that only read (generators included, but `follow`, which never ends)."""
 
 READ_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("inspect", "{db}"),
