@@ -76,6 +76,7 @@ BENCHMARKS = (
               "docs/design/connector.md: Figures", postgresql="needs --pg"),
     Benchmark("pgthreads", "pgthreads", "14", f"{BENCH}: PostgreSQL, many threads",
               postgresql="needs --pg"),
+    Benchmark("pointreads", "pointreads", "15", f"{BENCH}: Point reads"),
     Benchmark("asyncstore", "asyncstore", "12",
               f"{BENCH}: AsyncStore; docs/design/connector.md: Figures"),
     Benchmark("check", "check", "check beside PRAGMA integrity_check",

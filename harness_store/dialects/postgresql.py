@@ -205,6 +205,9 @@ class PostgreSQLBackend(Backend):
         value = conn.execute(text(f"SELECT user_version FROM {FORMAT_TABLE}")).scalar()
         return int(value or 0)
 
+    def checkpoint_format_column(self) -> tuple[str, str | None]:
+        return f"(SELECT user_version FROM {FORMAT_TABLE} LIMIT 1)", FORMAT_TABLE
+
     def checkpoint_format_sql(self, version: int) -> list[str]:
         return [
             f"CREATE TABLE IF NOT EXISTS {FORMAT_TABLE} (user_version INTEGER NOT NULL)",
