@@ -55,6 +55,23 @@ def resumable(format_sql: str, has_turns: bool) -> ClauseElement:
     )
 
 
+def run_lease(now_sql: str) -> ClauseElement:
+    """A run's lease and the database's clock now (`now_sql`, the backend's expression)."""
+    r = m.RunLease
+    return select(
+        r.owner, r.generation, r.acquired_at, r.renewed_at, r.ttl_secs, literal_column(now_sql)
+    ).where(r.run_id == RUN_ID)
+
+
+def memory_entry(has_kinds: bool) -> ClauseElement:
+    """One memory entry by workspace and key (before 0.30 no kind or pin: NULLs)."""
+    mem = m.Memory
+    kinds: tuple[Any, Any] = (mem.kind, mem.pinned) if has_kinds else (null(), null())
+    return select(mem.key, mem.value, mem.run_id, mem.step, mem.created_at, *kinds).where(
+        mem.workspace == bindparam("workspace"), mem.key == bindparam("key")
+    )
+
+
 def run_status() -> ClauseElement:
     """A run's status (no row when there is no run)."""
     return select(m.Run.status).where(m.Run.id == RUN_ID)

@@ -29,7 +29,7 @@ from ..policy import PolicyFormatError, parse_policy, policy_document
 from ..records import RunStatus, RunSummary, StepRecord
 from .base import DriverStatement, StoreBase
 from .marks import pages, reads, writes
-from .point_reads import RUN_ID, compiled, resumable, run_status
+from .point_reads import RUN_ID, resumable, run_status
 from .point_reads import run_summary as summary_of
 
 STEP_PAGE = 1000
@@ -273,11 +273,6 @@ class RunsMixin(StoreBase):
 
     def _guarded_checkpoint(self, run_id: int, rows: Iterable[dict[str, Any]]) -> bool:
         return False  # the lease check (store/leases.py) overrides this
-
-    def _point(self, name: str, build: Any, *shape: Any, run_id: int) -> list[Any]:
-        """The rows of the point read `name` about `run_id` (see `point_reads`)."""
-        statement = compiled(self._engine, name, build, *shape)
-        return self._driver_read(statement, {"run_id": run_id})
 
     @reads
     def last_step(self, run_id: int) -> int:
