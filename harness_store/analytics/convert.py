@@ -89,15 +89,12 @@ def raw_arrays(
 
 def typed(kind: Kind, raw: pa.Array[Any]) -> pa.Array[Any]:
     """A stored column (`string` or `int64`, as `raw_arrays` reads it) in its Arrow type."""
-    if kind is Kind.TEXT or kind is Kind.INT:
-        return raw
-    if kind is Kind.STAMP:
-        return stamps(raw)
     if kind is Kind.BOOL:
         return cast("pa.Array[Any]", pc.not_equal(raw, pa.scalar(0, pa.int64())))
-    # Both kinds of u64: the bits as upstream's `as u64` reads them (a wrapped value's
-    # negative i64 is the high half of the range).
-    return raw.cast(pa.uint64(), safe=False)
+    if kind is Kind.STAMP:
+        return stamps(raw)
+    # The integers (both kinds of u64 too: the signed value the store keeps) and text.
+    return raw
 
 
 def _text(values: Sequence[Any]) -> pa.Array[Any]:

@@ -1,9 +1,10 @@
 """A store as a Parquet dataset: one directory per table, written incrementally and atomically.
 
-Layout: `DIR/<table>/part-<generation>-<n>.parquet` (on a synced store, under
-`DIR/<table>/origin=<uuid>/`, Hive-style, and `origin=__HIVE_DEFAULT_PARTITION__` for rows
-written centrally), and `DIR/_manifest.json`, which lists every file of the dataset with its
-rows. The manifest is the dataset: files it does not list are not part of it.
+Layout: `DIR/<table>/part-<generation>-<n>.parquet`, each file with every column of the table
+(on a synced store, `origin` too: null for rows written centrally), a table of no rows a file
+of no rows; and `DIR/_manifest.json`, which lists every file of the dataset with its rows.
+The manifest is the dataset: files it does not list are not part of it. So each table's
+directory is what any Parquet reader opens as it is.
 
 Incremental: an append-only table (rows only inserted, ids never reused) is written from the
 id after the last export's high-water mark, into new files beside the old ones. Rows below
@@ -36,15 +37,17 @@ import pyarrow.dataset as ds
 
 from ..errors import InvalidValueError
 from .changes import Replaced, replace_changed_runs, touched_runs
-from .compute import equals
-from .files import NULL_PARTITION, TEMPORARY, Generation, flush, flush_directory
-from .schema import ORIGIN, TABLES, shape_of
+from .files import TEMPORARY, Generation, flush, flush_directory
+from .schema import TABLES, shape_of
 
 if TYPE_CHECKING:
     from ..store import Store
 
 MANIFEST = "_manifest.json"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
+"""Format 2: every file holds its table's columns (1: a synced store's in Hive partitions by
+origin, without the column; a format-1 dataset is written again whole)."""
+FORMATS = (1, MANIFEST_FORMAT)
 PART = re.compile(r"^part-\d+-\d+\.parquet$")
 
 Progress = Callable[[str, int, int, int], None]
@@ -107,12 +110,13 @@ def export_parquet(
     manifest = read_manifest(root)
     clear_leftovers(root, manifest)
     filters = {"since": since, "runs": run_ids}
-    previous = manifest.get("tables", {}) if manifest.get("filters") == filters else {}
+    current = manifest.get("format") == MANIFEST_FORMAT and manifest.get("filters") == filters
+    previous = manifest.get("tables", {}) if current else {}
     generation = int(manifest.get("generation", 0)) + 1
     synced = store._synced()
     marks = store._run_marks()
     touched = touched_runs(manifest.get("run_marks") if previous else None, marks)
-    writer = Generation(root, generation, synced)
+    writer = Generation(root, generation)
     report = ExportReport(str(root), generation)
     entries: dict[str, Any] = dict(manifest.get("tables", {})) if previous else {}
     try:
@@ -121,7 +125,7 @@ def export_parquet(
             entry, result = _export_table(
                 store, writer, name, previous.get(name), (since, run_ids), touched, tick
             )
-            entries[name] = entry
+            entries[name] = _not_empty(store, writer, name, entry)
             report.tables.append(result)
             tick(result.rows)
         writer.publish()
@@ -231,6 +235,18 @@ def _export_append(
     return entry, TableExport(name, "rewritten", rows, rows)
 
 
+def _not_empty(
+    store: Store, writer: Generation, name: str, entry: dict[str, Any]
+) -> dict[str, Any]:
+    """`entry`, with a file of no rows when it has no file left (every row of its runs
+    pruned): a table always has a file, so readers find its columns."""
+    if entry["files"]:
+        return entry
+    empty = pa.RecordBatch.from_pylist([], schema=store._arrow_schema(name))
+    files, _ = writer.write(name, [empty], lambda _: None)
+    return {**entry, "files": files}
+
+
 def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """The dataset's manifest (empty when there is none yet); `InvalidValueError` for a
     directory holding something else."""
@@ -241,7 +257,7 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InvalidValueError(f"{path} is not a harness_store dataset manifest: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") not in FORMATS:
         raise InvalidValueError(f"{path} is not a harness_store dataset manifest")
     return manifest
 
@@ -289,25 +305,7 @@ def dataset_files(directory: str | os.PathLike[str], table: str) -> list[Path]:
 
 def read_dataset(directory: str | os.PathLike[str], table: str) -> pa.Table:
     """`table` of the dataset at `directory` as one Arrow table, in key order as
-    `Store.arrow` returns it (the files its manifest lists; `origin` restored from the
-    partitions of a synced store's dataset)."""
+    `Store.arrow` returns it (the files its manifest lists)."""
     files = dataset_files(directory, table)
-    synced = bool(read_manifest(directory).get("synced"))
-    partitioning = (
-        ds.partitioning(pa.schema([(ORIGIN, pa.string())]), flavor="hive") if synced else None
-    )
-    dataset = ds.dataset(
-        [str(f) for f in files],
-        format="parquet",
-        partitioning=partitioning,
-        partition_base_dir=str(Path(directory) / table),
-    )
-    data = dataset.to_table().sort_by([(k, "ascending") for k in shape_of(table).key])
-    if synced:
-        origin = data[ORIGIN]
-        data = data.set_column(
-            data.schema.get_field_index(ORIGIN),
-            ORIGIN,
-            pc.if_else(equals(origin, NULL_PARTITION), pa.scalar(None, pa.string()), origin),
-        )
-    return data
+    dataset = ds.dataset([str(f) for f in files], format="parquet")
+    return dataset.to_table().sort_by([(k, "ascending") for k in shape_of(table).key])

@@ -2,9 +2,9 @@
 
 The database keeps upstream's Rust types in SQLite's few storage classes — stamps as text,
 booleans as 0/1, `u64` counts as INTEGER (some of them wrapped into `i64` by an `as i64` cast),
-JSON as text. Each column here gets a `Kind` saying how its stored value is read back as
-upstream meant it, and some JSON columns whose shape upstream fixes get parsed columns beside
-them (`Parsed`).
+JSON as text. Each column here gets a `Kind` saying how its stored value is read back (the
+counts as the signed 64-bit integers the store keeps, the analytic convention), and some
+JSON columns whose shape upstream fixes get parsed columns beside them (`Parsed`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ class Kind(Enum):
     INT = "int"
     """A signed integer (ids, step numbers, depths): `int64`."""
     U64 = "u64"
-    """Upstream's `u64`, stored as is (at most 2⁶³ − 1 by upstream's own check): `uint64`."""
+    """Upstream's `u64`, stored as is (at most 2⁶³ − 1 by upstream's own check): `int64`,
+    exact, so that a difference of two counts is a signed number in every reader."""
     WRAPPED_U64 = "wrapped_u64"
-    """Upstream's `u64` written with a wrapping `as i64` cast: `uint64`, the negative
-    integers read back as the high half of the range (`as u64`), as upstream reads them."""
+    """Upstream's `u64` written with a wrapping `as i64` cast: `int64`, the value the store
+    holds (a value of 2⁶³ or more, which upstream wrapped, is negative; a cast to `uint64`
+    reads it as upstream does)."""
     BOOL = "bool"
     """Upstream's `bool`, stored as INTEGER 0/1: `bool`."""
     STAMP = "stamp"
@@ -43,8 +45,8 @@ class Kind(Enum):
 
 ARROW_TYPES: dict[Kind, pa.DataType] = {
     Kind.INT: pa.int64(),
-    Kind.U64: pa.uint64(),
-    Kind.WRAPPED_U64: pa.uint64(),
+    Kind.U64: pa.int64(),
+    Kind.WRAPPED_U64: pa.int64(),
     Kind.BOOL: pa.bool_(),
     Kind.STAMP: pa.timestamp("us", tz="UTC"),
     Kind.TEXT: pa.string(),

@@ -59,30 +59,39 @@ def test_types_are_upstreams(written: Store) -> None:
     runs = written.arrow("runs")
     assert runs.schema.field("started_at").type == STAMP
     steps = written.arrow("steps")
-    assert steps.schema.field("tokens").type == pa.uint64()
+    assert steps.schema.field("tokens").type == pa.int64()
     mcp = written.arrow("mcp_events")
     assert mcp.schema.field("ok").type == pa.bool_()
-    assert mcp.schema.field("millis").type == pa.uint64()
+    assert mcp.schema.field("millis").type == pa.int64()
     outcomes = written.arrow("run_outcomes")
     assert outcomes.schema.field("success").type == pa.bool_()
     assert outcomes.schema.field("finished_at").type == STAMP
     calls = written.arrow("provider_calls")
-    assert calls.schema.field("prompt_tokens").type == pa.uint64()
+    assert calls.schema.field("prompt_tokens").type == pa.int64()
     assert calls.schema.field("at").type == STAMP  # `YYYY-MM-DD HH:MM:SS` text
     assert written.arrow("memory_recalls").schema.field("at").type == STAMP
 
 
-def test_wrapped_u64_fields_read_back_as_upstream_meant_them(written: Store) -> None:
-    millis = written.arrow("mcp_events")["millis"].to_pylist()
-    assert BIG_U64 in millis  # stored as -1
-    context = written.arrow("context_events").to_pylist()
-    assert any(c["est_tokens"] == BIG_U64 and c["reported_tokens"] == 2**63 + 5 for c in context)
+def unsigned(column: pa.ChunkedArray) -> list[int | None]:
+    """A wrapped column read as upstream reads it: the signed value's bits as `u64`."""
+    return column.cast(pa.uint64(), safe=False).to_pylist()
+
+
+def test_wrapped_u64_fields_are_the_signed_values_the_store_keeps(written: Store) -> None:
+    millis = written.arrow("mcp_events")["millis"]
+    assert millis.type == pa.int64()
+    assert -1 in millis.to_pylist()  # upstream's u64::MAX, stored as -1
+    assert BIG_U64 in unsigned(millis)
+    context = written.arrow("context_events")
+    assert any(e == BIG_U64 and r == 2**63 + 5 for e, r in zip(unsigned(context["est_tokens"]),
+               unsigned(context["reported_tokens"]), strict=True))  # fmt: skip
     for run in written.runs():
         by_getter = [e.millis for e in written.mcp_events(run)]
-        assert written.arrow("mcp_events", runs=[run])["millis"].to_pylist() == by_getter
+        assert unsigned(written.arrow("mcp_events", runs=[run])["millis"]) == by_getter
         by_getter = [(e.est_tokens, e.reported_tokens) for e in written.context_events(run)]
-        got = written.arrow("context_events", runs=[run]).to_pylist()
-        assert [(c["est_tokens"], c["reported_tokens"]) for c in got] == by_getter
+        got = written.arrow("context_events", runs=[run])
+        assert list(zip(unsigned(got["est_tokens"]), unsigned(got["reported_tokens"]),
+                        strict=True)) == by_getter  # fmt: skip
 
 
 def test_values_equal_the_stores_getters(written: Store) -> None:
@@ -204,12 +213,12 @@ def test_frames_are_the_same_arrow_data(written: Store) -> None:
     frame = written.frame("provider_calls")
     assert isinstance(frame, pd.DataFrame)
     assert pa.Table.from_pandas(frame, preserve_index=False).equals(data)
-    assert str(frame["prompt_tokens"].dtype) == "uint64[pyarrow]"
+    assert str(frame["prompt_tokens"].dtype) == "int64[pyarrow]"
     polars = written.frame("provider_calls", engine="polars")
     assert isinstance(polars, pl.DataFrame)
     assert polars.to_arrow().cast(data.schema).equals(data)
     assert polars.schema["at"] == pl.Datetime("us", "UTC")
-    assert polars.schema["prompt_tokens"] == pl.UInt64
+    assert polars.schema["prompt_tokens"] == pl.Int64
 
 
 def test_every_kind_has_an_arrow_type() -> None:
