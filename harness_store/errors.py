@@ -129,3 +129,8 @@ class TransactionOpenError(StoreError):
 class IntegerOverflowError(StoreError):
     """A sum the database computed (tokens, spend) does not fit a signed 64-bit integer, as
     upstream's SQLite `SUM` refuses it. Nothing was changed."""
+
+
+class DatasetBusyError(StoreError):
+    """Another export is writing the same Parquet dataset directory (it holds the directory's
+    lock file). Nothing was written; run the export again once that one has finished."""

@@ -38,6 +38,7 @@ import pyarrow.dataset as ds
 from ..errors import InvalidValueError
 from .changes import Replaced, replace_changed_runs, touched_runs
 from .files import TEMPORARY, Generation, flush, flush_directory
+from .lock import exclusive
 from .schema import TABLES, shape_of
 
 if TYPE_CHECKING:
@@ -105,46 +106,82 @@ def export_parquet(
     if len(set(names)) != len(names):
         raise InvalidValueError("a table is named twice")
     run_ids = None if runs is None else sorted({int(r) for r in runs})
+    marks = store._run_marks()  # a store to upgrade is refused before anything is created
+    synced = store._synced()
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    manifest = read_manifest(root)
-    clear_leftovers(root, manifest)
-    filters = {"since": since, "runs": run_ids}
-    current = manifest.get("format") == MANIFEST_FORMAT and manifest.get("filters") == filters
-    previous = manifest.get("tables", {}) if current else {}
-    generation = int(manifest.get("generation", 0)) + 1
-    synced = store._synced()
-    marks = store._run_marks()
-    touched = touched_runs(manifest.get("run_marks") if previous else None, marks)
-    writer = Generation(root, generation)
-    report = ExportReport(str(root), generation)
-    entries: dict[str, Any] = dict(manifest.get("tables", {})) if previous else {}
-    try:
-        for done, name in enumerate(names):
-            tick = _ticker(progress, name, done, len(names))
-            entry, result = _export_table(
-                store, writer, name, previous.get(name), (since, run_ids), touched, tick
-            )
-            entries[name] = _not_empty(store, writer, name, entry)
-            report.tables.append(result)
-            tick(result.rows)
-        writer.publish()
-    except BaseException:
-        writer.discard()
-        raise
-    new_manifest = {
-        "format": MANIFEST_FORMAT,
-        "generation": generation,
-        "synced": synced,
-        "filters": filters,
-        "run_marks": marks,
-        "tables": entries,
+    with exclusive(root):
+        manifest = read_manifest(root)
+        clear_leftovers(root, manifest)
+        filters = {"since": since, "runs": run_ids}
+        current = manifest.get("format") == MANIFEST_FORMAT and manifest.get("filters") == filters
+        previous = intact_tables(root, manifest) if current else {}
+        generation = int(manifest.get("generation", 0)) + 1
+        known = manifest.get("run_marks") if current else None
+        run = _Run(store, root, names, filters, synced, marks)
+        return run.export(previous, touched_runs(known, marks), generation, progress)
+
+
+@dataclass
+class _Run:
+    """One export, under the directory's lock."""
+
+    store: Store
+    root: Path
+    names: list[str]
+    filters: dict[str, Any]
+    synced: bool
+    marks: dict[str, str]
+
+    def export(
+        self,
+        previous: dict[str, Any],
+        touched: set[int] | None,
+        generation: int,
+        progress: Progress | None,
+    ) -> ExportReport:
+        store, root, names = self.store, self.root, self.names
+        since, run_ids = self.filters["since"], self.filters["runs"]
+        writer = Generation(root, generation)
+        report = ExportReport(str(root), generation)
+        entries: dict[str, Any] = dict(previous)
+        try:
+            for done, name in enumerate(names):
+                tick = _ticker(progress, name, done, len(names))
+                entry, result = _export_table(
+                    store, writer, name, previous.get(name), (since, run_ids), touched, tick
+                )
+                entries[name] = _not_empty(store, writer, name, entry)
+                report.tables.append(result)
+                tick(result.rows)
+            writer.publish()
+        except BaseException:
+            writer.discard()
+            raise
+        new_manifest = {
+            "format": MANIFEST_FORMAT,
+            "generation": generation,
+            "synced": self.synced,
+            "filters": self.filters,
+            "run_marks": self.marks,
+            "tables": entries,
+        }
+        _write_manifest(root, new_manifest)
+        clear_leftovers(root, new_manifest)
+        if progress is not None:
+            progress("", len(names), len(names), 0)
+        return report
+
+
+def intact_tables(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's tables whose files are all there: a table missing one (deleted by
+    hand, or by an export that did not hold the lock) is not trusted, and written again
+    whole by the export (or, if not exported this time, left out of the dataset)."""
+    return {
+        name: entry
+        for name, entry in manifest.get("tables", {}).items()
+        if all((root / f["path"]).is_file() for f in entry.get("files", []))
     }
-    _write_manifest(root, new_manifest)
-    clear_leftovers(root, new_manifest)
-    if progress is not None:
-        progress("", len(names), len(names), 0)
-    return report
 
 
 def _ticker(progress: Progress | None, table: str, done: int, total: int) -> Callable[[int], None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -83,3 +84,22 @@ def test_the_rows_of_pruned_runs_leaving_the_dataset_are_said(tmp_path: Path) ->
     with Store.open(store, read_only=True) as opened:
         assert opened.runs() == runs[1:]
         assert read_dataset(directory, "steps").equals(opened.arrow("steps"))
+
+
+def test_a_refused_store_creates_nothing(tmp_path: Path) -> None:
+    from conftest import copy_fixture
+
+    older = copy_fixture("io-harness-0.22.0/populated", tmp_path)  # needs an upgrade first
+    newer = tmp_path / "newer.sqlite3"
+    small_store(newer)
+    with sqlite3.connect(newer) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    other = tmp_path / "notes.txt"
+    other.write_text("not a store\n")
+    for store in (older, newer, other, tmp_path / "absent.sqlite3"):
+        directory = tmp_path / f"ds-{store.stem}"
+        done = run("export", "parquet", store, directory)
+        assert done.returncode == 3, (store, done.stderr)
+        assert done.stderr.startswith("harness-store: error:"), done.stderr
+        assert not directory.exists(), store
