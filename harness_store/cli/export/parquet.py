@@ -11,7 +11,7 @@ from rich.progress import Progress, TaskID
 from rich.text import Text
 
 from ...errors import InvalidValueError
-from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt
+from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, missing_extra
 from ..output import emit_json, progress_bars, stderr_console, stdout_console
 from ..reader import open_reader
 from . import export_app
@@ -93,10 +93,7 @@ def parquet_command(
     try:
         from ...analytics.dataset import export_parquet
     except ImportError as exc:
-        raise CliError(
-            EXIT_USAGE,
-            f"exporting Parquet needs pyarrow: pip install 'harness_store[analytics]' ({exc})",
-        ) from None
+        raise missing_extra(exc, "exporting Parquet", "analytics") from None
     chosen, run_ids = _names(tables), _run_ids(runs)
     with (
         open_reader(db) as reader,
