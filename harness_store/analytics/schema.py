@@ -20,6 +20,7 @@ from ..errors import InvalidValueError
 from ..models import UPSTREAM_TABLES, Base
 from ..models.spend import USAGE_SUMS
 from ..sync.rules import RULE_OF
+from .tool_calls import TOOL_CALLS
 
 
 class Kind(Enum):
@@ -85,7 +86,8 @@ UNSIGNED = {
 
 @dataclass(frozen=True)
 class Parsed:
-    """A column parsed out of a JSON (or `name:args`) text column of fixed shape."""
+    """A column parsed out of a JSON (or `name:{args} | name:{args}`) text column of fixed
+    shape."""
 
     name: str
     source: str
@@ -98,8 +100,9 @@ POLICY_DEFAULTS = pa.struct([(act, pa.string()) for act in ("read", "write", "ex
 
 PARSED: dict[str, tuple[Parsed, ...]] = {
     "steps": (
-        Parsed("tool", "tool_call", pa.string(), "the tool the step called (before the `:`)"),
-        Parsed("tool_args", "tool_call", pa.string(), "its arguments, JSON text (after the `:`)"),
+        Parsed("tool", "tool_call", pa.string(), "the tool of the step's first call"),
+        Parsed("tool_args", "tool_call", pa.string(), "its arguments, JSON text"),
+        Parsed("tool_calls", "tool_call", TOOL_CALLS, "every call: its name and arguments"),
     ),
     "step_turns": (
         Parsed("call_names", "calls", pa.list_(pa.string()), "the names of the turn's calls"),

@@ -22,6 +22,7 @@ from harness_store.analytics.dataset import (
     read_dataset,
     read_manifest,
 )
+from harness_store.analytics.lock import LOCK
 from harness_store.records import Price, PriceTable
 from harness_store.sync import source_run, sync
 
@@ -32,7 +33,7 @@ def all_files(directory: Path) -> set[str]:
 
 def listed_files(directory: Path) -> set[str]:
     manifest = read_manifest(directory)
-    return {f["path"] for t in manifest["tables"].values() for f in t["files"]} | {MANIFEST}
+    return {f["path"] for t in manifest["tables"].values() for f in t["files"]} | {MANIFEST, LOCK}
 
 
 def test_every_table_of_the_dataset_is_the_stores(written: Store, tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ backends, holds exactly the store's rows with upstream's types restored."""
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from contextlib import closing
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES
 from harness_store.analytics.schema import ARROW_TYPES, Kind, shape_of
 from harness_store.errors import InvalidValueError
+from harness_store.formats import step_tool_calls
 
 from .reference import BIG_U64, stored_rows
 
@@ -150,10 +150,9 @@ def test_parsed_columns_beside_the_json(written: Store) -> None:
     called = [s for s in steps if s["tool"] is not None]
     assert called, "the writers record steps that called a tool"
     for s in steps:
-        if s["tool"] is not None:
-            assert s["tool_call"] == f"{s['tool']}:{s['tool_args']}"
-        else:
-            assert s["tool_args"] is None
+        assert s["tool_calls"] == calls_of(s["tool_call"]), s
+        first = s["tool_calls"][0] if s["tool_calls"] else {"name": None, "arguments": None}
+        assert (s["tool"], s["tool_args"]) == (first["name"], first["arguments"]), s
     policies = written.arrow("run_policies").to_pylist()
     for row in policies:
         document = written.run_policy(row["run_id"])
@@ -228,13 +227,21 @@ def test_every_kind_has_an_arrow_type() -> None:
 TOOL_CALLS = [
     'read_file:{"path":"a"}', "a.b-c_D9:", "x:y:z", 't:{\n"multi":"line"}', "é:1", ":no name",
     "bad tool:x", "no colon at all", "", None, "edit_file:ü", "tool:" + "x" * 5000,
+    'a:{"x":"p | q"} | b:[1,2]', 'a:{"x":1} | ', 'a:{"x":1}|b:{}', 'a:{"x":"\\n"}', "t:1",
+    '{"path":"p"}', '{"path":"p"} | a:{}', 'a:{"x":1}  ', 'a:{"x":1}{"y":2}',
 ]  # fmt: skip
 
 
-def test_a_tool_call_splits_as_upstream_forms_it(store_target: str) -> None:
-    """`tool` is the name before the first colon (letters, digits, `_.-`), `tool_args` all
-    after it; anything else has neither — as a regular expression reads each row."""
-    form = re.compile(r"^([A-Za-z0-9_.\-]+):(.*)$", re.DOTALL)
+def calls_of(text: str | None) -> list[dict[str, str]] | None:
+    """The reference: upstream's grammar (`formats.step_tool_calls`) row by row."""
+    calls = step_tool_calls(text or "")
+    return None if calls is None else [{"name": n, "arguments": a} for n, a in calls]
+
+
+def test_tool_calls_read_by_upstreams_grammar_at_every_batch_boundary(store_target: str) -> None:
+    """`tool_calls` is each call's name and arguments as the grammar reads them (several
+    joined by " | ", which may also stand inside an argument); `tool` and `tool_args` the
+    first call's; text in no form of the grammar is null in all three."""
     with Store.open(store_target) as store:
         run = store.start_run("g", "f.rs")
         store.checkpoint_steps(
@@ -247,10 +254,10 @@ def test_a_tool_call_splits_as_upstream_forms_it(store_target: str) -> None:
                 list(store.iter_arrow("steps", batch_rows=batch_rows))
             ).to_pylist()
             for row in rows:
-                found = form.match(row["tool_call"])
-                assert (row["tool"], row["tool_args"]) == (
-                    found.groups() if found else (None, None)
-                ), row["tool_call"]
+                calls = calls_of(row["tool_call"])
+                assert row["tool_calls"] == calls, row["tool_call"]
+                first = calls[0] if calls else {"name": None, "arguments": None}
+                assert (row["tool"], row["tool_args"]) == (first["name"], first["arguments"])
 
 
 def test_a_value_of_another_type_in_an_old_sqlite_store_is_read_what_it_can(
