@@ -34,8 +34,6 @@ MEMORY_TRUNCATED = "…[truncated]"
 BUSY_TIMEOUT_SECONDS = 5.0
 """How long a contended statement waits for the writer, as upstream's `BUSY_TIMEOUT`."""
 
-TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%fZ"
-"""SQLite `strftime` format of every stamp upstream writes (`started_at`, `created_at`, …)."""
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -135,14 +133,6 @@ def text(value: str, name: str) -> str:
 def opt_text(value: str | None, name: str) -> str | None:
     """`text` for an optional column."""
     return None if value is None else text(value, name)
-
-
-def truncate_memory_value(value: str) -> str:
-    """Cut a memory value to `MEMORY_MAX_ENTRY_CHARS` characters, ending in the marker."""
-    if len(value) <= MEMORY_MAX_ENTRY_CHARS:
-        return value
-    keep = MEMORY_MAX_ENTRY_CHARS - len(MEMORY_TRUNCATED)
-    return value[:keep] + MEMORY_TRUNCATED
 
 
 STEP_CALLS_SEPARATOR = " | "
