@@ -82,8 +82,10 @@ def parquet_command(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a store's tables as a Parquet dataset: DIR/<table>/*.parquet (partitioned by
-    origin=<uuid> on a synced store) and DIR/_manifest.json listing its files. Run it again
+    """Write a store's tables as a Parquet dataset: DIR/<table>/*.parquet (every column in
+    each file, a synced store's origin too), which pyarrow, pandas, polars and DuckDB open as
+    it is, and DIR/_manifest.json listing its files. One export at a time writes DIR (a second
+    stops at once). Run it again
     to bring the dataset up to date: only new rows are written, the rows of runs archived
     or pruned since are written again or removed (the dataset holds what the store holds),
     and the tables whose rows change in place are rewritten when they changed. Files are
