@@ -75,3 +75,22 @@ def test_runs_at_80_columns_keeps_every_id(wide_store: Path) -> None:
     assert code == 0, out
     ids = [line.split()[0] for line in ANSI.sub("", out).splitlines()[2:] if line.strip()]
     assert ids == [str(n) for n in range(12, 0, -1)]
+
+
+def test_spend_by_model_fits_80_columns_on_a_real_store(tmp_path: Path) -> None:
+    """On a terminal and piped (where nothing is cut) alike, at `COLUMNS=80`."""
+    import subprocess
+
+    from conftest import copy_fixture
+    from support.clirun import COMMAND, environ
+
+    path = copy_fixture("io-harness-0.29.0/aggregates", tmp_path)
+    Store.open(path).close()  # upgraded
+    code, out = on_terminal("spend", path, "--by", "model", columns=80)
+    assert code == 0, out
+    piped = subprocess.run([*COMMAND, "spend", str(path), "--by", "model"], capture_output=True,
+                           text=True, env=environ({"COLUMNS": "80"}), timeout=300)  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    for shown in (ANSI.sub("", out), piped.stdout):
+        assert "fixture-model" in shown
+        assert max(len(line) for line in shown.splitlines()) <= 80, shown
