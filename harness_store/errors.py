@@ -129,3 +129,9 @@ class TransactionOpenError(StoreError):
 class IntegerOverflowError(StoreError):
     """A sum the database computed (tokens, spend) does not fit a signed 64-bit integer, as
     upstream's SQLite `SUM` refuses it. Nothing was changed."""
+
+
+class MigrationConnectionError(StoreError, TypeError):
+    """The Alembic environment was handed a `connection` attribute that neither is nor holds a
+    SQLAlchemy `Connection` or `Engine`: the command stopped before touching any database (it
+    never falls back to another target once a connection was handed over)."""
