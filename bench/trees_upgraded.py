@@ -8,7 +8,7 @@ that it is found as an untracked `io-harness 0.22 store`; then `migrate.upgrade`
 3's store.
 
 Candidate: each tree method of a `Store` on the upgraded store; baseline: the same method on
-the new store; alternated per root and round, every answer compared. Both have every `hs_`
+the new store; single calls alternated, every answer compared. Both have every `hs_`
 index once upgraded, so the ratio should be 1 within noise: a store upgraded from a release
 that never ran `hs1` answers as fast as a new one.
 """
@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .common import Config, Table, fmt_ratio, fmt_time, median, say
 from .stores import copy_store, remove_store
-from .trees import Forest, measure, normalise, pooled
+from .trees import Forest, normalise, pooled
 
 RELEASE = "0.22"
 """The release the store is taken down to: the real fixtures' oldest, and one whose stores
@@ -95,25 +96,52 @@ def upgraded_store(cfg: Config, forest: Forest) -> tuple[Path, dict[str, Any]]:
     return path, meta
 
 
+def alternate(
+    methods: list[str],
+    roots: list[int],
+    variants: dict[str, Callable[[str, int], Any]],
+    calls: int,
+) -> dict[str, dict[str, dict[int, list[float]]]]:
+    """Per method, per variant, per root: the time of each single call, the variants called
+    in turn (the first of each pair rotating) after one untimed call each; every answer is
+    compared. Both sides are timed alike, one call at a time, so a preemption on the shared
+    machine lands in a sample of either and the medians leave it out."""
+    out: dict[str, dict[str, dict[int, list[float]]]] = {}
+    names = list(variants)
+    for method in methods:
+        samples: dict[str, dict[int, list[float]]] = {n: {r: [] for r in roots} for n in names}
+        for root in roots:
+            answers = {n: variants[n](method, root) for n in names}
+            if len({repr(a) for a in answers.values()}) != 1:
+                raise AssertionError(f"{method}({root}) differs: {answers}")
+            for i in range(calls):
+                order = names[i % len(names) :] + names[: i % len(names)]
+                for n in order:
+                    start = time.perf_counter()
+                    variants[n](method, root)
+                    samples[n][root].append(time.perf_counter() - start)
+        out[method] = samples
+    return out
+
+
 def upgraded_table(cfg: Config, forest: Forest, reps: int) -> Table:
     """Every tree method on the upgraded store beside the new store."""
     from harness_store import Store
 
     path, meta = upgraded_store(cfg, forest)
-    rounds = cfg.pick(3, 2)
+    calls = reps * cfg.pick(10, 5)
     methods = ["spent_tokens_tree", "agent_count_tree", "tree_run_ids", "tree"]
     new = Store.open(forest.indexed, upgrade=False)
     upgraded = Store.open(path, upgrade=False)
 
-    def candidate(method: str, root: int) -> Any:
-        return normalise(method, getattr(upgraded, method)(root))
-
-    def baseline(method: str, root: int) -> Any:
-        return normalise(method, getattr(new, method)(root))
+    def on(store: Any) -> Callable[[str, int], Any]:
+        return lambda method, root: normalise(method, getattr(store, method)(root))
 
     say(f"trees: the upgraded store beside the new one, {len(methods)} methods")
     try:
-        results = measure(methods, forest.roots, candidate, baseline, None, reps, rounds)
+        results = alternate(
+            methods, forest.roots, {"new": on(new), "upgraded": on(upgraded)}, calls
+        )
     finally:
         new.close()
         upgraded.close()
@@ -124,18 +152,13 @@ def upgraded_table(cfg: Config, forest: Forest, reps: int) -> Table:
     )
     low, high = WITHIN_NOISE
     for method, samples in results.items():
-        new_times, up_times = pooled(samples["baseline"]), pooled(samples["candidate"])
         ratio = median(
-            [
-                median(samples["candidate"][r]) / median(samples["baseline"][r])
-                for r in samples["candidate"]
-                if samples["candidate"][r] and samples["baseline"][r]
-            ]
+            [median(samples["upgraded"][r]) / median(samples["new"][r]) for r in forest.roots]
         )
         table.add(
             method,
-            fmt_time(median(new_times)),
-            fmt_time(median(up_times)),
+            fmt_time(median(pooled(samples["new"]))),
+            fmt_time(median(pooled(samples["upgraded"]))),
             fmt_ratio(ratio),
             table.check(f"upgraded {method} within {low}–{high}× of new", low <= ratio <= high),
         )
@@ -146,7 +169,8 @@ def upgraded_table(cfg: Config, forest: Forest, reps: int) -> Table:
         f"there and upgraded to the head in {meta['upgrade_seconds']} s (cached)",
         "its hs_ indexes after the upgrade "
         + ("are the new store's" if same else f"differ: {meta['own_indexes_after']}"),
-        "upgraded / new = median over roots of (upgraded / new) per root; every answer checked "
-        "equal to the new store's",
+        f"{calls} calls per root and store, one at a time, the stores in turn; medians per "
+        "call; upgraded / new = median over roots of (upgraded / new) per root; every answer "
+        "checked equal to the new store's",
     ]
     return table
