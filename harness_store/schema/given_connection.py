@@ -3,7 +3,9 @@ Alembic's cookbook), taken as it is given or refused.
 
 A SQLAlchemy `Connection` or `Engine` is used as it is. Test harnesses hand over wrappers
 (pytest-alembic's `WrappingConnection` holds a `Connection` in its `connection` attribute, and
-others keep an `engine` or a `bind`): the object they hold is used. Anything else stops the
+others keep an `engine` or a `bind`): the object they hold is used. An `AsyncEngine` or
+`AsyncConnection` is refused: its sync side works only inside `run_sync`, which hands over a
+plain `Connection` (Alembic's asyncio recipe). Anything else stops the
 command with `MigrationConnectionError` naming what was given; once a connection was handed
 over, the environment never falls back to `-x db`, `$HARNESS_STORE_URL` or `./runs.sqlite3`,
 which may name another database.
@@ -14,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import MigrationConnectionError
 
@@ -33,7 +36,7 @@ def describe(given: object) -> str:
 def _held(given: object, depth: int) -> Connection | Engine | None:
     if isinstance(given, (Connection, Engine)):
         return given
-    if depth == 0 or isinstance(given, (str, bytes, int, float)):
+    if depth == 0 or isinstance(given, (str, bytes, int, float, AsyncConnection, AsyncEngine)):
         return None
     for name in HELD_IN:
         try:
@@ -59,5 +62,10 @@ def given_connection(given: Any) -> Connection | Engine | None:
             f"the Alembic config's `connection` attribute is a {describe(given)}, which neither "
             "is nor holds a SQLAlchemy Connection or Engine; nothing was migrated (a connection "
             "handed over is never replaced by -x db, $HARNESS_STORE_URL or ./runs.sqlite3)"
+            + (
+                "; hand over the sync connection `run_sync` gives (Alembic's asyncio recipe)"
+                if isinstance(given, (AsyncConnection, AsyncEngine))
+                else ""
+            )
         )
     return found

@@ -118,7 +118,18 @@ class NotAConnection:
         self.url = url
 
 
-@pytest.mark.parametrize("given", [NotAConnection("sqlite:///elsewhere.sqlite3"), "db.sqlite3", 7])
+def async_engine() -> Any:
+    """An `AsyncEngine` (never connected): only `run_sync`'s plain connection is usable."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    return create_async_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
+
+
+@pytest.mark.parametrize(
+    "given",
+    [NotAConnection("sqlite:///elsewhere.sqlite3"), "db.sqlite3", 7, async_engine()],
+    ids=["object", "str", "int", "AsyncEngine"],
+)
 def test_anything_else_handed_over_is_refused_by_name(real_store: Path, given: Any) -> None:
     before = sha256(real_store)
     config = repository_config()
