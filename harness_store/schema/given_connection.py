@@ -13,10 +13,10 @@ which may name another database.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..errors import MigrationConnectionError
 
@@ -33,10 +33,20 @@ def describe(given: object) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
+def _is_async(given: object) -> bool:
+    """Whether `given` is an `AsyncEngine` or `AsyncConnection`. Their module is looked up, not
+    imported (it imports the ORM, which a no-op upgrade never loads): if it is not loaded, no
+    such object exists."""
+    module = sys.modules.get("sqlalchemy.ext.asyncio")
+    if module is None:
+        return False
+    return isinstance(given, (module.AsyncConnection, module.AsyncEngine))
+
+
 def _held(given: object, depth: int) -> Connection | Engine | None:
     if isinstance(given, (Connection, Engine)):
         return given
-    if depth == 0 or isinstance(given, (str, bytes, int, float, AsyncConnection, AsyncEngine)):
+    if depth == 0 or isinstance(given, (str, bytes, int, float)) or _is_async(given):
         return None
     for name in HELD_IN:
         try:
@@ -64,7 +74,7 @@ def given_connection(given: Any) -> Connection | Engine | None:
             "handed over is never replaced by -x db, $HARNESS_STORE_URL or ./runs.sqlite3)"
             + (
                 "; hand over the sync connection `run_sync` gives (Alembic's asyncio recipe)"
-                if isinstance(given, (AsyncConnection, AsyncEngine))
+                if _is_async(given)
                 else ""
             )
         )
