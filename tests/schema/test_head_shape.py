@@ -25,12 +25,13 @@ from pathlib import Path
 import pytest
 from alembic import command
 from alembic.config import Config
-from conftest import FIXTURE_STORES, PG_ENV, SHARED, copy_fixture, fresh_pg_database
 from interop import oracles
 from interop.releases import RELEASES as ORACLE_RELEASES
 from interop.releases import OracleRelease
 from support import legacy
+from support.pg_databases import PG_ENV, fresh_pg_database
 from support.schema_shape import Shape, as_io_harness_leaves, differences, schema_shape
+from support.shared import FIXTURE_STORES, SHARED, copy_fixture
 
 from harness_store.schema import migrate
 from harness_store.schema.releases import (
