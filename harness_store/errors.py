@@ -186,3 +186,9 @@ class DuplicateOriginError(InvalidValueError):
 class DatasetBusyError(StoreError):
     """Another export is writing the same Parquet dataset directory (it holds the directory's
     lock file). Nothing was written; run the export again once that one has finished."""
+
+
+class MigrationConnectionError(StoreError, TypeError):
+    """The Alembic environment was handed a `connection` attribute that neither is nor holds a
+    SQLAlchemy `Connection` or `Engine`: the command stopped before touching any database (it
+    never falls back to another target once a connection was handed over)."""
