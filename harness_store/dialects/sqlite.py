@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, event
+from sqlalchemy import Connection, Engine, Table, event, func
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool, StaticPool
@@ -303,6 +303,10 @@ class SQLiteBackend(Backend):
         without their parent."""
         rows = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
         return [(str(t), None if r is None else int(r), str(p)) for t, r, p, _ in rows]
+
+    def stored_as(self, column: Any, kind: str) -> Any:
+        """SQLite keeps any value in any column (a text `'x'` in an INTEGER one): `typeof`."""
+        return func.typeof(column).in_((kind, "null"))
 
     def journal_mode(self, conn: Connection) -> str | None:
         return str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()

@@ -366,7 +366,7 @@ def check_store(conn: Connection, backend: Backend) -> CheckReport:
         runs = model_table("runs")
         run_ids = frozenset(int(r) for r in conn.execute(select(runs.c.id)).scalars())
         if {"steps", "checkpoint_events"} <= tables.keys():
-            findings += resume_findings(conn, run_ids)
+            findings += resume_findings(conn, backend, run_ids)
             checks.append("resume")
         findings += orphan_findings(conn, tables)
         checks.append("orphans")
