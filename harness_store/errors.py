@@ -129,3 +129,16 @@ class TransactionOpenError(StoreError):
 class IntegerOverflowError(StoreError):
     """A sum the database computed (tokens, spend) does not fit a signed 64-bit integer, as
     upstream's SQLite `SUM` refuses it. Nothing was changed."""
+
+
+class UnreadableValueError(StoreError, ValueError):
+    """A stored value is not of the form its column holds (a lease's `renewed_at` that is no
+    time stamp, a text in an integer column), so the read it feeds cannot be answered — as
+    io-harness's own read of it fails. Nothing was changed; `harness-store check` names the
+    row."""
+
+
+class DamagedStoreError(MalformedStoreError):
+    """SQLite found a damaged page while reading the store ("database disk image is
+    malformed"): the read stopped there, nothing was changed. `harness-store check` names what
+    `PRAGMA integrity_check` finds."""

@@ -18,16 +18,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from sqlalchemy import Connection, Index, exists, inspect, select
+from sqlalchemy import Connection, Index, exists, func, inspect, select, text
 
 from .. import models as m
 from ..dialects import Backend, backend_for
 from ..dialects.postgresql import FORMAT_TABLE
 from ..engine import sqlite_path
+from ..errors import StoreError
 from ..models.spend import SPEND_TABLES
-from ..records.health import CheckReport, Finding, FindingKind, Repaired
+from ..records.health import ROWS_SHOWN, CheckReport, Finding, FindingKind, Repaired
 from ..schema.backup import take_backup
 from ..schema.detect import diagnose, read_revision, read_tables
+from ..schema.preflight import is_malformed
 from ..schema.releases import (
     INDEXES,
     OWN_INDEXES,
@@ -37,6 +39,7 @@ from ..schema.releases import (
     SHAPES,
     STORE_RELEASE,
     UPSTREAM_HEAD,
+    UpstreamIndex,
     release_of_revision,
 )
 from .base import StoreBase
@@ -50,6 +53,7 @@ from .health_rows import (
     spend_findings,
     tree_findings,
 )
+from .health_values import value_findings
 from .marks import reads, writes
 
 K = FindingKind
@@ -156,6 +160,20 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
     )
     indexes = read_indexes(conn, tables)
     present_tables = set(inspect(conn).get_table_names())
+    if revision is None and "alembic_version" in present_tables:
+        at = shape_revision(release, present_tables, indexes)
+        findings.append(
+            Finding(
+                K.STAMP,
+                "alembic_version",
+                f"alembic_version is empty; the store's shape is revision {at}'s "
+                f"(io-harness {release})",
+                "io-harness ignores alembic_version; `harness-store upgrade` and Alembic stop "
+                "on a version table without its row",
+                key="version_num",
+                command=f"alembic -x db=DB stamp {at}",
+            )
+        )
     if stamp_wrong:
         assert shape_release is not None
         listed = sorted(later or missing)
@@ -200,10 +218,68 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
             for name in SPEND_TABLES
             if name not in present_tables
         ]
-    findings += index_findings(tables, indexes, release, revision)
+    findings += [
+        duplicates_finding(conn, f, INDEXES[release]) or f
+        for f in index_findings(tables, indexes, release, revision)
+    ]
+    findings += view_findings(conn)
     if counted:
         findings += trigger_findings(conn, tables)
     return findings, release
+
+
+def duplicates_finding(
+    conn: Connection, finding: Finding, upstream: Mapping[str, UpstreamIndex]
+) -> Finding | None:
+    """For a missing UNIQUE index whose table holds rows it would refuse: that finding,
+    which `repair` leaves (creating the index would fail), with the duplicated keys."""
+    name = str(finding.rows[0]) if finding.rows else ""
+    index = upstream.get(name)
+    if finding.kind is not K.MISSING_INDEX or index is None or not index.unique:
+        return None
+    table = model_table(index.table)
+    columns = [table.c[c] for c in index.columns]
+    groups = select(*columns).group_by(*columns).having(func.count() > 1)
+    if index.where:
+        groups = groups.where(text(index.where))
+    found = groups.subquery()
+    shown = conn.execute(select(found).limit(ROWS_SHOWN)).all()
+    if not shown:
+        return None
+    count = int(conn.execute(select(func.count()).select_from(found)).scalar_one())
+    keys = tuple("/".join(str(v) for v in row) for row in shown)
+    return Finding(
+        K.DUPLICATE_ROWS,
+        index.table,
+        f"index {name} on {index.table} is missing, and {count} keys "
+        f"({', '.join(index.columns)}) have more than one row, which it would refuse "
+        f"({', '.join(keys[:5])}{' …' if count > 5 else ''})",
+        "io-harness's next open fails to create the index (a UNIQUE constraint failed), and "
+        "its reads of one key return one of the rows at random",
+        key="/".join(index.columns),
+        rows=keys,
+        count=count,
+        command=(
+            f"DELETE FROM {index.table} WHERE id NOT IN (SELECT MIN(id) FROM {index.table} "
+            f"GROUP BY {', '.join(index.columns)}), then harness-store check --repair"
+        ),
+    )
+
+
+def view_findings(conn: Connection) -> list[Finding]:
+    """Views: io-harness creates none, nor does harness_store."""
+    return [
+        Finding(
+            K.UNKNOWN_VIEW,
+            name,
+            f"view {name} is neither io-harness's nor harness_store's",
+            "io-harness never reads it",
+            key="name",
+            rows=(name,),
+            command=f"DROP VIEW {name}",
+        )
+        for name in sorted(inspect(conn).get_view_names())
+    ]
 
 
 Indexes = Mapping[str, tuple[str, tuple[str, ...]]]
@@ -255,13 +331,13 @@ def index_findings(
         model = _model_index(name)
         if name in present and model is not None:
             columns = tuple(str(c.name) for c in model.columns)
-            if present[name][1] != columns:
+            if present[name] != (table, columns):
                 findings.append(
                     Finding(
                         K.INDEX_DIFFERS,
                         table,
-                        f"index {name} is on {table} ({', '.join(present[name][1])}), not on "
-                        f"({', '.join(columns)}) as it should be",
+                        f"index {name} is on {present[name][0]} ({', '.join(present[name][1])}), "
+                        f"not on {table} ({', '.join(columns)}) as it should be",
                         "io-harness's reads that name the index (INDEXED BY) or rely on its "
                         "order scan or sort instead of seeking; its next open keeps it as it is",
                         key="name",
@@ -354,24 +430,62 @@ def _backend(conn: Connection) -> Backend:
 
 
 def check_store(conn: Connection, backend: Backend) -> CheckReport:
-    """Every check on one connection, inside the caller's read transaction."""
-    revision = read_revision(conn)
-    findings = file_findings(conn, backend)
-    checks = ["integrity", "foreign_keys"] if backend.name == "sqlite" else []
-    schema, release = schema_findings(conn, revision)
+    """Every check on one connection, inside the caller's read transaction. A damaged page
+    that stops a check is a finding (`integrity`), and the checks after it are not run."""
+    findings: list[Finding] = []
+    checks: list[str] = []
+    found: dict[str, str | None] = {"revision": None, "release": None}
+    try:
+        _run_checks(conn, backend, findings, checks, found)
+    except Exception as exc:
+        if not is_malformed(exc):
+            raise
+        if not any(f.kind is K.INTEGRITY for f in findings):
+            findings.insert(0, damaged_finding(exc))
+    return CheckReport(tuple(findings), found["revision"], found["release"], tuple(checks))
+
+
+def damaged_finding(exc: BaseException) -> Finding:
+    """The finding for a damaged page a read ran into (SQLite's "database disk image is
+    malformed"), when `integrity_check` could not say more."""
+    detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    return Finding(
+        K.INTEGRITY,
+        "(file)",
+        f"a damaged page stopped the check ({detail}); the checks after it were not run",
+        "io-harness's reads of the damaged pages fail with 'database disk image is malformed'",
+        count=1,
+        command="sqlite3 DB .recover | sqlite3 NEW, from a backup if one is whole",
+    )
+
+
+def _run_checks(
+    conn: Connection,
+    backend: Backend,
+    findings: list[Finding],
+    checks: list[str],
+    found: dict[str, str | None],
+) -> None:
+    if backend.name == "sqlite":
+        findings += file_findings(conn, backend)
+        checks += ["integrity", "foreign_keys"]
+    revision = found["revision"] = read_revision(conn)
+    schema, found["release"] = schema_findings(conn, revision)
     findings += schema
     checks.append("schema")
     tables = read_tables(conn)
+    findings += value_findings(conn, backend, tables)
+    checks.append("values")
     if "runs" in tables:
         runs = model_table("runs")
         run_ids = frozenset(int(r) for r in conn.execute(select(runs.c.id)).scalars())
         if {"steps", "checkpoint_events"} <= tables.keys():
             findings += resume_findings(conn, backend, run_ids)
             checks.append("resume")
-        findings += orphan_findings(conn, tables)
+        findings += orphan_findings(conn, backend, tables)
         checks.append("orphans")
         if "parent_run_id" in tables["runs"]:
-            findings += tree_findings(conn, run_ids)
+            findings += tree_findings(conn, backend, run_ids)
             checks.append("trees")
         if "run_leases" in tables:
             findings += lease_findings(conn)
@@ -380,7 +494,14 @@ def check_store(conn: Connection, backend: Backend) -> CheckReport:
     if "provider_calls" in tables and set(SPEND_TABLES) <= present:
         findings += spend_findings(conn)
         checks.append("spend")
-    return CheckReport(tuple(findings), revision, release, tuple(checks))
+
+
+def file_damage(store: StoreBase) -> list[str]:
+    """What the database's own check of its pages says is wrong (SQLite's `integrity_check`;
+    nothing on PostgreSQL): for a reader whose answer may hide damage, as an empty listing
+    of a table whose pages read as empty does."""
+    with store._read() as conn:
+        return store._backend.integrity_problems(conn)
 
 
 class HealthMixin(StoreBase):
@@ -388,10 +509,19 @@ class HealthMixin(StoreBase):
 
     @reads
     def check(self) -> CheckReport:
-        """Look the whole store over, in one read transaction, and say what is wrong with
-        it; changes nothing. `CheckReport.healthy` when nothing was found."""
-        with self._read() as conn:
-            return check_store(conn, self._backend)
+        """Look the whole store over, in one snapshot (every statement sees the same moment,
+        `REPEATABLE READ` on PostgreSQL, so live writers cause no false finding), and say what
+        is wrong with it; changes nothing. `CheckReport.healthy` when nothing was found.
+        Inside a `transaction()` block it reads in that block."""
+        if self._connector.in_block():  # inside a transaction() block: read in it
+            with self._read() as conn:
+                return check_store(conn, self._backend)
+        while True:
+            with self._translated(), self._connector.snapshot() as conn:
+                report = check_store(conn, self._backend)
+                if not self._backend.still_read_outdated(conn):
+                    return report
+            # a writer opened the still file meanwhile: read again, seeing it
 
     @writes
     def repair(self) -> Repaired:
@@ -401,10 +531,22 @@ class HealthMixin(StoreBase):
         left as it is (`Repaired.after` still names it)."""
         report = self.check()
         fixable = [f for f in report.findings if f.repairable]
-        if not fixable:
-            return Repaired((), None, report)
+        if not fixable or report.of(K.INTEGRITY):
+            return Repaired((), None, report)  # a damaged file is never written to
         path = sqlite_path(self.url)
         backup = take_backup(path, f"{report.revision or 'base'}-repair") if path else None
+        try:
+            done = self._repair(fixable)
+        except StoreError as exc:
+            if backup is not None:  # rolled back: the store is as it was, and so is the copy
+                exc.args = (
+                    f"{exc} (the repair was rolled back; the backup taken before it is "
+                    f"{backup}, which you may delete)",
+                )
+            raise
+        return Repaired(tuple(done), backup, self.check())
+
+    def _repair(self, fixable: list[Finding]) -> list[str]:
         done: list[str] = []
         recount = False
         with self.transaction(), self._write() as conn:
@@ -435,4 +577,4 @@ class HealthMixin(StoreBase):
             if recount:
                 groups = recount_spend(conn)
                 done.append(f"recounted the spend counters of {groups} groups")
-        return Repaired(tuple(done), backup, self.check())
+        return done

@@ -246,7 +246,9 @@ def resume_findings(conn: Connection, backend: Backend, run_ids: frozenset[int])
     return findings
 
 
-def orphan_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> list[Finding]:
+def orphan_findings(
+    conn: Connection, backend: Backend, tables: Mapping[str, frozenset[str]]
+) -> list[Finding]:
     """Rows of every run-keyed table (leases apart) whose run does not exist."""
     runs = model_table("runs")
     findings = []
@@ -256,7 +258,7 @@ def orphan_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> l
         column = model_table(name).c[key]
         statement = (
             select(column, func.count())
-            .where(~exists().where(runs.c.id == column))
+            .where(integers(backend, column), ~exists().where(runs.c.id == column))
             .group_by(column)
         )
         found = conn.execute(statement).all()
@@ -281,14 +283,13 @@ def orphan_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> l
     return findings
 
 
-def tree_findings(conn: Connection, run_ids: frozenset[int]) -> list[Finding]:
+def tree_findings(conn: Connection, backend: Backend, run_ids: frozenset[int]) -> list[Finding]:
     """Children whose parent is missing, and parent links that go round in a cycle."""
     runs = model_table("runs")
+    linked = and_(runs.c.parent_run_id.is_not(None), integers(backend, runs.c.parent_run_id))
     parents = {
         int(child): int(parent)
-        for child, parent in conn.execute(
-            select(runs.c.id, runs.c.parent_run_id).where(runs.c.parent_run_id.is_not(None))
-        )
+        for child, parent in conn.execute(select(runs.c.id, runs.c.parent_run_id).where(linked))
     }
     findings = []
     lost = sorted(child for child, parent in parents.items() if parent not in run_ids)
@@ -369,9 +370,10 @@ def spend_problems(conn: Connection) -> tuple[list[Any], list[Any], list[Any], l
     day = func.substr(calls.c.at, 1, 10)
     model = func.coalesce(calls.c.model, UNKNOWN_MODEL)
     sums = [func.count(), *(func.coalesce(func.sum(calls.c[n]), 0) for n in SUMS)]
-    actual_runs = {
-        (int(r[0]),): tuple(int(v) for v in r[1:])
+    actual_runs = {  # a run id that is no integer: `value_findings` names it
+        (r[0],): tuple(int(v) for v in r[1:])
         for r in conn.execute(select(calls.c.run_id, *sums).group_by(calls.c.run_id))
+        if isinstance(r[0], int)
     }
     actual_days = {
         (str(r[0]), str(r[1])): tuple(int(v) for v in r[2:])

@@ -23,7 +23,7 @@ from harness_store.records.health import FindingKind
 from harness_store.schema import migrate
 from harness_store.schema.releases import REVISIONS
 
-from .healthkit import PRICES, kinds, plant, populated
+from .healthkit import PRICES, kinds, lost_lease, plant, populated
 
 K = FindingKind
 
@@ -55,7 +55,7 @@ DAMAGE: dict[
             "INSERT INTO policy_events (run_id, step, kind, act, target) "
             "VALUES (9001, 1, 'refusal', 'write', 'x')",
             "INSERT INTO run_outcomes (run_id, outcome, success, steps, tokens, finished_at) "
-            "VALUES (9002, 'success', 1, 1, 1, 'now')",
+            "VALUES (9002, 'success', 1, 1, 1, '2026-01-01 00:00:00')",
         ],
         lambda r: [
             ("orphan", "policy_events", (9001,)),
@@ -120,10 +120,7 @@ DAMAGE: dict[
         lambda r: [("spawn_cycle", "runs", (r["root"], r["child"]))],
     ),
     "a lease of a missing run": (
-        lambda r: [
-            "INSERT INTO run_leases (run_id, owner, generation, acquired_at, renewed_at, "
-            "ttl_secs) VALUES (9004, 'pid-1', 1, 'x', 'x', 60)"
-        ],
+        lambda r: [lost_lease(9004)],
         lambda r: [("lease_of_missing_run", "run_leases", (9004,))],
     ),
     "a kept spend answer the counter still trusts": (
@@ -208,8 +205,7 @@ def test_repair_fixes_what_loses_nothing_and_reports_the_rest(store_target: str)
             "DROP INDEX rewinds_run",
             "CREATE INDEX rewinds_run ON rewinds (at)",
             drop,
-            "INSERT INTO run_leases (run_id, owner, generation, acquired_at, renewed_at, "
-            "ttl_secs) VALUES (9004, 'pid-1', 1, 'x', 'x', 60)",
+            lost_lease(9004),
             "INSERT INTO policy_events (run_id, step, kind, act, target) "
             "VALUES (9001, 1, 'refusal', 'write', 'x')",
             f"UPDATE hs_spend_priced_runs SET calls = calls + 1 WHERE run_id = {runs['root']}",
