@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from sqlalchemy import Connection, Index, exists, func, inspect, select, text
+from sqlalchemy import Connection, Index, MetaData, exists, func, inspect, select, text
 
 from .. import models as m
 from ..dialects import Backend, backend_for
@@ -31,6 +31,7 @@ from ..schema.backup import take_backup
 from ..schema.detect import diagnose, read_revision, read_tables
 from ..schema.preflight import is_malformed
 from ..schema.releases import (
+    HEAD,
     INDEXES,
     OWN_INDEXES,
     OWN_SPEND,
@@ -40,6 +41,8 @@ from ..schema.releases import (
     STORE_RELEASE,
     UPSTREAM_HEAD,
     UpstreamIndex,
+    indexes_at,
+    own_indexes_at,
     release_of_revision,
 )
 from .base import StoreBase
@@ -61,31 +64,9 @@ K = FindingKind
 SPEND_TRIGGERS = frozenset({"hs_spend_insert", "hs_spend_delete", "hs_spend_update"})
 """hs3's triggers on `provider_calls`."""
 
-OWN_INDEXES_KNOWN = frozenset(m.HARNESS_INDEXES) | {
-    "hs_steps_run_id_step",  # hs1's, replaced by hs2's covering index
-    "hs_sandbox_events_run_id",  # hs1's, made redundant by 0.30's
-}
-"""Every index harness_store ever created. Only those of `required_own_indexes` must be
-there: a store stamped at a release after 0.13 never ran hs1, so it never had hs1's."""
-
 OWN_TABLES = frozenset({FORMAT_TABLE})
 """harness_store's own tables that `detect.read_tables` lists (PostgreSQL's stand-in for
 `user_version`)."""
-
-STEPS_INDEX = "hs_steps_run_id_step_id_tokens"
-CALLS_AT_INDEX = "hs_provider_calls_at"
-
-
-def required_own_indexes(revision: str) -> frozenset[str]:
-    """harness_store's indexes a store at `revision` has whatever path it took there."""
-    at = REVISIONS.index(revision)
-    needed = set()
-    if at >= REVISIONS.index(OWN_STEP_TOKENS):
-        needed.add(STEPS_INDEX)
-    if at >= REVISIONS.index(OWN_SPEND):
-        needed.add(CALLS_AT_INDEX)
-    return frozenset(needed)
-
 
 # --- schema -------------------------------------------------------------------------------
 
@@ -160,8 +141,9 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
     )
     indexes = read_indexes(conn, tables)
     present_tables = set(inspect(conn).get_table_names())
+    emptied = None  # the revision of the shape of a store whose alembic_version is empty
     if revision is None and "alembic_version" in present_tables:
-        at = shape_revision(release, present_tables, indexes)
+        at = emptied = shape_revision(release, present_tables, indexes)
         findings.append(
             Finding(
                 K.STAMP,
@@ -218,9 +200,10 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
             for name in SPEND_TABLES
             if name not in present_tables
         ]
+    indexed_as = revision if revision is not None else emptied
     findings += [
         duplicates_finding(conn, f, INDEXES[release]) or f
-        for f in index_findings(tables, indexes, release, revision)
+        for f in index_findings(tables, indexes, release, indexed_as)
     ]
     findings += view_findings(conn)
     if counted:
@@ -302,11 +285,12 @@ def read_indexes(conn: Connection, tables: Iterable[str]) -> Indexes:
 
 def shape_revision(release: str, tables: set[str], indexes: Indexes) -> str:
     """The revision a store of `release`'s shape is at, told by harness_store's own objects:
-    hs3's counters, hs2's index of steps, hs1's index of trees."""
+    every `hs_` index of the head, hs3's counters, hs2's index of steps, hs1's index of
+    trees."""
     if release == UPSTREAM_HEAD:
         if set(SPEND_TABLES) <= tables:
-            return OWN_SPEND
-        if STEPS_INDEX in indexes:
+            return HEAD if set(own_indexes_at(HEAD)) <= set(indexes) else OWN_SPEND
+        if set(own_indexes_at(OWN_STEP_TOKENS)) & set(indexes):
             return OWN_STEP_TOKENS
     if release == STORE_RELEASE and "hs_runs_parent_run_id" in indexes:
         return OWN_INDEXES
@@ -319,55 +303,52 @@ def index_findings(
     release: str,
     revision: str | None,
 ) -> list[Finding]:
-    upstream_all = {name for shape in INDEXES.values() for name in shape}
-    wanted = {name: index.table for name, index in INDEXES[release].items()}
-    if revision is not None:
-        for name in required_own_indexes(revision):
-            index = _model_index(name)
-            assert index is not None and index.table is not None
-            wanted[name] = str(index.table.name)
+    """The indexes against the revision's shape (`indexes_at`: upstream's of its release and
+    harness_store's `hs_` ones), or for a store Alembic never saw, its release's: each missing
+    one, each on another table or columns, each the shape does not have."""
+    wanted = indexes_at(revision) if revision is not None else INDEXES[release]
+    shape = f"revision {revision}" if revision is not None else f"io-harness {release}"
     findings = []
-    for name, table in sorted(wanted.items()):
-        model = _model_index(name)
-        if name in present and model is not None:
-            columns = tuple(str(c.name) for c in model.columns)
-            if present[name] != (table, columns):
-                findings.append(
-                    Finding(
-                        K.INDEX_DIFFERS,
-                        table,
-                        f"index {name} is on {present[name][0]} ({', '.join(present[name][1])}), "
-                        f"not on {table} ({', '.join(columns)}) as it should be",
-                        "io-harness's reads that name the index (INDEXED BY) or rely on its "
-                        "order scan or sort instead of seeking; its next open keeps it as it is",
-                        key="name",
-                        rows=(name,),
-                        repair=f"drop index {name} and create it as the models have it",
-                    )
+    for name, index in sorted(wanted.items()):
+        table, columns = index.table, index.columns
+        if name in present and present[name] != (table, columns):
+            findings.append(
+                Finding(
+                    K.INDEX_DIFFERS,
+                    table,
+                    f"index {name} is on {present[name][0]} ({', '.join(present[name][1])}), "
+                    f"not on {table} ({', '.join(columns)}) as {shape}'s schema has it",
+                    "io-harness's reads that name the index (INDEXED BY) or rely on its "
+                    "order scan or sort instead of seeking; its next open keeps it as it is",
+                    key="name",
+                    rows=(name,),
+                    repair=f"drop index {name} and create it as {shape}'s schema has it",
                 )
+            )
         if name in present or table not in tables:
             continue
-        can_build = model is not None
         findings.append(
             Finding(
                 K.MISSING_INDEX,
                 table,
-                f"index {name} on {table} is missing",
+                f"index {name} on {table} is missing; {shape}'s schema has it",
                 "io-harness reads and writes the table all the same, scanning it where the index "
                 "would seek" + ("" if name.startswith("hs_") else "; its next open recreates it"),
                 key="name",
                 rows=(name,),
-                repair=f"create index {name}" if can_build else None,
+                repair=f"create index {name}",
             )
         )
     for name, (table, _) in sorted(present.items()):
-        if name in upstream_all or name in OWN_INDEXES_KNOWN:
+        if name in wanted:
             continue
+        known = _index_facts(name) is not None
         findings.append(
             Finding(
                 K.UNKNOWN_INDEX,
                 table,
-                f"index {name} on {table} is neither io-harness's nor harness_store's",
+                f"index {name} on {table} is not in {shape}'s schema"
+                + ("" if known else ", nor io-harness's nor harness_store's at any revision"),
                 "io-harness ignores it (SQLite may use it in its plans)",
                 key="name",
                 rows=(name,),
@@ -377,12 +358,32 @@ def index_findings(
     return findings
 
 
-def _model_index(name: str) -> Index | None:
+def _index_facts(name: str) -> UpstreamIndex | None:
+    """What an index of that name is (table, columns, …) at any revision it exists at."""
+    for revision in reversed(REVISIONS):
+        found = indexes_at(revision).get(name)
+        if found is not None:
+            return found
+    return None
+
+
+def build_index(name: str) -> Index:
+    """The index of that name as the schema has it: the models' at head, else one built from
+    the facts (on a copy of the table, so the models are left as they are)."""
     for table in m.Base.metadata.tables.values():
         for index in table.indexes:
             if index.name == name:
                 return index
-    return None
+    facts = _index_facts(name)
+    assert facts is not None
+    table = model_table(facts.table).to_metadata(MetaData())
+    where = {"sqlite_where": text(facts.where), "postgresql_where": text(facts.where)}
+    return Index(
+        name,
+        *(table.c[c] for c in facts.columns),
+        unique=facts.unique,
+        **(where if facts.where else {}),
+    )
 
 
 def trigger_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> list[Finding]:
@@ -552,8 +553,7 @@ class HealthMixin(StoreBase):
         with self.transaction(), self._write() as conn:
             for finding in fixable:
                 if finding.kind in (K.MISSING_INDEX, K.INDEX_DIFFERS):
-                    index = _model_index(str(finding.rows[0]))
-                    assert index is not None
+                    index = build_index(str(finding.rows[0]))
                     if finding.kind is K.INDEX_DIFFERS:
                         index.drop(conn)
                     index.create(conn)

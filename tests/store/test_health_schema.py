@@ -102,3 +102,33 @@ def test_check_beside_live_writers_sees_one_moment(store_target: str) -> None:
     finally:
         for writer in writers:
             writer.kill()
+
+
+def test_a_missing_or_extra_own_index_is_named_and_the_missing_one_created(
+    store_target: str,
+) -> None:
+    """Before: harness_store's `hs_` indexes of `hs1` were never required (a store stamped at
+    an upstream release never had them) and never reported when there too much; now the
+    revision's shape has them all (the head creates any a store lacks), so each difference
+    is a finding and `repair` creates what is missing."""
+    store, _ = populated(store_target)
+    with store:
+        plant(
+            store,
+            "DROP INDEX hs_runs_parent_run_id",
+            "DROP INDEX hs_ledger_observations_run_id",
+            "CREATE INDEX hs_steps_run_id_step ON steps (run_id, step)",  # hs1's, gone since hs2
+        )
+        report = store.check()
+        assert kinds(report) == [
+            ("missing_index", "ledger_observations", ("hs_ledger_observations_run_id",)),
+            ("missing_index", "runs", ("hs_runs_parent_run_id",)),
+            ("unknown_index", "steps", ("hs_steps_run_id_step",)),
+        ]
+        repaired = store.repair()
+    assert sorted(repaired.done) == [
+        "created index hs_ledger_observations_run_id on ledger_observations",
+        "created index hs_runs_parent_run_id on runs",
+    ]
+    assert kinds(repaired.after) == [("unknown_index", "steps", ("hs_steps_run_id_step",))]
+    assert repaired.after.findings[0].command == "DROP INDEX hs_steps_run_id_step"
