@@ -21,7 +21,7 @@ from harness_store.engine import to_url
 from harness_store.records import ProviderCall, Usage
 from harness_store.records.health import FindingKind
 from harness_store.schema import migrate
-from harness_store.schema.releases import REVISIONS
+from harness_store.schema.releases import HEAD, REVISIONS
 
 from .healthkit import PRICES, kinds, lost_lease, plant, populated
 
@@ -309,7 +309,7 @@ def test_a_stamp_below_the_shape_names_the_revision_it_is_at(store_target: str) 
         plant(store, "UPDATE alembic_version SET version_num = '0.22'")
         report = store.check()
     assert kinds(report) == [("stamp", "alembic_version", ("0.22",))]
-    assert report.findings[0].command == "alembic -x db=DB stamp hs3"
+    assert report.findings[0].command == f"alembic -x db=DB stamp {HEAD}"
 
 
 def test_damage_planted_into_an_upgraded_real_store(tmp_path: Path) -> None:
