@@ -2538,8 +2538,10 @@ class StoreMethods:
     async def check(
         self,
     ) -> CheckReport:
-        """Look the whole store over, in one read transaction, and say what is wrong with
-        it; changes nothing. `CheckReport.healthy` when nothing was found.
+        """Look the whole store over, in one snapshot (every statement sees the same moment,
+        `REPEATABLE READ` on PostgreSQL, so live writers cause no false finding), and say what
+        is wrong with it; changes nothing. `CheckReport.healthy` when nothing was found.
+        Inside a `transaction()` block it reads in that block.
         """
         result: CheckReport = await self._call(READ, "check", (), {})
         return result
@@ -2550,7 +2552,9 @@ class StoreMethods:
         """Fix what `check` finds that can be fixed without losing a row: rebuild missing
         indexes and triggers, recount spend counters, drop leases of missing runs. A SQLite
         file is backed up first; the fixes are one transaction. What would lose data is
-        left as it is (`Repaired.after` still names it).
+        left as it is (`Repaired.after` still names it), and a damaged file (an `integrity`
+        finding) is not written to at all. A fix that fails rolls the transaction back and
+        raises its typed error, which names the backup taken before it.
         """
         result: Repaired = await self._call(WRITE, "repair", (), {})
         return result
