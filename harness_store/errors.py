@@ -129,3 +129,10 @@ class TransactionOpenError(StoreError):
 class IntegerOverflowError(StoreError):
     """A sum the database computed (tokens, spend) does not fit a signed 64-bit integer, as
     upstream's SQLite `SUM` refuses it. Nothing was changed."""
+
+
+class ArchiveRefusedError(InvalidValueError):
+    """A prune's archive is not a separate store that can take the runs: it is the store
+    itself, one of its side files (`-wal`, `-shm`, `-journal`, `-writers`) or a link to one of
+    them, or it already holds a different row under an id the pruned rows carry (another
+    store's runs). Raised before the batch it concerns is copied or deleted: no run is lost."""
