@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import os
     from collections.abc import Iterable, Mapping, Sequence
+    from datetime import datetime
     from typing import Literal
 
     import pyarrow as pa
@@ -1002,7 +1003,7 @@ class StoreMethods:
     async def prune_runs(
         self,
         *,
-        before: str,
+        before: str | datetime,
         statuses: Sequence[str] = ("completed", "failed"),
         keep_last: int | None = None,
         dry_run: bool = False,
