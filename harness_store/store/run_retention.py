@@ -26,9 +26,9 @@ from sqlalchemy import delete, func, insert, select
 from ..errors import ArchiveRefusedError, InvalidValueError
 from ..models.spend import PRICED_RUNS, SPEND_RUNS
 from ..records import Pruned
-from .base import StoreBase
 from .cutoff import Cutoff
 from .marks import writes
+from .older import OlderStoreMixin
 from .retention import (
     CHUNK,
     RUN_TABLES,
@@ -98,7 +98,7 @@ def batches(trees: Sequence[Tree], rows: int) -> Iterator[list[Tree]]:
         yield batch
 
 
-class RunRetentionMixin(StoreBase):
+class RunRetentionMixin(OlderStoreMixin):
     """`prune_runs`: retention for every run, not only a session's."""
 
     @writes
@@ -137,6 +137,7 @@ class RunRetentionMixin(StoreBase):
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise InvalidValueError(f"batch_rows must be a positive number, not {batch_rows!r}")
         target = None if archive is None else self._archive_path(archive)
+        self._refuse_unless_current()
         with self._read() as conn:
             trees, refused = self._prunable_trees(conn, cutoff, chosen, keep_last)
             if dry_run:
@@ -175,6 +176,13 @@ class RunRetentionMixin(StoreBase):
             tables=tables,
             run_ids=sorted(r for p in done for r in p.run_ids),
         )
+
+    def _refuse_unless_current(self) -> None:
+        """A store opened read-only without its upgrade (an older release's) lacks tables or
+        columns a prune counts and deletes in: `UpgradeRequiredError`, naming the upgrade."""
+        for name in ["runs", "session_turns", *(name for name, _ in RUN_TABLES)]:
+            if self._lacks(name, *(c.name for c in table(name).columns)):
+                raise self._refuse_older("every table and column retention reads")
 
     # --- deciding -------------------------------------------------------------------------
 
