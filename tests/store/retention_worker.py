@@ -11,8 +11,9 @@ deleted (the Store says `RunNotFoundError`), flushing each line.
 store (those a prune is about to take), printing `call N` or `event N` once each returned
 (committed), until none of the RUNs is left or 120 s passed.
 
-`python retention_worker.py children TARGET RUN...` starts a child under one of the five lowest
-RUNs still in the store, then reads that parent's status: it prints `child C PARENT seen` when
+`python retention_worker.py children TARGET RUN...` starts a child under the lowest RUN still in
+the store each time the prune took the one before (each RUN once), then reads that parent's
+status: it prints `child C PARENT seen` when
 the parent was still there after the child committed, `child C PARENT gone` otherwise.
 """
 
@@ -50,19 +51,26 @@ def write(target: str, runs: list[int], mode: str) -> None:
         deadline = time.monotonic() + 120
         n = 0
         left = sorted(runs)
+        waiting = None
         while left and time.monotonic() < deadline:
-            if n % 10 == 0:
+            if mode == "children" or n % 10 == 0:
                 present = set(store.runs())
                 left = [r for r in left if r in present]
                 if not left:
                     break
-            run = left[n % min(5, len(left))]
             n += 1
             if mode == "children":
+                if left[0] == waiting:  # one child each time the prune took the lowest root
+                    time.sleep(0.001)
+                    continue
+                run = left.pop(0)  # in use from now on: the next child goes under another
+                waiting = left[0] if left else None
                 child = store.start_child_run(f"child {n}", "plan.toml", run, 1)
                 seen = "seen" if store.status(run) is not None else "gone"
                 print(f"child {child} {run} {seen}", flush=True)
-            elif n % 2:
+                continue
+            run = left[n % min(5, len(left))]
+            if n % 2:
                 store.record_provider_call(run, ProviderCall(1, n, "worker", f"m{n}"))
                 print(f"call {n}", flush=True)
             else:

@@ -83,7 +83,9 @@ def test_a_child_started_while_its_tree_is_pruned_never_splits_the_tree(
     writer = race(store_target, archive, "children", fill(store_target))
     children = [line.split() for line in writer.lines if line.startswith("child ")]
     seen = [(int(c), int(p)) for _, c, p, state in children if state == "seen"]
-    assert len(seen) > 10, children[:20]
+    # Children went under roots the prune was taking: a race happened. (One started after
+    # its root's batch committed names a root that is gone, as upstream allows.)
+    assert len(children) > 10 and seen, children[:20]
     with Store.open(store_target, backup=False) as store:
         present = set(store.runs())
         for child, parent in seen:
