@@ -14,7 +14,8 @@ from support.processes import Worker
 
 from harness_store import Store
 from harness_store.models import Base
-from harness_store.records import StepRecord
+from harness_store.records import PolicyEvent, ProviderCall, StepRecord
+from harness_store.records.health import FindingKind
 
 from .test_retention_archive import url_of
 
@@ -94,3 +95,26 @@ def test_a_child_started_while_its_tree_is_pruned_never_splits_the_tree(
             assert child in present and parent in present, (child, parent)
             assert store.status(child) == "running"
     assert not set(values(archive, "runs", "id")) & {str(c) for c, _ in seen}
+
+
+def test_writes_naming_a_pruned_run_are_upstreams_and_check_names_them(store: Store) -> None:
+    """io-harness 0.66 writes a provider call, a policy event, a child or a lease of any run
+    id (its store enforces no foreign keys), so the Store does too after a prune; `check`
+    names each row left naming the run that is gone."""
+    run = store.start_run("old", "plan.toml")
+    store.finish_run(run, "success")
+    assert store.prune_runs(before="9999-01-01").run_ids == [run]
+    store.record_provider_call(run, ProviderCall(1, 1, "late", "m"))
+    store.record_event(run, PolicyEvent(1, "refusal", "exec", "late"))
+    child = store.start_child_run("late child", "plan.toml", run, 1)
+    store.acquire_lease(run, 60).release()
+    store.acquire_lease(run, 60)
+    assert [c.model for c in store.provider_calls(run)] == ["m"]
+    assert [e.target for e in store.events(run)] == ["late"]
+    assert store.status(child) == "running"
+    kinds = {f.kind for f in store.check().findings if str(run) in str(f)}
+    assert {
+        FindingKind.ORPHAN,
+        FindingKind.MISSING_PARENT,
+        FindingKind.LEASE_OF_MISSING_RUN,
+    } <= kinds, store.check()
