@@ -102,7 +102,7 @@ class Cutoff:
         i = self.instant
         return i.strftime("%Y-%m-%dT%H:%M:%S.") + f"{i.microsecond // 1000:03d}Z"
 
-    def after(self, stamp: object) -> bool:
+    def is_old(self, stamp: object) -> bool:
         """Whether the stored `stamp` is before this cutoff (None, a run from before
         io-harness 0.7, counts as old). A stamp that names no instant is not before it: what
         cannot be dated is kept."""

@@ -223,7 +223,7 @@ class RunRetentionMixin(OlderStoreMixin):
                 trees.append(Tree(root, sorted(members)))
         if keep_last and roots is None:
             trees = trees[: max(len(trees) - keep_last, 0)]
-        trees = [t for t in trees if all(cutoff.after(info[run][1]) for run in t.runs)]
+        trees = [t for t in trees if all(cutoff.is_old(info[run][1]) for run in t.runs)]
         every = [run for t in trees for run in t.runs]
         busy = live_runs(conn, self._backend.now(), every) | self._session_runs_among(conn, every)
         refused = [t.root for t in trees if busy.intersection(t.runs)]
