@@ -20,9 +20,9 @@ BIG_U64 = U64_MAX
 def write_everything(store: Store) -> None:
     """Every write method of the Store, through the interop writers' scripts, and the
     largest values upstream's `u64` fields take."""
-    from interop.api2 import write_like_the_oracle
+    from interop.memory_sessions import write_like_the_oracle
     from interop.pywriter import write
-    from interop.test_api_066 import write_python
+    from interop.test_run_api_oracle import write_python
 
     ids = write(store)
     write_like_the_oracle(store)
