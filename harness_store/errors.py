@@ -205,3 +205,10 @@ class DamagedStoreError(MalformedStoreError):
     """SQLite found a damaged page while reading the store ("database disk image is
     malformed"): the read stopped there, nothing was changed. `harness-store check` names what
     `PRAGMA integrity_check` finds."""
+
+
+class ArchiveRefusedError(InvalidValueError):
+    """A prune's archive is not a separate store that can take the runs: it is the store
+    itself, one of its side files (`-wal`, `-shm`, `-journal`, `-writers`) or a link to one of
+    them, or it already holds a different row under an id the pruned rows carry (another
+    store's runs). Raised before the batch it concerns is copied or deleted: no run is lost."""

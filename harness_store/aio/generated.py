@@ -17,6 +17,7 @@ from .methods import MAINTENANCE, READ, WRITE
 if TYPE_CHECKING:
     import os
     from collections.abc import Iterable, Mapping, Sequence
+    from datetime import datetime
     from typing import Literal
 
     import pyarrow as pa
@@ -2642,7 +2643,7 @@ class StoreMethods:
     async def prune_runs(
         self,
         *,
-        before: str,
+        before: str | datetime,
         statuses: Sequence[str] = ("completed", "failed"),
         keep_last: int | None = None,
         dry_run: bool = False,
@@ -2650,7 +2651,8 @@ class StoreMethods:
         batch_rows: int = 20000,
         progress: Progress | None = None,
     ) -> Pruned:
-        """Delete every run tree started before `before` whose runs all have one of
+        """Delete every run tree started before `before` (a date, a stamp or a `datetime`,
+        compared as an instant: see `harness_store.store.cutoff`) whose runs all have one of
         `statuses` and none is in use, with every row of theirs; the `keep_last` newest trees
         of those statuses stay whatever their dates. Say what went: runs, rows (and per
         table, `tables`), characters of text, the pruned `run_ids`, and in `refused` the roots
