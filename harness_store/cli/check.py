@@ -9,18 +9,20 @@ the statement that would remove it.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
 from ..errors import NotADatabaseError
-from ..records.health import CheckReport, Finding
-from ..schema.detect import StoreKind
 from .app import EPILOG, DbArg, JsonOpt, app
 from .decide import open_writer
 from .output import emit_json, plural, stdout_console
 from .reader import open_reader
+
+if TYPE_CHECKING:
+    pass
+    from ..records.health import CheckReport, Finding
+
 
 EXIT_UNHEALTHY = 6
 """`check` found problems (after `--repair`: problems are left)."""
@@ -51,6 +53,8 @@ def report_json(report: CheckReport) -> dict[str, object]:
 
 
 def show(report: CheckReport) -> None:
+    from rich.text import Text
+
     console = stdout_console()
     for finding in report.findings:
         console.print(Text(f"{finding.kind.value}  {finding.table}: {finding.detail}"))
@@ -82,6 +86,10 @@ def check_command(
     """Check the store: the file, the schema against its revision, runs io-harness cannot
     resume, orphans, run trees, leases and spend counters. Exit code 6 when a problem is found.
     Read-only unless --repair."""
+    from rich.text import Text
+
+    from ..schema.detect import StoreKind
+
     if repair:
         with open_writer(db) as store:
             repaired = store.repair()

@@ -14,12 +14,10 @@ from __future__ import annotations
 import re
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
-from ..records import Pruned
 from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .decide import open_writer
 from .output import (
@@ -34,6 +32,11 @@ from .output import (
     stdout_console,
 )
 from .reader import open_reader
+
+if TYPE_CHECKING:
+    pass
+    from ..records import Pruned
+
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
@@ -223,6 +226,8 @@ def prune_sessions_command(
 def report(
     totals: dict[str, int], refused: list[int], verb: str, *, dry_run: bool, as_json: bool
 ) -> None:
+    from rich.text import Text
+
     if as_json:
         emit_json({**totals, "refused": refused, "dry_run": dry_run, "action": verb})
         return
@@ -243,6 +248,8 @@ def report(
 def compact_command(db: DbArg, yes: YesOpt = False, as_json: JsonOpt = False) -> None:
     """Give the space freed by deletions back: SQLite rewrites the file (VACUUM; writers wait
     meanwhile), PostgreSQL marks dead rows' space reusable (VACUUM)."""
+    from rich.text import Text
+
     with open_writer(db) as store:
         before = store.store_size()
         confirm(
@@ -318,6 +325,8 @@ def prune_runs_command(
 def report_runs(
     pruned: Pruned, before: str, *, dry_run: bool, archive_to: str | None, as_json: bool
 ) -> None:
+    from rich.text import Text
+
     if as_json:
         emit_json(
             {

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import StoreError
-from ..records import RunStatus
+from ..records.runs import RunStatus
 from .app import MAX_INT, DbArg, JsonOpt, app
 from .output import (
     Column,
