@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -49,14 +50,18 @@ class FollowPass:
             "source": self.source,
             "origin": self.origin,
             "rows": self.rows,
-            "inserted": dict(self.counts.inserted),
-            "updated": dict(self.counts.updated),
-            "deleted": dict(self.counts.deleted),
+            "inserted": _nonzero(self.counts.inserted),
+            "updated": _nonzero(self.counts.updated),
+            "deleted": _nonzero(self.counts.deleted),
             "delay": round(self.delay, 4),
             "seconds": round(self.seconds, 4),
             "reread": self.reread,
             "warnings": list(self.warnings),
         }
+
+
+def _nonzero(counts: Counter[str]) -> dict[str, int]:
+    return {name: n for name, n in counts.items() if n}
 
 
 @dataclass(frozen=True)
