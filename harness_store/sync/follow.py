@@ -19,9 +19,10 @@ terminated or that restarted, a lock held too long) are retried with a backoff, 
 refuses for a lasting reason — authentication, missing privileges or database, a schema newer
 than this package's — ends `follow` with that error.
 
-`follow` returns once `stop` is set (or on Ctrl-C), after the passes in flight: each is
-let finish for `STOP_GRACE` seconds, then rolled back at its next batch (its rows are sent
-by the next start).
+`follow` returns once `stop` is set (or on Ctrl-C), after one last pass of each source that
+changed since its last (so what was committed before the stop is sent): each pass is let
+finish for `STOP_GRACE` seconds after the stop, then rolled back at its next batch (its rows
+are sent by the next start).
 """
 
 from __future__ import annotations
@@ -249,10 +250,16 @@ class _Follower:
                     said, "retrying", source.where, f"{text}; retrying (every {delay:.0f} s)"
                 )
                 self.stop.wait(delay)
+        if self.failure is None and failures == 0:  # what was committed before the stop goes
+            now = source_mark(source.path)
+            if now is not None and now != last:
+                self._pass(source, now, final=True)
 
-    def _pass(self, source: Target, before: SourceMark) -> tuple[Outcome, str]:
+    def _pass(
+        self, source: Target, before: SourceMark, *, final: bool = False
+    ) -> tuple[Outcome, str]:
         with self.slots:
-            if self.stop.is_set():
+            if self.stop.is_set() and not final:
                 return "stopped", ""
             try:
                 self._prepare()
