@@ -153,6 +153,8 @@ class _Follower:
         self.failure: BaseException | None = None
         self.stopped_at: float | None = None
         self.dirty: set[int] = set()
+        self.started_at = time.time()
+        """Wall clock: what was committed before is counted from here."""
         self.engine = make_engine(dest)
 
     # --- the run -------------------------------------------------------------------------
@@ -278,7 +280,8 @@ class _Follower:
             except Exception as exc:
                 return self._failed(exc)
         self.refused_since = None
-        delay = max(0.0, time.time() - before.committed_ns / 1e9)
+        committed = max(before.committed_ns / 1e9, self.started_at)
+        delay = max(0.0, time.time() - committed)
         self._emit(
             FollowPass(
                 source.where,

@@ -22,8 +22,9 @@ class FollowPass:
     seconds: float
     """How long the pass took, from opening the source to the central commit."""
     delay: float
-    """Seconds from the newest commit the follower saw in the source when the pass began to
-    the central commit (the file's modification time against the clock: 0 or more)."""
+    """Seconds from the newest commit the follower saw in the source when the pass began (or
+    from the follower's start, for what was committed before) to the central commit (the
+    file's modification time against the clock: 0 or more)."""
     reread: str | None = None
     """Why the source was read again in full (its history went back), or None."""
     warnings: tuple[str, ...] = ()
