@@ -11,7 +11,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,16 @@ from harness_store import StepRecord, Store
 DEADLINE = 120.0
 """Seconds to wait for an event before the test fails (the machine may be loaded)."""
 
+STARTED: list[Worker] = []
+"""Every process a test started, killed after it (a failed test leaves none running)."""
+
+
+@pytest.fixture(autouse=True)
+def reaped() -> Iterator[None]:
+    yield
+    while STARTED:
+        STARTED.pop().kill()
+
 
 class Follower:
     """A `harness-store sync --follow … --json` process, its JSON lines read as they come."""
@@ -31,6 +41,7 @@ class Follower:
     def __init__(self, sources: list[Path], dest: str, *extra: str) -> None:
         argv = [sys.executable, "-m", "harness_store.cli", "sync", "--follow"]
         self.worker = Worker([*argv, *map(str, sources), dest, "--json", *extra])
+        STARTED.append(self.worker)
 
     def wait(self, what: Callable[[dict[str, Any]], bool], timeout: float = DEADLINE) -> Any:
         """The next event (a JSON line) `what` holds for."""
@@ -79,6 +90,7 @@ def caught_up(dest: str, source: Path, timeout: float = DEADLINE) -> None:
 def writer(path: Path, stop_file: Path, pace: int = 50, most: int | None = None) -> Worker:
     args: list[object] = [path, stop_file, pace] + ([most] if most is not None else [])
     started = Worker.script("follow_writer.py", *args)
+    STARTED.append(started)
     started.wait_line("ready", DEADLINE)
     return started
 
