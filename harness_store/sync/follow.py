@@ -215,6 +215,17 @@ class _Follower:
     # --- one source ----------------------------------------------------------------------
 
     def _watch(self, at: int, source: Target) -> None:
+        """One source's thread: what escapes it (an `on_event` that raised) ends `follow`
+        with that error rather than leaving the source unwatched."""
+        try:
+            self._follow_one(at, source)
+        except BaseException as exc:
+            with self.lock:
+                if self.failure is None:
+                    self.failure = exc
+            self.stop.set()
+
+    def _follow_one(self, at: int, source: Target) -> None:
         assert source.path is not None  # `_sources` took file paths only
         last: SourceMark | None = None
         seen = False

@@ -273,3 +273,30 @@ def test_three_sigkills_then_every_row_once(store_target: str, tmp_path: Path) -
     assert last.stop() == 0, last.worker.stderr
     assert mirror_problems(store_target, src) == []
     assert sync([src], store_target).rows == 0
+
+
+def test_an_on_event_that_raises_ends_follow_with_its_error(tmp_path: Path) -> None:
+    import threading
+
+    from harness_store.sync import follow
+
+    src = tmp_path / "agent.sqlite3"
+    write_source(src, runs=1)
+    stop, gave_up = threading.Event(), threading.Event()
+
+    def give_up() -> None:  # a follower that swallowed the error would only stop here
+        gave_up.set()
+        stop.set()
+
+    guard = threading.Timer(DEADLINE, give_up)
+    guard.start()
+
+    def on_event(event: object) -> None:
+        raise BrokenPipeError("the reader went away")
+
+    try:
+        with pytest.raises(BrokenPipeError):
+            follow([src], tmp_path / "centre.sqlite3", stop=stop, on_event=on_event)
+    finally:
+        guard.cancel()
+    assert not gave_up.is_set()
