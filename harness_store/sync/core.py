@@ -337,10 +337,15 @@ def sync_source(
     dry_run: bool,
     on_rows: Callable[[int], None],
     batch_size: int,
+    *,
+    check_pages: bool = True,
 ) -> OriginReport:
     """One source's sync: read in one snapshot, written in one destination transaction (the
     pass `sync` makes of each source, and `follow` of a source that changed). `kept` is the
-    source's Store when it is still open, else it is opened here; closed either way."""
+    source's Store when it is still open, else it is opened here; closed either way. Without
+    `check_pages` the source's pages are quick-checked only when it is a new origin or read
+    again in full, not when it only grew (a follower checks a file it checked a moment ago
+    only now and then: the check reads the whole file)."""
     started = time.monotonic()
     path = _path_of(source)
     if mark and not dry_run:
@@ -355,7 +360,9 @@ def sync_source(
     with _opened(source, kept) as store:
         for attempt in (1, 2, 3):
             try:
-                return _send(store, engine, path, dry_run, on_rows, batch_size, started)
+                return _send(
+                    store, engine, path, dry_run, on_rows, batch_size, started, check_pages
+                )
             except IntegrityError:
                 if attempt == 3:  # another sync registered this origin meanwhile: once more
                     raise
@@ -397,6 +404,7 @@ def _send(
     on_rows: Callable[[int], None],
     batch_size: int,
     started: float,
+    check_pages: bool = True,
 ) -> OriginReport:
     counts = TableCounts()
     with whole_snapshot(store) as src, engine.connect() as dst:
@@ -424,6 +432,7 @@ def _send(
                 fresh=origin.created,
                 check_pages=lambda: check_source_pages(src, str(path), "synced"),
             )
+            work.check_growth = check_pages
             work.run()
             if origin.anchor is None and anchor is not None:
                 dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))

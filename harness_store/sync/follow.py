@@ -59,6 +59,10 @@ RETRY_FIRST, RETRY_MAX = 0.5, 30.0
 """Seconds before a failed pass is made again, doubling up to the second figure."""
 STOP_GRACE = 3.0
 """Seconds a pass in flight may go on after a stop before it is rolled back."""
+PAGE_CHECK_EVERY = 300.0
+"""Seconds between `PRAGMA quick_check`s of a source a follower keeps sending: its first
+pass of a file checks it, as `sync` does every time, then a pass at most this often (the
+check reads the whole file, which a pass every second must not)."""
 REFUSAL_GRACE = 60.0
 """Seconds a centre that answers but refuses every connection is retried before `follow`
 gives up (once connected before: a server restarting refuses for a while too)."""
@@ -228,6 +232,7 @@ class _Follower:
     def _follow_one(self, at: int, source: Target) -> None:
         assert source.path is not None  # `_sources` took file paths only
         last: SourceMark | None = None
+        checked: tuple[tuple[int, int], float] | None = None  # file identity, when checked
         seen = False
         said: str | None = None
         wait = self.interval
@@ -247,8 +252,15 @@ class _Follower:
                 self.stop.wait(wait)
                 continue
             wait = self.interval
-            outcome, text = self._pass(source, now)
+            check = (
+                checked is None
+                or checked[0] != now.identity
+                or time.monotonic() - checked[1] > PAGE_CHECK_EVERY
+            )
+            outcome, text = self._pass(source, now, check=check)
             if outcome == "sent":
+                if check:
+                    checked = (now.identity, time.monotonic())
                 last = now
                 if failures:
                     self._say("resumed", source.where, "the pass went through again")
@@ -269,7 +281,7 @@ class _Follower:
                 self._pass(source, now, final=True)
 
     def _pass(
-        self, source: Target, before: SourceMark, *, final: bool = False
+        self, source: Target, before: SourceMark, *, final: bool = False, check: bool = True
     ) -> tuple[Outcome, str]:
         with self.slots:
             if self.stop.is_set() and not final:
@@ -280,7 +292,14 @@ class _Follower:
                 return self._failed(exc)
             try:
                 done = sync_source(
-                    source, None, self.engine, self.mark, False, self._on_rows, self.batch_size
+                    source,
+                    None,
+                    self.engine,
+                    self.mark,
+                    False,
+                    self._on_rows,
+                    self.batch_size,
+                    check_pages=check,
                 )
             except _Stopped:
                 return "stopped", ""
