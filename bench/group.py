@@ -267,7 +267,7 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
         batch_conn.close()
         store.close()
     table.notes.append(
-        f"{seconds:g} s per variant in {ROUNDS} alternating rounds; the Store keeps at most 5 "
+        f"{seconds:g} s per variant in {ROUNDS} alternating rounds; the Store keeps up to 16 "
         "connections; the batched variant is an experiment in the benchmark (the Store's "
         "coordinator over one psycopg connection), not a Store mode"
     )

@@ -103,7 +103,7 @@ def child_floor(path: str, url: str, spans: int) -> dict[str, Any]:
                        store.span_provider_calls(run.id), store.span_tool_attempts(run.id),
                        store.span_server_tool_calls(run.id), store.span_mcp_events(run.id),
                        store.span_event_rows(run.id))  # fmt: skip
-        one_run = list(builder.spans(rows))
+        one_run = list(builder.spans(rows, run))
     pool = (one_run * (BATCH // len(one_run) + 2))[: BATCH * 2]
     exporter = OTLPSpanExporter(endpoint=url + "/v1/traces", timeout=10.0)
     sent = 0

@@ -76,6 +76,9 @@ BENCHMARKS = (
     Benchmark("pg", "postgres", "6.1 (checkpoint), 6.2 (batch), 11.1 (group), 6.3 (trees)",
               f"{BENCH}: Summary, PostgreSQL rows ³ ⁴; Checkpoints on PostgreSQL; "
               "docs/design/connector.md: Figures", postgresql="needs --pg"),
+    Benchmark("pgthreads", "pgthreads", "14", f"{BENCH}: PostgreSQL, many threads",
+              postgresql="needs --pg"),
+    Benchmark("pointreads", "pointreads", "15", f"{BENCH}: Point reads"),
     Benchmark("asyncstore", "asyncstore", "12",
               f"{BENCH}: AsyncStore; docs/design/connector.md: Figures"),
     Benchmark("check", "check", "check beside PRAGMA integrity_check",
@@ -136,10 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in chosen if n not in NAMES]
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(NAMES)}")
-    if "pg" in chosen and not args.pg:
-        if args.only:
-            parser.error("the pg benchmark needs --pg URL")
-        chosen.remove("pg")
+    for name in ("pg", "pgthreads"):
+        if name in chosen and not args.pg:
+            if args.only:
+                parser.error(f"the {name} benchmark needs --pg URL")
+            chosen.remove(name)
 
     args.cache.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="hs-bench-"))

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .sync.report import SyncReport
+
 
 class StoreError(Exception):
     """Base of every error harness_store raises on purpose."""
@@ -129,3 +134,50 @@ class TransactionOpenError(StoreError):
 class IntegerOverflowError(StoreError):
     """A sum the database computed (tokens, spend) does not fit a signed 64-bit integer, as
     upstream's SQLite `SUM` refuses it. Nothing was changed."""
+
+
+class IncompleteCopyError(SchemaError):
+    """The database is a copy target left unfinished by a killed copy: it has the schema but
+    none of the rows. Nothing reads or writes it; `copy --replace` (or `--resume`) redoes it."""
+
+
+class TargetNotEmptyError(SchemaError):
+    """The copy target already holds tables; a copy only goes into an empty database.
+    Nothing was changed."""
+
+
+class UnknownTablesError(SchemaError):
+    """The source has tables (or columns) of a newer io-harness that a 0.13 copy cannot carry;
+    refused, with nothing changed, unless told to leave them out."""
+
+
+class CopyError(StoreError):
+    """The copy failed while writing the target; the target was put back to empty."""
+
+
+class CopyVerificationError(CopyError):
+    """The row counts of source and target differ after the copy.
+
+    Found before the commit (the usual case), the target was emptied again like any failed
+    copy; found by the second count after the commit, the copy is left in place and the
+    message says so."""
+
+
+class SyncRefusedError(StoreError):
+    """Some sources were refused (nothing of them written) while the others were synced;
+    `report` says what was synced, `refused` which sources were left out and why."""
+
+    def __init__(self, report: SyncReport) -> None:
+        self.report = report
+        self.refused = report.refused
+        names = "; ".join(f"{r.source}: {r.error}" for r in report.refused)
+        done = len(report.origins)
+        super().__init__(
+            f"{len(report.refused)} of {done + len(report.refused)} sources refused, nothing "
+            f"of them synced ({names})"
+        )
+
+
+class DuplicateOriginError(InvalidValueError):
+    """Two sources of one sync carry the same origin mark (one is a copy of the other);
+    nothing was synced."""

@@ -7,6 +7,8 @@ letting SQLite widen them to REAL or wrap them, so every write goes through thes
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from .errors import IntegerOverflowError, InvalidValueError
@@ -32,8 +34,6 @@ MEMORY_TRUNCATED = "…[truncated]"
 BUSY_TIMEOUT_SECONDS = 5.0
 """How long a contended statement waits for the writer, as upstream's `BUSY_TIMEOUT`."""
 
-TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%fZ"
-"""SQLite `strftime` format of every stamp upstream writes (`started_at`, `created_at`, …)."""
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -135,9 +135,52 @@ def opt_text(value: str | None, name: str) -> str | None:
     return None if value is None else text(value, name)
 
 
-def truncate_memory_value(value: str) -> str:
-    """Cut a memory value to `MEMORY_MAX_ENTRY_CHARS` characters, ending in the marker."""
-    if len(value) <= MEMORY_MAX_ENTRY_CHARS:
-        return value
-    keep = MEMORY_MAX_ENTRY_CHARS - len(MEMORY_TRUNCATED)
-    return value[:keep] + MEMORY_TRUNCATED
+STEP_CALLS_SEPARATOR = " | "
+"""What io-harness joins a step's tool calls with in `steps.tool_call` (`name:args | name:args`)."""
+
+_CALL_NAME = re.compile(r"[A-Za-z0-9_.\-]+:")
+_JSON = json.JSONDecoder()
+
+WRITE_FILE_TOOL = "write_file"
+"""The tool the single-file loop calls; that loop records only the call's arguments."""
+
+
+def step_tool_calls(tool_call: str) -> tuple[tuple[str, str], ...] | None:
+    """A step's `tool_call` text as its calls, each `(name, arguments as JSON text)`.
+
+    io-harness's agent loop writes each call as `name:` followed by its arguments as compact
+    JSON and joins a step's calls with `" | "`; its single-file loop writes only the
+    `write_file` call's arguments (a bare JSON object). The text is read by that grammar —
+    a name, a colon, exactly one JSON value, then the separator or the end — so a `" | "`
+    inside an argument string is part of the argument. Empty text is no call (`()`); text
+    not in either form is `None`, and each arguments text returned is valid JSON.
+    """
+    if tool_call == "":
+        return ()
+    if tool_call.startswith("{"):
+        try:
+            value, end = _JSON.raw_decode(tool_call)
+        except ValueError:
+            return None
+        return (
+            ((WRITE_FILE_TOOL, tool_call),)
+            if end == len(tool_call) and isinstance(value, dict)
+            else None
+        )
+    calls: list[tuple[str, str]] = []
+    at = 0
+    while True:
+        name = _CALL_NAME.match(tool_call, at)
+        if name is None:
+            return None
+        start = name.end()
+        try:
+            _, end = _JSON.raw_decode(tool_call, start)
+        except ValueError:
+            return None
+        calls.append((name.group()[:-1], tool_call[start:end]))
+        if end == len(tool_call):
+            return tuple(calls)
+        if not tool_call.startswith(STEP_CALLS_SEPARATOR, end):
+            return None
+        at = end + len(STEP_CALLS_SEPARATOR)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import os
 import threading
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
@@ -33,9 +32,10 @@ from ..formats import i64
 from ..records import RunEvent
 from ..store import Store
 from ..store.stream import FOLLOW_BATCH, follow_limit
+from ..targets import TargetLike
 from .generated import StoreMethods
 from .lanes import Lanes
-from .methods import KINDS, WRITE
+from .methods import WRITE
 from .runners import THREAD, GreenletRunner, ThreadRunner
 
 __all__ = ["AsyncLease", "AsyncStore"]
@@ -55,7 +55,7 @@ class AsyncStore(StoreMethods):
     @classmethod
     async def open(
         cls,
-        target: str | os.PathLike[str] | URL,
+        target: TargetLike,
         *,
         upgrade: bool = True,
         backup: bool = True,
@@ -184,13 +184,13 @@ class AsyncStore(StoreMethods):
         lease = await self._runner.call(WRITE, "acquire_lease", (run_id, ttl_secs), {})
         return AsyncLease(self, lease.run_id, lease.generation)
 
-    async def _call(self, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-        return await self._runner.call(KINDS[name], name, args, kw)
+    async def _call(self, kind: str, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        return await self._runner.call(kind, name, args, kw)
 
     def _iterate(
-        self, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
+        self, kind: str, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
     ) -> AsyncIterator[Any]:
-        return self._runner.iterate(KINDS[name], name, page, args, kw)
+        return self._runner.iterate(kind, name, page, args, kw)
 
     def _local(self, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         return getattr(self._store, name)(*args, **kw)
@@ -199,7 +199,7 @@ class AsyncStore(StoreMethods):
         return getattr(self._store, name)
 
 
-def _speaks_asyncio(target: str | os.PathLike[str] | URL) -> bool:
+def _speaks_asyncio(target: TargetLike) -> bool:
     """Whether the target's backend has an asyncio driver (PostgreSQL). An unknown backend is
     left to `Store.open`, which refuses it with its own error."""
     try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 
-from ..store import Store
 from ..store.marks import WRITE as WRITTEN
 from ..store.marks import Access, access_of
 
@@ -53,22 +52,3 @@ def unmarked(cls: type) -> set[str]:
     return {
         name for name in public_methods(cls) - NOT_MIRRORED if access_of(getattr(cls, name)) is None
     }
-
-
-KINDS: dict[str, str] = {
-    name: access(Store, name).kind for name in public_methods(Store) - NOT_MIRRORED
-}
-"""Each mirrored method's kind (READ, WRITE, MAINTENANCE or "local"), as its mark says."""
-
-READS = frozenset(
-    name
-    for name in KINDS
-    if KINDS[name] == READ
-    and not (access(Store, name).iterates and access(Store, name).page is None)
-)
-"""The methods that only read (generators included, except `follow`, which never ends)."""
-
-
-def kind_of(name: str) -> str:
-    """The kind of a Store method by name; a write for one not marked (or not known)."""
-    return KINDS.get(name, WRITE)

@@ -154,6 +154,12 @@ class Backend(ABC):
         """The store's checkpoint-format marker (`user_version` on SQLite)."""
 
     @abstractmethod
+    def checkpoint_format_column(self) -> tuple[str, str | None]:
+        """The checkpoint-format marker as a scalar SQL expression a SELECT can hold (read with
+        the statement's other columns, one round trip), and the table it reads if it needs
+        one that a store may lack (None when every store has it)."""
+
+    @abstractmethod
     def checkpoint_format_sql(self, version: int) -> list[str]:
         """The statements that write the checkpoint-format marker (also emitted by `--sql`)."""
 

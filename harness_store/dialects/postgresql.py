@@ -56,19 +56,21 @@ LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
 MEMORY_LOCK_PREFIX = "harness_store.memory:"
 """Advisory-lock key space of memory workspaces (hashed with the workspace name)."""
 
-PING_AFTER = 0.0001
+PING_AFTER = 1.0
 """Seconds a kept connection may sit idle and still be reused without a ping (see
-`PostgreSQLBackend.connection_alive`): longer than the gap between a tight loop's calls,
-shorter than another session's round trips to end ours in between."""
+`PostgreSQLBackend.connection_alive`): a session ended while it sat idle is seen locally (its
+socket is readable) once its backend has gone; the ping covers one told to end a moment
+before and not yet gone, which matters only for a connection that sat idle long enough to be
+reaped (and for one whose last call failed, which `HeldConnections` pings whatever its idle
+time). A thread calling in a loop, or waiting its turn among others, never pays it."""
 EMPTY_QUERY = 0
 """libpq's PGRES_EMPTY_QUERY: the answer to an empty query string (the ping)."""
 CONNECTION_OK = 0
 """libpq's CONNECTION_OK."""
 
-ASYNC_PING_AFTER = 0.001
+ASYNC_PING_AFTER = PING_AFTER
 """Seconds an asyncio pool connection may sit idle and be handed out again without a ping
-(see `PostgreSQLBackend.install_async`): a task calling in a loop gives its connection back
-and takes it again well within it; one idle longer is pinged, as `pool_pre_ping` would."""
+(see `PostgreSQLBackend.install_async`), as for a sync Store's kept connections."""
 USED = "hs_used"
 """Pool record `info` key: when the connection was last given back (`time.monotonic()`)."""
 
@@ -80,8 +82,9 @@ class PostgreSQLBackend(Backend):
     """The server backend: pooled connections, server clock, `ON CONFLICT` upserts."""
 
     name = "postgresql"
-    held_connections = 5
-    """The pool's size: the overflow stays for reads and transactions."""
+    held_connections = 16
+    """Up to one per thread calling at once (connections are opened as threads need them),
+    taken from the pool; the pool's own connections stay for reads and transactions."""
     native_async = True
     loop_ping_after = ASYNC_PING_AFTER
 
@@ -90,7 +93,12 @@ class PostgreSQLBackend(Backend):
     ) -> dict[str, Any]:
         # A small pool per process: many agent processes share one server, and each
         # process's Store runs one write at a time per thread.
-        return {"pool_size": 5, "max_overflow": 5, "pool_pre_ping": True, "pool_recycle": 1800}
+        return {
+            "pool_size": 5,
+            "max_overflow": 5 + self.held_connections,
+            "pool_pre_ping": True,
+            "pool_recycle": 1800,
+        }
 
     def async_engine_options(
         self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None
@@ -197,6 +205,9 @@ class PostgreSQLBackend(Backend):
         value = conn.execute(text(f"SELECT user_version FROM {FORMAT_TABLE}")).scalar()
         return int(value or 0)
 
+    def checkpoint_format_column(self) -> tuple[str, str | None]:
+        return f"(SELECT user_version FROM {FORMAT_TABLE} LIMIT 1)", FORMAT_TABLE
+
     def checkpoint_format_sql(self, version: int) -> list[str]:
         return [
             f"CREATE TABLE IF NOT EXISTS {FORMAT_TABLE} (user_version INTEGER NOT NULL)",
@@ -275,10 +286,10 @@ class PostgreSQLBackend(Backend):
         dead — one `select`, no round trip. But a backend told to end a moment ago may not
         have run yet, and a statement sent to it then fails with the session, where the
         caller can only be told that it may have committed. So a connection that sat idle
-        longer than `PING_AFTER` is also pinged (a round trip, which the dying backend never
-        answers); one used again within it — a writer in a tight loop — is not: the chance
-        that its session was ended in that sliver is small, and if it was, the call fails
-        with a typed `StoreConnectionError`, never silently.
+        longer than `PING_AFTER` (or whose last call failed) is also pinged (a round trip,
+        which the dying backend never answers); one used again within it — a writer in a
+        loop — is not: the chance that its session was ended in that sliver is small, and if
+        it was, the call fails with a typed `StoreConnectionError`, never silently.
         """
         if dbapi_connection.closed or dbapi_connection.broken:
             return False

@@ -210,6 +210,9 @@ class SQLiteBackend(Backend):
     def checkpoint_format(self, conn: Connection) -> int:
         return int(conn.exec_driver_sql("PRAGMA user_version").scalar_one())
 
+    def checkpoint_format_column(self) -> tuple[str, str | None]:
+        return "(SELECT user_version FROM pragma_user_version)", None
+
     def checkpoint_format_sql(self, version: int) -> list[str]:
         return [f"PRAGMA user_version = {int(version)}"]
 

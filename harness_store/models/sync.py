@@ -70,8 +70,6 @@ SOURCE_MARKER = Table(
 )
 """The one table sync may write into a source, and only with `mark=True`: the origin's UUID."""
 
-SYNC_TABLE_NAMES = frozenset({*SYNC_METADATA.tables, SOURCE_MARKER.name})
-
 
 def recorded_path(path: str) -> str:
     """`path` in the form `ORIGINS.path` records an origin's path: absolute, a relative one

@@ -3,13 +3,13 @@ Jaeger, Langfuse, MLflow or any OTLP receiver (`pip install 'harness_store[otel]
 
 `export` sends the store's runs (or some trees, or those since a stamp) once; `follow` ships
 runs as they finish. The mapping (`mapping`) follows the GenAI semantic conventions
-`SEMCONV_VERSION` plus OpenInference's span kinds; ids are derived from the store, so a second
-export sends the same spans.
+`SEMCONV_VERSION` plus OpenInference's span kinds; ids are derived from the rows (each tree's
+root run), so a second export sends the same spans.
 """
 
 from __future__ import annotations
 
-from .exporter import ExportReport, export, follow, since_stamp, store_identity, traces_url
+from .exporter import ExportReport, export, follow, since_stamp, traces_url
 from .mapping import SEMCONV_VERSION, SpanIds
 
 __all__ = [
@@ -19,6 +19,5 @@ __all__ = [
     "export",
     "follow",
     "since_stamp",
-    "store_identity",
     "traces_url",
 ]

@@ -7,34 +7,32 @@ An export only reads: the store is opened by the caller, and nothing is written 
 
 from __future__ import annotations
 
-import hashlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
-import requests
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ..errors import ExportError, InvalidValueError, RunNotFoundError
 from ..records import PriceTable
 from ..store import Store
 from ..store.spans import RUN_PAGE, RunRows, SpanRun
 from .mapping import MappingOptions, RunSpans, SpanIds, resource, scope
+from .transport import BatchFailed, Failure, Transport
 
 BATCH = 512
 """Spans sent per OTLP request."""
 
 TRACES_PATH = "/v1/traces"
 
-FOLLOW_PAGE = 500
-"""Events read per poll when following."""
+ROOT_CACHE = 4096
+"""Runs whose tree's root an export keeps at hand."""
 
 
 @dataclass
@@ -47,30 +45,11 @@ class ExportReport:
     chat_spans: int = 0
     tool_spans: int = 0
     requests: int = 0
-    cursor: int = 0
+    last_run_id: int = 0
+    """The highest run id the export (or follow) has taken into account: a follow from this
+    report goes on after it."""
     running: list[int] = field(default_factory=list)
     """Runs left out because they were still running (`finished_only`)."""
-
-
-class WitnessSession(requests.Session):
-    """A requests session that remembers how the last request ended, so a refused or failed
-    export can say why (the SDK's exporter only answers success or failure)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last_status: int | None = None
-        self.last_reason: str | None = None
-        self.last_error: BaseException | None = None
-
-    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        self.last_status = self.last_reason = self.last_error = None
-        try:
-            response = super().request(method, url, *args, **kwargs)
-        except requests.RequestException as exc:
-            self.last_error = exc
-            raise
-        self.last_status, self.last_reason = response.status_code, response.reason
-        return response
 
 
 def traces_url(endpoint: str) -> str:
@@ -114,31 +93,19 @@ def _version() -> str:
         return "0"
 
 
-def store_identity(store: Store) -> str:
-    """The store's identity when the caller gives none: a digest of its first run's id, start
-    stamp and goal, which stay with the store when it is copied or moved (an empty store has
-    none yet: `empty`)."""
-    first = store.span_runs(limit=1)
-    if not first:
-        return "empty"
-    run = first[0]
-    anchor = f"{run.id}\x1f{run.started_at or ''}\x1f{run.goal}".encode()
-    return "run-" + hashlib.blake2b(anchor, digest_size=8).hexdigest()
-
-
 class Sender:
-    """Batches spans and sends each batch with the SDK's OTLP/HTTP exporter; a batch the
-    receiver refuses, or cannot be reached with, raises `ExportError` naming the URL."""
+    """Batches spans and posts each batch (OTLP protobuf) within the timeout, a wall-clock
+    limit per batch with its retries; a batch not answered 2xx raises `ExportError` saying
+    what is known: unreachable, refused (the status), or reached but slow (and which spans
+    may have landed)."""
 
     def __init__(
         self, url: str, headers: Mapping[str, str], timeout: float, report: ExportReport,
         batch: int = BATCH,
     ) -> None:  # fmt: skip
         self.url = url
-        self.session = WitnessSession()
-        self.exporter = OTLPSpanExporter(
-            endpoint=url, headers=dict(headers), timeout=timeout, session=self.session
-        )
+        self.timeout = timeout
+        self.transport = Transport(url, dict(headers), timeout)
         self.report = report
         self.batch = batch
         self.pending: list[ReadableSpan] = []
@@ -152,26 +119,55 @@ class Sender:
         if not self.pending:
             return
         spans, self.pending = self.pending, []
-        if self.exporter.export(spans) is not SpanExportResult.SUCCESS:
-            raise ExportError(self.failure())
+        body = encode_spans(spans).SerializePartialToString()
+        try:
+            self.transport.post(body)
+        except BatchFailed as failed:
+            raise ExportError(self.failure(failed.failure, len(spans))) from None
         self.report.requests += 1
         self.report.spans += len(spans)
 
-    def failure(self) -> str:
+    def failure(self, f: Failure, size: int) -> str:
         where = shown_url(self.url)
-        s = self.session
-        if s.last_status is not None:
+        r = self.report
+        batches = "batch" if r.requests == 1 else "batches"
+        before = (
+            f"{r.spans:,} spans in {r.requests:,} earlier {batches} were delivered"
+            if r.requests
+            else "no earlier batch"
+        )
+        if f.stage == "status":
+            what = f"HTTP {f.status} {f.reason}".rstrip()
+            if f.status is not None and 300 <= f.status < 400:
+                to = f" to {shown_url(urljoin(self.url, f.location))}" if f.location else ""
+                return (
+                    f"the OTLP receiver at {where} answered {what}{to}: the spans were not "
+                    f"delivered (give the URL it names as the endpoint); {before}"
+                )
+            return f"the OTLP receiver at {where} refused the spans: {what}; {before}"
+        limit = f"{self.timeout:g} s"
+        if f.stage == "connect":
+            kind = f"no connection within {limit}" if f.timed_out else f.detail
+            return f"cannot reach the OTLP receiver at {where} ({kind}); {before}"
+        batch = f"batch {r.requests + 1:,} (spans {r.spans + 1:,}-{r.spans + size:,})"
+        if f.stage == "answer" and f.timed_out:
             return (
-                f"the OTLP receiver at {where} refused the spans: HTTP {s.last_status} "
-                f"{s.last_reason or ''}".rstrip()
+                f"the OTLP receiver at {where} was reached but did not answer within {limit}: "
+                f"{batch} was sent and may have landed; {before}"
             )
-        if s.last_error is not None:
-            kind = type(s.last_error).__name__
-            return f"cannot reach the OTLP receiver at {where} ({kind})"
-        return f"the spans could not be sent to the OTLP receiver at {where}"
+        if f.stage == "answer":
+            return (
+                f"the OTLP receiver at {where} was reached but dropped the connection "
+                f"({f.detail}) before answering: {batch} was sent and may have landed; {before}"
+            )
+        cause = f"within {limit}" if f.timed_out else f"({f.detail})"
+        return (
+            f"the OTLP receiver at {where} was reached but did not take the whole of {batch} "
+            f"{cause}: part of it may have landed; {before}"
+        )
 
     def close(self) -> None:
-        self.exporter.shutdown()  # type: ignore[no-untyped-call]
+        self.transport.close()
 
 
 class Exporter:
@@ -194,33 +190,38 @@ class Exporter:
         self.store = store
         url = traces_url(endpoint)
         self.report = ExportReport(shown_url(url))
-        ident = identity if identity is not None else store_identity(store)
+        ident = identity or ""
         self.builder = RunSpans(
             SpanIds(ident), resource(ident, project), scope(_version()),
             MappingOptions(include_content=include_content, prices=prices),
         )  # fmt: skip
         self.sender = Sender(url, headers or {}, timeout, self.report, batch)
-        self.roots: OrderedDict[int, int] = OrderedDict()
+        self.roots: OrderedDict[int, SpanRun] = OrderedDict()
 
-    def root_of(self, run: SpanRun) -> int:
-        """The root of `run`'s tree (cached for the most recent runs' parents)."""
-        if run.parent_run_id is None:
-            return run.id
-        root = self.roots.get(run.parent_run_id)
-        if root is None:
-            root = self.store.run_root(run.id)
-        self.roots[run.id] = root
-        self.roots.move_to_end(run.id)
-        while len(self.roots) > 4096:
+    def _remember(self, run_id: int, root: SpanRun) -> SpanRun:
+        self.roots[run_id] = root
+        self.roots.move_to_end(run_id)
+        while len(self.roots) > ROOT_CACHE:
             self.roots.popitem(last=False)
         return root
+
+    def root_of(self, run: SpanRun) -> SpanRun:
+        """The root run of `run`'s tree (cached for the most recent runs and their roots)."""
+        if run.parent_run_id is None:
+            return self._remember(run.id, run)
+        root = self.roots.get(run.parent_run_id)
+        if root is None:
+            root_id = self.store.run_root(run.id)
+            root = self.roots.get(root_id) or self.store.span_run(root_id) or run
+        return self._remember(run.id, root)
 
     def send_run(self, run: SpanRun) -> None:
         """Build and send one run's spans."""
         store = self.store
+        root = self.root_of(run)
         rows = RunRows(
             run=run,
-            root_run_id=self.root_of(run),
+            root_run_id=root.id,
             steps=store.span_steps(run.id),
             provider_calls=store.span_provider_calls(run.id),
             tool_attempts=store.span_tool_attempts(run.id),
@@ -228,7 +229,7 @@ class Exporter:
             mcp_events=store.span_mcp_events(run.id),
             event_rows=store.span_event_rows(run.id),
         )
-        for span in self.builder.spans(rows):
+        for span in self.builder.spans(rows, root):
             kind = (span.attributes or {}).get("gen_ai.operation.name")
             if kind == "chat":
                 self.report.chat_spans += 1
@@ -250,27 +251,41 @@ class Exporter:
 
 
 def walk_runs(
-    store: Store, *, since: str | None, run_ids: Sequence[int] | None
+    store: Store, *, since: str | None, run_ids: Sequence[int] | None, until: int | None = None
 ) -> Iterator[SpanRun]:
     """The runs to export, a page at a time: all (or those started or finished since
-    `since`), or the trees under `run_ids`."""
+    `since`), or the trees under `run_ids`; with `until`, only runs whose id is not above it."""
     if run_ids is not None:
         wanted: set[int] = set()
         for run_id in run_ids:
             if store.span_run(run_id) is None:
                 raise RunNotFoundError(f"no run with id {run_id} in the store")
             wanted.update(store.tree_run_ids(run_id))
-        ordered = sorted(wanted)
+        ordered = sorted(r for r in wanted if until is None or r <= until)
         for i in range(0, len(ordered), RUN_PAGE):
             yield from store.span_runs(run_ids=ordered[i : i + RUN_PAGE], since=since)
         return
     after = 0
     while True:
         page = store.span_runs(after=after, since=since)
-        yield from page
+        for run in page:
+            if until is not None and run.id > until:
+                return
+            yield run
         if len(page) < RUN_PAGE:
             return
         after = page[-1].id
+
+
+def running_runs(store: Store, until: int) -> Iterator[int]:
+    """The ids of the runs still running, none above `until`, newest first."""
+    before = until + 1
+    while True:
+        page = store.run_page(status="running", before=before)
+        yield from (listing.run_id for listing in page)
+        if len(page) < RUN_PAGE:
+            return
+        before = page[-1].run_id
 
 
 def export(
@@ -301,18 +316,87 @@ def export(
         prices=prices, identity=identity, project=project, timeout=timeout,
     )  # fmt: skip
     try:
-        exporter.report.cursor = store.event_cursor()
-        exporter.send_runs(walk_runs(store, since=stamp, run_ids=runs), finished_only=finished_only)
+        until = (store.last_run() or 0) if finished_only else None
+        exporter.send_runs(
+            walk_runs(store, since=stamp, run_ids=runs, until=until), finished_only=finished_only
+        )
+        if until is not None:
+            # a run started before `since` that is still running is shipped once it finishes
+            exporter.report.last_run_id = until
+            known = set(exporter.report.running)
+            exporter.report.running.extend(r for r in running_runs(store, until) if r not in known)
         return exporter.report
     finally:
         exporter.close()
+
+
+GAP_PATIENCE = 600.0
+"""Seconds a follow keeps looking for a run id it skipped (on PostgreSQL, a run's id can be
+taken before a lower one's transaction commits); after that the id counts as never used."""
+
+GAP_LIMIT = 10_000
+"""Skipped run ids a follow keeps looking for at most."""
+
+
+class Follower:
+    """The follow loop's state: the highest run id seen, the runs seen running and not yet
+    shipped, and run ids skipped over that may still appear. A run is shipped once, when it is
+    first seen not running: a run above the highest id when it appears, a run seen running
+    when its status leaves `running`. So every run that finishes is shipped exactly once,
+    whatever events (none, or many) its writer recorded."""
+
+    def __init__(
+        self, exporter: Exporter, after: int, running: Sequence[int],
+        on_send: Callable[[ExportReport], None] | None,
+    ) -> None:  # fmt: skip
+        self.exporter = exporter
+        self.on_send = on_send
+        self.store = exporter.store
+        self.high = after
+        self.live: set[int] = set(running)
+        self.gaps: dict[int, float] = {}
+
+    def _ship(self, run: SpanRun) -> None:
+        if run.status == "running":
+            self.live.add(run.id)
+            return
+        self.live.discard(run.id)
+        self.exporter.send_runs(iter([run]))
+        if self.on_send is not None:
+            self.on_send(self.exporter.report)
+
+    def poll(self) -> None:
+        """One look at the store: ship what finished since the last look."""
+        store, now = self.store, time.monotonic()
+        while True:
+            page = store.span_runs(after=self.high)
+            for run in page:
+                if run.id - self.high > 1 and len(self.gaps) < GAP_LIMIT:
+                    for skipped in range(self.high + 1, min(run.id, self.high + GAP_LIMIT)):
+                        self.gaps[skipped] = now
+                self.high = run.id
+                self._ship(run)
+            if len(page) < RUN_PAGE:
+                break
+        watched = sorted(self.live | set(self.gaps))
+        seen: set[int] = set()
+        for i in range(0, len(watched), RUN_PAGE):
+            for run in store.span_runs(run_ids=watched[i : i + RUN_PAGE]):
+                seen.add(run.id)
+                self.gaps.pop(run.id, None)
+                self._ship(run)
+        self.live &= seen  # a run pruned meanwhile is no longer watched
+        for skipped, since in list(self.gaps.items()):
+            if now - since > GAP_PATIENCE:
+                del self.gaps[skipped]
+        self.exporter.report.last_run_id = self.high
 
 
 def follow(
     store: Store,
     *,
     endpoint: str,
-    cursor: int | None = None,
+    after: int | None = None,
     running: Sequence[int] = (),
     headers: Mapping[str, str] | None = None,
     include_content: bool = False,
@@ -324,35 +408,25 @@ def follow(
     stop: threading.Event | None = None,
     on_send: Callable[[ExportReport], None] | None = None,
 ) -> ExportReport:
-    """Ship runs as they finish: follow the store's event stream from `cursor` (None: from
-    now) and send each run once its status leaves `running`, until `stop` is set; `running`
-    names runs already known to be running (an export's `running`). Memory holds only the
-    runs seen running and not yet finished. `on_send` is called after each run sent."""
+    """Ship runs as they finish, until `stop` is set: each run above the id `after` once it
+    is no longer `running`, and each run of `running` (runs already known to be running, as an
+    export's `running`) once it finishes. `after` None: from now, the store's newest run, with
+    every run running now. Every run that finishes is shipped exactly once, whether or not its
+    writer recorded events. The store is read every `interval` seconds; memory holds only the
+    runs seen running and not yet finished. `on_send` is called after each run shipped."""
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
         prices=prices, identity=identity, project=project, timeout=timeout, batch=BATCH,
     )  # fmt: skip
-    live: set[int] = set(running)
-    position = store.event_cursor() if cursor is None else cursor
+    if after is None:
+        after = store.last_run() or 0
+        running = [*running, *running_runs(store, after)]
+    follower = Follower(exporter, after, running, on_send)
     stop = stop or threading.Event()
     try:
         while not stop.is_set():
-            page = store.events_after(position, FOLLOW_PAGE)
-            for _, event in page:
-                live.add(event.run_id)
-            if page:
-                position = page[-1][0]
-            exporter.report.cursor = position
-            for run_id in sorted(live):
-                run = store.span_run(run_id)
-                if run is None or run.status != "running":
-                    live.discard(run_id)
-                if run is not None and run.status != "running":
-                    exporter.send_runs(iter([run]))
-                    if on_send is not None:
-                        on_send(exporter.report)
-            if len(page) < FOLLOW_PAGE:
-                stop.wait(interval)
+            follower.poll()
+            stop.wait(interval)
         return exporter.report
     finally:
         exporter.close()

@@ -9,7 +9,6 @@ again sends the same trace and span ids. Times come from the store's own stamps.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -25,10 +24,12 @@ from ..store.spans import (
     SpanEventRow,
     SpanMcpEvent,
     SpanProviderCall,
+    SpanRun,
     SpanServerToolCall,
     SpanStep,
     SpanToolAttempt,
 )
+from .step_calls import chat_content, step_calls
 from .times import StepClock, stamp_ns
 
 SEMCONV_VERSION = "1.44.0"
@@ -61,14 +62,18 @@ def _digest(size: int, *parts: object) -> int:
 
 @dataclass(frozen=True)
 class SpanIds:
-    """Trace and span ids from the store's identity: a tree's trace id from its root run, each
-    span's id from its trace id, its table and its row id."""
+    """Trace and span ids from the rows themselves: a tree's trace id from its root run (its
+    id, start stamp and goal, which no prune of other runs can change and which travel with
+    the store when it is copied or moved) and the export's `identity` (empty unless one is
+    given: another identity gives other ids for the same rows); each span's id from its trace
+    id, its table and its row id."""
 
-    identity: str
+    identity: str = ""
 
-    def trace(self, root_run_id: int) -> int:
-        """The trace id of the tree rooted at `root_run_id`."""
-        return _digest(16, self.identity, "trace", root_run_id)
+    def trace(self, root_run_id: int, started_at: str | None, goal: str) -> int:
+        """The trace id of the tree rooted at the run `root_run_id`, started at `started_at`
+        with `goal`."""
+        return _digest(16, self.identity, "trace", root_run_id, started_at or "", goal)
 
     def span(self, trace_id: int, table: str, *key: object) -> int:
         """The span id of the row `key` of `table` in the trace `trace_id`."""
@@ -86,16 +91,11 @@ class MappingOptions:
 
 
 def resource(identity: str, project: str) -> Resource:
-    """The resource every exported span carries: io-harness as the service, the store's
-    identity, and the Phoenix project to file the traces under."""
-    return Resource(
-        {
-            "service.name": "io-harness",
-            "harness.store.identity": identity,
-            "openinference.project.name": project,
-        },
-        schema_url=SEMCONV_SCHEMA,
-    )
+    """The resource every exported span carries: io-harness as the service, the Phoenix
+    project to file the traces under, and the export's identity when one was given."""
+    attributes: Attributes = {"service.name": "io-harness", "openinference.project.name": project}
+    _set(attributes, "harness.export.identity", identity)
+    return Resource(attributes, schema_url=SEMCONV_SCHEMA)
 
 
 def scope(version: str) -> InstrumentationScope:
@@ -106,25 +106,6 @@ def scope(version: str) -> InstrumentationScope:
 def _set(attributes: Attributes, key: str, value: AttributeValue | None) -> None:
     if value is not None and value != "":
         attributes[key] = value
-
-
-def split_tool_call(tool_call: str) -> tuple[str, str]:
-    """A step's `tool_call` as its name and its arguments: io-harness writes
-    `name:{json arguments}`; a JSON object with `name` and `arguments` is read too."""
-    text = tool_call.strip()
-    if text.startswith("{"):
-        try:
-            document = json.loads(text)
-        except ValueError:
-            document = None
-        if isinstance(document, dict) and isinstance(document.get("name"), str):
-            arguments = document.get("arguments", "")
-            if not isinstance(arguments, str):
-                arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-            return document["name"], arguments
-        return "", ""
-    name, _, arguments = text.partition(":")
-    return name.strip(), arguments
 
 
 class RunSpans:
@@ -173,23 +154,19 @@ class RunSpans:
         """The span id of a run's `invoke_agent` span."""
         return self.ids.span(trace_id, "runs", run_id)
 
-    def spans(self, rows: RunRows) -> Iterator[ReadableSpan]:
-        """The run's child spans as they are built, then the run's own span last."""
+    def spans(self, rows: RunRows, root: SpanRun) -> Iterator[ReadableSpan]:
+        """The run's child spans as they are built, then the run's own span last; `root` is
+        the root run of its tree (the run itself for a root)."""
         run = rows.run
-        trace_id = self.ids.trace(rows.root_run_id)
+        trace_id = self.ids.trace(root.id, root.started_at, root.goal)
         run_context = self._context(trace_id, self.run_span_id(trace_id, run.id))
         when = StepClock(rows)
         attempts_at = {(a.step, a.tool) for a in rows.tool_attempts}
 
-        cost = 0
-        unpriced = 0
+        priced_calls: list[int | None] = []
+        calls_of_step: dict[int, list[SpanProviderCall]] = {}
         for call in rows.provider_calls:
-            span, priced = self.chat_span(call, trace_id, run_context, when.run_start)
-            if priced is None:
-                unpriced += 1
-            else:
-                cost += priced
-            yield span
+            calls_of_step.setdefault(call.step, []).append(call)
         for server in rows.server_tool_calls:
             yield self.server_tool_span(server, trace_id, run_context, when)
         for mcp in rows.mcp_events:
@@ -201,14 +178,28 @@ class RunSpans:
         for step in rows.steps:
             steps = max(steps, step.step)
             tokens += step.tokens
-            events.append(self.step_event(step, when.at(step.step)))
-            name, arguments = split_tool_call(step.tool_call)
-            if not name:
-                continue
-            if (step.step, name) in attempts_at:
-                when.keep_step(step, name)
-            else:
-                yield self.step_tool_span(step, name, arguments, trace_id, run_context, when)
+            calls = step_calls(step.tool_call)
+            events.append(self.step_event(step, calls, when.at(step.step)))
+            for call in calls_of_step.pop(step.step, ()):
+                # a step's provider calls were asked its prompt and answered its calls
+                content = (step, calls) if self.options.include_content else None
+                span, priced = self.chat_span(call, trace_id, run_context, when, content)
+                priced_calls.append(priced)
+                yield span
+            for index, (name, arguments) in enumerate(calls):
+                if (step.step, name) in attempts_at:
+                    when.keep_step(step, name, arguments)
+                else:
+                    yield self.step_tool_span(
+                        step, index, name, arguments, trace_id, run_context, when
+                    )
+        for left in calls_of_step.values():  # provider calls of steps never recorded
+            for call in left:
+                span, priced = self.chat_span(call, trace_id, run_context, when, None)
+                priced_calls.append(priced)
+                yield span
+        cost = sum(p for p in priced_calls if p is not None)
+        unpriced = sum(1 for p in priced_calls if p is None)
         for attempt in rows.tool_attempts:
             yield self.tool_attempt_span(attempt, run.id, trace_id, run_context, when)
         for row in rows.event_rows:
@@ -279,9 +270,12 @@ class RunSpans:
         )  # fmt: skip
 
     def chat_span(
-        self, call: SpanProviderCall, trace_id: int, parent: SpanContext, floor: int
-    ) -> tuple[ReadableSpan, int | None]:
-        """A provider call's `chat {model}` span, and its priced cost (None: unpriced)."""
+        self, call: SpanProviderCall, trace_id: int, parent: SpanContext, when: StepClock,
+        content: tuple[SpanStep, tuple[tuple[str, str], ...]] | None,
+    ) -> tuple[ReadableSpan, int | None]:  # fmt: skip
+        """A provider call's `chat {model}` span, and its priced cost (None: unpriced);
+        `content` is the call's step and its tool calls, whose prompt and calls it carries."""
+        floor = when.run_start
         end = stamp_ns(call.at) or floor
         start = max(end - call.latency_ms * 1_000_000, floor)
         end = max(end, start + call.latency_ms * 1_000_000)
@@ -322,6 +316,9 @@ class RunSpans:
             priced = prices.cost_micros(call.model, usage_of(call))
             if priced is not None:
                 a["harness.cost.micros"] = priced
+        if content is not None:
+            step, calls = content
+            chat_content(a, step, calls if call.failure is None else None, call.finish_reason)
         name = f"chat {call.model}" if call.model else "chat"
         context = self._context(trace_id, self.ids.span(trace_id, "provider_calls", call.id))
         span = self._span(name, context, parent, a, start, end, kind=SpanKind.CLIENT, status=status)
@@ -349,9 +346,9 @@ class RunSpans:
         a["harness.tool.open"] = attempt.completed_at is None
         start = stamp_ns(attempt.started_at) or when.at(attempt.step)
         end = stamp_ns(attempt.completed_at) or start
-        step = when.step_row(attempt.step, attempt.tool)
-        if step is not None and self.options.include_content:
-            self._content(a, split_tool_call(step.tool_call)[1], step.result)
+        kept = when.step_row(attempt.step, attempt.tool)
+        if kept is not None and self.options.include_content:
+            self._content(a, kept[1], kept[0].result)
         key = (run_id, attempt.id, attempt.started_at)  # attempt ids may be reused
         context = self._context(trace_id, self.ids.span(trace_id, "tool_attempts", *key))
         return self._span(f"execute_tool {attempt.tool}", context, parent, a, start, end)
@@ -363,17 +360,21 @@ class RunSpans:
         _set(a, "output.value", result)
 
     def step_tool_span(
-        self, step: SpanStep, name: str, arguments: str, trace_id: int, parent: SpanContext,
-        when: StepClock,
+        self, step: SpanStep, index: int, name: str, arguments: str, trace_id: int,
+        parent: SpanContext, when: StepClock,
     ) -> ReadableSpan:  # fmt: skip
-        """A step's own tool call (`steps.tool_call`) with no tool attempt recorded for it."""
-        a = self._tool_attributes(name, f"steps:{step.id}", "function")
+        """One of a step's own tool calls (`steps.tool_call`, the `index`-th of the step's
+        calls) with no tool attempt recorded for it. The first call keeps the step's own id,
+        so a step of one call has the id it always had."""
+        key: tuple[int, ...] = (step.id,) if index == 0 else (step.id, index)
+        call_id = "steps:" + ":".join(str(k) for k in key)
+        a = self._tool_attributes(name, call_id, "function")
         a["harness.tool.source"] = "steps"
         a["harness.tool.step"] = step.step
         if self.options.include_content:
             self._content(a, arguments, step.result)
         at = when.at(step.step)
-        context = self._context(trace_id, self.ids.span(trace_id, "steps", step.id))
+        context = self._context(trace_id, self.ids.span(trace_id, "steps", *key))
         return self._span(f"execute_tool {name}", context, parent, a, at, at)
 
     def server_tool_span(
@@ -414,20 +415,23 @@ class RunSpans:
         context = self._context(trace_id, self.ids.span(trace_id, "mcp_events", event.id))
         return self._span(f"execute_tool {tool}", context, parent, a, start, end, status=status)
 
-    def step_event(self, step: SpanStep, at: int) -> Event:
-        """A `harness.step` event: the step's number, decision, tokens and tool."""
+    def step_event(self, step: SpanStep, calls: tuple[tuple[str, str], ...], at: int) -> Event:
+        """A `harness.step` event: the step's number, decision, tokens and tools (several
+        calls: their names joined by " | ", their arguments as a JSON array)."""
         a: Attributes = {
             "harness.step": step.step,
             "harness.step.id": step.id,
             "harness.step.decision": step.decision,
             "harness.step.tokens": step.tokens,
         }
-        name, arguments = split_tool_call(step.tool_call)
-        _set(a, "harness.step.tool", name)
+        _set(a, "harness.step.tool", " | ".join(name for name, _ in calls))
         if self.options.include_content:
             _set(a, "harness.step.prompt", step.prompt)
             _set(a, "harness.step.result", step.result)
-            _set(a, "harness.step.tool_arguments", arguments)
+            if len(calls) == 1:
+                _set(a, "harness.step.tool_arguments", calls[0][1])
+            elif calls:
+                a["harness.step.tool_arguments"] = "[" + ",".join(c[1] for c in calls) + "]"
         return Event("harness.step", a, at)
 
     def row_event(self, row: SpanEventRow, when: StepClock) -> Event:

@@ -68,7 +68,7 @@ class StepClock:
             latest = max(latest, at)
             self._marked.append(marked)
             self._times.append(latest)
-        self._step_rows: dict[tuple[int, str], SpanStep] = {}
+        self._step_rows: dict[tuple[int, str], tuple[SpanStep, str]] = {}
         self._attempt_steps = {(a.step, a.tool) for a in rows.tool_attempts}
 
     def at(self, step: int) -> int:
@@ -76,11 +76,12 @@ class StepClock:
         index = bisect_right(self._marked, step) - 1
         return self._times[index] if index >= 0 else self.run_start
 
-    def keep_step(self, step: SpanStep, name: str) -> None:
-        """Remember a step whose tool call a tool attempt of the same step and tool records."""
+    def keep_step(self, step: SpanStep, name: str, arguments: str) -> None:
+        """Remember a step's call (with its arguments) that a tool attempt of the same step and
+        tool records."""
         if (step.step, name) in self._attempt_steps:
-            self._step_rows[(step.step, name)] = step
+            self._step_rows[(step.step, name)] = (step, arguments)
 
-    def step_row(self, step: int, tool: str) -> SpanStep | None:
-        """The step row kept for a tool attempt's arguments and result, if any."""
+    def step_row(self, step: int, tool: str) -> tuple[SpanStep, str] | None:
+        """The step row and the call's arguments kept for a tool attempt, if any."""
         return self._step_rows.get((step, tool))

@@ -3,10 +3,14 @@ run's trace read back as one (its header and its entries in order)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Self
+
+from ..formats import step_tool_calls
+from .trace import ToolCall
 
 
 class RunStatus(Enum):
@@ -45,6 +49,14 @@ class StepRecord:
     def with_trace(self, prompt: str, tool_call: str, tokens: int) -> Self:
         """The same entry with its prompt, tool call and token count."""
         return replace(self, prompt=prompt, tool_call=tool_call, tokens=tokens)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The step's tool calls, read from `tool_call` by upstream's grammar (several calls
+        joined by `" | "`), each with its arguments parsed from JSON; empty when the step
+        called no tool or its `tool_call` is not in upstream's form (it stays as written)."""
+        calls = step_tool_calls(self.tool_call) or ()
+        return tuple(ToolCall(name, json.loads(arguments)) for name, arguments in calls)
 
 
 @dataclass(frozen=True)

@@ -9,17 +9,12 @@ from __future__ import annotations
 from sqlalchemy import Column, Connection, Engine, MetaData, String, Table, inspect
 
 from ..dialects.sqlite import WRITE
-from ..errors import SchemaError
+from ..errors import IncompleteCopyError as IncompleteCopyError
 
 COPY_MARKER = "harness_store_copy_in_progress"
 """A table that exists in a target only while a copy into it is unfinished: created (and
 committed) right after the schema, dropped in the transaction that commits the rows. A target
 that still has it was left by a copy killed before its commit (SIGKILL, power loss)."""
-
-
-class IncompleteCopyError(SchemaError):
-    """The database is a copy target left unfinished by a killed copy: it has the schema but
-    none of the rows. Nothing reads or writes it; `copy --replace` (or `--resume`) redoes it."""
 
 
 def copy_in_progress(conn: Connection) -> bool:

@@ -26,6 +26,7 @@ from ..dialects.sqlite import WRITE
 from ..errors import RunNotFoundError
 from .connector import Connector, SQLiteConnector, connector_for
 from .driver import DriverStatement as DriverStatement
+from .point_reads import compiled
 from .spend_keeper import SpendKeeper
 
 T = TypeVar("T")
@@ -146,6 +147,11 @@ class StoreBase:
     def _driver_read(self, statement: DriverStatement, values: Mapping[str, Any]) -> list[Any]:
         """One pre-compiled SELECT as its own snapshot (see `Connector.driver_read`)."""
         return self._connector.driver_read(statement, values)
+
+    def _point(self, name: str, build: Any, *shape: Any, **values: Any) -> list[Any]:
+        """The rows of the point read `name` with its parameters `values`, built by
+        `build(*shape)` and compiled once per dialect (see `point_reads`)."""
+        return self._driver_read(compiled(self._engine, name, build, *shape), values)
 
     def _translated(self) -> AbstractContextManager[None]:
         """Driver errors raised in the body as typed `StoreError`s."""

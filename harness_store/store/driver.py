@@ -27,15 +27,25 @@ class DriverStatement:
     sql: str
     names: tuple[str, ...] | None
     """Parameter order for a positional paramstyle; None when the driver takes a mapping."""
+    fixed: Mapping[str, Any] | None = None
+    """The values the statement was built with (its constants, bound as parameters), which
+    every call sends beside its own; None when it has none."""
 
     @classmethod
     def compile(cls, statement: ClauseElement, engine: Engine) -> DriverStatement:
         compiled: Any = statement.compile(dialect=engine.dialect)
         names = tuple(compiled.positiontup or ()) if compiled.positional else None
-        return cls(str(compiled), names)
+        fixed = {
+            name: compiled.params[name]
+            for name, bind in compiled.binds.items()
+            if not bind.required and name in compiled.params
+        }
+        return cls(str(compiled), names, fixed or None)
 
     def params(self, values: Mapping[str, Any]) -> Sequence[Any] | Mapping[str, Any]:
         """The parameters in the form the driver wants."""
+        if self.fixed is not None:
+            values = {**self.fixed, **values}
         if self.names is None:
             return values
         if len(self.names) == 1:

@@ -21,6 +21,7 @@ from ..formats import i64
 from ..records import AssistantTurn, LeaseRow
 from .marks import local, reads, writes
 from .older import OlderStoreMixin
+from .point_reads import run_lease as point_lease
 
 _OWNER_SEQ = itertools.count()
 
@@ -259,8 +260,8 @@ class LeasesMixin(OlderStoreMixin):
         when the run has no lease."""
         if self._lacks("run_leases"):
             return None
-        with self._read() as conn:
-            return self._read_lease(conn, run_id)
+        rows = self._point("run_lease", point_lease, self._backend.now(), run_id=run_id)
+        return None if not rows else lease_row(run_id, rows[0][:5], rows[0][5])
 
     # --- the checkpoint's side -----------------------------------------------------------
 

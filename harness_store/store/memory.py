@@ -31,6 +31,7 @@ from ..records import (
 )
 from .marks import reads, writes
 from .older import OlderStoreMixin
+from .point_reads import memory_entry as point_entry
 
 FACT = "fact"
 DECISION = "decision"
@@ -333,8 +334,9 @@ class MemoryMixin(OlderStoreMixin):
     @reads
     def memory_get(self, workspace: str, key: str) -> MemoryEntry | None:
         """One entry of `workspace` by key, if it holds one."""
-        found = self._entries(workspace, key)
-        return found[0] if found else None
+        has_kinds = self._has_columns("memory", "kind", "pinned")
+        rows = self._point("memory_get", point_entry, has_kinds, workspace=workspace, key=key)
+        return memory_entry(*rows[0]) if rows else None
 
     @writes
     def memory_forget(self, workspace: str, key: str, run_id: int, step: int) -> MemoryForget:

@@ -6,13 +6,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     Select,
     bindparam,
     case,
     func,
     insert,
+    inspect,
     literal_column,
-    null,
     select,
     text,
     tuple_,
@@ -28,6 +29,8 @@ from ..policy import PolicyFormatError, parse_policy, policy_document
 from ..records import RunStatus, RunSummary, StepRecord
 from .base import DriverStatement, StoreBase
 from .marks import pages, reads, writes
+from .point_reads import RUN_ID, resumable, run_status
+from .point_reads import run_summary as summary_of
 
 STEP_PAGE = 1000
 """Rows per page when `iter_steps` streams a run."""
@@ -47,6 +50,9 @@ STEP_TEXT_COLUMNS = ("decision", "result", "prompt", "tool_call")
 
 PAUSING_OUTCOMES = frozenset({"awaiting_approval", "awaiting_plan"})
 """Outcomes that leave a run waiting for a person: paused, no summary (the plan gate's 0.31)."""
+
+RunKey = int | BindParameter[Any]
+"""A run id, or the parameter of a statement compiled once (`point_reads.RUN_ID`)."""
 
 REPLY_TURN = "reply"
 """`runs.turn_kind` of a session turn that answered rather than acted (0.37)."""
@@ -98,12 +104,12 @@ def steps_of(run_id: int) -> Select[int, str, str, str, str, int, int]:
     )
 
 
-def last_step_of(run_id: int) -> Select[int]:
+def last_step_of(run_id: RunKey) -> Select[int]:
     """`MAX(step)` of a run, 0 without steps: its progress (retries share a step number)."""
     return select(func.coalesce(func.max(m.Step.step), 0)).where(m.Step.run_id == run_id)
 
 
-def tokens_of(run_id: int, *, has_turns: bool = True) -> Select[int]:
+def tokens_of(run_id: RunKey, *, has_turns: bool = True) -> Select[int]:
     """What a run spent, as upstream counts it since 0.37: a reply turn (`turn_kind` 'reply')
     commits no steps, so its provider calls' `total_tokens`; any other run, `SUM(tokens)` of
     its steps. 0 when there is nothing to sum. A store from before 0.37 (`has_turns` false,
@@ -115,6 +121,14 @@ def tokens_of(run_id: int, *, has_turns: bool = True) -> Select[int]:
     reply = select(m.Run.turn_kind).where(m.Run.id == run_id).scalar_subquery() == REPLY_TURN
     by_calls = select(func.coalesce(func.sum(calls.total_tokens), 0)).where(calls.run_id == run_id)
     return select(case((reply, by_calls.scalar_subquery()), else_=by_steps.scalar_subquery()))
+
+
+def _last_step() -> Select[int]:
+    return last_step_of(RUN_ID)
+
+
+def _tokens(has_turns: bool) -> Select[int]:
+    return tokens_of(RUN_ID, has_turns=has_turns)
 
 
 def token_terms_of(run_id: int, *, has_turns: bool = True) -> Select[Any]:
@@ -263,14 +277,14 @@ class RunsMixin(StoreBase):
     @reads
     def last_step(self, run_id: int) -> int:
         """The highest step number recorded for a run, or 0 — the resume point."""
-        return int(self._scalar(last_step_of(run_id)))
+        return int(self._point("last_step", _last_step, run_id=run_id)[0][0])
 
     @reads
     def spent_tokens(self, run_id: int) -> int:
         """The run's durable spend, restored on resume: its steps' tokens, or for a reply turn
         (0.37) its provider calls' total tokens."""
         has_turns = self._has_columns("runs", "turn_kind")
-        return token_sum(self._scalar(tokens_of(run_id, has_turns=has_turns)))
+        return token_sum(self._point("spent_tokens", _tokens, has_turns, run_id=run_id)[0][0])
 
     @reads
     def canonical_trace(self, run_id: int) -> str:
@@ -323,8 +337,8 @@ class RunsMixin(StoreBase):
     @reads
     def status(self, run_id: int) -> str | None:
         """The durable run status, or None if the run does not exist."""
-        value: str | None = self._run_column(run_id, m.Run.status, missing_ok=True)
-        return value
+        rows = self._point("status", run_status, run_id=run_id)
+        return rows[0][0] if rows else None
 
     @reads
     def run_status(self, run_id: int) -> RunStatus | None:
@@ -408,14 +422,10 @@ class RunsMixin(StoreBase):
     def run_summary(self, run_id: int) -> RunSummary | None:
         """What a finished run cost and whether it worked; None if it has not finished, is
         paused, or was finished before 0.12."""
-        o = m.RunOutcome
-        statement = select(
-            o.run_id, o.outcome, o.success, o.steps, o.tokens, o.duration_ms, o.finished_at
-        ).where(o.run_id == run_id)
-        with self._read() as conn:
-            row = conn.execute(statement).first()
-        if row is None:
+        rows = self._point("run_summary", summary_of, run_id=run_id)
+        if not rows:
             return None
+        row = rows[0]
         return RunSummary(
             int(row[0]),
             row[1],
@@ -434,22 +444,35 @@ class RunsMixin(StoreBase):
         not exist, or it is a reply turn that was still answering (0.37: it committed no step,
         so there is nothing to continue). A completed run is resumable (as a no-op)."""
         # Before 0.37 (a read-only Store on an older store) no run is a turn.
-        turn = m.Run.turn_kind if self._has_columns("runs", "turn_kind") else null()
-        with self._read() as conn:
-            version = self._backend.checkpoint_format(conn)
-            if version > CHECKPOINT_FORMAT:
-                raise ResumeError(
-                    f"checkpoint format {version} is newer than supported {CHECKPOINT_FORMAT}; "
-                    "upgrade harness_store to resume this run"
-                )
-            found = conn.execute(select(turn, m.Run.status).where(m.Run.id == run_id)).first()
+        has_turns = self._has_columns("runs", "turn_kind")
+        format_sql = self._format_column()
+        row = self._point("resumable", resumable, format_sql, has_turns, run_id=run_id)[0]
+        version, turn, status, found = int(row[0] or 0), row[1], row[2], row[3]
+        if version > CHECKPOINT_FORMAT:
+            raise ResumeError(
+                f"checkpoint format {version} is newer than supported {CHECKPOINT_FORMAT}; "
+                "upgrade harness_store to resume this run"
+            )
         if found is None:
             raise ResumeError(f"no run with id {run_id} in the store")
-        if tuple(found) == (REPLY_TURN, "running"):
+        if (turn, status) == (REPLY_TURN, "running"):
             raise ResumeError(
                 f"run {run_id} is a conversational turn that was answering when it stopped; it "
                 "committed no step, so there is nothing to continue — take the turn again"
             )
+
+    _format_table_seen = False
+
+    def _format_column(self) -> str:
+        """The backend's expression of the checkpoint format, or `0` for a store without the
+        table it reads (one from before 0.7, read-only); whether the table is there is asked
+        until it is (a writable Store has it from its open on)."""
+        expression, table = self._backend.checkpoint_format_column()
+        if table is None or self._format_table_seen:
+            return expression
+        with self._read() as conn:
+            self._format_table_seen = inspect(conn).has_table(table)
+        return expression if self._format_table_seen else "0"
 
     @writes
     def record_run_policy(self, run_id: int, policy: Mapping[str, Any] | str) -> None:

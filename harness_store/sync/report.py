@@ -6,7 +6,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from ..errors import InvalidValueError, StoreError
+from ..errors import DuplicateOriginError as DuplicateOriginError
+from ..errors import StoreError
+from ..errors import SyncRefusedError as SyncRefusedError
 
 Progress = Callable[[str, int, int, int], None]
 """`progress(source, sources_done, sources_total, rows_sent)`: called when a source starts
@@ -108,26 +110,6 @@ class SyncReport:
         lines += ["  " + o.describe() for o in self.origins]
         lines += [f"  {r.source}: refused: {r.error}" for r in self.refused]
         return lines
-
-
-class SyncRefusedError(StoreError):
-    """Some sources were refused (nothing of them written) while the others were synced;
-    `report` says what was synced, `refused` which sources were left out and why."""
-
-    def __init__(self, report: SyncReport) -> None:
-        self.report = report
-        self.refused = report.refused
-        names = "; ".join(f"{r.source}: {r.error}" for r in report.refused)
-        done = len(report.origins)
-        super().__init__(
-            f"{len(report.refused)} of {done + len(report.refused)} sources refused, nothing "
-            f"of them synced ({names})"
-        )
-
-
-class DuplicateOriginError(InvalidValueError):
-    """Two sources of one sync carry the same origin mark (one is a copy of the other);
-    nothing was synced."""
 
 
 def merged(

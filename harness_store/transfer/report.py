@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import SchemaError, StoreError
+from ..errors import CopyError as CopyError
+from ..errors import CopyVerificationError as CopyVerificationError
+from ..errors import TargetNotEmptyError as TargetNotEmptyError
+from ..errors import UnknownTablesError as UnknownTablesError
 from ..schema.releases import NEWEST_KNOWN_RELEASE
 
 DEFAULT_BATCH_SIZE = 1000
@@ -13,28 +16,6 @@ DEFAULT_BATCH_SIZE = 1000
 
 Progress = Callable[[str, int, int], None]
 """`progress(table_name, rows_done, rows_total)`, called as a copy advances."""
-
-
-class TargetNotEmptyError(SchemaError):
-    """The copy target already holds tables; a copy only goes into an empty database.
-    Nothing was changed."""
-
-
-class UnknownTablesError(SchemaError):
-    """The source has tables (or columns) of a newer io-harness that a 0.13 copy cannot carry;
-    refused, with nothing changed, unless told to leave them out."""
-
-
-class CopyError(StoreError):
-    """The copy failed while writing the target; the target was put back to empty."""
-
-
-class CopyVerificationError(CopyError):
-    """The row counts of source and target differ after the copy.
-
-    Found before the commit (the usual case), the target was emptied again like any failed
-    copy; found by the second count after the commit, the copy is left in place and the
-    message says so."""
 
 
 @dataclass(frozen=True)

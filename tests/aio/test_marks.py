@@ -9,12 +9,14 @@ generator of reads runs as an async iteration on both backends (real stores).
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import importlib
 import inspect
 from collections.abc import Callable
 
 from harness_store import AsyncStore, StepRecord, Store
-from harness_store.aio.methods import KINDS, NOT_MIRRORED, access, public_methods, unmarked
+from harness_store.aio.methods import NOT_MIRRORED, access, public_methods, unmarked
 from harness_store.store import marks
 from harness_store.store.marks import MARK, access_of
 from harness_store.store.runs import RunsMixin
@@ -62,12 +64,27 @@ def test_iterators_and_only_iterators_are_marked_as_pages() -> None:
 
 
 def test_the_kinds_asyncstore_runs_by_are_the_marks() -> None:
-    assert KINDS["checkpoint_step"] == "write"
-    assert KINDS["steps"] == "read"
-    assert KINDS["compact"] == "maintenance"
-    assert KINDS["owner"] == "local"
-    assert {KINDS[name] for name in KINDS} == {"read", "write", "maintenance", "local"}
-    assert all(KINDS[name] == access(Store, name).kind for name in KINDS)
+    """Each generated coroutine hands its runner the kind its Store method is marked with."""
+    generated = inspect.getsource(importlib.import_module("harness_store.aio.generated"))
+    kinds = {"READ": "read", "WRITE": "write", "MAINTENANCE": "maintenance"}
+    seen: dict[str, str] = {}
+    for node in ast.walk(ast.parse(generated)):
+        if isinstance(node, ast.AsyncFunctionDef | ast.FunctionDef):
+            for call in ast.walk(node):
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+                    continue
+                if call.func.attr in {"_call", "_iterate"}:
+                    kind = call.args[0]
+                    assert isinstance(kind, ast.Name), node.name
+                    seen[node.name] = kinds[kind.id]
+                elif call.func.attr == "_local":
+                    seen[node.name] = "local"
+    assert seen["checkpoint_step"] == "write"
+    assert seen["steps"] == "read"
+    assert seen["compact"] == "maintenance"
+    assert seen["owner"] == "local"
+    assert all(kind == access(Store, name).kind for name, kind in seen.items())
+    assert set(seen) == public_methods(Store) - NOT_MIRRORED - {"follow", "acquire_lease"}
 
 
 def test_a_mark_adds_no_wrapper_to_the_sync_call() -> None:

@@ -91,8 +91,22 @@ def otlp_command(
             "--project", metavar="NAME", help="The project name Phoenix files the traces under."
         ),
     ] = "io-harness",
+    identity: Annotated[
+        str | None,
+        typer.Option(
+            "--identity",
+            metavar="NAME",
+            help="Mixed into every trace and span id: another NAME gives the same runs other "
+            "ids, so a second destination (another MLflow experiment) gets traces of its own.",
+        ),
+    ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", metavar="SECONDS", help="Per request, retries included.")
+        float,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            help="The most each request may take, retries included (a wall-clock limit).",
+        ),
     ] = 10.0,
 ) -> None:
     """Send the store's runs to an OTLP/HTTP receiver (Phoenix, Jaeger, Langfuse, MLflow) as
@@ -110,6 +124,8 @@ def otlp_command(
         ) from None
     from ..spend import load_prices
 
+    if not timeout > 0:
+        raise CliError(EXIT_USAGE, "--timeout takes a number of seconds above 0")
     headers = parse_headers(header or [])
     table = load_prices(prices) if prices is not None else None
     try:
@@ -124,6 +140,7 @@ def otlp_command(
             report = export(
                 reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
                 include_content=include_content, prices=table, project=project, timeout=timeout,
+                identity=identity,
             )  # fmt: skip
         console.print(summary(report), highlight=False, soft_wrap=True)
         return
@@ -133,7 +150,7 @@ def otlp_command(
         report = export(
             reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
             include_content=include_content, prices=table, project=project, timeout=timeout,
-            finished_only=True,
+            identity=identity, finished_only=True,
         )  # fmt: skip
         console.print(summary(report), highlight=False, soft_wrap=True)
 
@@ -142,9 +159,10 @@ def otlp_command(
 
         try:
             follow_runs(
-                reader.store, endpoint=endpoint, cursor=report.cursor, running=report.running,
-                headers=headers, include_content=include_content, prices=table,
-                project=project, timeout=timeout, on_send=shipped,
+                reader.store, endpoint=endpoint, after=report.last_run_id,
+                running=report.running, headers=headers, include_content=include_content,
+                prices=table, project=project, timeout=timeout, identity=identity,
+                on_send=shipped,
             )  # fmt: skip
         except KeyboardInterrupt:
             return

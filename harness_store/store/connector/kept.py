@@ -3,10 +3,12 @@
 Borrowing a pooled connection per checkpoint costs a pre-ping (a round trip) plus the pool's
 checkout and reset: about half the time of the statement itself. A Store instead keeps a small
 set of connections in autocommit, each with its cursor, and hands one to each call (threads
-take whichever is idle; at most `cap` exist, so many threads never exhaust the pool). Before a
-connection is reused, the backend checks it (see `Backend.connection_alive`: locally, and with
-a round trip only after it sat idle); a dead one is dropped and a fresh one taken. A
-connection that failed mid-call is never reused.
+take whichever is idle; at most `cap` exist, so many threads never exhaust the pool). When all
+are busy, waiting threads are served in the order they came: a connection given back is handed
+to the longest waiter, so a thread calling in a loop cannot take its own back ahead of them.
+Before a connection is reused, the backend checks it (see `Backend.connection_alive`: locally,
+and with a round trip only after it sat idle, or after its last call failed); a dead one is
+dropped and a fresh one taken. A connection that failed mid-call is never reused.
 
 An `AsyncStore` on PostgreSQL keeps a set too (`on_loop=True`): its calls all run on the event
 loop's thread, each in a greenlet, so a kept connection there is psycopg's `AsyncConnection`
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -96,8 +99,24 @@ class Awaited:
         await_only(self._cursor.close())
 
 
+class _Waiter:
+    """A thread waiting for a kept connection: what it is handed (a connection, or None for
+    a free place to open one in), and its own condition on the set's lock."""
+
+    __slots__ = ("handed", "ready")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.handed: Held | object | None = _WAITING
+        self.ready = threading.Condition(lock)
+
+
+_WAITING = object()
+"""What a waiter holds until it is handed something."""
+
+
 class HeldConnections:
-    """A small LIFO set of kept driver connections (see the module)."""
+    """A small LIFO set of kept driver connections, handed to waiting threads in the order
+    they came (see the module)."""
 
     def __init__(
         self,
@@ -119,21 +138,28 @@ class HeldConnections:
         self._ping_after = ping_after
         self._idle: list[Held] = []
         self._count = 0
-        self._ready = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._waiters: deque[_Waiter] = deque()
+        """Threads waiting for a connection, the longest first. A connection given back (or
+        the place of one dropped) goes to the first of them, never to the idle list, so a
+        thread that just gave one back cannot take it again ahead of them."""
         self._closed = False
 
     def take(self) -> Held | None:
         """An idle live connection, a new one while fewer than `cap` exist, else the next one
-        another thread gives back (on the loop: else None, and the call borrows instead)."""
+        given back once the threads that waited longer were served (on the loop: else None,
+        and the call borrows instead)."""
         while True:
-            with self._ready:
-                while not self._idle and self._count >= self._cap:
-                    if self._on_loop:
-                        return None
-                    self._ready.wait()
-                held = self._idle.pop() if self._idle else None
-                if held is None:
+            with self._lock:
+                if self._idle:
+                    held: Held | None = self._idle.pop()
+                elif self._count < self._cap:
                     self._count += 1
+                    held = None
+                elif self._on_loop:
+                    return None
+                else:
+                    held = self._wait()
             if held is None:
                 return self._new()
             try:
@@ -144,6 +170,35 @@ class HeldConnections:
             if usable:
                 return held
             self._drop(held)
+
+    def _wait(self) -> Held | None:
+        """Wait (holding the lock) in line for what a thread hands over: a connection, or
+        None for a place to open one in. Interrupted, the place in line is given up and
+        anything already handed over passes on."""
+        waiter = _Waiter(self._lock)
+        self._waiters.append(waiter)
+        try:
+            while waiter.handed is _WAITING:
+                waiter.ready.wait()
+        except BaseException:
+            if waiter.handed is _WAITING:
+                self._waiters.remove(waiter)
+            else:
+                self._pass_on(waiter.handed)  # type: ignore[arg-type]
+            raise
+        return waiter.handed  # type: ignore[return-value]
+
+    def _pass_on(self, held: Held | None) -> None:
+        """(Holding the lock.) A connection, or the place of one dropped (None), to the
+        longest waiter; with none waiting, to the idle list (or the count)."""
+        if self._waiters:
+            waiter = self._waiters.popleft()
+            waiter.handed = held
+            waiter.ready.notify()
+        elif held is not None:
+            self._idle.append(held)
+        else:
+            self._count -= 1
 
     def _new(self) -> Held:
         """A fresh kept connection from the pool; one whose setup did not finish (a call
@@ -173,13 +228,14 @@ class HeldConnections:
                 return False
         return True
 
-    def give(self, held: Held, reusable: bool) -> None:
-        """Take a connection back after a call; one left in an unknown state is dropped."""
+    def give(self, held: Held, reusable: bool, *, failed: bool = False) -> None:
+        """Take a connection back after a call; one left in an unknown state is dropped. One
+        whose call failed (but that is idle again) is checked with a round trip before its
+        next use, as one idle for long is."""
         if reusable and not self._closed:
-            held.used = time.monotonic()
-            with self._ready:
-                self._idle.append(held)
-                self._ready.notify()
+            held.used = float("-inf") if failed else time.monotonic()
+            with self._lock:
+                self._pass_on(held)
             return
         self._drop(held)
 
@@ -190,14 +246,13 @@ class HeldConnections:
             self._forget()
 
     def _forget(self) -> None:
-        with self._ready:
-            self._count -= 1
-            self._ready.notify()
+        with self._lock:
+            self._pass_on(None)
 
     def close(self) -> None:
         """Close the idle connections; those in use are closed when given back."""
         self._closed = True
-        with self._ready:
+        with self._lock:
             idle, self._idle = self._idle, []
         for held in idle:
             self._drop(held)

@@ -120,7 +120,7 @@ class PooledConnector(Connector):
         if held is None:
             return super().driver_read(statement, values)
         assert self._kept is not None
-        reusable = False
+        reusable = failed = False
         try:
             rows: list[Any] = held.cursor.execute(
                 statement.sql, statement.params(values)
@@ -128,10 +128,10 @@ class PooledConnector(Connector):
             reusable = True
             return rows
         except Exception as exc:
-            reusable = self.backend.connection_idle(held.driver)
+            reusable = failed = self.backend.connection_idle(held.driver)
             self.raise_typed(exc)
         finally:
-            self._kept.give(held, reusable)
+            self._kept.give(held, reusable, failed=failed)
 
     def _kept_write(self, work: Work, many: bool) -> bool:
         """Pre-compiled statements on a kept connection: one statement in autocommit, atomic
@@ -147,7 +147,7 @@ class PooledConnector(Connector):
         if held is None:
             return False
         alone = len(work) == 1 and not many
-        reusable = False
+        reusable = failed = False
         try:
             cursor = held.cursor
             if alone:
@@ -160,10 +160,10 @@ class PooledConnector(Connector):
                         run(statement.sql, params)
             reusable = True
         except Exception as exc:
-            reusable = self.backend.connection_idle(held.driver)
+            reusable = failed = self.backend.connection_idle(held.driver)
             self.raise_typed(exc, may_have_committed=alone)
         finally:
-            self._kept.give(held, reusable)
+            self._kept.give(held, reusable, failed=failed)
         return True
 
 

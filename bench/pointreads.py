@@ -1,0 +1,133 @@
+"""Benchmark 15: the point reads a harness makes per resume and per finished run, beside the
+driver.
+
+A 1,000-step run, finished. The resume sequence (`check_resumable`, `last_step`,
+`spent_tokens`) and `run_summary`, beside the same answers read with the raw driver on one
+connection (on SQLite: `PRAGMA user_version`, the run's kind and status, `MAX(step)`, the
+token sum; on PostgreSQL the same four statements in autocommit). Variants alternate in
+rounds; on SQLite the figure is CPU time (`time.process_time`: the client's work, as the
+file is in the page cache), on PostgreSQL wall time (round trips).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .common import Config, Table, fmt_ratio, fmt_time, interleaved, median, say, step_records
+from .stores import SQLITE, Backend, backends, scratch_target
+
+RESUME_TARGET = {"SQLite": 5.0, "PostgreSQL": 3.0}
+"""The resume sequence: at most this many times the raw driver's (CPU on SQLite, wall on
+PostgreSQL)."""
+SUMMARY_TARGET = 5.0
+"""`run_summary`: at most this many times the raw driver's."""
+STEPS = 1_000
+
+FORMAT = {
+    "SQLite": "PRAGMA user_version",
+    "PostgreSQL": "SELECT user_version FROM harness_user_version",
+}
+RUN = "SELECT turn_kind, status FROM runs WHERE id = ?"
+LAST = "SELECT COALESCE(MAX(step), 0) FROM steps WHERE run_id = ?"
+TOKENS = "SELECT COALESCE(SUM(tokens), 0) FROM steps WHERE run_id = ?"
+SUMMARY = (
+    "SELECT run_id, outcome, success, steps, tokens, duration_ms, finished_at "
+    "FROM run_outcomes WHERE run_id = ?"
+)
+
+
+def run(cfg: Config) -> list[Table]:
+    from harness_store import Store
+
+    table = Table(
+        "15. point reads: the resume sequence and run_summary, beside the raw driver",
+        ["backend", "read", "clock", "raw", "Store", "Store ÷ raw", "target", "result"],
+    )
+    calls = cfg.pick(2_000, 400)
+    rounds = cfg.pick(7, 5)
+    for backend in backends(cfg):
+        with scratch_target(cfg, backend, "pointreads") as target:
+            store = Store.open(target)
+            try:
+                run_id = store.start_run("benchmark run", "src/parser.rs")
+                store.checkpoint_steps(run_id, step_records(1, STEPS))
+                store.finish_run(run_id, "success")
+                raw = backend.connect(target, True)
+                try:
+                    say(f"{backend.name} point reads, {calls} calls x {rounds} rounds")
+                    rows = measure(backend, store, raw, run_id, calls, rounds)
+                finally:
+                    raw.close()
+            finally:
+                store.close()
+        clock = "CPU" if backend is SQLITE else "wall"
+        for name, raw_t, store_t, target_ratio in rows:
+            ratio = store_t / raw_t
+            verdict = table.check(
+                f"{backend.name} {name} ≤ {target_ratio:g}× raw ({clock})", ratio <= target_ratio
+            )
+            table.add(
+                backend.name,
+                name,
+                clock,
+                fmt_time(raw_t),
+                fmt_time(store_t),
+                fmt_ratio(ratio),
+                f"≤ {target_ratio:g}×",
+                verdict,
+            )
+    table.notes.append(
+        f"a {STEPS:,}-step finished run; per call, the median over {rounds} alternating rounds "
+        f"of {calls} calls; raw: one connection (autocommit on PostgreSQL), the same answers"
+    )
+    return [table]
+
+
+def measure(
+    backend: Backend, store: Any, raw: Any, run_id: int, calls: int, rounds: int
+) -> list[tuple[str, float, float, float]]:
+    clock: Callable[[], float] = time.process_time if backend is SQLITE else time.perf_counter
+    cursor = raw.cursor()
+    one = (run_id,)
+    fmt, run_sql, last, tokens, summary = (
+        backend.sql(s) if s != FORMAT[backend.name] else s
+        for s in (FORMAT[backend.name], RUN, LAST, TOKENS, SUMMARY)
+    )
+
+    def raw_resume() -> None:
+        cursor.execute(fmt).fetchone()
+        cursor.execute(run_sql, one).fetchone()
+        cursor.execute(last, one).fetchone()
+        cursor.execute(tokens, one).fetchone()
+
+    def store_resume() -> None:
+        store.check_resumable(run_id)
+        store.last_step(run_id)
+        store.spent_tokens(run_id)
+
+    def raw_summary() -> None:
+        cursor.execute(summary, one).fetchone()
+
+    def store_summary() -> None:
+        store.run_summary(run_id)
+
+    def per_call(fn: Callable[[], None]) -> Callable[[], float]:
+        def timed() -> float:
+            start = clock()
+            for _ in range(calls):
+                fn()
+            return (clock() - start) / calls
+
+        return timed
+
+    out = []
+    for name, raw_fn, store_fn, target in (
+        ("resume (check_resumable, last_step, spent_tokens)", raw_resume, store_resume,
+         RESUME_TARGET[backend.name]),
+        ("run_summary", raw_summary, store_summary, SUMMARY_TARGET),
+    ):  # fmt: skip
+        times = interleaved([("raw", per_call(raw_fn)), ("store", per_call(store_fn))], rounds)
+        out.append((name, median(times["raw"]), median(times["store"]), target))
+    return out

@@ -1,0 +1,85 @@
+"""Point reads on a cached path: the reads a harness makes per step or per resume, compiled
+once per dialect for every Store of the process and run as one pre-compiled statement on the
+driver (`Connector.driver_read`: on SQLite no transaction around it, on PostgreSQL one
+autocommitted round trip on a kept connection), with no SQLAlchemy statement built, cached
+or executed per call.
+
+Each read is named; its statement is built by a function of the store's shape (whether it
+has a column a read-only Store on an older store may lack) and compiled the first time a Store
+of that dialect asks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import BindParameter, Engine, bindparam, literal_column, null, select
+from sqlalchemy.sql import ClauseElement
+
+from .. import models as m
+from .driver import DriverStatement
+
+RUN_ID: BindParameter[Any] = bindparam("run_id")
+"""The run a point read is about."""
+
+Key = tuple[str, str, str, str, tuple[Any, ...]]
+"""(dialect name, driver, paramstyle, read, the shape it was built for)."""
+
+_COMPILED: dict[Key, DriverStatement] = {}
+
+
+def compiled(
+    engine: Engine, name: str, build: Callable[..., ClauseElement], *shape: Any
+) -> DriverStatement:
+    """The read `name` built by `build(*shape)`, compiled once per dialect and shape."""
+    dialect = engine.dialect
+    key = (dialect.name, dialect.driver, dialect.paramstyle, name, shape)
+    statement = _COMPILED.get(key)
+    if statement is None:
+        statement = _COMPILED[key] = DriverStatement.compile(build(*shape), engine)
+    return statement
+
+
+def resumable(format_sql: str, has_turns: bool) -> ClauseElement:
+    """One row for `check_resumable`: the checkpoint format (`format_sql`, the backend's
+    expression for it), and the run's turn kind, status and id (NULL when there is no run)."""
+    r = m.Run
+    mine = r.id == RUN_ID
+    turn: Any = select(r.turn_kind).where(mine).scalar_subquery() if has_turns else null()
+    return select(
+        literal_column(format_sql),
+        turn,
+        select(r.status).where(mine).scalar_subquery(),
+        select(r.id).where(mine).scalar_subquery(),
+    )
+
+
+def run_lease(now_sql: str) -> ClauseElement:
+    """A run's lease and the database's clock now (`now_sql`, the backend's expression)."""
+    r = m.RunLease
+    return select(
+        r.owner, r.generation, r.acquired_at, r.renewed_at, r.ttl_secs, literal_column(now_sql)
+    ).where(r.run_id == RUN_ID)
+
+
+def memory_entry(has_kinds: bool) -> ClauseElement:
+    """One memory entry by workspace and key (before 0.30 no kind or pin: NULLs)."""
+    mem = m.Memory
+    kinds: tuple[Any, Any] = (mem.kind, mem.pinned) if has_kinds else (null(), null())
+    return select(mem.key, mem.value, mem.run_id, mem.step, mem.created_at, *kinds).where(
+        mem.workspace == bindparam("workspace"), mem.key == bindparam("key")
+    )
+
+
+def run_status() -> ClauseElement:
+    """A run's status (no row when there is no run)."""
+    return select(m.Run.status).where(m.Run.id == RUN_ID)
+
+
+def run_summary() -> ClauseElement:
+    """A finished run's summary row."""
+    o = m.RunOutcome
+    return select(
+        o.run_id, o.outcome, o.success, o.steps, o.tokens, o.duration_ms, o.finished_at
+    ).where(o.run_id == RUN_ID)
