@@ -95,8 +95,7 @@ def sync_command(
         bool,
         typer.Option(
             "--follow",
-            help="Keep running: send each source's commits as they come (within about a "
-            "second), until SIGTERM or Ctrl-C.",
+            help="Keep running: send each source's commits as they come, until SIGTERM or Ctrl-C.",
         ),
     ] = False,
     quiet: Annotated[
