@@ -9,12 +9,14 @@ every 20 ms for new steps: a step's delay is when the observer first sees it min
 
 - 14a: 3 sources at 50 steps/s each, followed by one `sync --follow` process, side by side
   (same run, same sources' shape, a fresh database each) with one process running `sync` of
-  the same 3 sources in a loop. Targets: follow's median delay ≤ 1 s, worst ≤ 3 s.
-- 14b: 1, 5 and 20 follower processes (one source each, into one centre). Catch-up: each
-  source already holds steps when its follower starts; rows/s until the centre holds them all
-  (process starts included), beside one `sync` of the same stores into a fresh database. Then
-  live: each source written at 10 steps/s; the centre's delay, and each follower's CPU (its
-  user+system time over the live window, from /proc).
+  the same 3 sources in a loop; the writers start once that process has made its first pass.
+  Targets: follow's median delay ≤ 1 s, worst ≤ 3 s.
+- 14b: 1, 5 and 20 follower processes (one source each, into one centre). Catch-up: the
+  followers start while their sources are away, and once each has said it waits, the stores
+  (each already holding steps) are put in place; rows/s until the centre holds them all,
+  beside one `sync` of the same stores into a fresh database. Then live: each source written
+  at 10 steps/s; the centre's delay, and each follower's CPU (its user+system time over the
+  live window, from /proc).
 - 14c: one follower of 3 sources that nothing writes: its CPU over a minute and its memory at
   the start and end of that minute. Target: ≤ 5 % of one CPU.
 """
