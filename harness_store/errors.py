@@ -181,3 +181,8 @@ class SyncRefusedError(StoreError):
 class DuplicateOriginError(InvalidValueError):
     """Two sources of one sync carry the same origin mark (one is a copy of the other);
     nothing was synced."""
+
+
+class DatasetBusyError(StoreError):
+    """Another export is writing the same Parquet dataset directory (it holds the directory's
+    lock file). Nothing was written; run the export again once that one has finished."""

@@ -46,7 +46,7 @@ def check(done: subprocess.CompletedProcess[str], *words: str) -> None:
 @pytest.mark.parametrize("command", ["upgrade", "runs"])
 def test_psycopg_missing_names_the_extra(command: str) -> None:
     url = f"postgresql+psycopg://u:{SECRET}@127.0.0.1:5432/x"
-    check(harness_store(command, url, block="psycopg"), "pip install 'harness_store[postgresql]'")
+    check(harness_store(command, url, block="psycopg"), 'pip install ".[postgresql]"')
 
 
 @pytest.mark.parametrize("command", ["upgrade", "runs", "inspect"])
