@@ -47,7 +47,12 @@ class Follower:
         """The next event (a JSON line) `what` holds for."""
         deadline = time.monotonic() + timeout
         while True:
-            event = json.loads(self.worker.wait_line("{", max(0.1, deadline - time.monotonic())))
+            try:
+                line = self.worker.wait_line("{", max(0.1, deadline - time.monotonic()))
+            except AssertionError as exc:  # say what the follower did say
+                said = "\n".join(self.worker.lines[-20:])
+                raise AssertionError(f"{exc}\nlast lines:\n{said}\n{self.worker.stderr}") from None
+            event = json.loads(line)
             if what(event):
                 return event
 
