@@ -9,18 +9,18 @@ the statement that would remove it.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
-from ..errors import NotADatabaseError
-from ..records.health import CheckReport, Finding
-from ..schema.detect import StoreKind
+from ..errors import DamagedStoreError, NotADatabaseError
 from .app import EPILOG, DbArg, JsonOpt, app
 from .decide import open_writer
 from .output import emit_json, plural, stdout_console
 from .reader import open_reader
+
+if TYPE_CHECKING:
+    from ..records.health import CheckReport, Finding, Repaired
 
 EXIT_UNHEALTHY = 6
 """`check` found problems (after `--repair`: problems are left)."""
@@ -51,6 +51,8 @@ def report_json(report: CheckReport) -> dict[str, object]:
 
 
 def show(report: CheckReport) -> None:
+    from rich.text import Text
+
     console = stdout_console()
     for finding in report.findings:
         console.print(Text(f"{finding.kind.value}  {finding.table}: {finding.detail}"))
@@ -64,6 +66,63 @@ def show(report: CheckReport) -> None:
         console.print(Text(f"healthy: nothing found ({checked})"))
     else:
         console.print(Text(f"{plural(len(report.findings), 'problem')} found ({checked})"))
+
+
+def read_report(db: str) -> CheckReport:
+    """`Store.check` through the read-only open, which refuses what `check` refuses (with or
+    without `--repair`); a file too damaged to open is a finding, not an error."""
+    from ..records.health import CheckReport
+    from ..schema.detect import StoreKind
+
+    try:
+        with open_reader(db, require_readable=False) as reader:
+            if reader.found.kind is StoreKind.EMPTY:
+                raise NotADatabaseError(f"{reader.where} is an empty database, not a run store")
+            return reader.store.check()
+    except Exception as exc:
+        if not damaged(exc):
+            raise
+        from ..store.health import damaged_finding
+
+        return CheckReport((damaged_finding(exc),), None, None, ("integrity",))
+
+
+def damaged(exc: BaseException) -> bool:
+    """Whether an error is a damaged page of the file (SQLite's code, never its message)."""
+    from ..schema.preflight import is_malformed
+
+    return isinstance(exc, DamagedStoreError) or any(
+        is_malformed(e) for e in (exc, exc.__cause__) if e is not None
+    )
+
+
+def repair_store(db: str, report: CheckReport) -> Repaired:
+    """`Store.repair` when `report` has something it fixes on a store it may write: at the
+    head revision, its file whole. Otherwise nothing is opened for writing."""
+    from ..records.health import Repaired
+
+    if not any(f.repairable for f in report.findings) or why_not(report) != NOTHING_SAFE:
+        return Repaired((), None, report)
+    with open_writer(db) as store:
+        return store.repair()
+
+
+NOTHING_SAFE = "nothing found could be fixed safely"
+
+
+def why_not(report: CheckReport) -> str:
+    """Why `--repair` fixed nothing."""
+    from ..records.health import FindingKind
+    from ..schema.releases import HEAD
+
+    if report.of(FindingKind.INTEGRITY):
+        return "the file is damaged: recover it first (see the integrity finding)"
+    if report.revision != HEAD and any(f.repairable for f in report.findings):
+        return (
+            f"the store is at {report.revision or 'no revision'}, not {HEAD}: "
+            "`harness-store upgrade` it first"
+        )
+    return NOTHING_SAFE
 
 
 @app.command("check", epilog=EPILOG)
@@ -82,9 +141,11 @@ def check_command(
     """Check the store: the file, the schema against its revision, runs io-harness cannot
     resume, orphans, run trees, leases and spend counters. Exit code 6 when a problem is found.
     Read-only unless --repair."""
+    from rich.text import Text
+
+    report = read_report(db)
     if repair:
-        with open_writer(db) as store:
-            repaired = store.repair()
+        repaired = repair_store(db, report)
         report = repaired.after
         if as_json:
             emit_json(
@@ -101,16 +162,11 @@ def check_command(
             for line in repaired.done:
                 console.print(Text(f"repaired: {line}"))
             if not repaired.done:
-                console.print(Text("repaired: nothing (nothing found could be fixed safely)"))
+                console.print(Text(f"repaired: nothing ({why_not(report)})"))
             show(report)
+    elif as_json:
+        emit_json(report_json(report))
     else:
-        with open_reader(db, require_readable=False) as reader:
-            if reader.found.kind is StoreKind.EMPTY:
-                raise NotADatabaseError(f"{reader.where} is an empty database, not a run store")
-            report = reader.store.check()
-        if as_json:
-            emit_json(report_json(report))
-        else:
-            show(report)
+        show(report)
     if not report.healthy:
         raise typer.Exit(EXIT_UNHEALTHY)

@@ -7,8 +7,6 @@ import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import Progress, TaskID
-from rich.text import Text
 
 from ..errors import SchemaError
 from .app import EPILOG, EXIT_NOT_A_STORE, EXIT_OTHER, CliError, DbArg, JsonOpt, app
@@ -25,6 +23,7 @@ from .output import (
 from .reader import open_reader, parse_target
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
     from sqlalchemy.engine import URL
 
     from ..sync import SyncReport
@@ -119,6 +118,8 @@ def sync_command(
         *targets, into = [parse_target(store).url for store in stores]
         follow_sources(targets, into, mark=mark, as_json=as_json, quiet=quiet)
         return
+    from rich.text import Text
+
     from ..sync import SyncRefusedError, sync
 
     *sources, dest = [parse_target(store).url for store in stores]

@@ -13,6 +13,7 @@ from harness_store import Store
 from harness_store.engine import make_engine, to_url
 from harness_store.schema import migrate
 from harness_store.schema.detect import read_revision
+from harness_store.schema.releases import HEAD
 
 
 def revision_of(target: str) -> str | None:
@@ -30,7 +31,7 @@ def test_downgrade_reports_backs_up_and_lands(store_target: str) -> None:
     ran = run_in_process("downgrade", store_target, "--to", "0.22", "--json")
     assert ran.code == 0, ran
     report = json.loads(ran.out)
-    assert (report["before"], report["after"], report["changed"]) == ("hs3", "0.22", True)
+    assert (report["before"], report["after"], report["changed"]) == (HEAD, "0.22", True)
     assert revision_of(store_target) == "0.22"
     if "://" not in store_target:
         backup = Path(report["backup"])
