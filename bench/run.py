@@ -5,7 +5,7 @@
 `--list` shows every benchmark by name (for --only), the tables it prints and the figure of the
 docs each one backs. `--pg URL` (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test) adds
 the PostgreSQL rows: each benchmark creates its own scratch databases on that server and drops
-them afterwards; `pg` (1–3 on PostgreSQL) and `sync` run only with it.
+them afterwards; `pg` (1–3 on PostgreSQL), `sync` and `follow` run only with it.
 --quick uses small sizes and few rounds (a smoke run, a few minutes); the full run takes
 longer and builds large stores once under --cache (default bench/.cache), reused afterwards.
 """
@@ -74,6 +74,8 @@ BENCHMARKS = (
               function="run_prune"),
     Benchmark("sync", "sync", "10, 10b", f"{BENCH}: Sync of many stores into PostgreSQL; "
               "docs/guides/sync.md: Copy and sync, side by side", postgresql="needs --pg"),
+    Benchmark("follow", "follow", "14a, 14b, 14c", "docs/guides/sync.md: Following, figures",
+              postgresql="needs --pg"),
     Benchmark("pg", "postgres", "6.1 (checkpoint), 6.2 (batch), 11.1 (group), 6.3 (trees)",
               f"{BENCH}: Summary, PostgreSQL rows ³ ⁴; Checkpoints on PostgreSQL; "
               "docs/design/connector.md: Figures", postgresql="needs --pg"),

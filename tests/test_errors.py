@@ -17,6 +17,7 @@ INTERNAL = {
     "harness_store.policy.PolicyFormatError": "always re-raised as InvalidValueError/ResumeError",
     "harness_store.otel.transport.BatchFailed": "turned into an ExportError saying what landed",
     "harness_store.store.pricing.InexactSums": "answered again exactly from the rows",
+    "harness_store.sync.follow._Stopped": "a pass still running after a stop, rolled back",
     "harness_store.sync.rows.Unlinked": "a row held back until its link arrives",
     "harness_store.transfer.reading.WriterAppeared": "a torn read, read again",
 }

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -17,11 +18,13 @@ from .output import (
     progress_bars,
     stderr_console,
     stdout_console,
+    visible,
 )
 from .reader import open_reader, parse_target
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
+    from sqlalchemy.engine import URL
 
     from ..sync import SyncReport
 
@@ -87,21 +90,37 @@ def sync_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would be sent; write nothing.")
     ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="Keep running: send each source's commits as they come, until SIGTERM or Ctrl-C.",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="With --follow: print nothing but errors.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Merge io-harness SQLite stores into one store (PostgreSQL or SQLite), sending only what
     changed since each store's last sync: new rows, rows updated in place, deletions. Ids are
     remapped per origin; each store is read as one snapshot and written in one transaction,
-    so a sync stopped at any point is completed by the next."""
-    from rich.text import Text
-
-    from ..sync import sync
-
+    so a sync stopped at any point is completed by the next. With --follow it keeps doing so
+    as the sources change: one line per pass that sent something (--json: one JSON object a
+    line), and a summary when stopped."""
     if len(stores) < 2:
         raise typer.BadParameter(
             "give at least one source and the destination", param_hint="SRC... DST"
         )
-    from ..sync import SyncRefusedError
+    if follow:
+        if dry_run:
+            raise typer.BadParameter("--dry-run cannot be followed", param_hint="--follow")
+        *targets, into = [parse_target(store).url for store in stores]
+        follow_sources(targets, into, mark=mark, as_json=as_json, quiet=quiet)
+        return
+    from rich.text import Text
+
+    from ..sync import SyncRefusedError, sync
 
     *sources, dest = [parse_target(store).url for store in stores]
     refused: SyncRefusedError | None = None
@@ -127,6 +146,60 @@ def sync_command(
             EXIT_NOT_A_STORE if not_stores else EXIT_OTHER,
             "; ".join(f"{r.source} was not synced: {r.error}" for r in refused.refused),
         )
+
+
+FOLLOW_STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+"""The signals that stop `sync --follow` after its passes in flight (exit code 0)."""
+
+
+def follow_sources(
+    sources: list[URL], dest: URL, *, mark: bool, as_json: bool, quiet: bool
+) -> None:
+    """`sync --follow`: `follow` until a stop signal, its passes and notices said as they
+    come (text: passes that sent something on stdout, notices on stderr; --json: every
+    event a line on stdout), then the summary."""
+    import json
+    import signal
+    import threading
+
+    from ..sync import FollowNotice, FollowPass, follow
+    from ..sync.follow_report import FollowEvent
+
+    stop = threading.Event()
+
+    def said(event: FollowEvent) -> None:
+        if quiet:
+            return
+        if as_json:
+            sys.stdout.write(json.dumps(event.as_json(), ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        elif isinstance(event, FollowPass):
+            if event.rows:
+                sys.stdout.write(visible(event.describe()) + "\n")
+                sys.stdout.flush()
+        elif isinstance(event, FollowNotice):
+            note(event.describe())
+
+    def stopping(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = {
+        sig: signal.signal(sig, stopping)
+        for sig in (getattr(signal, name) for name in FOLLOW_STOP_SIGNALS)
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
+    try:
+        report = follow(sources, dest, stop=stop, on_event=said, mark=mark)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if quiet:
+        return
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_json(), ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(visible(report.describe()) + "\n")
+    sys.stdout.flush()
 
 
 @app.command("origins", epilog=EPILOG)

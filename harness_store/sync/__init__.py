@@ -17,11 +17,16 @@ with the id maps and marks, so a sync is idempotent and a sync killed at any poi
 completed by the next. A source whose history went backwards (a restored backup) is read
 again in full. A source that cannot be synced (damaged, too old, of a newer io-harness) is
 left out whole while the others are synced, and `sync` then raises `SyncRefusedError`.
+
+`follow(sources, dest)` keeps syncing until stopped: each source's pass is made when its
+files show a commit (`follow`, `watch`), through the same pass as `sync`'s.
 """
 
 from __future__ import annotations
 
 from .core import sync
+from .follow import follow
+from .follow_report import FollowNotice, FollowPass, FollowReport
 from .lookup import OriginInfo, central_run, list_origins, origin_runs, source_run
 from .report import (
     DuplicateOriginError,
@@ -37,6 +42,9 @@ from .rules import RULES, Rule
 __all__ = [
     "RULES",
     "DuplicateOriginError",
+    "FollowNotice",
+    "FollowPass",
+    "FollowReport",
     "OriginInfo",
     "OriginReport",
     "Progress",
@@ -46,6 +54,7 @@ __all__ = [
     "SyncReport",
     "TableCounts",
     "central_run",
+    "follow",
     "list_origins",
     "origin_runs",
     "source_run",

@@ -23,6 +23,10 @@ from .state_tables import StateTables
 class OriginSync(StateTables, AppendTables):
     """One origin's sync: loads its id maps and marks, writes the difference, saves them."""
 
+    check_growth = True
+    """Whether the pages are checked before rows that only grew the source are written (a new
+    origin and a source read again in full are checked whatever this says)."""
+
     def run(self) -> None:
         """Send everything that changed since the last sync of this origin.
 
@@ -44,7 +48,8 @@ class OriginSync(StateTables, AppendTables):
         )
         grown = any(top > self.hwm.get(table, 0) for table, top in self.tops.items())
         work = self.fresh or reason is not None or state_changed or grown
-        if work and self.check_pages is not None:
+        checked = self.check_growth or self.fresh or reason is not None
+        if work and checked and self.check_pages is not None:
             self.check_pages()
         # an archive changes state rows too (turns, runs): only then are the append tables'
         # texts counted again

@@ -131,7 +131,7 @@ def sync(
             with lock:
                 progress(label, done, len(parsed), 0)
         try:
-            report: OriginReport | RefusedSource = _sync_one(
+            report: OriginReport | RefusedSource = sync_source(
                 source, kept.pop(at, None), engine, mark, dry_run, on_rows, batch_size
             )
         except SOURCE_REFUSALS as exc:
@@ -152,7 +152,7 @@ def sync(
     if dest_path is not None and parsed:
         create_like(dest_path, [_path_of(s) for s in parsed])  # as private as its sources
     try:
-        _prepare_dest(engine, dest_url)
+        prepare_dest(engine, dest_url)
         results = each(parsed)
         if (
             not dry_run
@@ -268,7 +268,7 @@ def _path_of(source: Target) -> Path:
     return source.path
 
 
-def _prepare_dest(engine: Engine, url: URL) -> None:
+def prepare_dest(engine: Engine, url: URL) -> None:
     """Create or upgrade the destination store (as `Store.open` does) and sync's own tables.
 
     A destination a sync prepared before (at head, sync's tables there, no unfinished copy)
@@ -329,7 +329,7 @@ def _count(conn: Connection, name: str) -> int:
     return int(conn.execute(select(func.count()).select_from(table_clause(name))).scalar_one())
 
 
-def _sync_one(
+def sync_source(
     source: Target,
     kept: Store | None,
     engine: Engine,
@@ -337,7 +337,15 @@ def _sync_one(
     dry_run: bool,
     on_rows: Callable[[int], None],
     batch_size: int,
+    *,
+    check_pages: bool = True,
 ) -> OriginReport:
+    """One source's sync: read in one snapshot, written in one destination transaction (the
+    pass `sync` makes of each source, and `follow` of a source that changed). `kept` is the
+    source's Store when it is still open, else it is opened here; closed either way. Without
+    `check_pages` the source's pages are quick-checked only when it is a new origin or read
+    again in full, not when it only grew (a follower checks a file it checked a moment ago
+    only now and then: the check reads the whole file)."""
     started = time.monotonic()
     path = _path_of(source)
     if mark and not dry_run:
@@ -352,7 +360,9 @@ def _sync_one(
     with _opened(source, kept) as store:
         for attempt in (1, 2, 3):
             try:
-                return _send(store, engine, path, dry_run, on_rows, batch_size, started)
+                return _send(
+                    store, engine, path, dry_run, on_rows, batch_size, started, check_pages
+                )
             except IntegrityError:
                 if attempt == 3:  # another sync registered this origin meanwhile: once more
                     raise
@@ -394,6 +404,7 @@ def _send(
     on_rows: Callable[[int], None],
     batch_size: int,
     started: float,
+    check_pages: bool = True,
 ) -> OriginReport:
     counts = TableCounts()
     with whole_snapshot(store) as src, engine.connect() as dst:
@@ -421,6 +432,7 @@ def _send(
                 fresh=origin.created,
                 check_pages=lambda: check_source_pages(src, str(path), "synced"),
             )
+            work.check_growth = check_pages
             work.run()
             if origin.anchor is None and anchor is not None:
                 dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))

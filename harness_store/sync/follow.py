@@ -1,0 +1,430 @@
+"""`follow(sources, dest)`: keep a central store a moment behind its sources, until stopped.
+
+Each source has a thread of its own, which looks at the source's files (`watch.source_mark`)
+every `interval` seconds, backing off to `max_interval` while nothing changes, and makes a pass
+when they changed: the very pass `sync` makes of a source (`core.sync_source`), one snapshot
+read and one central transaction. So a follower killed at any moment loses and doubles
+nothing (the next pass sends what the killed one did not commit), a source restored from an
+older backup is read again in full, and one that is replaced by another store gets an origin
+of its own, exactly as with `sync`. A slow source holds up only its own thread; at most
+`workers` passes run at once (one on a SQLite centre, which takes one writer at a time). Many
+followers into one centre wait on nothing but each origin's own row: each pass is one
+transaction, as long as its source's changes.
+
+What a host does to a source is waited out, said once: a source not there yet, deleted, or
+refused (damaged, too old, of a newer io-harness, an unfinished transaction) is looked at
+again when its file changes. Errors while a pass runs (a centre whose connections were
+terminated or that restarted, a lock held too long) are retried with a backoff, up to
+`RETRY_MAX` seconds apart; the centre is looked at again before the next pass. A centre that
+refuses for a lasting reason — authentication, missing privileges or database, a schema newer
+than this package's — ends `follow` with that error.
+
+`follow` returns once `stop` is set (or on Ctrl-C), after one last pass of each source that
+changed since its last (so what was committed before the stop is sent): each pass is let
+finish for `STOP_GRACE` seconds after the stop, then rolled back at its next batch (its rows
+are sent by the next start).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from sqlalchemy.engine import URL
+
+from ..dialects import backend_named
+from ..engine import make_engine, safe_url, to_url
+from ..errors import (
+    InvalidValueError,
+    SchemaError,
+    StoreAccessError,
+    StoreError,
+    StoreNotFoundError,
+)
+from ..targets import Target
+from .core import SOURCE_REFUSALS, prepare_dest, sync_source
+from .follow_report import FollowEvent, FollowNotice, FollowPass, FollowReport, NoticeKind, OnEvent
+from .origin_state import BATCH
+from .watch import SourceMark, source_mark
+
+INTERVAL = 0.05
+"""Seconds between looks at a source that just changed."""
+MAX_INTERVAL = 0.5
+"""Seconds between looks at a source that has not changed for a while."""
+RETRY_FIRST, RETRY_MAX = 0.5, 30.0
+"""Seconds before a failed pass is made again, doubling up to the second figure."""
+STOP_GRACE = 3.0
+"""Seconds a pass in flight may go on after a stop before it is rolled back."""
+PAGE_CHECK_EVERY = 300.0
+"""Seconds between `PRAGMA quick_check`s of a source a follower keeps sending: its first
+pass of a file checks it, as `sync` does every time, then a pass at most this often (the
+check reads the whole file, which a pass every second must not)."""
+REFUSAL_GRACE = 60.0
+"""Seconds a centre that answers but refuses every connection is retried before `follow`
+gives up (once connected before: a server restarting refuses for a while too)."""
+LASTING_STATES = frozenset({"42501", "3D000"})
+"""SQLSTATEs (beside class 28, authorisation) that no retry will change: a privilege the
+role lacks, a database that does not exist."""
+
+Outcome = Literal["sent", "refused", "gone", "failed", "stopped"]
+
+
+class _Stopped(Exception):
+    """Raised at a batch boundary of a pass that went on too long after a stop."""
+
+
+def follow(
+    sources: Sequence[str | os.PathLike[str] | URL],
+    dest: str | os.PathLike[str] | URL,
+    *,
+    stop: threading.Event | None = None,
+    on_event: OnEvent | None = None,
+    mark: bool = False,
+    batch_size: int = BATCH,
+    interval: float = INTERVAL,
+    max_interval: float = MAX_INTERVAL,
+    workers: int = 4,
+) -> FollowReport:
+    """Send each SQLite store of `sources` into the store at `dest` (PostgreSQL or SQLite)
+    whenever it commits, until `stop` is set or Ctrl-C; see the module docstring.
+
+    A source need not exist yet. `on_event` is called with every pass (`FollowPass`, also
+    those that sent nothing) and notice (`FollowNotice`). Returns what was done; raises
+    `SchemaError` when the centre is no store this package can write (e.g. a newer schema),
+    `StoreAccessError` when it refuses the connection for good, and `InvalidValueError` for
+    bad arguments (before anything runs)."""
+    for name, value in (("batch_size", batch_size), ("workers", workers)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidValueError(f"{name} must be a positive int, got {value!r}")
+    if not 0 < interval <= max_interval:
+        raise InvalidValueError(
+            f"need 0 < interval <= max_interval, got {interval!r} and {max_interval!r}"
+        )
+    targets = _sources(sources)
+    dest_url = to_url(dest)
+    if backend_named(dest_url.get_backend_name()).one_connection:
+        workers = 1
+    follower = _Follower(
+        dest_url, stop or threading.Event(), on_event, mark, batch_size, interval, max_interval
+    )
+    return follower.run(targets, workers)
+
+
+def _sources(sources: Sequence[str | os.PathLike[str] | URL]) -> list[Target]:
+    """The sources parsed once, each a SQLite file path (which may not exist yet), each once."""
+    found: dict[str, Target] = {}
+    for source in sources:
+        parsed = Target.parse(source, read_only=True)
+        if parsed.path is None:
+            raise InvalidValueError(
+                f"sync follows SQLite store files; {parsed.where} is not one (a PostgreSQL "
+                "store is already central)"
+            )
+        found.setdefault(str(parsed.path.resolve()), parsed)
+    if not found:
+        raise InvalidValueError("give at least one source to follow")
+    return list(found.values())
+
+
+class _Follower:
+    def __init__(
+        self,
+        dest: URL,
+        stop: threading.Event,
+        on_event: OnEvent | None,
+        mark: bool,
+        batch_size: int,
+        interval: float,
+        max_interval: float,
+    ) -> None:
+        self.dest = dest
+        self.stop = stop
+        self.on_event = on_event
+        self.mark = mark
+        self.batch_size = batch_size
+        self.interval = interval
+        self.max_interval = max_interval
+        self.report = FollowReport(safe_url(dest))
+        self.lock = threading.Lock()
+        self.prepare_lock = threading.Lock()
+        self.prepared = False
+        self.connected_once = False
+        self.refused_since: float | None = None
+        self.failure: BaseException | None = None
+        self.stopped_at: float | None = None
+        self.dirty: set[int] = set()
+        self.started_at = time.time()
+        """Wall clock: what was committed before is counted from here."""
+        self.engine = make_engine(dest)
+
+    # --- the run -------------------------------------------------------------------------
+
+    def run(self, targets: list[Target], workers: int) -> FollowReport:
+        started = time.monotonic()
+        self.slots = threading.BoundedSemaphore(workers)
+        self.count = len(targets)
+        threads = [
+            threading.Thread(
+                target=self._watch, args=(at, target), name=f"hs-follow-{at}", daemon=True
+            )
+            for at, target in enumerate(targets)
+        ]
+        try:
+            self._prepare_first()
+            for thread in threads:
+                thread.start()
+            try:
+                self.stop.wait()
+            except KeyboardInterrupt:
+                self.stop.set()
+            self.stopped_at = time.monotonic()
+            if self.failure is None:
+                self._say("stopping", None, "stopping: finishing the passes in flight")
+            for thread in threads:
+                if thread.is_alive():
+                    thread.join(STOP_GRACE + 10)
+        finally:
+            self.stop.set()
+            self.engine.dispose()
+        self.report.seconds = time.monotonic() - started
+        if self.failure is not None:
+            raise self.failure
+        return self.report
+
+    def _prepare_first(self) -> None:
+        """The centre made ready before any pass; a centre out of reach is waited for."""
+        failures = 0
+        while not self.stop.is_set():
+            try:
+                self._prepare()
+                return
+            except Exception as exc:
+                lasting = self._lasting(exc)
+                if lasting is not None:
+                    raise lasting from None
+                failures += 1
+                self._say("retrying", None, f"the centre is out of reach ({_said(exc)}); waiting")
+                self.stop.wait(_backoff(failures))
+
+    def _prepare(self) -> None:
+        with self.prepare_lock:
+            if not self.prepared:
+                prepare_dest(self.engine, self.dest)
+                self.prepared = self.connected_once = True
+
+    # --- one source ----------------------------------------------------------------------
+
+    def _watch(self, at: int, source: Target) -> None:
+        """One source's thread: what escapes it (an `on_event` that raised) ends `follow`
+        with that error rather than leaving the source unwatched."""
+        try:
+            self._follow_one(at, source)
+        except BaseException as exc:
+            with self.lock:
+                if self.failure is None:
+                    self.failure = exc
+            self.stop.set()
+
+    def _follow_one(self, at: int, source: Target) -> None:
+        assert source.path is not None  # `_sources` took file paths only
+        last: SourceMark | None = None
+        checked: tuple[tuple[int, int], float] | None = None  # file identity, when checked
+        seen = False
+        said: str | None = None
+        wait = self.interval
+        failures = 0
+        while not self.stop.is_set():
+            now = source_mark(source.path)
+            if now is None:
+                kind: NoticeKind = "deleted" if seen else "waiting"
+                text = "deleted; waiting for it to come back" if seen else "not there yet; waiting"
+                said = self._say_once(said, kind, source.where, text)
+                wait = min(wait * 2, self.max_interval)
+                self.stop.wait(wait)
+                continue
+            seen = True
+            if now == last and not self._take_dirty(at):
+                wait = min(wait * 1.5, self.max_interval)
+                self.stop.wait(wait)
+                continue
+            wait = self.interval
+            check = (
+                checked is None
+                or checked[0] != now.identity
+                or time.monotonic() - checked[1] > PAGE_CHECK_EVERY
+            )
+            outcome, text = self._pass(source, now, check=check)
+            if outcome == "sent":
+                if check:
+                    checked = (now.identity, time.monotonic())
+                last = now
+                if failures:
+                    self._say("resumed", source.where, "the pass went through again")
+                failures, said = 0, None
+            elif outcome == "refused":
+                last = now  # looked at again when its file changes
+                said = self._say_once(said, "refused", source.where, text)
+            elif outcome == "failed":
+                failures += 1
+                delay = _backoff(failures)
+                said = self._say_once(
+                    said, "retrying", source.where, f"{text}; retrying (every {delay:.0f} s)"
+                )
+                self.stop.wait(delay)
+        if self.failure is None and failures == 0:  # what was committed before the stop goes
+            now = source_mark(source.path)
+            if now is not None and now != last:
+                self._pass(source, now, final=True)
+
+    def _pass(
+        self, source: Target, before: SourceMark, *, final: bool = False, check: bool = True
+    ) -> tuple[Outcome, str]:
+        with self.slots:
+            if self.stop.is_set() and not final:
+                return "stopped", ""
+            try:
+                self._prepare()
+            except Exception as exc:
+                return self._failed(exc)
+            try:
+                done = sync_source(
+                    source,
+                    None,
+                    self.engine,
+                    self.mark,
+                    False,
+                    self._on_rows,
+                    self.batch_size,
+                    check_pages=check,
+                )
+            except _Stopped:
+                return "stopped", ""
+            except StoreNotFoundError:
+                return "gone", ""
+            except SOURCE_REFUSALS as exc:
+                return "refused", f"refused until it changes: {exc}"
+            except Exception as exc:
+                return self._failed(exc)
+        self.refused_since = None
+        committed = max(before.committed_ns / 1e9, self.started_at)
+        delay = max(0.0, time.time() - committed)
+        self._emit(
+            FollowPass(
+                source.where,
+                done.origin,
+                done.counts,
+                done.seconds,
+                delay,
+                done.reread,
+                done.warnings,
+            )
+        )
+        if done.uncovered:  # a deleted memory entry may uncover another origin's
+            with self.lock:
+                self.dirty.update(range(self.count))
+        return "sent", ""
+
+    def _on_rows(self, rows: int) -> None:
+        stopped = self.stopped_at
+        if stopped is not None and time.monotonic() - stopped > STOP_GRACE:
+            raise _Stopped
+
+    def _take_dirty(self, at: int) -> bool:
+        with self.lock:
+            if at in self.dirty:
+                self.dirty.discard(at)
+                return True
+            return False
+
+    # --- errors --------------------------------------------------------------------------
+
+    def _failed(self, exc: Exception) -> tuple[Outcome, str]:
+        """A failed pass: retried, or the end of `follow` when the centre refuses for good."""
+        lasting = self._lasting(exc)
+        if lasting is not None:
+            with self.lock:
+                if self.failure is None:
+                    self.failure = lasting
+            self.stop.set()
+            return "stopped", ""
+        with self.prepare_lock:
+            self.prepared = False  # the centre is looked at again before the next pass
+        with self.lock:
+            self.report.retries += 1
+        self.engine.dispose()  # connections of a restarted server are all gone
+        return "failed", _said(exc)
+
+    def _lasting(self, exc: Exception) -> StoreError | None:
+        """The error to end with when `exc` is a refusal no retry will change, else None."""
+        if isinstance(exc, SchemaError | StoreAccessError):
+            return exc
+        orig = getattr(exc, "orig", None) or exc
+        state = getattr(orig, "sqlstate", None)
+        if isinstance(state, str) and (state[:2] == "28" or state in LASTING_STATES):
+            return StoreAccessError(f"the centre refused: {_said(exc)}")
+        connect_failed = type(orig).__name__ == "OperationalError" and state is None
+        if not connect_failed or not _reachable(self.dest):
+            self.refused_since = None
+            return None
+        if not self.connected_once:
+            return StoreAccessError(f"the centre refused the connection: {_said(exc)}")
+        now = time.monotonic()
+        if self.refused_since is None:
+            self.refused_since = now
+        if now - self.refused_since > REFUSAL_GRACE:
+            return StoreAccessError(
+                f"the centre refused every connection for {REFUSAL_GRACE:.0f} s: {_said(exc)}"
+            )
+        return None
+
+    # --- saying --------------------------------------------------------------------------
+
+    def _emit(self, event: FollowEvent) -> None:
+        with self.lock:
+            if isinstance(event, FollowPass):
+                self.report.add(event)
+            if self.on_event is not None:
+                self.on_event(event)
+
+    def _say(self, kind: NoticeKind, source: str | None, text: str) -> None:
+        self._emit(FollowNotice(kind, source, text))
+
+    def _say_once(self, said: str | None, kind: NoticeKind, source: str, text: str) -> str:
+        """Say `text` unless it is what was said last about this source; what was said."""
+        if text != said:
+            self._say(kind, source, text)
+        return text
+
+
+def _backoff(failures: int) -> float:
+    return float(min(RETRY_MAX, RETRY_FIRST * 2 ** min(failures - 1, 16)))
+
+
+def _said(exc: BaseException) -> str:
+    """An error as one line: the typed error its driver code translates to, when there is
+    one."""
+    orig = getattr(exc, "orig", None) or exc
+    name = "postgresql" if type(orig).__module__.startswith("psycopg") else "sqlite"
+    typed = backend_named(name).translate_error(orig) if not isinstance(exc, StoreError) else None
+    text = str(typed or orig)
+    first = next((line for line in text.splitlines() if line.strip()), text)
+    return " ".join(first.split())
+
+
+def _reachable(url: URL) -> bool:
+    """Whether the centre's server accepts a TCP connection (or has its socket file): a
+    failed connection to a server that answers is a refusal, not an outage."""
+    if url.get_backend_name() != "postgresql":
+        return False
+    host = url.host or "localhost"
+    if host.startswith("/"):
+        return os.path.exists(os.path.join(host, f".s.PGSQL.{url.port or 5432}"))
+    try:
+        socket.create_connection((host, url.port or 5432), timeout=5).close()
+    except OSError:
+        return False
+    return True
