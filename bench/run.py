@@ -56,7 +56,8 @@ BENCHMARKS = (
               postgresql="in pg"),
     Benchmark("batch", "batch", "2", f"{BENCH}: Summary, `checkpoint_steps` row",
               postgresql="in pg"),
-    Benchmark("trees", "trees", "3", f"{BENCH}: Summary, tree rows", postgresql="in pg"),
+    Benchmark("trees", "trees", "3, 3b", f"{BENCH}: Summary, tree rows; Tree aggregates on "
+              "an upgraded store", postgresql="in pg"),
     Benchmark("upgrade", "upgrade", "4", f"{BENCH}: Summary, upgrade rows; Upgrades",
               postgresql="SQLite only"),
     Benchmark("stream", "stream", "5", f"{BENCH}: Summary, `iter_steps` row",

@@ -498,9 +498,12 @@ def tree_table(cfg: Config, backend: Backend, number: str, forest: Forest, reps:
 
 
 def run(cfg: Config) -> list[Table]:
-    """Benchmark 3, on SQLite."""
+    """Benchmark 3, on SQLite, and 3b: the same store as io-harness 0.22 leaves it, upgraded."""
+    from .trees_upgraded import upgraded_table
+
     forest = sqlite_forest(cfg, cfg.pick(20_000, 2_000))
-    return [tree_table(cfg, SQLITE, "3.", forest, reps=cfg.pick(50, 20))]
+    reps = cfg.pick(50, 20)
+    return [tree_table(cfg, SQLITE, "3.", forest, reps=reps), upgraded_table(cfg, forest, reps)]
 
 
 def run_pg(cfg: Config, server: str, name: str) -> list[Table]:

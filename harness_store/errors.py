@@ -181,3 +181,34 @@ class SyncRefusedError(StoreError):
 class DuplicateOriginError(InvalidValueError):
     """Two sources of one sync carry the same origin mark (one is a copy of the other);
     nothing was synced."""
+
+
+class DatasetBusyError(StoreError):
+    """Another export is writing the same Parquet dataset directory (it holds the directory's
+    lock file). Nothing was written; run the export again once that one has finished."""
+
+
+class MigrationConnectionError(StoreError, TypeError):
+    """The Alembic environment was handed a `connection` attribute that neither is nor holds a
+    SQLAlchemy `Connection` or `Engine`: the command stopped before touching any database (it
+    never falls back to another target once a connection was handed over)."""
+
+
+class UnreadableValueError(StoreError, ValueError):
+    """A stored value is not of the form its column holds (a lease's `renewed_at` that is no
+    time stamp, a text in an integer column), so the read it feeds cannot be answered — as
+    io-harness's own read of it fails. Nothing was changed; `harness-store check` names the
+    row."""
+
+
+class DamagedStoreError(MalformedStoreError):
+    """SQLite found a damaged page while reading the store ("database disk image is
+    malformed"): the read stopped there, nothing was changed. `harness-store check` names what
+    `PRAGMA integrity_check` finds."""
+
+
+class ArchiveRefusedError(InvalidValueError):
+    """A prune's archive is not a separate store that can take the runs: it is the store
+    itself, one of its side files (`-wal`, `-shm`, `-journal`, `-writers`) or a link to one of
+    them, or it already holds a different row under an id the pruned rows carry (another
+    store's runs). Raised before the batch it concerns is copied or deleted: no run is lost."""

@@ -10,50 +10,30 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
-import stat
 import subprocess
-import uuid
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+# Helpers live in `support`; the names below stay importable from here for modules that still
+# import them from `conftest`.
+from support.pg_databases import PG_ENV, PG_SKIP, close_pools, fresh_pg_database
+from support.shared import (  # noqa: F401
+    FIXTURE_STORES,
+    FIXTURES,
+    REPO,
+    SHARED,
+    copy_fixture,
+    in_newest_memory_order,
+)
+
 from harness_store import Store
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("HARNESS_SHARED", REPO.parent / "shared"))
-FIXTURES = SHARED / "fixtures"
-PG_ENV = "HARNESS_STORE_PG_URL"
-PG_SKIP = (
-    f"PostgreSQL tests need a server: set {PG_ENV}=postgresql+psycopg://USER@HOST:PORT/DB "
-    "(.ci/run sets it)"
-)
-
-FIXTURE_STORES = (
-    "io-harness-0.22.0/populated",
-    "io-harness-0.22.0/interrupted",
-    "io-harness-0.22.0/deferred-approval",
-    "io-harness-0.29.0/aggregates",
-    "io-harness-0.29.0/interrupted",
-)
-
-
-def copy_fixture(name: str, directory: Path) -> Path:
-    """A writable copy of a shared fixture store (the originals must never change)."""
-    source = FIXTURES / f"{name}.sqlite3"
-    if not source.exists():
-        pytest.skip(f"fixture {source} is not available")
-    target = directory / (name.replace("/", "-") + ".sqlite3")
-    shutil.copyfile(source, target)
-    target.chmod(target.stat().st_mode | stat.S_IWUSR | stat.S_IRUSR)
-    return target
 
 
 @pytest.fixture
@@ -77,133 +57,6 @@ def pg_url(pg_server_url: str) -> Iterator[str]:
     yield from fresh_pg_database(pg_server_url)
 
 
-RESET_DATABASE = r"""
-DO $reset$
-DECLARE
-    found record;
-BEGIN
-    FOR found IN SELECT evtname FROM pg_event_trigger LOOP
-        EXECUTE 'DROP EVENT TRIGGER ' || quote_ident(found.evtname) || ' CASCADE';
-    END LOOP;
-    FOR found IN SELECT pubname FROM pg_publication LOOP
-        EXECUTE 'DROP PUBLICATION ' || quote_ident(found.pubname);
-    END LOOP;
-    FOR found IN SELECT nspname FROM pg_namespace
-                 WHERE nspname !~ '^pg_' AND nspname <> 'information_schema' LOOP
-        EXECUTE 'DROP SCHEMA ' || quote_ident(found.nspname) || ' CASCADE';
-    END LOOP;
-    PERFORM lo_unlink(oid) FROM pg_largeobject_metadata;
-END
-$reset$;
-CREATE SCHEMA public AUTHORIZATION pg_database_owner;
-GRANT USAGE ON SCHEMA public TO PUBLIC;
-COMMENT ON SCHEMA public IS 'standard public schema';
-"""
-"""Empty a database back to what `CREATE DATABASE` gives: every schema but the system ones
-dropped with all it holds (tables, sequences, types, functions, extensions), event triggers,
-publications and large objects too, and a `public` schema as PostgreSQL 15 creates it."""
-
-LEFTOVERS = r"""
-SELECT (SELECT count(*) FROM pg_namespace
-        WHERE nspname !~ '^pg_' AND nspname NOT IN ('information_schema', 'public'))
-     + (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE n.nspname = 'public')
-     + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-        WHERE n.nspname = 'public')
-     + (SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
-        WHERE n.nspname = 'public')
-     + (SELECT count(*) FROM pg_extension WHERE extname <> 'plpgsql')
-"""
-"""How many objects a reset database still holds beyond an empty one's (0, or it is dropped)."""
-
-
-class DatabasePool:
-    """Empty PostgreSQL databases for one test process, each used by one test at a time.
-
-    `CREATE DATABASE` takes about half a second here and `DROP DATABASE` several (PostgreSQL
-    forces a checkpoint of the whole server on every drop), which made up much of the suite's
-    PostgreSQL time. So a database a test is done with is emptied instead (`RESET_DATABASE`:
-    its sessions ended, its database settings reset, every object dropped, checked empty by
-    `LEFTOVERS`) and handed to the next test; one that cannot be emptied is dropped. The
-    databases are named for this process (several test sessions and xdist workers share one
-    server) and dropped when the session ends.
-    """
-
-    def __init__(self, server_url: str) -> None:
-        self.server_url = server_url
-        self.admin = create_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-        self.prefix = f"hs_test_{uuid.uuid4().hex[:8]}_"
-        self.free: list[str] = []
-        self.made: set[str] = set()
-
-    def url(self, name: str) -> str:
-        return make_url(self.server_url).set(database=name).render_as_string(hide_password=False)
-
-    def acquire(self) -> str:
-        """The name of an empty database no other test is using."""
-        if self.free:
-            return self.free.pop()
-        name = f"{self.prefix}{len(self.made)}"
-        with self.admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        self.made.add(name)
-        return name
-
-    def release(self, name: str) -> None:
-        """Empty `name` for the next test, or drop it when that fails."""
-        try:
-            with self.admin.connect() as conn:
-                conn.execute(
-                    text(
-                        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
-                        "WHERE datname = :name AND pid <> pg_backend_pid()"
-                    ),
-                    {"name": name},
-                )
-                conn.execute(text(f'ALTER DATABASE "{name}" RESET ALL'))
-            target = create_engine(self.url(name), poolclass=NullPool)
-            try:
-                with target.begin() as conn:
-                    conn.exec_driver_sql(RESET_DATABASE)
-                    left = conn.exec_driver_sql(LEFTOVERS).scalar()
-            finally:
-                target.dispose()
-        except SQLAlchemyError:
-            left = None
-        if left == 0:
-            self.free.append(name)
-        else:
-            self.drop(name)
-
-    def drop(self, name: str) -> None:
-        with self.admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        self.made.discard(name)
-
-    def close(self) -> None:
-        """Drop every database this pool made."""
-        for name in sorted(self.made):
-            self.drop(name)
-        self.free.clear()
-        self.admin.dispose()
-
-
-_POOLS: dict[str, DatabasePool] = {}
-
-
-def fresh_pg_database(server_url: str) -> Iterator[str]:
-    """Yield the URL of an empty database on `server_url` for the caller alone; when resumed
-    (or closed), give it back to be emptied for the next caller."""
-    pool = _POOLS.get(server_url)
-    if pool is None:
-        pool = _POOLS[server_url] = DatabasePool(server_url)
-    name = pool.acquire()
-    try:
-        yield pool.url(name)
-    finally:
-        pool.release(name)
-
-
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: one worker per CPU and one more. With one per CPU the CPUs are a third idle
     (the suite waits on fsync, subprocesses and PostgreSQL); the extra worker fills that."""
@@ -212,8 +65,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Drop the pooled PostgreSQL databases of this process."""
-    while _POOLS:
-        _POOLS.popitem()[1].close()
+    close_pools()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -324,21 +176,3 @@ class NewStore:
 def new_store(tmp_path_factory: pytest.TempPathFactory) -> NewStore:
     """This process's `NewStore`."""
     return NewStore(tmp_path_factory.mktemp("new-store"))
-
-
-def in_newest_memory_order(
-    fixture: str, workspace: str, entries: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """A fixture's recorded `memory_list` put in io-harness 0.66's order.
-
-    The fixtures' JSON records what 0.22/0.29 returned: oldest first, a same-stamp tie in id
-    order. Since 0.57 upstream breaks that tie on the key, and the Store follows the newest
-    release; the stamps come from the original fixture file.
-    """
-    source = FIXTURES / f"{fixture}.sqlite3"
-    # immutable: no -wal/-shm is created beside the original, even by root
-    with closing(sqlite3.connect(f"file:{source}?mode=ro&immutable=1", uri=True)) as conn:
-        stamps = dict(
-            conn.execute("SELECT key, created_at FROM memory WHERE workspace = ?", (workspace,))
-        )
-    return sorted(entries, key=lambda e: (stamps[e["key"]], e["key"]))

@@ -17,6 +17,7 @@ from .methods import MAINTENANCE, READ, WRITE
 if TYPE_CHECKING:
     import os
     from collections.abc import Iterable, Mapping, Sequence
+    from datetime import datetime
     from typing import Literal
 
     import pyarrow as pa
@@ -2538,8 +2539,10 @@ class StoreMethods:
     async def check(
         self,
     ) -> CheckReport:
-        """Look the whole store over, in one read transaction, and say what is wrong with
-        it; changes nothing. `CheckReport.healthy` when nothing was found.
+        """Look the whole store over, in one snapshot (every statement sees the same moment,
+        `REPEATABLE READ` on PostgreSQL, so live writers cause no false finding), and say what
+        is wrong with it; changes nothing. `CheckReport.healthy` when nothing was found.
+        Inside a `transaction()` block it reads in that block.
         """
         result: CheckReport = await self._call(READ, "check", (), {})
         return result
@@ -2550,7 +2553,9 @@ class StoreMethods:
         """Fix what `check` finds that can be fixed without losing a row: rebuild missing
         indexes and triggers, recount spend counters, drop leases of missing runs. A SQLite
         file is backed up first; the fixes are one transaction. What would lose data is
-        left as it is (`Repaired.after` still names it).
+        left as it is (`Repaired.after` still names it), and a damaged file (an `integrity`
+        finding) is not written to at all. A fix that fails rolls the transaction back and
+        raises its typed error, which names the backup taken before it.
         """
         result: Repaired = await self._call(WRITE, "repair", (), {})
         return result
@@ -2566,8 +2571,8 @@ class StoreMethods:
         columns: list[str] | None = None,
     ) -> pa.Table:
         """A table of the store as a `pyarrow.Table`, with upstream's types restored: stamps
-        as `timestamp[us, UTC]`, upstream's `u64` counts as `uint64` (wrapped ones read back
-        as upstream reads them), booleans as `bool`; JSON stays text, with parsed columns
+        as `timestamp[us, UTC]`, upstream's `u64` counts as `int64` (the signed value the
+        store keeps), booleans as `bool`; JSON stays text, with parsed columns
         beside it where upstream fixes its shape (a step's `tool` and `tool_args`, a plan's
         steps, a policy's defaults, …). A synced store adds each row's `origin`.
 
@@ -2620,9 +2625,10 @@ class StoreMethods:
         columns: list[str] | None = None,
         engine: Literal["pandas", "polars"] = "pandas",
     ) -> Any:
-        """`arrow(...)` as a DataFrame: pandas by default (Arrow-backed dtypes, so `uint64`,
-        nullable `bool` and UTC stamps keep their types), polars with `engine="polars"`. The
-        same Arrow table, converted once; the library must be installed.
+        """`arrow(...)` as a DataFrame: pandas by default (Arrow-backed dtypes, so `int64`
+        with nulls, nullable `bool` and UTC stamps keep their types), polars with
+        `engine="polars"`. The same Arrow table, converted once; the library must be
+        installed.
         """
         result: Any = await self._call(
             READ,
@@ -2637,7 +2643,7 @@ class StoreMethods:
     async def prune_runs(
         self,
         *,
-        before: str,
+        before: str | datetime,
         statuses: Sequence[str] = ("completed", "failed"),
         keep_last: int | None = None,
         dry_run: bool = False,
@@ -2645,7 +2651,8 @@ class StoreMethods:
         batch_rows: int = 20000,
         progress: Progress | None = None,
     ) -> Pruned:
-        """Delete every run tree started before `before` whose runs all have one of
+        """Delete every run tree started before `before` (a date, a stamp or a `datetime`,
+        compared as an instant: see `harness_store.store.cutoff`) whose runs all have one of
         `statuses` and none is in use, with every row of theirs; the `keep_last` newest trees
         of those statuses stay whatever their dates. Say what went: runs, rows (and per
         table, `tables`), characters of text, the pruned `run_ids`, and in `refused` the roots

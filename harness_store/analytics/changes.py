@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -29,8 +28,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from .compute import filled
-from .files import NULL_PARTITION, Generation
-from .schema import ORIGIN, TableShape
+from .files import Generation
+from .schema import TableShape
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -92,8 +91,7 @@ def replace_changed_runs(
     for part in chunks(candidates):
         written = dataset.to_table(filter=pc.field(run_column).isin(part))
         now = store._arrow_table(shape.name, runs=part, since=since, through=hwm)
-        stored = now.drop_columns([ORIGIN]) if ORIGIN in now.column_names else now
-        differ = differing_runs(written, stored, run_column, key)
+        differ = differing_runs(written, now, run_column, key)
         if not differ:
             continue
         changed |= differ
@@ -116,7 +114,7 @@ def replace_changed_runs(
             continue
         rest = pq.read_table(path).filter(pc.invert(holds))
         if rest.num_rows:
-            rewritten.extend(writer.write_rows(shape.name, origin_of(entry["path"]), rest))
+            rewritten.extend(writer.write_rows(shape.name, rest))
     return Replaced(
         [*kept, *rewritten, *new_files],
         unchanged.rows - before + count,
@@ -155,13 +153,3 @@ def by_run(data: pa.Table, run_column: str, key: str) -> dict[int, pa.Table]:
                 slices[run] = data.slice(start, end - start).combine_chunks()
             start = end
     return slices
-
-
-def origin_of(relative: str) -> str | None:
-    """The origin of a dataset file's partition (None for rows written centrally, and on a
-    store never synced, whose files have no partitions)."""
-    for part in Path(relative).parts:
-        if part.startswith(f"{ORIGIN}="):
-            value = part.removeprefix(f"{ORIGIN}=")
-            return None if value == NULL_PARTITION else value
-    return None

@@ -16,8 +16,8 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .compute import equals, filled
 from .schema import ORIGIN, Kind, Parsed, TableShape
+from .tool_calls import tool_call_columns
 
 _STAMP_FORMATS = ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S")
 
@@ -47,10 +47,10 @@ def to_batch(
             continue
         parsed = next(p for p in shape.parsed if p.name == field.name)
         source = raw[parsed.source]
-        if parsed.source == "tool_call":  # both parts from one pass over the column
+        if parsed.source == "tool_call":  # its three columns from one pass over it
             parts = split.get(parsed.source)
             if parts is None:
-                parts = split[parsed.source] = tool_call_parts(source)
+                parts = split[parsed.source] = tool_call_columns(source)
             arrays.append(parts[parsed.name])
             continue
         arrays.append(parsed_array(parsed, source))
@@ -89,15 +89,12 @@ def raw_arrays(
 
 def typed(kind: Kind, raw: pa.Array[Any]) -> pa.Array[Any]:
     """A stored column (`string` or `int64`, as `raw_arrays` reads it) in its Arrow type."""
-    if kind is Kind.TEXT or kind is Kind.INT:
-        return raw
-    if kind is Kind.STAMP:
-        return stamps(raw)
     if kind is Kind.BOOL:
         return cast("pa.Array[Any]", pc.not_equal(raw, pa.scalar(0, pa.int64())))
-    # Both kinds of u64: the bits as upstream's `as u64` reads them (a wrapped value's
-    # negative i64 is the high half of the range).
-    return raw.cast(pa.uint64(), safe=False)
+    if kind is Kind.STAMP:
+        return stamps(raw)
+    # The integers (both kinds of u64 too: the signed value the store keeps) and text.
+    return raw
 
 
 def _text(values: Sequence[Any]) -> pa.Array[Any]:
@@ -148,32 +145,10 @@ def _stamp(value: str | None) -> datetime | None:
 def parsed_array(parsed: Parsed, source: pa.Array[Any]) -> pa.Array[Any]:
     """A parsed column from its source column."""
     if parsed.source == "tool_call":
-        return tool_call_parts(source)[parsed.name]
+        return tool_call_columns(source)[parsed.name]
     values = source.to_pylist()
     reader = _READERS[parsed.name]
     return pa.array([None if v is None else reader(v) for v in values], type=parsed.type)
-
-
-def tool_call_parts(source: pa.Array[Any]) -> dict[str, pa.Array[Any]]:
-    """`steps.tool_call` is upstream's `name:{json args}`: its `tool` (before the first `:`,
-    one or more of `A-Z a-z 0-9 _ . -`) and `tool_args` (everything after it); a row in no
-    such form (empty: the step called no tool) has both null. Split with plain string
-    kernels (a regular expression per row costs more than the rest of the conversion)."""
-    parts = pc.split_pattern(source, ":", max_splits=1)
-    values = pc.list_flatten(parts)
-    offsets = parts.offsets.slice(0, len(parts))
-    if len(offsets):
-        offsets = pc.subtract(offsets, offsets[0])
-    two = filled(equals(pc.list_value_length(parts), 2), False)
-    first = pc.if_else(two, offsets, pa.scalar(None, pa.int32()))
-    tool = pc.take(values, first)
-    args = pc.take(values, pc.add(first, 1))
-    plain = tool
-    for allowed in ("_", ".", "-"):
-        plain = pc.replace_substring(plain, allowed, "a")
-    named = filled(pc.ascii_is_alnum(plain), False)  # false for '' and for any other byte
-    missing = pa.scalar(None, pa.string())
-    return {"tool": pc.if_else(named, tool, missing), "tool_args": pc.if_else(named, args, missing)}
 
 
 def _json(text: str) -> Any:

@@ -1,9 +1,10 @@
 """A store as a Parquet dataset: one directory per table, written incrementally and atomically.
 
-Layout: `DIR/<table>/part-<generation>-<n>.parquet` (on a synced store, under
-`DIR/<table>/origin=<uuid>/`, Hive-style, and `origin=__HIVE_DEFAULT_PARTITION__` for rows
-written centrally), and `DIR/_manifest.json`, which lists every file of the dataset with its
-rows. The manifest is the dataset: files it does not list are not part of it.
+Layout: `DIR/<table>/part-<generation>-<n>.parquet`, each file with every column of the table
+(on a synced store, `origin` too: null for rows written centrally), a table of no rows a file
+of no rows; and `DIR/_manifest.json`, which lists every file of the dataset with its rows.
+The manifest is the dataset: files it does not list are not part of it. So each table's
+directory is what any Parquet reader opens as it is.
 
 Incremental: an append-only table (rows only inserted, ids never reused) is written from the
 id after the last export's high-water mark, into new files beside the old ones. Rows below
@@ -36,15 +37,18 @@ import pyarrow.dataset as ds
 
 from ..errors import InvalidValueError
 from .changes import Replaced, replace_changed_runs, touched_runs
-from .compute import equals
-from .files import NULL_PARTITION, TEMPORARY, Generation, flush, flush_directory
-from .schema import ORIGIN, TABLES, shape_of
+from .files import TEMPORARY, Generation, flush, flush_directory
+from .lock import exclusive
+from .schema import TABLES, shape_of
 
 if TYPE_CHECKING:
     from ..store import Store
 
 MANIFEST = "_manifest.json"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
+"""Format 2: every file holds its table's columns (1: a synced store's in Hive partitions by
+origin, without the column; a format-1 dataset is written again whole)."""
+FORMATS = (1, MANIFEST_FORMAT)
 PART = re.compile(r"^part-\d+-\d+\.parquet$")
 
 Progress = Callable[[str, int, int, int], None]
@@ -102,45 +106,82 @@ def export_parquet(
     if len(set(names)) != len(names):
         raise InvalidValueError("a table is named twice")
     run_ids = None if runs is None else sorted({int(r) for r in runs})
+    marks = store._run_marks()  # a store to upgrade is refused before anything is created
+    synced = store._synced()
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    manifest = read_manifest(root)
-    clear_leftovers(root, manifest)
-    filters = {"since": since, "runs": run_ids}
-    previous = manifest.get("tables", {}) if manifest.get("filters") == filters else {}
-    generation = int(manifest.get("generation", 0)) + 1
-    synced = store._synced()
-    marks = store._run_marks()
-    touched = touched_runs(manifest.get("run_marks") if previous else None, marks)
-    writer = Generation(root, generation, synced)
-    report = ExportReport(str(root), generation)
-    entries: dict[str, Any] = dict(manifest.get("tables", {})) if previous else {}
-    try:
-        for done, name in enumerate(names):
-            tick = _ticker(progress, name, done, len(names))
-            entry, result = _export_table(
-                store, writer, name, previous.get(name), (since, run_ids), touched, tick
-            )
-            entries[name] = entry
-            report.tables.append(result)
-            tick(result.rows)
-        writer.publish()
-    except BaseException:
-        writer.discard()
-        raise
-    new_manifest = {
-        "format": MANIFEST_FORMAT,
-        "generation": generation,
-        "synced": synced,
-        "filters": filters,
-        "run_marks": marks,
-        "tables": entries,
+    with exclusive(root):
+        manifest = read_manifest(root)
+        clear_leftovers(root, manifest)
+        filters = {"since": since, "runs": run_ids}
+        current = manifest.get("format") == MANIFEST_FORMAT and manifest.get("filters") == filters
+        previous = intact_tables(root, manifest) if current else {}
+        generation = int(manifest.get("generation", 0)) + 1
+        known = manifest.get("run_marks") if current else None
+        run = _Run(store, root, names, filters, synced, marks)
+        return run.export(previous, touched_runs(known, marks), generation, progress)
+
+
+@dataclass
+class _Run:
+    """One export, under the directory's lock."""
+
+    store: Store
+    root: Path
+    names: list[str]
+    filters: dict[str, Any]
+    synced: bool
+    marks: dict[str, str]
+
+    def export(
+        self,
+        previous: dict[str, Any],
+        touched: set[int] | None,
+        generation: int,
+        progress: Progress | None,
+    ) -> ExportReport:
+        store, root, names = self.store, self.root, self.names
+        since, run_ids = self.filters["since"], self.filters["runs"]
+        writer = Generation(root, generation)
+        report = ExportReport(str(root), generation)
+        entries: dict[str, Any] = dict(previous)
+        try:
+            for done, name in enumerate(names):
+                tick = _ticker(progress, name, done, len(names))
+                entry, result = _export_table(
+                    store, writer, name, previous.get(name), (since, run_ids), touched, tick
+                )
+                entries[name] = _not_empty(store, writer, name, entry)
+                report.tables.append(result)
+                tick(result.rows)
+            writer.publish()
+        except BaseException:
+            writer.discard()
+            raise
+        new_manifest = {
+            "format": MANIFEST_FORMAT,
+            "generation": generation,
+            "synced": self.synced,
+            "filters": self.filters,
+            "run_marks": self.marks,
+            "tables": entries,
+        }
+        _write_manifest(root, new_manifest)
+        clear_leftovers(root, new_manifest)
+        if progress is not None:
+            progress("", len(names), len(names), 0)
+        return report
+
+
+def intact_tables(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's tables whose files are all there: a table missing one (deleted by
+    hand, or by an export that did not hold the lock) is not trusted, and written again
+    whole by the export (or, if not exported this time, left out of the dataset)."""
+    return {
+        name: entry
+        for name, entry in manifest.get("tables", {}).items()
+        if all((root / f["path"]).is_file() for f in entry.get("files", []))
     }
-    _write_manifest(root, new_manifest)
-    clear_leftovers(root, new_manifest)
-    if progress is not None:
-        progress("", len(names), len(names), 0)
-    return report
 
 
 def _ticker(progress: Progress | None, table: str, done: int, total: int) -> Callable[[int], None]:
@@ -231,6 +272,18 @@ def _export_append(
     return entry, TableExport(name, "rewritten", rows, rows)
 
 
+def _not_empty(
+    store: Store, writer: Generation, name: str, entry: dict[str, Any]
+) -> dict[str, Any]:
+    """`entry`, with a file of no rows when it has no file left (every row of its runs
+    pruned): a table always has a file, so readers find its columns."""
+    if entry["files"]:
+        return entry
+    empty = pa.RecordBatch.from_pylist([], schema=store._arrow_schema(name))
+    files, _ = writer.write(name, [empty], lambda _: None)
+    return {**entry, "files": files}
+
+
 def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """The dataset's manifest (empty when there is none yet); `InvalidValueError` for a
     directory holding something else."""
@@ -241,7 +294,7 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InvalidValueError(f"{path} is not a harness_store dataset manifest: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") not in FORMATS:
         raise InvalidValueError(f"{path} is not a harness_store dataset manifest")
     return manifest
 
@@ -289,25 +342,7 @@ def dataset_files(directory: str | os.PathLike[str], table: str) -> list[Path]:
 
 def read_dataset(directory: str | os.PathLike[str], table: str) -> pa.Table:
     """`table` of the dataset at `directory` as one Arrow table, in key order as
-    `Store.arrow` returns it (the files its manifest lists; `origin` restored from the
-    partitions of a synced store's dataset)."""
+    `Store.arrow` returns it (the files its manifest lists)."""
     files = dataset_files(directory, table)
-    synced = bool(read_manifest(directory).get("synced"))
-    partitioning = (
-        ds.partitioning(pa.schema([(ORIGIN, pa.string())]), flavor="hive") if synced else None
-    )
-    dataset = ds.dataset(
-        [str(f) for f in files],
-        format="parquet",
-        partitioning=partitioning,
-        partition_base_dir=str(Path(directory) / table),
-    )
-    data = dataset.to_table().sort_by([(k, "ascending") for k in shape_of(table).key])
-    if synced:
-        origin = data[ORIGIN]
-        data = data.set_column(
-            data.schema.get_field_index(ORIGIN),
-            ORIGIN,
-            pc.if_else(equals(origin, NULL_PARTITION), pa.scalar(None, pa.string()), origin),
-        )
-    return data
+    dataset = ds.dataset([str(f) for f in files], format="parquet")
+    return dataset.to_table().sort_by([(k, "ascending") for k in shape_of(table).key])

@@ -1,22 +1,23 @@
-"""The files of one Parquet export (`Generation`): written under temporary names, partitioned
-by origin on a synced store, then flushed and renamed into place; and how they are named."""
+"""The files of one Parquet export (`Generation`): written under temporary names, then flushed
+and renamed into place; and how they are named.
+
+Every file of a table is in the table's own directory and holds all of its columns (a synced
+store's `origin` too, null for the rows written centrally), so that a reader given the
+directory, with no options, reads exactly the store's columns and types: directories of
+Hive partitions would make readers infer the `origin` column's type from directory names,
+which pandas and pyarrow's dataset cannot do for a null-only or mixed partition.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .compute import equals, filled
-from .schema import ORIGIN
-
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-"""The partition of rows with no origin (written centrally), as Hive and pyarrow name it."""
 TEMPORARY = ".tmp"
 """The suffix of a file written but not yet renamed into place."""
 
@@ -24,21 +25,16 @@ TEMPORARY = ".tmp"
 class Generation:
     """The files one export writes: under temporary names until `publish` renames them."""
 
-    def __init__(self, root: Path, generation: int, synced: bool) -> None:
+    def __init__(self, root: Path, generation: int) -> None:
         self.root = root
         self.generation = generation
-        self.synced = synced
         self.pending: list[Path] = []
         self.count = 0
 
-    def _path(self, table: str, origin: str | None) -> tuple[Path, str]:
+    def _path(self, table: str) -> tuple[Path, str]:
         self.count += 1
-        part = f"part-{self.generation:06d}-{self.count:06d}.parquet"
-        relative = Path(table)
-        if self.synced:
-            relative /= f"{ORIGIN}={origin if origin is not None else NULL_PARTITION}"
-        relative /= part
-        return self.root / relative, relative.as_posix()
+        relative = f"{table}/part-{self.generation:06d}-{self.count:06d}.parquet"
+        return self.root / relative, relative
 
     def write(
         self,
@@ -49,9 +45,9 @@ class Generation:
         digest: Any = None,
         skip_empty: bool = False,
     ) -> tuple[list[dict[str, Any]], int]:
-        """Write `batches` (partitioned by origin on a synced store) to new temporary files;
-        their manifest entries and the rows written."""
-        writers: dict[str | None, tuple[pq.ParquetWriter, Path, str, list[int]]] = {}
+        """Write `batches` to a new temporary file (none when they hold no rows and
+        `skip_empty`); its manifest entries and the rows written."""
+        writers: list[tuple[pq.ParquetWriter, str, list[int]]] = []
         rows = 0
         schema: pa.Schema | None = None
         try:
@@ -62,60 +58,32 @@ class Generation:
                 if not batch.num_rows:
                     continue
                 rows += batch.num_rows
-                for origin, part in self._split(batch):
-                    self._append(writers, table, origin, part)
+                self._append(writers, table, batch)
                 tick(rows)
             if not writers and not skip_empty and schema is not None:
                 # An empty table still gets a file, so readers find its columns.
-                empty = schema.remove(schema.get_field_index(ORIGIN)) if self.synced else schema
-                path, relative = self._path(table, None)
-                writers[None] = (self._open(path, empty), path, relative, [0])
+                self._append(writers, table, pa.RecordBatch.from_pylist([], schema=schema))
         finally:
-            entries = []
-            for writer, _, relative, counted in writers.values():
+            for writer, _, _ in writers:
                 writer.close()
-                entries.append({"path": relative, "rows": counted[0]})
-        return entries, rows
+        return [{"path": relative, "rows": counted[0]} for _, relative, counted in writers], rows
 
-    def write_rows(self, table: str, origin: str | None, data: pa.Table) -> list[dict[str, Any]]:
-        """Write `data` (rows kept from a file of the last export, without `origin`) to one
-        new temporary file in `origin`'s partition; its manifest entry."""
-        writers: dict[str | None, tuple[pq.ParquetWriter, Path, str, list[int]]] = {}
-        try:
-            for batch in data.to_batches():
-                self._append(writers, table, origin, batch)
-        finally:
-            for writer, *_ in writers.values():
-                writer.close()
-        return [{"path": relative, "rows": counted[0]} for _, _, relative, counted in
-                writers.values()]  # fmt: skip
-
-    def _split(self, batch: pa.RecordBatch) -> Iterator[tuple[str | None, pa.RecordBatch]]:
-        if not self.synced:
-            yield None, batch
-            return
-        index = batch.schema.get_field_index(ORIGIN)
-        origins = batch.column(index)
-        rest = batch.drop_columns([ORIGIN])
-        values = set(origins.to_pylist())
-        if len(values) == 1:
-            yield values.pop(), rest
-            return
-        for value in sorted(values, key=lambda v: (v is not None, v or "")):
-            mask = pc.is_null(origins) if value is None else equals(origins, value)
-            yield value, rest.filter(filled(mask, False))
+    def write_rows(self, table: str, data: pa.Table) -> list[dict[str, Any]]:
+        """Write `data` (rows kept from a file of the last export) to one new temporary
+        file; its manifest entry."""
+        entries, _ = self.write(table, data.to_batches(), lambda _: None, skip_empty=True)
+        return entries
 
     def _append(
         self,
-        writers: dict[str | None, tuple[pq.ParquetWriter, Path, str, list[int]]],
+        writers: list[tuple[pq.ParquetWriter, str, list[int]]],
         table: str,
-        origin: str | None,
         batch: pa.RecordBatch,
     ) -> None:
-        if origin not in writers:
-            path, relative = self._path(table, origin)
-            writers[origin] = (self._open(path, batch.schema), path, relative, [0])
-        writer, _, _, counted = writers[origin]
+        if not writers:
+            path, relative = self._path(table)
+            writers.append((self._open(path, batch.schema), relative, [0]))
+        writer, _, counted = writers[0]
         writer.write_batch(batch)
         counted[0] += batch.num_rows
 

@@ -2,9 +2,9 @@
 
 The database keeps upstream's Rust types in SQLite's few storage classes — stamps as text,
 booleans as 0/1, `u64` counts as INTEGER (some of them wrapped into `i64` by an `as i64` cast),
-JSON as text. Each column here gets a `Kind` saying how its stored value is read back as
-upstream meant it, and some JSON columns whose shape upstream fixes get parsed columns beside
-them (`Parsed`).
+JSON as text. Each column here gets a `Kind` saying how its stored value is read back (the
+counts as the signed 64-bit integers the store keeps, the analytic convention), and some
+JSON columns whose shape upstream fixes get parsed columns beside them (`Parsed`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..errors import InvalidValueError
 from ..models import UPSTREAM_TABLES, Base
 from ..models.spend import USAGE_SUMS
 from ..sync.rules import RULE_OF
+from .tool_calls import TOOL_CALLS
 
 
 class Kind(Enum):
@@ -28,10 +29,12 @@ class Kind(Enum):
     INT = "int"
     """A signed integer (ids, step numbers, depths): `int64`."""
     U64 = "u64"
-    """Upstream's `u64`, stored as is (at most 2⁶³ − 1 by upstream's own check): `uint64`."""
+    """Upstream's `u64`, stored as is (at most 2⁶³ − 1 by upstream's own check): `int64`,
+    exact, so that a difference of two counts is a signed number in every reader."""
     WRAPPED_U64 = "wrapped_u64"
-    """Upstream's `u64` written with a wrapping `as i64` cast: `uint64`, the negative
-    integers read back as the high half of the range (`as u64`), as upstream reads them."""
+    """Upstream's `u64` written with a wrapping `as i64` cast: `int64`, the value the store
+    holds (a value of 2⁶³ or more, which upstream wrapped, is negative; a cast to `uint64`
+    reads it as upstream does)."""
     BOOL = "bool"
     """Upstream's `bool`, stored as INTEGER 0/1: `bool`."""
     STAMP = "stamp"
@@ -43,8 +46,8 @@ class Kind(Enum):
 
 ARROW_TYPES: dict[Kind, pa.DataType] = {
     Kind.INT: pa.int64(),
-    Kind.U64: pa.uint64(),
-    Kind.WRAPPED_U64: pa.uint64(),
+    Kind.U64: pa.int64(),
+    Kind.WRAPPED_U64: pa.int64(),
     Kind.BOOL: pa.bool_(),
     Kind.STAMP: pa.timestamp("us", tz="UTC"),
     Kind.TEXT: pa.string(),
@@ -83,7 +86,8 @@ UNSIGNED = {
 
 @dataclass(frozen=True)
 class Parsed:
-    """A column parsed out of a JSON (or `name:args`) text column of fixed shape."""
+    """A column parsed out of a JSON (or `name:{args} | name:{args}`) text column of fixed
+    shape."""
 
     name: str
     source: str
@@ -96,8 +100,9 @@ POLICY_DEFAULTS = pa.struct([(act, pa.string()) for act in ("read", "write", "ex
 
 PARSED: dict[str, tuple[Parsed, ...]] = {
     "steps": (
-        Parsed("tool", "tool_call", pa.string(), "the tool the step called (before the `:`)"),
-        Parsed("tool_args", "tool_call", pa.string(), "its arguments, JSON text (after the `:`)"),
+        Parsed("tool", "tool_call", pa.string(), "the tool of the step's first call"),
+        Parsed("tool_args", "tool_call", pa.string(), "its arguments, JSON text"),
+        Parsed("tool_calls", "tool_call", TOOL_CALLS, "every call: its name and arguments"),
     ),
     "step_turns": (
         Parsed("call_names", "calls", pa.list_(pa.string()), "the names of the turn's calls"),

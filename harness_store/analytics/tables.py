@@ -92,7 +92,7 @@ def priced_calls(store: Store, prices: PriceTable, *, since: str | None = None) 
     day = pc.strftime(calls["at"], format="%Y-%m-%d")
     table = with_column(calls, "model", filled(calls["model"], UNKNOWN_MODEL))
     table = table.append_column("day", day)
-    return table.append_column("cost_micros", pa.array(costs, type=pa.uint64()))
+    return table.append_column("cost_micros", pa.array(costs, type=pa.int64()))
 
 
 def spend_by_model_and_day(
@@ -107,7 +107,7 @@ def spend_by_model_and_day(
     table = calls.append_column("unpriced", pc.cast(unpriced, pa.int64()))
     # A call that reported no usage adds nothing to the sums, as spend counts it.
     for name in USAGE_COLUMNS:
-        zeroed = pc.if_else(reported, filled(table[name], 0), pa.scalar(0, pa.uint64()))
+        zeroed = pc.if_else(reported, filled(table[name], 0), pa.scalar(0, pa.int64()))
         table = with_column(table, name, zeroed)
     grouped = table.group_by(["day", "model"]).aggregate(
         [
@@ -220,5 +220,5 @@ def tree_runs(store: Store, root: int) -> pa.Table:
         for child in children.get(run_id, []):
             totals[run_id] += totals[child]
     return table.append_column(
-        "tree_tokens", pa.array([totals[r] for r in run_ids], type=pa.uint64())
+        "tree_tokens", pa.array([totals[r] for r in run_ids], type=pa.int64())
     )

@@ -37,8 +37,9 @@ Errors are one line on stderr and an exit code:
     1  any other failure (a read-only store to upgrade, copy support missing, a driver error)
     2  usage: bad arguments or options, an unusable URL, an unknown or lower `--to` revision
     3  not a readable run store: no file there; not SQLite (empty file, directory, FIFO, other);
-       another application's database; a newer checkpoint format (user_version above 7); for
-       the read commands, a store older than 0.13 or torn, which needs `harness-store upgrade`
+       another application's database; a newer checkpoint format (user_version above 7); a
+       damaged file (for check, a finding: 6); for the read commands, a store older than
+       0.13 or torn, which needs `harness-store upgrade`
     4  locked: another process held the store past the busy timeout (5 s)
     5  not in the store: no run with that id (or nothing open to approve or answer)
     6  check: the store has problems (after --repair: problems are left)

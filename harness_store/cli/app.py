@@ -171,7 +171,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, ModuleNotFoundError) and exc.name in DRIVER_EXTRAS:
         return EXIT_OTHER, (
             f"{exc.name} is not installed; the store's URL needs it: "
-            f"pip install 'harness_store[{DRIVER_EXTRAS[exc.name]}]'"
+            + install_hint(DRIVER_EXTRAS[exc.name])
         )
     if isinstance(exc, OSError):
         return EXIT_OTHER, f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
@@ -180,6 +180,20 @@ def classify(exc: BaseException) -> tuple[int, str]:
 
 DRIVER_EXTRAS = {"psycopg": "postgresql", "psycopg_binary": "postgresql"}
 """Driver modules this package's extras install, and the extra that does."""
+
+
+def install_hint(extra: str) -> str:
+    """How to install one of the package's extras, as it installs from a clone of its
+    repository (the package is not on PyPI, so `pip install 'harness_store[…]'` fails)."""
+    return f'pip install ".[{extra}]" (from a clone of harness_store)'
+
+
+def missing_extra(exc: ImportError, needs: str, extra: str) -> CliError:
+    """The error for a command whose optional dependency is not installed: `needs` says what
+    needs it ("exporting Parquet"); exit 1, as for any other failure that is not usage."""
+    module = (exc.name or "a module").split(".")[0]
+    return CliError(EXIT_OTHER, f"{needs} needs {module}, which is not installed: "
+                    + install_hint(extra))  # fmt: skip
 
 
 def server_of(argv: Sequence[str]) -> tuple[str, int, str] | None:

@@ -14,9 +14,11 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from ..errors import NotADatabaseError
-from ..records.health import CheckReport, Finding
+from ..errors import DamagedStoreError, NotADatabaseError
+from ..records.health import CheckReport, Finding, FindingKind, Repaired
 from ..schema.detect import StoreKind
+from ..schema.preflight import is_malformed
+from ..schema.releases import HEAD
 from .app import EPILOG, DbArg, JsonOpt, app
 from .decide import open_writer
 from .output import emit_json, plural, stdout_console
@@ -66,6 +68,53 @@ def show(report: CheckReport) -> None:
         console.print(Text(f"{plural(len(report.findings), 'problem')} found ({checked})"))
 
 
+def read_report(db: str) -> CheckReport:
+    """`Store.check` through the read-only open, which refuses what `check` refuses (with or
+    without `--repair`); a file too damaged to open is a finding, not an error."""
+    try:
+        with open_reader(db, require_readable=False) as reader:
+            if reader.found.kind is StoreKind.EMPTY:
+                raise NotADatabaseError(f"{reader.where} is an empty database, not a run store")
+            return reader.store.check()
+    except Exception as exc:
+        if not damaged(exc):
+            raise
+        from ..store.health import damaged_finding
+
+        return CheckReport((damaged_finding(exc),), None, None, ("integrity",))
+
+
+def damaged(exc: BaseException) -> bool:
+    """Whether an error is a damaged page of the file (SQLite's code, never its message)."""
+    return isinstance(exc, DamagedStoreError) or any(
+        is_malformed(e) for e in (exc, exc.__cause__) if e is not None
+    )
+
+
+def repair_store(db: str, report: CheckReport) -> Repaired:
+    """`Store.repair` when `report` has something it fixes on a store it may write: at the
+    head revision, its file whole. Otherwise nothing is opened for writing."""
+    if not any(f.repairable for f in report.findings) or why_not(report) != NOTHING_SAFE:
+        return Repaired((), None, report)
+    with open_writer(db) as store:
+        return store.repair()
+
+
+NOTHING_SAFE = "nothing found could be fixed safely"
+
+
+def why_not(report: CheckReport) -> str:
+    """Why `--repair` fixed nothing."""
+    if report.of(FindingKind.INTEGRITY):
+        return "the file is damaged: recover it first (see the integrity finding)"
+    if report.revision != HEAD and any(f.repairable for f in report.findings):
+        return (
+            f"the store is at {report.revision or 'no revision'}, not {HEAD}: "
+            "`harness-store upgrade` it first"
+        )
+    return NOTHING_SAFE
+
+
 @app.command("check", epilog=EPILOG)
 def check_command(
     db: DbArg,
@@ -82,9 +131,9 @@ def check_command(
     """Check the store: the file, the schema against its revision, runs io-harness cannot
     resume, orphans, run trees, leases and spend counters. Exit code 6 when a problem is found.
     Read-only unless --repair."""
+    report = read_report(db)
     if repair:
-        with open_writer(db) as store:
-            repaired = store.repair()
+        repaired = repair_store(db, report)
         report = repaired.after
         if as_json:
             emit_json(
@@ -101,16 +150,11 @@ def check_command(
             for line in repaired.done:
                 console.print(Text(f"repaired: {line}"))
             if not repaired.done:
-                console.print(Text("repaired: nothing (nothing found could be fixed safely)"))
+                console.print(Text(f"repaired: nothing ({why_not(report)})"))
             show(report)
+    elif as_json:
+        emit_json(report_json(report))
     else:
-        with open_reader(db, require_readable=False) as reader:
-            if reader.found.kind is StoreKind.EMPTY:
-                raise NotADatabaseError(f"{reader.where} is an empty database, not a run store")
-            report = reader.store.check()
-        if as_json:
-            emit_json(report_json(report))
-        else:
-            show(report)
+        show(report)
     if not report.healthy:
         raise typer.Exit(EXIT_UNHEALTHY)

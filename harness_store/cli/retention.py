@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import re
 import sys
-from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
+from ..errors import ArchiveRefusedError, InvalidValueError
 from ..records import Pruned
+from ..store.cutoff import Cutoff
 from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .decide import open_writer
 from .output import (
@@ -35,6 +37,9 @@ from .output import (
 )
 from .reader import open_reader
 
+if TYPE_CHECKING:
+    from ..store import Store
+
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
 
@@ -48,32 +53,25 @@ def confirm(question: str, yes: bool) -> None:
         raise CliError(EXIT_USAGE, "nothing was changed")
 
 
-def cutoff_of(before: str | None, older_than: str | None) -> str:
-    """The cutoff stamp from `--before DATE` or `--older-than AGE` (exactly one of them)."""
+def cutoff_of(before: str | None, older_than: str | None) -> Cutoff:
+    """The cutoff from `--before DATE` or `--older-than AGE` (exactly one of them), parsed
+    here once into an instant (UTC)."""
     if (before is None) == (older_than is None):
         raise CliError(EXIT_USAGE, "give one of --before DATE or --older-than AGE (e.g. 30d)")
-    if before is not None:
-        return check_date(before)
-    assert older_than is not None
-    match = re.fullmatch(r"\s*(\d+)\s*([dhmw])\s*", older_than)
-    if match is None:
-        raise CliError(
-            EXIT_USAGE, f"--older-than takes an age like 30d, 12h, 90m or 2w, got {older_than!r}"
-        )
-    unit = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes"}[match.group(2)]
-    moment = datetime.now(UTC) - timedelta(**{unit: int(match.group(1))})
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def check_date(before: str) -> str:
-    """A date or ISO stamp, as sessions' `created_at` compares with it (text)."""
     try:
-        datetime.fromisoformat(before.replace("Z", "+00:00"))
-    except ValueError:
-        raise CliError(
-            EXIT_USAGE, f"--before takes a date like 2026-01-31 or an ISO stamp, got {before!r}"
-        ) from None
-    return before
+        if before is not None:
+            return Cutoff.parse(before, "--before")
+        assert older_than is not None
+        match = re.fullmatch(r"\s*(\d+)\s*([dhmw])\s*", older_than)
+        if match is None:
+            raise CliError(
+                EXIT_USAGE,
+                f"--older-than takes an age like 30d, 12h, 90m or 2w, got {older_than!r}",
+            )
+        unit = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes"}[match.group(2)]
+        return Cutoff.ago(int(match.group(1)), unit)
+    except InvalidValueError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
 
 
 @app.command("size", epilog=EPILOG)
@@ -172,9 +170,11 @@ def prune_command(
 
 
 def prune_sessions_command(
-    db: str, before: str, dry_run: bool, archive: bool, yes: bool, as_json: bool
+    db: str, cutoff: Cutoff, dry_run: bool, archive: bool, yes: bool, as_json: bool
 ) -> None:
-    """Sessions, one transaction each, each decided again under its lock."""
+    """Sessions, one transaction each, each decided again under its lock. The sessions'
+    `created_at` are upstream's stamps, so the cutoff's stamp compares with them as an instant."""
+    before = cutoff.stamp
     totals = {"sessions": 0, "turns": 0, "runs": 0, "rows": 0, "bytes": 0}
     verb = "archive" if archive else "delete"
     with open_writer(db) as store:
@@ -262,7 +262,7 @@ def compact_command(db: DbArg, yes: YesOpt = False, as_json: JsonOpt = False) ->
 
 def prune_runs_command(
     db: str,
-    before: str,
+    cutoff: Cutoff,
     statuses: list[str] | None,
     keep_last: int | None,
     dry_run: bool,
@@ -272,6 +272,7 @@ def prune_runs_command(
 ) -> None:
     """Runs, whole trees, in batches (see `Store.prune_runs`). A dry run opens the store
     read-only, so not a byte of it changes."""
+    before = cutoff.instant
     chosen = tuple(statuses or ("completed", "failed"))
     wrong = sorted(set(chosen) - {"completed", "failed"})
     if wrong:
@@ -280,43 +281,64 @@ def prune_runs_command(
             f"--status takes completed or failed (a running or paused run can still resume), "
             f"got {', '.join(wrong)}",
         )
-    if dry_run:
-        with open_reader(db) as reader:
-            would = reader.store.prune_runs(
-                before=before, statuses=chosen, keep_last=keep_last, dry_run=True
-            )
-        report_runs(would, before, dry_run=True, archive_to=archive_to, as_json=as_json)
-        return
-    with open_writer(db) as store:
-        would = store.prune_runs(before=before, statuses=chosen, keep_last=keep_last, dry_run=True)
-        if not would.runs:
-            report_runs(would, before, dry_run=True, archive_to=archive_to, as_json=as_json)
+    try:
+        if dry_run:
+            with open_reader(db) as reader:
+                would = reader.store.prune_runs(
+                    before=before,
+                    statuses=chosen,
+                    keep_last=keep_last,
+                    dry_run=True,
+                    archive=archive_to,
+                )
+            report_runs(would, cutoff, dry_run=True, archive_to=archive_to, as_json=as_json)
             return
-        into = f" into {archive_to}" if archive_to else ""
-        confirm(
-            f"delete {plural(would.runs, 'run')} ({plural(would.rows, 'row')}) started before "
-            f"{before}{into}?",
-            yes,
+        with open_writer(db) as store:
+            pruned = prune_runs_asking(store, before, chosen, keep_last, archive_to, yes, as_json)
+    except ArchiveRefusedError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
+    report_runs(pruned, cutoff, dry_run=False, archive_to=archive_to, as_json=as_json)
+
+
+def prune_runs_asking(
+    store: Store,
+    before: datetime,
+    chosen: tuple[str, ...],
+    keep_last: int | None,
+    archive_to: str | None,
+    yes: bool,
+    as_json: bool,
+) -> Pruned:
+    """The forecast (the archive checked), the question, then the prune with its bar."""
+    would = store.prune_runs(
+        before=before, statuses=chosen, keep_last=keep_last, dry_run=True, archive=archive_to
+    )
+    if not would.runs:
+        return would
+    into = f" into {archive_to}" if archive_to else ""
+    confirm(
+        f"delete {plural(would.runs, 'run')} ({plural(would.rows, 'row')}) started before "
+        f"{Cutoff.parse(before)}{into}?",
+        yes,
+    )
+    with progress_bars(stderr_console(), quiet=as_json, label="prune") as bars:
+        task = bars.add_task("prune", total=would.runs) if bars else None
+
+        def advance(done: int, total: int) -> None:
+            if bars is not None and task is not None:
+                bars.update(task, completed=done, total=total)
+
+        return store.prune_runs(
+            before=before,
+            statuses=chosen,
+            keep_last=keep_last,
+            archive=archive_to,
+            progress=advance,
         )
-        with progress_bars(stderr_console(), quiet=as_json, label="prune") as bars:
-            task = bars.add_task("prune", total=would.runs) if bars else None
-
-            def advance(done: int, total: int) -> None:
-                if bars is not None and task is not None:
-                    bars.update(task, completed=done, total=total)
-
-            pruned = store.prune_runs(
-                before=before,
-                statuses=chosen,
-                keep_last=keep_last,
-                archive=archive_to,
-                progress=advance,
-            )
-    report_runs(pruned, before, dry_run=False, archive_to=archive_to, as_json=as_json)
 
 
 def report_runs(
-    pruned: Pruned, before: str, *, dry_run: bool, archive_to: str | None, as_json: bool
+    pruned: Pruned, before: Cutoff, *, dry_run: bool, archive_to: str | None, as_json: bool
 ) -> None:
     if as_json:
         emit_json(
@@ -327,14 +349,16 @@ def report_runs(
                 "tables": pruned.tables,
                 "run_ids": pruned.run_ids,
                 "refused": pruned.refused,
-                "archive": archive_to,
+                "archive": archive_to if pruned.runs else None,
                 "dry_run": dry_run,
                 "action": "delete",
             }
         )
         return
     done = "would delete" if dry_run else "deleted"
-    into = f" (copied to {archive_to} first)" if archive_to else ""
+    into = ""
+    if archive_to and pruned.runs:
+        into = f" ({'to be ' if dry_run else ''}copied to {archive_to} first)"
     stdout_console().print(
         Text(
             f"{done} {plural(pruned.runs, 'run')} started before {before}, "

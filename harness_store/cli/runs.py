@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import StoreError
+from ..errors import DamagedStoreError, StoreError
 from ..records import RunStatus
 from .app import MAX_INT, DbArg, JsonOpt, app
 from .output import (
@@ -101,6 +101,20 @@ def tokens_cell(row: dict[str, Any]) -> str:
     return "overflow" if row["tokens_overflow"] else f"{row['tokens']:,}"
 
 
+def refuse_damaged(reader: Reader) -> None:
+    """Before saying "no runs": a damaged page can read as an empty table, so the file's own
+    check (SQLite's `integrity_check`) is asked, and a damaged store refused (exit 3)."""
+    from ..store.health import file_damage
+
+    problems = file_damage(reader.store)
+    if problems:
+        raise DamagedStoreError(
+            f"{reader.where} lists no runs, but its file is damaged (integrity_check: "
+            f"{problems[0]}); nothing was changed. `harness-store check` names the damage; the "
+            "sqlite3 shell's `.recover` saves the rows that are whole into a new file"
+        )
+
+
 @app.command("runs")
 def runs_command(
     db: DbArg,
@@ -172,6 +186,8 @@ def runs_command(
             if wanted is not None and shown == wanted
             else shown
         )
+        if shown == 0:
+            refuse_damaged(reader)
     which = f" with status {state}" if state else ""
     if shown == 0:
         note(f"no runs{which}")

@@ -75,7 +75,7 @@ def spend_command(
     emit_table(
         [Column(by.value), Column("calls", "right"), Column("prompt", "right", drop=2),
          Column("completion", "right", drop=2), Column("cache read", "right", drop=3),
-         Column("total tokens", "right"), Column("cost", "right"),
+         Column("total", "right"), Column("cost", "right"),
          Column("unpriced", "right", drop=1)],
         (
             (s.key, f"{s.calls:,}", f"{s.usage.prompt_tokens:,}",

@@ -326,6 +326,12 @@ class Backend(ABC):
         table). Empty on a backend that enforces foreign keys as it writes."""
         return []
 
+    def stored_as(self, column: Any, kind: str) -> Any:
+        """A condition true where `column`'s value is stored as `kind` ("integer", "text")
+        or is NULL (`Store.check`); None on a backend whose columns hold only their declared
+        type."""
+        return None
+
     def journal_mode(self, conn: Connection) -> str | None:
         """How the database journals its writes, as its connection reports it; None where
         the backend has no such setting (PostgreSQL)."""

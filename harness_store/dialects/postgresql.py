@@ -259,6 +259,10 @@ class PostgreSQLBackend(Backend):
                     f"runs(id), as upstream): {message}"
                 )
         lost = sqlstate is None and type(exc).__name__ == "OperationalError"
+        if lost and getattr(getattr(exc, "pgconn", None), "backend_pid", None) == 0:
+            # no server process ever served it: a connection refused at its start (an
+            # unknown role, a failed login), said with the server's own reason
+            return StoreConnectionError(f"could not connect to the server: {message}")
         if lost or (sqlstate is not None and sqlstate[:2] in LOST_CLASSES):
             return StoreConnectionError(f"the connection to the server was lost: {message}")
         if sqlstate in LOST_STATES:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, event
+from sqlalchemy import Connection, Engine, Table, event, func
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool, StaticPool
@@ -23,6 +23,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
 
 from ..errors import (
+    DamagedStoreError,
     InvalidValueError,
     RunNotFoundError,
     StoreAccessError,
@@ -41,6 +42,9 @@ from .base import (
 )
 from .sqlite_queue import SQLITE_BUSY, SQLITE_LOCKED, SQLiteWriteQueue, begin_immediate
 from .still import file_uri, install_still_reads, names_uri, still_read_outdated
+
+SQLITE_CORRUPT = 11
+"""SQLite's result code for a damaged page ("database disk image is malformed")."""
 
 WRITE = "hs_write"
 """`Connection.info` key or execution option: when true, `begin` takes the write lock up front
@@ -276,6 +280,12 @@ class SQLiteBackend(Backend):
             return StoreAccessError(f"the store cannot be written: {message}")
         if primary == SQLITE_CANTOPEN:
             return StoreAccessError(f"cannot open the database file: {message}")
+        if primary == SQLITE_CORRUPT:
+            return DamagedStoreError(
+                f"the store's file is damaged ({message}); the read stopped there and nothing "
+                "was changed. `harness-store check` names the damage; the sqlite3 shell's "
+                "`.recover` saves the rows that are whole into a new file"
+            )
         return None
 
     def begin_write_sql(self) -> str | None:
@@ -306,6 +316,10 @@ class SQLiteBackend(Backend):
         without their parent."""
         rows = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
         return [(str(t), None if r is None else int(r), str(p)) for t, r, p, _ in rows]
+
+    def stored_as(self, column: Any, kind: str) -> Any:
+        """SQLite keeps any value in any column (a text `'x'` in an INTEGER one): `typeof`."""
+        return func.typeof(column).in_((kind, "null"))
 
     def journal_mode(self, conn: Connection) -> str | None:
         return str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()

@@ -30,6 +30,10 @@ class FindingKind(Enum):
     INDEX_DIFFERS = "index_differs"
     """An index of the right name on other columns than the models'."""
     UNKNOWN_INDEX = "unknown_index"
+    DUPLICATE_ROWS = "duplicate_rows"
+    """A missing UNIQUE index whose table holds rows it would refuse (never re-created by
+    `repair`: it would fail)."""
+    UNKNOWN_VIEW = "unknown_view"
     MISSING_TRIGGER = "missing_trigger"
     UNKNOWN_TRIGGER = "unknown_trigger"
     STEP_WITHOUT_CHECKPOINT = "step_without_checkpoint"
@@ -45,6 +49,11 @@ class FindingKind(Enum):
     SPAWN_CYCLE = "spawn_cycle"
     """Runs whose `parent_run_id`s lead back to themselves."""
     LEASE_OF_MISSING_RUN = "lease_of_missing_run"
+    WRONG_TYPE = "wrong_type"
+    """A value of another type than its column's (on SQLite, a text in an INTEGER column)."""
+    BAD_TIME = "bad_time"
+    """A value of a time-stamp column (`at`, `…_at`) that is no time stamp io-harness
+    writes."""
     SPEND_COUNTER = "spend_counter"
     """A kept spend answer, still marked current by its counter, that disagrees with the
     calls in `provider_calls`."""

@@ -8,11 +8,13 @@
 - `backup`: the copy of a SQLite store taken before its revision changes;
 - `preflight`: the checks made before and around it (readable, malformed, disk full);
 - `migration_ops`: the helpers the revisions in `harness_store.migrations` are written with.
-- `copy_marker`: the mark of a copy killed before its commit, which every reader refuses.
+- `copy_marker`: the mark of a copy killed before its commit, which every reader refuses;
+- `given_connection`: the connection a caller hands the migration environment, unwrapped or
+  refused.
 
 The names a user calls are here too, imported on first use so that importing the package
 loads no Alembic: `upgrade`, `downgrade`, `UpgradeReport`, `alembic_config`,
-`script_location`, `revision_for` and `backup_name`.
+`script_location`, `revision_for`, `own_indexes_at`, `indexes_at` and `backup_name`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .backup import backup_name
     from .migrate import UpgradeReport, alembic_config, downgrade, script_location, upgrade
-    from .releases import revision_for
+    from .releases import indexes_at, own_indexes_at, revision_for
 
 LAZY = {
     "upgrade": "migrate",
@@ -32,6 +34,8 @@ LAZY = {
     "alembic_config": "migrate",
     "script_location": "migrate",
     "revision_for": "releases",
+    "own_indexes_at": "releases",
+    "indexes_at": "releases",
     "backup_name": "backup",
 }
 """Where each public name lives; `migrate` brings Alembic, which detection and the Store's
@@ -52,6 +56,8 @@ __all__ = [
     "alembic_config",
     "backup_name",
     "downgrade",
+    "indexes_at",
+    "own_indexes_at",
     "revision_for",
     "script_location",
     "upgrade",

@@ -44,6 +44,7 @@ from ..engine import make_engine, resolve_target, safe_url, sqlite_path, to_url
 from ..errors import MalformedStoreError, StoreError, StoreNotFoundError, UpgradeFailedError
 from .backup import discard, take_backup
 from .detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
+from .given_connection import given_connection
 from .preflight import is_disk_full, is_malformed, malformed_message, quick_check
 from .releases import REVISIONS
 
@@ -269,7 +270,7 @@ def _run_offline(context: EnvironmentContext) -> None:
 def _run_online(context: EnvironmentContext) -> None:
     config = context.config
     report = config.attributes.get(REPORT)
-    given = config.attributes.get("connection")
+    given = given_connection(config.attributes.get("connection"))
     if isinstance(given, Connection):
         _migrate(context, given, report=report)
         return

@@ -93,15 +93,25 @@ def drop_columns(table: str, *names: str) -> None:
 
 
 def create_index(
-    name: str, table: str, columns: list[str], *, unique: bool = False, where: str | None = None
+    name: str,
+    table: str,
+    columns: list[str],
+    *,
+    unique: bool = False,
+    where: str | None = None,
+    maybe_there: bool = False,
 ) -> None:
-    """Create an index that is not there yet (`where`: a partial index's condition)."""
+    """Create an index that is not there yet (`where`: a partial index's condition).
+    `maybe_there`: offline (`--sql`), emit `CREATE INDEX IF NOT EXISTS`, for a revision that
+    fills in indexes the revisions before it may already have created."""
     if not _offline() and name in _indexes(table):
         return
-    partial: dict[str, Any] = {}
+    options: dict[str, Any] = {}
     if where is not None:
-        partial = {"sqlite_where": sa.text(where), "postgresql_where": sa.text(where)}
-    op.create_index(name, table, columns, unique=unique, **partial)
+        options = {"sqlite_where": sa.text(where), "postgresql_where": sa.text(where)}
+    if maybe_there and _offline():
+        options["if_not_exists"] = True
+    op.create_index(name, table, columns, unique=unique, **options)
 
 
 def drop_index(name: str, table: str) -> None:

@@ -4,8 +4,9 @@ A shape is what a release's open guarantees once it has run to the end: the tabl
 columns, upstream's own indexes (from 0.21), and (from 0.7) `user_version` stamped to 7.
 Shapes are cumulative and purely additive. Each release that changed the schema has an Alembic
 revision named after it ("0.1" … "0.13", "0.18" … "0.65"); harness_store's own indexes are
-revisions `hs1`, between 0.13 and 0.18, and `hs2` and `hs3`, after 0.65 (hs3 is the head: spend
-counters kept by triggers, `harness_store.models.spend`). Every other release
+revisions `hs1`, between 0.13 and 0.18, and `hs2`, `hs3` and `hs4` after 0.65 (hs3: spend
+counters kept by triggers, `harness_store.models.spend`; hs4, the head: every `hs_` index a
+store stamped at an upstream release never got, see `own_indexes_at`). Every other release
 name resolves to the newest release revision at or below it (`revision_for`): 0.29 changed
 nothing, so `alembic upgrade 0.29` lands on 0.28, and 0.66 on 0.65.
 """
@@ -22,7 +23,8 @@ from ..formats import CHECKPOINT_FORMAT
 
 @dataclass(frozen=True)
 class UpstreamIndex:
-    """An index upstream's open creates: its table, columns, uniqueness and partial WHERE."""
+    """An index upstream's open creates (or one of harness_store's `hs_` indexes,
+    `OWN_INDEXES_ADDED`): its table, columns, uniqueness and partial WHERE."""
 
     table: str
     columns: tuple[str, ...]
@@ -431,12 +433,21 @@ OWN_STEP_TOKENS = "hs2"
 OWN_SPEND = "hs3"
 """The revision of the spend counters (tables and triggers on `provider_calls`), after hs2."""
 
+OWN_INDEXES_FILLED = "hs4"
+"""The revision that creates every `hs_` index of the shape below it that a store lacks (one
+stamped at an upstream release after 0.13 never ran `hs1`), after hs3."""
+
 OWN_REVISIONS: Mapping[str, str] = MappingProxyType(
-    {OWN_INDEXES: STORE_RELEASE, OWN_STEP_TOKENS: UPSTREAM_HEAD, OWN_SPEND: UPSTREAM_HEAD}
+    {
+        OWN_INDEXES: STORE_RELEASE,
+        OWN_STEP_TOKENS: UPSTREAM_HEAD,
+        OWN_SPEND: UPSTREAM_HEAD,
+        OWN_INDEXES_FILLED: UPSTREAM_HEAD,
+    }
 )
 """harness_store's own revisions, each with the release it follows (whose shape it holds)."""
 
-HEAD = OWN_SPEND
+HEAD = OWN_INDEXES_FILLED
 """The head Alembic revision: the newest release's shape plus harness_store's indexes and
 spend counters."""
 
@@ -446,8 +457,46 @@ REVISIONS: tuple[str, ...] = (
     *RELEASE_NAMES[RELEASE_NAMES.index("0.13") + 1 :],
     OWN_STEP_TOKENS,
     OWN_SPEND,
+    OWN_INDEXES_FILLED,
 )
 """Every revision of the chain, oldest first."""
+
+OWN_INDEXES_ADDED: Mapping[str, Mapping[str, UpstreamIndex]] = MappingProxyType(
+    {
+        OWN_INDEXES: MappingProxyType(
+            {
+                "hs_runs_parent_run_id": UpstreamIndex("runs", ("parent_run_id",)),
+                "hs_steps_run_id_step": UpstreamIndex("steps", ("run_id", "step")),
+                "hs_policy_events_run_id": UpstreamIndex("policy_events", ("run_id",)),
+                "hs_pending_approvals_run_id": UpstreamIndex("pending_approvals", ("run_id",)),
+                "hs_agent_events_run_id": UpstreamIndex("agent_events", ("run_id",)),
+                "hs_sandbox_events_run_id": UpstreamIndex("sandbox_events", ("run_id",)),
+                "hs_checkpoint_events_run_id": UpstreamIndex("checkpoint_events", ("run_id",)),
+                "hs_spawns_parent_run_id_step": UpstreamIndex("spawns", ("parent_run_id", "step")),
+                "hs_mcp_events_run_id": UpstreamIndex("mcp_events", ("run_id",)),
+                "hs_context_events_run_id": UpstreamIndex("context_events", ("run_id",)),
+                "hs_ledger_observations_run_id": UpstreamIndex("ledger_observations", ("run_id",)),
+            }
+        ),
+        OWN_STEP_TOKENS: MappingProxyType(
+            {
+                "hs_steps_run_id_step_id_tokens": UpstreamIndex(
+                    "steps", ("run_id", "step", "id", "tokens")
+                )
+            }
+        ),
+        OWN_SPEND: MappingProxyType(
+            {"hs_provider_calls_at": UpstreamIndex("provider_calls", ("at",))}
+        ),
+    }
+)
+"""harness_store's `hs_` indexes each of its revisions creates (name → table, columns)."""
+
+OWN_INDEXES_DROPPED: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {OWN_STEP_TOKENS: ("hs_steps_run_id_step",)}
+)
+"""The `hs_` indexes one of harness_store's revisions drops (hs2's covering index of steps
+replaces hs1's); a release's drops are its `Release.drops_own`."""
 
 _RELEASE_NAME = re.compile(r"^(?:v)?0\.(\d+)(?:\.\d+)?$")
 
@@ -539,3 +588,27 @@ def formats_at(name: str) -> int:
     """The `user_version` a store has once release `name` opened it (0 before 0.7)."""
     index = RELEASE_NAMES.index(name)
     return CHECKPOINT_FORMAT if index >= RELEASE_NAMES.index("0.7") else 0
+
+
+def own_indexes_at(revision: str) -> Mapping[str, UpstreamIndex]:
+    """harness_store's `hs_` indexes (name → table, columns) a store at `revision` has: what
+    the chain up to it created and did not drop again. Every path to `revision` ends with
+    them: the head revision (`hs4`) creates any a store stamped by detection lacked, and a
+    downgrade leaves what the revision below it holds. Empty below `hs1`."""
+    indexes: dict[str, UpstreamIndex] = {}
+    for name in REVISIONS[: REVISIONS.index(revision) + 1]:
+        if name in RELEASE_NAMES:
+            for dropped in release(name).drops_own:
+                indexes.pop(dropped, None)
+        for dropped in OWN_INDEXES_DROPPED.get(name, ()):
+            indexes.pop(dropped, None)
+        indexes.update(OWN_INDEXES_ADDED.get(name, {}))
+    return MappingProxyType(indexes)
+
+
+def indexes_at(revision: str) -> Mapping[str, UpstreamIndex]:
+    """Every index (name → table, columns, uniqueness, partial WHERE) a store at `revision`
+    has: upstream's own of the release it holds (`INDEXES`) and harness_store's
+    (`own_indexes_at`)."""
+    upstream = INDEXES.get(release_of_revision(revision), {})
+    return MappingProxyType({**upstream, **own_indexes_at(revision)})

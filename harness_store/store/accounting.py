@@ -41,6 +41,7 @@ from ..records.accounting import spend_from_row
 from .marks import pages, reads, writes
 from .older import OlderStoreMixin
 from .pricing import InexactSums, fingerprint, priced_rows, priced_statement
+from .run_holds import hold_run
 from .spend import FIRST, counted, row_of
 from .spend import run_rows as spend_run_rows
 from .spend import spend as spend_from_counters
@@ -112,6 +113,7 @@ class AccountingMixin(OlderStoreMixin):
             failure=opt_text(call.failure, "failure"),
         )
         with self._write() as conn:
+            hold_run(conn, self._backend, values["run_id"])  # a prune of the run: its turn
             conn.execute(insert(m.ProviderCall).values(**values))
 
     @reads

@@ -18,6 +18,7 @@ from ..records import (
 )
 from .base import StoreBase
 from .marks import reads, writes
+from .run_holds import hold_run
 
 
 class ApprovalsMixin(StoreBase):
@@ -26,8 +27,7 @@ class ApprovalsMixin(StoreBase):
     @writes
     def record_event(self, run_id: int, e: PolicyEvent) -> None:
         """Record a policy refusal or a human decision against a run."""
-        self._append(
-            m.PolicyEvent,
+        values = dict(
             run_id=i64(run_id, "run_id"),
             step=u32(e.step, "step"),
             kind=text(e.kind, "kind"),
@@ -39,6 +39,9 @@ class ApprovalsMixin(StoreBase):
             source=opt_text(e.source, "source"),
             performed=opt_text(e.performed, "performed"),
         )
+        with self._write() as conn:
+            hold_run(conn, self._backend, values["run_id"])  # a prune of the run: its turn
+            conn.execute(insert(m.PolicyEvent).values(**values))
 
     @reads
     def events(self, run_id: int) -> list[PolicyEvent]:

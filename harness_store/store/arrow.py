@@ -37,8 +37,8 @@ class ArrowMixin(OlderStoreMixin):
         columns: list[str] | None = None,
     ) -> pa.Table:
         """A table of the store as a `pyarrow.Table`, with upstream's types restored: stamps
-        as `timestamp[us, UTC]`, upstream's `u64` counts as `uint64` (wrapped ones read back
-        as upstream reads them), booleans as `bool`; JSON stays text, with parsed columns
+        as `timestamp[us, UTC]`, upstream's `u64` counts as `int64` (the signed value the
+        store keeps), booleans as `bool`; JSON stays text, with parsed columns
         beside it where upstream fixes its shape (a step's `tool` and `tool_args`, a plan's
         steps, a policy's defaults, …). A synced store adds each row's `origin`.
 
@@ -179,9 +179,10 @@ class ArrowMixin(OlderStoreMixin):
         columns: list[str] | None = None,
         engine: Literal["pandas", "polars"] = "pandas",
     ) -> Any:
-        """`arrow(...)` as a DataFrame: pandas by default (Arrow-backed dtypes, so `uint64`,
-        nullable `bool` and UTC stamps keep their types), polars with `engine="polars"`. The
-        same Arrow table, converted once; the library must be installed."""
+        """`arrow(...)` as a DataFrame: pandas by default (Arrow-backed dtypes, so `int64`
+        with nulls, nullable `bool` and UTC stamps keep their types), polars with
+        `engine="polars"`. The same Arrow table, converted once; the library must be
+        installed."""
         data = self.arrow(table, runs=runs, since=since, columns=columns)
         if engine == "polars":
             import polars as pl

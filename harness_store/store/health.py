@@ -1,44 +1,35 @@
 """`Store.check` and `Store.repair`: is this store whole, and can io-harness resume its runs?
 
-`check` only reads, in one read transaction: the database's own consistency check (SQLite's
-`integrity_check` and `foreign_key_check`), the schema against the stamped revision and the
-models, the rows io-harness resumes from (every step number of a checkpointed run has its
-checkpoint, every checkpoint its step, no step number missing below a run's last), rows of
-runs that do not exist, run trees (missing parents, cycles), leases of missing runs, and hs3's
-spend counters against `provider_calls`. Each problem is a `Finding`. The schema checks are
-here; the row checks in `health_rows`.
+`check` only reads, in one snapshot (`Connector.snapshot`: `REPEATABLE READ` on PostgreSQL,
+so live writers cause no false finding): the database's own consistency check (SQLite's
+`integrity_check` and `foreign_key_check`; a damaged page that stops any later read is a
+finding too), the schema against the stamped revision's shape (`health_schema`), values of the
+wrong type or form (`health_values`), the rows io-harness resumes from (every step number of a
+checkpointed run has its checkpoint, every checkpoint its step, no step number missing below a
+run's last), rows of runs that do not exist, run trees (missing parents, cycles), leases of
+missing runs, and hs3's spend counters against `provider_calls` (`health_rows`). Each problem is
+a `Finding`. Memory and time are bounded whatever the values: sets
+are never built of numbers a value spans (gaps are ranges found in SQL).
 
 `repair` fixes only what loses nothing — a missing index or trigger is rebuilt, spend
 counters are recounted, a lease of a missing run is dropped — after a backup of a SQLite file,
-in one transaction. Everything else (orphans, torn steps, a wrong stamp) is left as it is and
-reported with the statement that would remove or change it.
+in one transaction; never on a damaged file. Everything else (orphans, torn steps, a wrong
+stamp, duplicates, wrong values) is left as it is and reported with the statement that would
+remove or change it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from sqlalchemy import Connection, exists, inspect, select
 
-from sqlalchemy import Connection, Index, exists, inspect, select
-
-from .. import models as m
-from ..dialects import Backend, backend_for
-from ..dialects.postgresql import FORMAT_TABLE
+from ..dialects import Backend
 from ..engine import sqlite_path
+from ..errors import StoreError
 from ..models.spend import SPEND_TABLES
 from ..records.health import CheckReport, Finding, FindingKind, Repaired
 from ..schema.backup import take_backup
-from ..schema.detect import diagnose, read_revision, read_tables
-from ..schema.releases import (
-    INDEXES,
-    OWN_INDEXES,
-    OWN_SPEND,
-    OWN_STEP_TOKENS,
-    REVISIONS,
-    SHAPES,
-    STORE_RELEASE,
-    UPSTREAM_HEAD,
-    release_of_revision,
-)
+from ..schema.detect import read_revision, read_tables
+from ..schema.preflight import is_malformed
 from .base import StoreBase
 from .health_rows import (
     file_findings,
@@ -50,328 +41,70 @@ from .health_rows import (
     spend_findings,
     tree_findings,
 )
+from .health_schema import build_index, schema_findings
+from .health_values import value_findings
 from .marks import reads, writes
 
 K = FindingKind
 
-SPEND_TRIGGERS = frozenset({"hs_spend_insert", "hs_spend_delete", "hs_spend_update"})
-"""hs3's triggers on `provider_calls`."""
-
-OWN_INDEXES_KNOWN = frozenset(m.HARNESS_INDEXES) | {
-    "hs_steps_run_id_step",  # hs1's, replaced by hs2's covering index
-    "hs_sandbox_events_run_id",  # hs1's, made redundant by 0.30's
-}
-"""Every index harness_store ever created. Only those of `required_own_indexes` must be
-there: a store stamped at a release after 0.13 never ran hs1, so it never had hs1's."""
-
-OWN_TABLES = frozenset({FORMAT_TABLE})
-"""harness_store's own tables that `detect.read_tables` lists (PostgreSQL's stand-in for
-`user_version`)."""
-
-STEPS_INDEX = "hs_steps_run_id_step_id_tokens"
-CALLS_AT_INDEX = "hs_provider_calls_at"
-
-
-def required_own_indexes(revision: str) -> frozenset[str]:
-    """harness_store's indexes a store at `revision` has whatever path it took there."""
-    at = REVISIONS.index(revision)
-    needed = set()
-    if at >= REVISIONS.index(OWN_STEP_TOKENS):
-        needed.add(STEPS_INDEX)
-    if at >= REVISIONS.index(OWN_SPEND):
-        needed.add(CALLS_AT_INDEX)
-    return frozenset(needed)
-
-
-# --- schema -------------------------------------------------------------------------------
-
-
-def _items(shape: Mapping[str, frozenset[str]]) -> set[str]:
-    items: set[str] = set()
-    for table, columns in shape.items():
-        items.add(table)
-        items.update(f"{table}.{c}" for c in columns)
-    return items
-
-
-def _schema_item(item: str, *, missing: bool, release: str) -> Finding:
-    table, _, column = item.partition(".")
-    if missing:
-        kind = K.MISSING_COLUMN if column else K.MISSING_TABLE
-        detail = f"{item} is missing; io-harness {release}'s schema has it"
-        upstream = (
-            "io-harness's next open creates it empty (it adds whatever its release lacks); "
-            "Alembic never does, as the stamp says it is there"
-        )
-        command = None
-    else:
-        kind = K.UNKNOWN_COLUMN if column else K.UNKNOWN_TABLE
-        detail = f"{item} is not in io-harness {UPSTREAM_HEAD}'s schema nor harness_store's"
-        upstream = "io-harness never reads or writes it"
-        command = f"ALTER TABLE {table} DROP COLUMN {column}" if column else f"DROP TABLE {table}"
-    return Finding(kind, table, detail, upstream, key="name", rows=(item,), command=command)
-
-
-def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Finding], str | None]:
-    """The tables, columns, indexes and triggers against the stamped revision (or, untracked,
-    the shape's release), and whether the stamp agrees with the shape."""
-    tables = read_tables(conn)
-    findings: list[Finding] = []
-    stamped = revision
-    if revision is None:
-        found = diagnose(conn, refuse_newer_format=False)
-        release = found.torn_of or found.release
-        if release is None:
-            return findings, None
-    elif revision not in REVISIONS:
-        findings.append(
-            Finding(
-                K.STAMP,
-                "alembic_version",
-                f"alembic_version says {revision!r}, which is no harness_store revision",
-                "io-harness ignores alembic_version; harness_store refuses to upgrade it",
-                key="version_num",
-                rows=(revision,),
-                command="alembic -x db=DB stamp REVISION (the revision of the store's shape)",
-            )
-        )
-        return findings, None
-    else:
-        release = release_of_revision(revision)
-    have = _items(tables)
-    expected = _items(SHAPES[release])
-    known = _items(SHAPES[UPSTREAM_HEAD])
-    later = (have & known) - expected
-    missing = expected - have
-    shape_release = next(
-        (r for r in reversed(tuple(SHAPES)) if _items(SHAPES[r]) <= have), None
-    )  # the newest release whose whole shape is there
-    stamp_wrong = revision is not None and (
-        bool(later)
-        or (
-            bool(missing)
-            and shape_release not in (None, release)
-            and missing == expected - _items(SHAPES[shape_release])
-        )
-    )
-    indexes = read_indexes(conn, tables)
-    present_tables = set(inspect(conn).get_table_names())
-    if stamp_wrong:
-        assert shape_release is not None
-        listed = sorted(later or missing)
-        revision = shape_revision(shape_release, present_tables, indexes)
-        findings.append(
-            Finding(
-                K.STAMP,
-                "alembic_version",
-                f"alembic_version says {stamped}, but the store's shape is revision {revision}'s "
-                f"(io-harness {shape_release}; {len(listed)} tables and columns "
-                f"{'beyond' if later else 'short of'} {release}'s: {', '.join(listed[:6])}"
-                f"{' …' if len(listed) > 6 else ''})",
-                "io-harness goes by the shape, not the stamp; `harness-store upgrade` trusts the "
-                "stamp and would skip or repeat revisions",
-                key="version_num",
-                rows=(str(stamped),),
-                command=f"alembic -x db=DB stamp {revision}",
-            )
-        )
-        release = shape_release
-    else:
-        findings += [_schema_item(i, missing=True, release=release) for i in sorted(missing)]
-    unknown = {i for i in have - known if i.split(".")[0] not in OWN_TABLES}
-    unknown_tables = {i for i in unknown if "." not in i}
-    findings += [
-        _schema_item(i, missing=False, release=release)
-        for i in sorted(unknown)
-        if i in unknown_tables or i.split(".")[0] not in unknown_tables
-    ]
-    counted = revision is not None and REVISIONS.index(revision) >= REVISIONS.index(OWN_SPEND)
-    if counted:
-        findings += [
-            Finding(
-                K.MISSING_TABLE,
-                name,
-                f"{name} (hs3's spend counters) is missing",
-                "io-harness never reads it; harness_store's spend reads fail without it",
-                key="name",
-                rows=(name,),
-                command="alembic -x db=DB stamp hs2, then harness-store upgrade DB",
-            )
-            for name in SPEND_TABLES
-            if name not in present_tables
-        ]
-    findings += index_findings(tables, indexes, release, revision)
-    if counted:
-        findings += trigger_findings(conn, tables)
-    return findings, release
-
-
-Indexes = Mapping[str, tuple[str, tuple[str, ...]]]
-"""Index name → its table and its columns."""
-
-
-def read_indexes(conn: Connection, tables: Iterable[str]) -> Indexes:
-    """Every named index of the tables (but those behind a UNIQUE constraint): its table and
-    columns."""
-    inspector = inspect(conn)
-    present: dict[str, tuple[str, tuple[str, ...]]] = {}
-    for table in tables:
-        for index in inspector.get_indexes(table):
-            if index.get("duplicates_constraint") or index["name"] is None:
-                continue
-            columns = tuple(str(c) for c in index["column_names"])
-            present[str(index["name"])] = (table, columns)
-    return present
-
-
-def shape_revision(release: str, tables: set[str], indexes: Indexes) -> str:
-    """The revision a store of `release`'s shape is at, told by harness_store's own objects:
-    hs3's counters, hs2's index of steps, hs1's index of trees."""
-    if release == UPSTREAM_HEAD:
-        if set(SPEND_TABLES) <= tables:
-            return OWN_SPEND
-        if STEPS_INDEX in indexes:
-            return OWN_STEP_TOKENS
-    if release == STORE_RELEASE and "hs_runs_parent_run_id" in indexes:
-        return OWN_INDEXES
-    return release
-
-
-def index_findings(
-    tables: Mapping[str, frozenset[str]],
-    present: Indexes,
-    release: str,
-    revision: str | None,
-) -> list[Finding]:
-    upstream_all = {name for shape in INDEXES.values() for name in shape}
-    wanted = {name: index.table for name, index in INDEXES[release].items()}
-    if revision is not None:
-        for name in required_own_indexes(revision):
-            index = _model_index(name)
-            assert index is not None and index.table is not None
-            wanted[name] = str(index.table.name)
-    findings = []
-    for name, table in sorted(wanted.items()):
-        model = _model_index(name)
-        if name in present and model is not None:
-            columns = tuple(str(c.name) for c in model.columns)
-            if present[name][1] != columns:
-                findings.append(
-                    Finding(
-                        K.INDEX_DIFFERS,
-                        table,
-                        f"index {name} is on {table} ({', '.join(present[name][1])}), not on "
-                        f"({', '.join(columns)}) as it should be",
-                        "io-harness's reads that name the index (INDEXED BY) or rely on its "
-                        "order scan or sort instead of seeking; its next open keeps it as it is",
-                        key="name",
-                        rows=(name,),
-                        repair=f"drop index {name} and create it as the models have it",
-                    )
-                )
-        if name in present or table not in tables:
-            continue
-        can_build = model is not None
-        findings.append(
-            Finding(
-                K.MISSING_INDEX,
-                table,
-                f"index {name} on {table} is missing",
-                "io-harness reads and writes the table all the same, scanning it where the index "
-                "would seek" + ("" if name.startswith("hs_") else "; its next open recreates it"),
-                key="name",
-                rows=(name,),
-                repair=f"create index {name}" if can_build else None,
-            )
-        )
-    for name, (table, _) in sorted(present.items()):
-        if name in upstream_all or name in OWN_INDEXES_KNOWN:
-            continue
-        findings.append(
-            Finding(
-                K.UNKNOWN_INDEX,
-                table,
-                f"index {name} on {table} is neither io-harness's nor harness_store's",
-                "io-harness ignores it (SQLite may use it in its plans)",
-                key="name",
-                rows=(name,),
-                command=f"DROP INDEX {name}",
-            )
-        )
-    return findings
-
-
-def _model_index(name: str) -> Index | None:
-    for table in m.Base.metadata.tables.values():
-        for index in table.indexes:
-            if index.name == name:
-                return index
-    return None
-
-
-def trigger_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> list[Finding]:
-    backend = _backend(conn)
-    findings = []
-    on_calls = backend.trigger_names(conn, "provider_calls") if "provider_calls" in tables else None
-    if on_calls is not None:
-        findings += [
-            Finding(
-                K.MISSING_TRIGGER,
-                "provider_calls",
-                f"trigger {name} (hs3's spend counters) is missing",
-                "io-harness writes its calls all the same; harness_store's spend answers kept "
-                "for their groups are no longer invalidated by those writes",
-                key="name",
-                rows=(name,),
-                repair=f"create trigger {name}, then recount the spend counters",
-            )
-            for name in sorted(SPEND_TRIGGERS - on_calls)
-        ]
-    for table in sorted(tables):
-        names = backend.trigger_names(conn, table)
-        unknown = names - SPEND_TRIGGERS if table == "provider_calls" else names
-        findings += [
-            Finding(
-                K.UNKNOWN_TRIGGER,
-                table,
-                f"trigger {name} on {table} is neither io-harness's nor harness_store's",
-                "it runs on every write io-harness makes to the table",
-                key="name",
-                rows=(name,),
-                command=f"DROP TRIGGER {name}"
-                + (f" ON {table}" if backend.name != "sqlite" else ""),
-            )
-            for name in sorted(unknown)
-        ]
-    return findings
-
-
-def _backend(conn: Connection) -> Backend:
-    return backend_for(conn)
-
-
-# --- the mixin ----------------------------------------------------------------------------
-
 
 def check_store(conn: Connection, backend: Backend) -> CheckReport:
-    """Every check on one connection, inside the caller's read transaction."""
-    revision = read_revision(conn)
-    findings = file_findings(conn, backend)
-    checks = ["integrity", "foreign_keys"] if backend.name == "sqlite" else []
-    schema, release = schema_findings(conn, revision)
+    """Every check on one connection, inside the caller's read transaction. A damaged page
+    that stops a check is a finding (`integrity`), and the checks after it are not run."""
+    findings: list[Finding] = []
+    checks: list[str] = []
+    found: dict[str, str | None] = {"revision": None, "release": None}
+    try:
+        _run_checks(conn, backend, findings, checks, found)
+    except Exception as exc:
+        if not is_malformed(exc):
+            raise
+        if not any(f.kind is K.INTEGRITY for f in findings):
+            findings.insert(0, damaged_finding(exc))
+    return CheckReport(tuple(findings), found["revision"], found["release"], tuple(checks))
+
+
+def damaged_finding(exc: BaseException) -> Finding:
+    """The finding for a damaged page a read ran into (SQLite's "database disk image is
+    malformed"), when `integrity_check` could not say more."""
+    detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    return Finding(
+        K.INTEGRITY,
+        "(file)",
+        f"a damaged page stopped the check ({detail}); the checks after it were not run",
+        "io-harness's reads of the damaged pages fail with 'database disk image is malformed'",
+        count=1,
+        command="sqlite3 DB .recover | sqlite3 NEW, from a backup if one is whole",
+    )
+
+
+def _run_checks(
+    conn: Connection,
+    backend: Backend,
+    findings: list[Finding],
+    checks: list[str],
+    found: dict[str, str | None],
+) -> None:
+    if backend.name == "sqlite":
+        findings += file_findings(conn, backend)
+        checks += ["integrity", "foreign_keys"]
+    revision = found["revision"] = read_revision(conn)
+    schema, found["release"] = schema_findings(conn, revision)
     findings += schema
     checks.append("schema")
     tables = read_tables(conn)
+    findings += value_findings(conn, backend, tables)
+    checks.append("values")
     if "runs" in tables:
         runs = model_table("runs")
         run_ids = frozenset(int(r) for r in conn.execute(select(runs.c.id)).scalars())
         if {"steps", "checkpoint_events"} <= tables.keys():
-            findings += resume_findings(conn, run_ids)
+            findings += resume_findings(conn, backend, run_ids)
             checks.append("resume")
-        findings += orphan_findings(conn, tables)
+        findings += orphan_findings(conn, backend, tables)
         checks.append("orphans")
         if "parent_run_id" in tables["runs"]:
-            findings += tree_findings(conn, run_ids)
+            findings += tree_findings(conn, backend, run_ids)
             checks.append("trees")
         if "run_leases" in tables:
             findings += lease_findings(conn)
@@ -380,7 +113,14 @@ def check_store(conn: Connection, backend: Backend) -> CheckReport:
     if "provider_calls" in tables and set(SPEND_TABLES) <= present:
         findings += spend_findings(conn)
         checks.append("spend")
-    return CheckReport(tuple(findings), revision, release, tuple(checks))
+
+
+def file_damage(store: StoreBase) -> list[str]:
+    """What the database's own check of its pages says is wrong (SQLite's `integrity_check`;
+    nothing on PostgreSQL): for a reader whose answer may hide damage, as an empty listing
+    of a table whose pages read as empty does."""
+    with store._read() as conn:
+        return store._backend.integrity_problems(conn)
 
 
 class HealthMixin(StoreBase):
@@ -388,30 +128,52 @@ class HealthMixin(StoreBase):
 
     @reads
     def check(self) -> CheckReport:
-        """Look the whole store over, in one read transaction, and say what is wrong with
-        it; changes nothing. `CheckReport.healthy` when nothing was found."""
-        with self._read() as conn:
-            return check_store(conn, self._backend)
+        """Look the whole store over, in one snapshot (every statement sees the same moment,
+        `REPEATABLE READ` on PostgreSQL, so live writers cause no false finding), and say what
+        is wrong with it; changes nothing. `CheckReport.healthy` when nothing was found.
+        Inside a `transaction()` block it reads in that block."""
+        if self._connector.in_block():  # inside a transaction() block: read in it
+            with self._read() as conn:
+                return check_store(conn, self._backend)
+        while True:
+            with self._translated(), self._connector.snapshot() as conn:
+                report = check_store(conn, self._backend)
+                if not self._backend.still_read_outdated(conn):
+                    return report
+            # a writer opened the still file meanwhile: read again, seeing it
 
     @writes
     def repair(self) -> Repaired:
         """Fix what `check` finds that can be fixed without losing a row: rebuild missing
         indexes and triggers, recount spend counters, drop leases of missing runs. A SQLite
         file is backed up first; the fixes are one transaction. What would lose data is
-        left as it is (`Repaired.after` still names it)."""
+        left as it is (`Repaired.after` still names it), and a damaged file (an `integrity`
+        finding) is not written to at all. A fix that fails rolls the transaction back and
+        raises its typed error, which names the backup taken before it."""
         report = self.check()
         fixable = [f for f in report.findings if f.repairable]
-        if not fixable:
-            return Repaired((), None, report)
+        if not fixable or report.of(K.INTEGRITY):
+            return Repaired((), None, report)  # a damaged file is never written to
         path = sqlite_path(self.url)
         backup = take_backup(path, f"{report.revision or 'base'}-repair") if path else None
+        try:
+            done = self._repair(fixable)
+        except StoreError as exc:
+            if backup is not None:  # rolled back: the store is as it was, and so is the copy
+                exc.args = (
+                    f"{exc} (the repair was rolled back; the backup taken before it is "
+                    f"{backup}, which you may delete)",
+                )
+            raise
+        return Repaired(tuple(done), backup, self.check())
+
+    def _repair(self, fixable: list[Finding]) -> list[str]:
         done: list[str] = []
         recount = False
         with self.transaction(), self._write() as conn:
             for finding in fixable:
                 if finding.kind in (K.MISSING_INDEX, K.INDEX_DIFFERS):
-                    index = _model_index(str(finding.rows[0]))
-                    assert index is not None
+                    index = build_index(str(finding.rows[0]))
                     if finding.kind is K.INDEX_DIFFERS:
                         index.drop(conn)
                     index.create(conn)
@@ -435,4 +197,4 @@ class HealthMixin(StoreBase):
             if recount:
                 groups = recount_spend(conn)
                 done.append(f"recounted the spend counters of {groups} groups")
-        return Repaired(tuple(done), backup, self.check())
+        return done

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, and_, exists, func, select
+from sqlalchemy import Connection, and_, exists, func, select, true
 
 from .. import models as m
 from ..dialects import Backend
@@ -83,19 +83,30 @@ def file_findings(conn: Connection, backend: Backend) -> list[Finding]:
     return findings
 
 
-def _spans(conn: Connection, table: Any, where: Any = None) -> dict[int, tuple[int, int, int]]:
+def integers(backend: Backend, *columns: Any) -> Any:
+    """A condition true where every one of `columns` holds an integer (or NULL): the row
+    checks read only those, and `value_findings` names the others."""
+    kept = [backend.stored_as(c, "integer") for c in columns]
+    return and_(*(k for k in kept if k is not None), true())
+
+
+def _spans(conn: Connection, table: Any, where: Any) -> dict[int, tuple[int, int, int]]:
     """Per run: the lowest and highest step number and how many distinct ones there are."""
     step = table.c.step
     statement = select(table.c.run_id, func.min(step), func.max(step), func.count(step.distinct()))
-    if where is not None:
-        statement = statement.where(where)
     return {int(r): (int(lo), int(hi), int(n)) for r, lo, hi, n in conn.execute(
-        statement.group_by(table.c.run_id)
+        statement.where(where).group_by(table.c.run_id)
     )}  # fmt: skip
 
 
-def _numbers(conn: Connection, table: Any, where: Any) -> set[int]:
-    return {int(n) for n in conn.execute(select(table.c.step).where(where).distinct()).scalars()}
+def _first(conn: Connection, numbers: Any) -> tuple[list[int], int]:
+    """The first `ROWS_SHOWN` of a one-column SELECT of distinct numbers, and how many there
+    are in all: never more than that many in memory."""
+    found = numbers.subquery()
+    column = next(iter(found.c))
+    shown = conn.execute(select(column).order_by(column).limit(ROWS_SHOWN)).scalars()
+    total = conn.execute(select(func.count()).select_from(found)).scalar_one()
+    return [int(n) for n in shown], int(total)
 
 
 def suspect_runs(
@@ -107,7 +118,7 @@ def suspect_runs(
 
     A run whose steps and checkpoints both number exactly 1 … N has neither a lone step nor a
     lone checkpoint, which one aggregate pass over each table (`_spans`) shows for almost
-    every run; only the others are compared number by number.
+    every run; only the others are compared, in SQL.
     """
     suspects = []
     for run_id in sorted(set(by_steps) | set(by_marks)):
@@ -122,77 +133,122 @@ def suspect_runs(
     return suspects
 
 
-def resume_findings(conn: Connection, run_ids: frozenset[int]) -> list[Finding]:
+def gap_ranges(conn: Connection, steps: Any, where: Any) -> tuple[list[tuple[int, int]], int]:
+    """The step numbers missing between 1 and the last, as ranges (lowest, highest): the first
+    `ROWS_SHOWN` ranges and how many numbers are missing in all, found in SQL (each number
+    against the one below it) whatever the numbers are."""
+    numbers = select(steps.c.step).where(where, steps.c.step >= 1).distinct().subquery()
+    below = func.coalesce(func.lag(numbers.c.step).over(order_by=numbers.c.step), 0)
+    pairs = select(numbers.c.step.label("step"), below.label("below")).subquery()
+    ranges = (
+        select((pairs.c.below + 1).label("lo"), (pairs.c.step - 1).label("hi"))
+        .where(pairs.c.step > pairs.c.below + 1)
+        .subquery()
+    )
+    shown = conn.execute(select(ranges.c.lo, ranges.c.hi).order_by(ranges.c.lo).limit(ROWS_SHOWN))
+    total = conn.execute(select(func.sum(ranges.c.hi - ranges.c.lo + 1))).scalar()
+    return [(int(lo), int(hi)) for lo, hi in shown], int(total or 0)
+
+
+def _ranges_text(ranges: list[tuple[int, int]], total_ranges_shown: bool) -> str:
+    text = ", ".join(str(lo) if lo == hi else f"{lo}–{hi}" for lo, hi in ranges)
+    return text if total_ranges_shown else f"{text} …"
+
+
+def _numbers_of(ranges: list[tuple[int, int]]) -> tuple[int, ...]:
+    """The first `ROWS_SHOWN` numbers of the ranges."""
+    out: list[int] = []
+    for lo, hi in ranges:
+        out.extend(range(lo, min(hi, lo + ROWS_SHOWN - len(out) - 1) + 1))
+        if len(out) >= ROWS_SHOWN:
+            break
+    return tuple(out)
+
+
+def resume_findings(conn: Connection, backend: Backend, run_ids: frozenset[int]) -> list[Finding]:
     """Step numbers io-harness would resume wrongly from: a step without its checkpoint (in a
-    run whose steps are checkpointed), a checkpoint without its step, gaps below the last."""
+    run whose steps are checkpointed), a checkpoint without its step, gaps below the last.
+    Rows whose run or step is not an integer are left to `value_findings`."""
     steps, events = model_table("steps"), model_table("checkpoint_events")
-    marks = events.c.kind == "checkpoint"
-    lone_steps: dict[int, list[int]] = {}
-    lone_marks: dict[int, list[int]] = {}
-    by_steps = _spans(conn, steps)
-    by_marks = _spans(conn, events, marks)
+    step_rows = integers(backend, steps.c.run_id, steps.c.step)
+    mark_rows = and_(
+        events.c.kind == "checkpoint", integers(backend, events.c.run_id, events.c.step)
+    )
+    by_steps = _spans(conn, steps, step_rows)
+    by_marks = _spans(conn, events, mark_rows)
+    findings: list[Finding] = []
+    lone: list[Finding] = []
     for run_id in suspect_runs(by_steps, by_marks, run_ids):
-        stored = _numbers(conn, steps, steps.c.run_id == run_id)
-        marked = _numbers(conn, events, and_(events.c.run_id == run_id, marks))
-        if marked and stored - marked:
-            lone_steps[run_id] = sorted(stored - marked)
-        if marked - stored:
-            lone_marks[run_id] = sorted(marked - stored)
-    findings = []
-    for run_id, numbers in sorted(lone_steps.items()):
-        findings.append(
-            Finding(
-                K.STEP_WITHOUT_CHECKPOINT,
-                "steps",
-                f"run {run_id}: step {_ids(numbers)} has a steps row but no checkpoint event "
-                "(a transaction cut off between its two writes)",
-                f"{RESUMED}: it counts these steps as committed and never replays them",
-                key="step",
-                rows=_rows(numbers),
-                count=len(numbers),
-                command=f"DELETE FROM steps WHERE run_id = {run_id} AND step IN ({_ids(numbers)})",
-            )
+        of_steps = and_(step_rows, steps.c.run_id == run_id)
+        of_marks = and_(mark_rows, events.c.run_id == run_id)
+        lone_steps = select(steps.c.step).where(
+            of_steps, ~exists().where(of_marks, events.c.step == steps.c.step)
         )
-    for run_id, numbers in sorted(lone_marks.items()):
-        findings.append(
-            Finding(
-                K.CHECKPOINT_WITHOUT_STEP,
-                "checkpoint_events",
-                f"run {run_id}: a checkpoint event for step {_ids(numbers)}, which has no "
-                "steps row",
-                f"{RESUMED}: these steps are not in its trace, and the ones at or above the "
-                "last stored step are run again",
-                key="step",
-                rows=_rows(numbers),
-                count=len(numbers),
-                command=(
-                    f"DELETE FROM checkpoint_events WHERE run_id = {run_id} AND kind = "
-                    f"'checkpoint' AND step IN ({_ids(numbers)})"
-                ),
-            )
+        lone_marks = select(events.c.step).where(
+            of_marks, ~exists().where(of_steps, steps.c.step == events.c.step)
         )
+        numbers, count = _first(conn, lone_steps.distinct())
+        if count:
+            findings.append(
+                Finding(
+                    K.STEP_WITHOUT_CHECKPOINT,
+                    "steps",
+                    f"run {run_id}: step {_ids(numbers)}{' …' if count > len(numbers) else ''} "
+                    "has a steps row but no checkpoint event (a transaction cut off between "
+                    "its two writes)",
+                    f"{RESUMED}: it counts these steps as committed and never replays them",
+                    key="step",
+                    rows=tuple(numbers),
+                    count=count,
+                    command=f"DELETE FROM steps WHERE run_id = {run_id} AND step IN ("
+                    f"{_ids(numbers)}{', …' if count > len(numbers) else ''})",
+                )
+            )
+        numbers, count = _first(conn, lone_marks.distinct())
+        if count:
+            more = count > len(numbers)
+            lone.append(
+                Finding(
+                    K.CHECKPOINT_WITHOUT_STEP,
+                    "checkpoint_events",
+                    f"run {run_id}: a checkpoint event for step {_ids(numbers)}"
+                    f"{' …' if more else ''}, which has no steps row",
+                    f"{RESUMED}: these steps are not in its trace, and the ones at or above the "
+                    "last stored step are run again",
+                    key="step",
+                    rows=tuple(numbers),
+                    count=count,
+                    command=(
+                        f"DELETE FROM checkpoint_events WHERE run_id = {run_id} AND kind = "
+                        f"'checkpoint' AND step IN ({_ids(numbers)}{', …' if more else ''})"
+                    ),
+                )
+            )
+    findings += lone
     for run_id, (low, last, distinct) in sorted(by_steps.items()):
         if run_id not in run_ids or (low >= 1 and distinct == last):
             continue
-        stored = _numbers(conn, steps, steps.c.run_id == run_id)
-        gaps = sorted(set(range(1, int(last) + 1)) - stored)
-        if not gaps:
+        ranges, missing = gap_ranges(conn, steps, and_(step_rows, steps.c.run_id == run_id))
+        if not missing:
             continue  # numbers below 1 only: upstream never writes them, nor skips for them
+        listed = sum(hi - lo + 1 for lo, hi in ranges) == missing
         findings.append(
             Finding(
                 K.STEP_GAP,
                 "steps",
-                f"run {run_id}: no step {_ids(gaps)} below its last step {last}",
+                f"run {run_id}: no step {_ranges_text(ranges, listed)} below its last step {last}",
                 f"{RESUMED}, so the missing steps are marked skipped and never run",
                 key="step",
-                rows=_rows(gaps),
-                count=len(gaps),
+                rows=_numbers_of(ranges),
+                count=missing,
             )
         )
     return findings
 
 
-def orphan_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> list[Finding]:
+def orphan_findings(
+    conn: Connection, backend: Backend, tables: Mapping[str, frozenset[str]]
+) -> list[Finding]:
     """Rows of every run-keyed table (leases apart) whose run does not exist."""
     runs = model_table("runs")
     findings = []
@@ -202,7 +258,7 @@ def orphan_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> l
         column = model_table(name).c[key]
         statement = (
             select(column, func.count())
-            .where(~exists().where(runs.c.id == column))
+            .where(integers(backend, column), ~exists().where(runs.c.id == column))
             .group_by(column)
         )
         found = conn.execute(statement).all()
@@ -227,14 +283,13 @@ def orphan_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> l
     return findings
 
 
-def tree_findings(conn: Connection, run_ids: frozenset[int]) -> list[Finding]:
+def tree_findings(conn: Connection, backend: Backend, run_ids: frozenset[int]) -> list[Finding]:
     """Children whose parent is missing, and parent links that go round in a cycle."""
     runs = model_table("runs")
+    linked = and_(runs.c.parent_run_id.is_not(None), integers(backend, runs.c.parent_run_id))
     parents = {
         int(child): int(parent)
-        for child, parent in conn.execute(
-            select(runs.c.id, runs.c.parent_run_id).where(runs.c.parent_run_id.is_not(None))
-        )
+        for child, parent in conn.execute(select(runs.c.id, runs.c.parent_run_id).where(linked))
     }
     findings = []
     lost = sorted(child for child, parent in parents.items() if parent not in run_ids)
@@ -315,9 +370,10 @@ def spend_problems(conn: Connection) -> tuple[list[Any], list[Any], list[Any], l
     day = func.substr(calls.c.at, 1, 10)
     model = func.coalesce(calls.c.model, UNKNOWN_MODEL)
     sums = [func.count(), *(func.coalesce(func.sum(calls.c[n]), 0) for n in SUMS)]
-    actual_runs = {
-        (int(r[0]),): tuple(int(v) for v in r[1:])
+    actual_runs = {  # a run id that is no integer: `value_findings` names it
+        (r[0],): tuple(int(v) for v in r[1:])
         for r in conn.execute(select(calls.c.run_id, *sums).group_by(calls.c.run_id))
+        if isinstance(r[0], int)
     }
     actual_days = {
         (str(r[0]), str(r[1])): tuple(int(v) for v in r[2:])

@@ -16,7 +16,7 @@ from typing import Any, Self
 from sqlalchemy import Connection, delete, insert, literal_column, select, text, update
 
 from .. import models as m
-from ..errors import LeaseConflictError, RunNotFoundError, StoreError
+from ..errors import LeaseConflictError, RunNotFoundError, StoreError, UnreadableValueError
 from ..formats import i64
 from ..records import AssistantTurn, LeaseRow
 from .marks import local, reads, writes
@@ -50,10 +50,19 @@ def owner_is_alive(owner: str) -> bool:
     return True
 
 
-def _stamp(value: str) -> datetime:
-    """A stored `%Y-%m-%dT%H:%M:%fZ` (or `YYYY-MM-DD HH:MM:SS`) stamp as a UTC datetime."""
-    cleaned = value.rstrip("Z").replace("T", " ")
-    return datetime.fromisoformat(cleaned).replace(tzinfo=UTC)
+def _stamp(value: object, run_id: int, column: str) -> datetime:
+    """A stored `%Y-%m-%dT%H:%M:%fZ` (or `YYYY-MM-DD HH:MM:SS`) stamp as a UTC datetime. Any
+    other value is refused typed, as io-harness's own read of the row fails (its SQL's
+    `strftime` of it is NULL, which its row type does not take)."""
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.rstrip("Z").replace("T", " ")).replace(tzinfo=UTC)
+        except ValueError:
+            pass
+    raise UnreadableValueError(
+        f"the lease of run {run_id} cannot be read: its {column} is {value!r}, not a time "
+        "stamp (`harness-store check` names it; io-harness's own read of it fails too)"
+    )
 
 
 def _format(moment: datetime) -> str:
@@ -65,9 +74,15 @@ def lease_row(run_id: int, row: Any, now: str) -> LeaseRow:
     `expires_at` is `renewed_at + ttl_secs`, and it has lapsed once whole seconds now less
     whole seconds at renewal reach the ttl."""
     owner, generation, acquired_at, renewed_at, ttl = row
-    renewed = _stamp(renewed_at)
+    for column, value in (("generation", generation), ("ttl_secs", ttl)):
+        if not isinstance(value, int):
+            raise UnreadableValueError(
+                f"the lease of run {run_id} cannot be read: its {column} is {value!r}, not an "
+                "integer (`harness-store check` names it; io-harness's own read of it fails too)"
+            )
+    renewed = _stamp(renewed_at, run_id, "renewed_at")
     expires_at = _format(renewed + timedelta(seconds=int(ttl)))
-    elapsed = int(_stamp(now).timestamp()) - int(renewed.timestamp())
+    elapsed = int(_stamp(now, run_id, "clock").timestamp()) - int(renewed.timestamp())
     return LeaseRow(
         run_id,
         owner,

@@ -19,15 +19,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import delete, func, insert, select
 
-from ..errors import InvalidValueError
+from ..errors import ArchiveRefusedError, InvalidValueError
 from ..models.spend import PRICED_RUNS, SPEND_RUNS
 from ..records import Pruned
-from .base import StoreBase
+from .cutoff import Cutoff
 from .marks import writes
+from .older import OlderStoreMixin
 from .retention import (
+    CHUNK,
     RUN_TABLES,
     SNAPSHOTS,
     chunks,
@@ -37,6 +40,9 @@ from .retention import (
     table,
     tally,
 )
+
+SIDE_FILES = ("-wal", "-shm", "-journal", "-writers")
+"""The files beside a SQLite store that belong to it: an archive is never one of them."""
 
 PRUNABLE_STATUSES = frozenset({"completed", "failed"})
 """The statuses `prune_runs` may delete: a run running or paused can still resume."""
@@ -62,18 +68,6 @@ class Tree:
     root: int
     runs: list[int]
     steps: int = 0
-
-
-def check_cutoff(before: object) -> str:
-    if not isinstance(before, str):
-        raise InvalidValueError(f"before must be an ISO date or stamp, not {before!r}")
-    try:
-        datetime.fromisoformat(before.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidValueError(
-            f"before takes a date like 2026-01-31 or an ISO stamp, got {before!r}"
-        ) from None
-    return before
 
 
 def check_statuses(statuses: object) -> frozenset[str]:
@@ -104,14 +98,14 @@ def batches(trees: Sequence[Tree], rows: int) -> Iterator[list[Tree]]:
         yield batch
 
 
-class RunRetentionMixin(StoreBase):
+class RunRetentionMixin(OlderStoreMixin):
     """`prune_runs`: retention for every run, not only a session's."""
 
     @writes
     def prune_runs(
         self,
         *,
-        before: str,
+        before: str | datetime,
         statuses: Sequence[str] = ("completed", "failed"),
         keep_last: int | None = None,
         dry_run: bool = False,
@@ -119,7 +113,8 @@ class RunRetentionMixin(StoreBase):
         batch_rows: int = BATCH_ROWS,
         progress: Progress | None = None,
     ) -> Pruned:
-        """Delete every run tree started before `before` whose runs all have one of
+        """Delete every run tree started before `before` (a date, a stamp or a `datetime`,
+        compared as an instant: see `harness_store.store.cutoff`) whose runs all have one of
         `statuses` and none is in use, with every row of theirs; the `keep_last` newest trees
         of those statuses stay whatever their dates. Say what went: runs, rows (and per
         table, `tables`), characters of text, the pruned `run_ids`, and in `refused` the roots
@@ -133,7 +128,7 @@ class RunRetentionMixin(StoreBase):
         source. `dry_run=True` says what would go and writes nothing. `progress(done, total)`
         is called with runs after each batch.
         """
-        cutoff = check_cutoff(before)
+        cutoff = Cutoff.parse(before)
         chosen = check_statuses(statuses)
         if keep_last is not None and (
             isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0
@@ -142,6 +137,7 @@ class RunRetentionMixin(StoreBase):
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise InvalidValueError(f"batch_rows must be a positive number, not {batch_rows!r}")
         target = None if archive is None else self._archive_path(archive)
+        self._refuse_unless_current()
         with self._read() as conn:
             trees, refused = self._prunable_trees(conn, cutoff, chosen, keep_last)
             if dry_run:
@@ -152,6 +148,9 @@ class RunRetentionMixin(StoreBase):
         count = 0
         archive_store = None if target is None or not trees else self._open_archive(target)
         try:
+            if archive_store is not None:
+                with self._read() as conn:
+                    archive_store._admit(conn, [run for t in trees for run in t.runs])
             for i, batch in enumerate(batches(trees, batch_rows)):
                 if i:
                     time.sleep(BETWEEN_BATCHES)
@@ -178,12 +177,19 @@ class RunRetentionMixin(StoreBase):
             run_ids=sorted(r for p in done for r in p.run_ids),
         )
 
+    def _refuse_unless_current(self) -> None:
+        """A store opened read-only without its upgrade (an older release's) lacks tables or
+        columns a prune counts and deletes in: `UpgradeRequiredError`, naming the upgrade."""
+        for name in ["runs", "session_turns", *(name for name, _ in RUN_TABLES)]:
+            if self._lacks(name, *(c.name for c in table(name).columns)):
+                raise self._refuse_older("every table and column retention reads")
+
     # --- deciding -------------------------------------------------------------------------
 
     def _prunable_trees(
         self,
         conn: Any,
-        cutoff: str,
+        cutoff: Cutoff,
         chosen: frozenset[str],
         keep_last: int | None,
         roots: Sequence[int] | None = None,
@@ -217,11 +223,7 @@ class RunRetentionMixin(StoreBase):
                 trees.append(Tree(root, sorted(members)))
         if keep_last and roots is None:
             trees = trees[: max(len(trees) - keep_last, 0)]
-        trees = [
-            t
-            for t in trees
-            if all(info[run][1] is None or str(info[run][1]) < cutoff for run in t.runs)
-        ]
+        trees = [t for t in trees if all(cutoff.is_old(info[run][1]) for run in t.runs)]
         every = [run for t in trees for run in t.runs]
         busy = live_runs(conn, self._backend.now(), every) | self._session_runs_among(conn, every)
         refused = [t.root for t in trees if busy.intersection(t.runs)]
@@ -282,7 +284,7 @@ class RunRetentionMixin(StoreBase):
         return total
 
     def _prune_batch(
-        self, batch: list[Tree], cutoff: str, chosen: frozenset[str], archive: Any
+        self, batch: list[Tree], cutoff: Cutoff, chosen: frozenset[str], archive: Any
     ) -> Pruned:
         """One transaction: lock the batch's runs, decide again, copy to the archive (its own
         transaction, committed first), delete."""
@@ -315,15 +317,23 @@ class RunRetentionMixin(StoreBase):
     # --- the archive --------------------------------------------------------------------
 
     def _archive_path(self, archive: str | os.PathLike[str]) -> Path:
+        """The archive's path, refused (`ArchiveRefusedError`) when it is this store or one of
+        its side files, named directly or through a link."""
         text = os.fspath(archive)
         if not isinstance(text, str) or "://" in text or not text:
             raise InvalidValueError(f"an archive is a SQLite file path, not {archive!r}")
         path = Path(text).resolve()
-        mine = self._engine.url.database
-        if mine and Path(mine).resolve() == path:
-            raise InvalidValueError("the archive must be another file than the store pruned")
         if path.is_dir():
             raise InvalidValueError(f"the archive {path} is a directory")
+        mine = own_file(self.url)
+        if mine is not None:
+            for own in [mine, *(mine.with_name(mine.name + side) for side in SIDE_FILES)]:
+                if own == path or (own.exists() and path.exists() and os.path.samefile(own, path)):
+                    what = "the store pruned" if own == mine else f"the store's {own.name}"
+                    raise ArchiveRefusedError(
+                        f"the archive {text} is {what}: an archive must be another store file "
+                        f"(nothing was deleted)"
+                    )
         return path
 
     def _open_archive(self, path: Path) -> Any:
@@ -331,24 +341,94 @@ class RunRetentionMixin(StoreBase):
 
         return Store.open(path, backup=False)
 
+    def _admit(self, source: Any, runs: Sequence[int]) -> None:
+        """Refuse, before any batch, an archive holding other runs under these runs' ids."""
+        r = table("runs")
+        incoming = {
+            "runs": [
+                dict(row._mapping)
+                for part in chunks(list(runs))
+                for row in source.execute(select(r).where(r.c.id.in_(part)))
+            ]
+        }
+        with self._read() as conn:
+            refuse_foreign(conn, incoming)
+
     def _receive(self, source: Any, runs: Sequence[int]) -> None:
         """Copy every row of these runs from the `source` connection into this store, in one
-        transaction committed here: replacing any copy already there (a prune that crashed
-        after its archive committed and before its delete, run again)."""
+        transaction committed here. A copy of these same runs already here (a prune that
+        crashed after its archive committed and before its delete, run again) is replaced;
+        a different run under one of their ids, or a row of another run under one of their
+        rows' ids (another store's runs), is refused before anything is written."""
         names = [("runs", "id"), *RUN_TABLES]
+        incoming: dict[str, list[dict[str, Any]]] = {}
+        for name, key in names:
+            t = table(name)
+            incoming[name] = [
+                dict(row._mapping)
+                for part in chunks(list(runs))
+                for row in source.execute(select(t).where(t.c[key].in_(part)))
+            ]
         with self._write() as conn:
+            refuse_foreign(conn, incoming)
             for name, key in reversed(names):
                 for part in chunks(list(runs)):
                     conn.execute(delete_statement(name, key), {"ids": part})
             for spend in SPEND_TABLES:
                 for part in chunks(list(runs)):
                     conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
-            for name, key in names:
-                t = table(name)
-                for part in chunks(list(runs)):
-                    rows = [
-                        dict(row._mapping)
-                        for row in source.execute(select(t).where(t.c[key].in_(part)))
-                    ]
-                    if rows:
-                        conn.execute(insert(t), rows)
+            for name, _ in names:
+                rows = incoming[name]
+                for i in range(0, len(rows), CHUNK):
+                    conn.execute(insert(table(name)), rows[i : i + CHUNK])
+
+
+def own_file(url: Any) -> Path | None:
+    """The resolved path of a SQLite store's file, None for another backend or in memory."""
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    name = str(url.database)
+    if name.startswith("file:"):
+        name = unquote(urlsplit(name).path)
+    return Path(name).resolve()
+
+
+def plain(value: Any) -> Any:
+    """A column value as both backends give it back (bytes for a blob, ints for booleans)."""
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def refuse_foreign(conn: Any, incoming: dict[str, list[dict[str, Any]]]) -> None:
+    """`ArchiveRefusedError` when the archive (`conn`) holds a run under one of the incoming
+    runs' ids that is not the same run, or a row of another run under an incoming row's id."""
+    runs = {int(row["id"]): row for row in incoming["runs"]}
+    r = table("runs")
+    for part in chunks(sorted(runs)):
+        for row in conn.execute(select(r).where(r.c.id.in_(part))):
+            there = {k: plain(v) for k, v in row._mapping.items()}
+            here = {k: plain(v) for k, v in runs[int(row.id)].items()}
+            if there != here:
+                raise ArchiveRefusedError(
+                    f"the archive holds another run {row.id} (another store's runs): an archive "
+                    f"takes the runs of one store only (nothing was deleted)"
+                )
+    for name, key in RUN_TABLES:
+        t = table(name)
+        primary = list(t.primary_key.columns)
+        if len(primary) != 1 or primary[0].name == key or not incoming.get(name):
+            continue
+        pk = primary[0]
+        ids = [row[pk.name] for row in incoming[name]]
+        for part in chunks(ids):
+            statement = select(pk, t.c[key]).where(pk.in_(part))
+            clash = next((c for c in conn.execute(statement) if int(c[1]) not in runs), None)
+            if clash is not None:
+                raise ArchiveRefusedError(
+                    f"the archive holds {name} row {clash[0]} of run {clash[1]}, not of the "
+                    f"runs pruned (another store's runs): an archive takes the runs of one "
+                    f"store only (nothing was deleted)"
+                )

@@ -31,6 +31,7 @@ from .base import DriverStatement, StoreBase
 from .marks import pages, reads, writes
 from .point_reads import RUN_ID, resumable, run_status
 from .point_reads import run_summary as summary_of
+from .run_holds import hold_run
 
 STEP_PAGE = 1000
 """Rows per page when `iter_steps` streams a run."""
@@ -189,21 +190,24 @@ class RunsMixin(StoreBase):
     @writes
     def start_child_run(self, goal: str, file: str, parent_run_id: int, depth: int) -> int:
         """Start a child run under `parent_run_id` at `depth`; return its id."""
+        parent = i64(parent_run_id, "parent_run_id")
         values = {
             "goal": check_text(goal, "goal"),
             "file": check_text(file, "file"),
-            "parent_run_id": i64(parent_run_id, "parent_run_id"),
+            "parent_run_id": parent,
             "depth": u32(depth, "depth"),
         }
-        return self._insert_run(values)
+        return self._insert_run(values, hold=parent)
 
-    def _insert_run(self, values: Mapping[str, Any]) -> int:
+    def _insert_run(self, values: Mapping[str, Any], hold: int | None = None) -> int:
         statement = (
             insert(m.Run)
             .values(**values, status="running", started_at=text(self._backend.now()))
             .returning(m.Run.id)
         )
         with self._write() as conn:
+            if hold is not None:  # a prune of the parent's tree: its turn
+                hold_run(conn, self._backend, hold)
             return int(conn.execute(statement).scalar_one())
 
     # --- steps ---------------------------------------------------------------------------

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
+import pytest
 from support.clirun import COMMAND, environ, on_terminal
 
 from harness_store import StepRecord, Store
 from harness_store.analytics.dataset import read_dataset, read_manifest
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -83,3 +89,54 @@ def test_the_rows_of_pruned_runs_leaving_the_dataset_are_said(tmp_path: Path) ->
     with Store.open(store, read_only=True) as opened:
         assert opened.runs() == runs[1:]
         assert read_dataset(directory, "steps").equals(opened.arrow("steps"))
+
+
+def test_a_refused_store_creates_nothing(tmp_path: Path) -> None:
+    from conftest import copy_fixture
+
+    older = copy_fixture("io-harness-0.22.0/populated", tmp_path)  # needs an upgrade first
+    newer = tmp_path / "newer.sqlite3"
+    small_store(newer)
+    with sqlite3.connect(newer) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    other = tmp_path / "notes.txt"
+    other.write_text("not a store\n")
+    for store in (older, newer, other, tmp_path / "absent.sqlite3"):
+        directory = tmp_path / f"ds-{store.stem}"
+        done = run("export", "parquet", store, directory)
+        assert done.returncode == 3, (store, done.stderr)
+        assert done.stderr.startswith("harness-store: error:"), done.stderr
+        assert not directory.exists(), store
+
+
+def without(module: str, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """The command in a child process where `module` cannot be imported (as if its extra were
+    not installed)."""
+    code = f"import sys; sys.modules[{module!r}] = None; from harness_store.cli import main; "
+    code += "main(sys.argv[1:])"
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                          text=True, env=environ(), timeout=300)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("module", "extra", "command"),
+    [("pyarrow", "analytics", ["parquet", "DIR"]),
+     ("opentelemetry", "otel", ["otlp", "--endpoint", "http://127.0.0.1:9"])],
+)  # fmt: skip
+def test_a_missing_extra_exits_1_naming_an_install_that_works_from_a_clone(
+    tmp_path: Path, module: str, extra: str, command: list[str]
+) -> None:
+    store = tmp_path / "runs.sqlite3"
+    small_store(store)
+    args = [str(tmp_path / "ds") if a == "DIR" else a for a in command]
+    done = without(module, "export", command[0], store, *args[1:])
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    hint = f'pip install ".[{extra}]"'
+    assert hint in done.stderr, done.stderr
+    assert "harness_store[" not in done.stderr
+    assert not (tmp_path / "ds").exists()
+    # the hint names an extra the clone's pyproject declares, installed from the clone
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert extra in project["optional-dependencies"]

@@ -1,9 +1,10 @@
 """The Parquet dataset: every table equal to `Store.arrow`, DuckDB's aggregates over it equal
 to the Store's own roll-ups, incremental exports that write only what changed, and origins
-as partitions on a synced store — on both backends."""
+as a column on a synced store — on both backends."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import astuple
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from harness_store.analytics.dataset import (
     read_dataset,
     read_manifest,
 )
-from harness_store.analytics.files import NULL_PARTITION
+from harness_store.analytics.lock import LOCK
 from harness_store.records import Price, PriceTable
 from harness_store.sync import source_run, sync
 
@@ -32,7 +33,7 @@ def all_files(directory: Path) -> set[str]:
 
 def listed_files(directory: Path) -> set[str]:
     manifest = read_manifest(directory)
-    return {f["path"] for t in manifest["tables"].values() for f in t["files"]} | {MANIFEST}
+    return {f["path"] for t in manifest["tables"].values() for f in t["files"]} | {MANIFEST, LOCK}
 
 
 def test_every_table_of_the_dataset_is_the_stores(written: Store, tmp_path: Path) -> None:
@@ -188,7 +189,7 @@ def test_filters_of_an_export(store_target: str, tmp_path: Path) -> None:
         assert set(read_manifest(tmp_path / "ds")["tables"]) == {"steps"}
 
 
-def test_a_synced_store_has_origins_and_its_dataset_is_partitioned_by_them(
+def test_a_synced_store_has_origins_and_its_dataset_holds_them_as_a_column(
     store_target: str, tmp_path: Path
 ) -> None:
     sources = [tmp_path / "a.sqlite3", tmp_path / "b.sqlite3"]
@@ -210,10 +211,7 @@ def test_a_synced_store_has_origins_and_its_dataset_is_partitioned_by_them(
 
         directory = tmp_path / "ds"
         export_parquet(store, directory)
-        partitions = {p.name for p in (directory / "steps").iterdir()}
-        assert partitions == {f"origin={o}" for o in {r["origin"] for r in runs if r["origin"]}} | {
-            f"origin={NULL_PARTITION}"
-        }
+        assert all(p.is_file() for p in (directory / "steps").iterdir())  # no partitions
         for table in TABLES:
             data = read_dataset(directory, table)
             expected = store.arrow(table)
@@ -223,11 +221,11 @@ def test_a_synced_store_has_origins_and_its_dataset_is_partitioned_by_them(
                 .equals(expected)
             ), table
         by_origin = duckdb.sql(
-            f"SELECT origin, count(*) FROM read_parquet('{directory}/steps/**/*.parquet', "
-            "hive_partitioning = true) GROUP BY origin ORDER BY origin"
+            f"SELECT origin, count(*) FROM read_parquet('{directory}/steps/*.parquet') "
+            "GROUP BY origin ORDER BY origin"
         ).fetchall()
         counted: dict[str | None, int] = {}
-        for row in steps.to_pylist():  # DuckDB reads the default partition as NULL
+        for row in steps.to_pylist():  # rows written centrally: a null origin
             counted[row["origin"]] = counted.get(row["origin"], 0) + 1
         assert by_origin == sorted(counted.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
 
@@ -255,3 +253,25 @@ def test_a_store_of_an_older_release_is_refused_naming_the_upgrade(tmp_path: Pat
     ):
         export_parquet(store, tmp_path / "ds")
     assert not (tmp_path / "ds" / "steps").exists()
+
+
+def test_a_dataset_of_the_older_layout_is_written_again_whole(tmp_path: Path) -> None:
+    """A format-1 manifest (a synced store's files in Hive partitions, without `origin`) is
+    not trusted: the next export writes every table again and clears the old files."""
+    directory = tmp_path / "ds"
+    with Store.open(tmp_path / "runs.sqlite3") as store:
+        add_steps(store, store.start_run("g", "f.rs"), 1, 2)
+        export_parquet(store, directory)
+        manifest = read_manifest(directory)
+        old = (
+            directory / "steps" / "origin=__HIVE_DEFAULT_PARTITION__" / "part-000001-999999.parquet"
+        )
+        old.parent.mkdir()
+        (directory / manifest["tables"]["steps"]["files"][0]["path"]).rename(old)
+        manifest["tables"]["steps"]["files"] = [{"path": old.relative_to(directory).as_posix(),
+                                                 "rows": 2}]  # fmt: skip
+        (directory / MANIFEST).write_text(json.dumps({**manifest, "format": 1}))
+        report = export_parquet(store, directory)
+        assert {t.action for t in report.tables} == {"rewritten"}
+        assert not old.parent.exists()
+        assert read_dataset(directory, "steps").equals(store.arrow("steps"))

@@ -3,7 +3,6 @@ backends, holds exactly the store's rows with upstream's types restored."""
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from contextlib import closing
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES
 from harness_store.analytics.schema import ARROW_TYPES, Kind, shape_of
 from harness_store.errors import InvalidValueError
+from harness_store.formats import step_tool_calls
 
 from .reference import BIG_U64, stored_rows
 
@@ -59,30 +59,39 @@ def test_types_are_upstreams(written: Store) -> None:
     runs = written.arrow("runs")
     assert runs.schema.field("started_at").type == STAMP
     steps = written.arrow("steps")
-    assert steps.schema.field("tokens").type == pa.uint64()
+    assert steps.schema.field("tokens").type == pa.int64()
     mcp = written.arrow("mcp_events")
     assert mcp.schema.field("ok").type == pa.bool_()
-    assert mcp.schema.field("millis").type == pa.uint64()
+    assert mcp.schema.field("millis").type == pa.int64()
     outcomes = written.arrow("run_outcomes")
     assert outcomes.schema.field("success").type == pa.bool_()
     assert outcomes.schema.field("finished_at").type == STAMP
     calls = written.arrow("provider_calls")
-    assert calls.schema.field("prompt_tokens").type == pa.uint64()
+    assert calls.schema.field("prompt_tokens").type == pa.int64()
     assert calls.schema.field("at").type == STAMP  # `YYYY-MM-DD HH:MM:SS` text
     assert written.arrow("memory_recalls").schema.field("at").type == STAMP
 
 
-def test_wrapped_u64_fields_read_back_as_upstream_meant_them(written: Store) -> None:
-    millis = written.arrow("mcp_events")["millis"].to_pylist()
-    assert BIG_U64 in millis  # stored as -1
-    context = written.arrow("context_events").to_pylist()
-    assert any(c["est_tokens"] == BIG_U64 and c["reported_tokens"] == 2**63 + 5 for c in context)
+def unsigned(column: pa.ChunkedArray) -> list[int | None]:
+    """A wrapped column read as upstream reads it: the signed value's bits as `u64`."""
+    return column.cast(pa.uint64(), safe=False).to_pylist()
+
+
+def test_wrapped_u64_fields_are_the_signed_values_the_store_keeps(written: Store) -> None:
+    millis = written.arrow("mcp_events")["millis"]
+    assert millis.type == pa.int64()
+    assert -1 in millis.to_pylist()  # upstream's u64::MAX, stored as -1
+    assert BIG_U64 in unsigned(millis)
+    context = written.arrow("context_events")
+    assert any(e == BIG_U64 and r == 2**63 + 5 for e, r in zip(unsigned(context["est_tokens"]),
+               unsigned(context["reported_tokens"]), strict=True))  # fmt: skip
     for run in written.runs():
         by_getter = [e.millis for e in written.mcp_events(run)]
-        assert written.arrow("mcp_events", runs=[run])["millis"].to_pylist() == by_getter
+        assert unsigned(written.arrow("mcp_events", runs=[run])["millis"]) == by_getter
         by_getter = [(e.est_tokens, e.reported_tokens) for e in written.context_events(run)]
-        got = written.arrow("context_events", runs=[run]).to_pylist()
-        assert [(c["est_tokens"], c["reported_tokens"]) for c in got] == by_getter
+        got = written.arrow("context_events", runs=[run])
+        assert list(zip(unsigned(got["est_tokens"]), unsigned(got["reported_tokens"]),
+                        strict=True)) == by_getter  # fmt: skip
 
 
 def test_values_equal_the_stores_getters(written: Store) -> None:
@@ -141,10 +150,9 @@ def test_parsed_columns_beside_the_json(written: Store) -> None:
     called = [s for s in steps if s["tool"] is not None]
     assert called, "the writers record steps that called a tool"
     for s in steps:
-        if s["tool"] is not None:
-            assert s["tool_call"] == f"{s['tool']}:{s['tool_args']}"
-        else:
-            assert s["tool_args"] is None
+        assert s["tool_calls"] == calls_of(s["tool_call"]), s
+        first = s["tool_calls"][0] if s["tool_calls"] else {"name": None, "arguments": None}
+        assert (s["tool"], s["tool_args"]) == (first["name"], first["arguments"]), s
     policies = written.arrow("run_policies").to_pylist()
     for row in policies:
         document = written.run_policy(row["run_id"])
@@ -204,12 +212,12 @@ def test_frames_are_the_same_arrow_data(written: Store) -> None:
     frame = written.frame("provider_calls")
     assert isinstance(frame, pd.DataFrame)
     assert pa.Table.from_pandas(frame, preserve_index=False).equals(data)
-    assert str(frame["prompt_tokens"].dtype) == "uint64[pyarrow]"
+    assert str(frame["prompt_tokens"].dtype) == "int64[pyarrow]"
     polars = written.frame("provider_calls", engine="polars")
     assert isinstance(polars, pl.DataFrame)
     assert polars.to_arrow().cast(data.schema).equals(data)
     assert polars.schema["at"] == pl.Datetime("us", "UTC")
-    assert polars.schema["prompt_tokens"] == pl.UInt64
+    assert polars.schema["prompt_tokens"] == pl.Int64
 
 
 def test_every_kind_has_an_arrow_type() -> None:
@@ -219,13 +227,21 @@ def test_every_kind_has_an_arrow_type() -> None:
 TOOL_CALLS = [
     'read_file:{"path":"a"}', "a.b-c_D9:", "x:y:z", 't:{\n"multi":"line"}', "é:1", ":no name",
     "bad tool:x", "no colon at all", "", None, "edit_file:ü", "tool:" + "x" * 5000,
+    'a:{"x":"p | q"} | b:[1,2]', 'a:{"x":1} | ', 'a:{"x":1}|b:{}', 'a:{"x":"\\n"}', "t:1",
+    '{"path":"p"}', '{"path":"p"} | a:{}', 'a:{"x":1}  ', 'a:{"x":1}{"y":2}',
 ]  # fmt: skip
 
 
-def test_a_tool_call_splits_as_upstream_forms_it(store_target: str) -> None:
-    """`tool` is the name before the first colon (letters, digits, `_.-`), `tool_args` all
-    after it; anything else has neither — as a regular expression reads each row."""
-    form = re.compile(r"^([A-Za-z0-9_.\-]+):(.*)$", re.DOTALL)
+def calls_of(text: str | None) -> list[dict[str, str]] | None:
+    """The reference: upstream's grammar (`formats.step_tool_calls`) row by row."""
+    calls = step_tool_calls(text or "")
+    return None if calls is None else [{"name": n, "arguments": a} for n, a in calls]
+
+
+def test_tool_calls_read_by_upstreams_grammar_at_every_batch_boundary(store_target: str) -> None:
+    """`tool_calls` is each call's name and arguments as the grammar reads them (several
+    joined by " | ", which may also stand inside an argument); `tool` and `tool_args` the
+    first call's; text in no form of the grammar is null in all three."""
     with Store.open(store_target) as store:
         run = store.start_run("g", "f.rs")
         store.checkpoint_steps(
@@ -238,10 +254,10 @@ def test_a_tool_call_splits_as_upstream_forms_it(store_target: str) -> None:
                 list(store.iter_arrow("steps", batch_rows=batch_rows))
             ).to_pylist()
             for row in rows:
-                found = form.match(row["tool_call"])
-                assert (row["tool"], row["tool_args"]) == (
-                    found.groups() if found else (None, None)
-                ), row["tool_call"]
+                calls = calls_of(row["tool_call"])
+                assert row["tool_calls"] == calls, row["tool_call"]
+                first = calls[0] if calls else {"name": None, "arguments": None}
+                assert (row["tool"], row["tool_args"]) == (first["name"], first["arguments"])
 
 
 def test_a_value_of_another_type_in_an_old_sqlite_store_is_read_what_it_can(

@@ -1,23 +1,19 @@
 """Fixtures of the command's tests: stores at every revision of the chain, on both backends,
-and the command run in this process with its output and exit code captured."""
+and the sample of revisions the default tier sweeps."""
 
 from __future__ import annotations
 
-import io
-import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
+from collections.abc import Container, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from harness_store.cli import main
 from harness_store.schema import migrate
 from harness_store.schema.releases import REVISIONS
 
@@ -26,37 +22,32 @@ OLDER_SAMPLED = ("0.1", "0.7", "0.12")
 """Revisions below 0.13 (refused by the read commands) that the tests open."""
 CHAIN = (*OLDER_SAMPLED, *REVISIONS[FIRST_READABLE:])
 """The revisions a store is built at: a few below 0.13 and every one from 0.13 to head."""
+SAMPLE = ("0.1", "0.13", "0.37", "0.65", REVISIONS[-1])
+"""The revisions the default tier sweeps: the oldest (refused), the first readable, one between,
+the newest upstream release and head. The `slow` tier sweeps all of `CHAIN`."""
+
+
+def sampled(revisions: Iterable[str]) -> list[Any]:
+    """`revisions` as parameters, those outside `SAMPLE` marked `slow`."""
+    return [pytest.param(r, marks=() if r in SAMPLE else pytest.mark.slow, id=r) for r in revisions]
+
+
+def collected_revisions(session: pytest.Session) -> set[str]:
+    """The revisions this session's tests ask for (every one of `CHAIN` when none says): a
+    chain fixture copies a store at those only."""
+    asked = {
+        str(item.callspec.params["revision"])
+        for item in session.items
+        if "revision" in getattr(getattr(item, "callspec", None), "params", {})
+    }
+    return asked or set(CHAIN)
+
 
 DRIVER_WORDS = re.compile(
     r"OperationalError|ProgrammingError|UndefinedColumn|UndefinedTable|no such (table|column)"
     r"|Traceback|psycopg\.|sqlite3\."
 )
 """What a driver error looks like when it leaks to a user."""
-
-
-@dataclass(frozen=True)
-class Ran:
-    """One run of the command: its exit code and what it wrote."""
-
-    code: int
-    out: str
-    err: str
-
-
-def run_cli(*args: object) -> Ran:
-    """`harness-store ARGS` in this process, as `main` runs it (errors as one line)."""
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    env = os.environ.pop("HARNESS_STORE_DEBUG", None)
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            main([str(a) for a in args])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        if env is not None:
-            os.environ["HARNESS_STORE_DEBUG"] = env
-    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def seed(url: str) -> None:
@@ -74,24 +65,26 @@ def seed(url: str) -> None:
         engine.dispose()
 
 
-def build_sqlite_chain(directory: Path) -> dict[str, str]:
-    """A SQLite store file at each revision of `CHAIN`, built by upgrading one file step by
-    step and copying it at each."""
+def build_sqlite_chain(directory: Path, wanted: Container[str] = CHAIN) -> dict[str, str]:
+    """A SQLite store file at each revision of `CHAIN` that is `wanted`, built by upgrading one
+    file step by step and copying it at each."""
     work = directory / "work.sqlite3"
     built: dict[str, str] = {}
     for index, revision in enumerate(CHAIN):
         migrate.upgrade(str(work), revision, backup=False)
         if index == 0:
             seed(f"sqlite:///{work}")
+        if revision not in wanted:
+            continue
         target = directory / f"at-{revision}.sqlite3"
         shutil.copyfile(work, target)
         built[revision] = str(target)
     return built
 
 
-def build_pg_chain(server: str) -> Iterator[dict[str, str]]:
-    """A PostgreSQL database at each revision of `CHAIN` (copies of one upgraded step by
-    step, `CREATE DATABASE … TEMPLATE`); all dropped afterwards."""
+def build_pg_chain(server: str, wanted: Container[str] = CHAIN) -> Iterator[dict[str, str]]:
+    """A PostgreSQL database at each revision of `CHAIN` that is `wanted` (copies of one
+    upgraded step by step, `CREATE DATABASE … TEMPLATE`); all dropped afterwards."""
     stem = f"hs_test_chain_{uuid.uuid4().hex[:8]}"
     admin = create_engine(server, isolation_level="AUTOCOMMIT")
     names = [stem]
@@ -104,6 +97,8 @@ def build_pg_chain(server: str) -> Iterator[dict[str, str]]:
             migrate.upgrade(work, revision, backup=False)
             if index == 0:
                 seed(work)
+            if revision not in wanted:
+                continue
             name = f"{stem}_{revision.replace('.', '_')}"
             with admin.connect() as conn:
                 conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{stem}"'))
@@ -120,12 +115,18 @@ def build_pg_chain(server: str) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="session")
-def sqlite_chain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Revision → a SQLite store at it (read them only: they are shared by the session)."""
-    return build_sqlite_chain(tmp_path_factory.mktemp("chain"))
+def sqlite_chain(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> dict[str, str]:
+    """Revision → a SQLite store at it, for the revisions the session's tests ask for (read
+    them only: they are shared by the session)."""
+    return build_sqlite_chain(
+        tmp_path_factory.mktemp("chain"), collected_revisions(request.session)
+    )
 
 
 @pytest.fixture(scope="session")
-def pg_chain(pg_server_url: str) -> Iterator[dict[str, str]]:
-    """Revision → a PostgreSQL database at it, or skip without a server."""
-    yield from build_pg_chain(pg_server_url)
+def pg_chain(pg_server_url: str, request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """Revision → a PostgreSQL database at it, for the revisions the session's tests ask for;
+    or skip without a server."""
+    yield from build_pg_chain(pg_server_url, collected_revisions(request.session))

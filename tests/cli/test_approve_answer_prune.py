@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
+import pytest
+from conftest import FIXTURE_STORES, copy_fixture
 from support.clirun import run_cli
 
 from harness_store import Plan, PlanStep, Question, Store
@@ -79,3 +82,41 @@ def test_prune_asks_deletes_old_sessions_and_keeps_resumable_ones(store_target: 
     assert run_cli("compact", store_target).returncode == 2  # asks; no terminal, no --yes
     compacted = out_json("compact", store_target, "--yes")
     assert compacted["reclaimed_bytes"] >= 0 and compacted["file_bytes"] > 0
+
+
+@pytest.mark.parametrize("name", FIXTURE_STORES)
+def test_a_run_prune_dry_run_on_an_older_release_names_the_upgrade(
+    tmp_path: Path, name: str
+) -> None:
+    """A store of 0.22 or 0.29, read without its upgrade, lacks tables a prune counts: the dry
+    run says to upgrade (exit 3, one line), never a driver error, and changes no byte."""
+    store = copy_fixture(name, tmp_path)
+    digest = store.read_bytes()
+    done = run_cli("prune", store, "--runs", "--before", "9999-01-01", "--dry-run")
+    assert done.returncode == 3, done
+    assert "harness-store upgrade" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "Error" not in done.stderr
+    assert store.read_bytes() == digest
+
+
+def test_a_prune_that_copied_nothing_does_not_say_it_copied(
+    store_target: str, tmp_path: Path
+) -> None:
+    with Store.open(store_target) as store:
+        store.finish_run(store.start_run("new", "plan.toml"), "success")
+    archive = tmp_path / "archive.sqlite3"
+    for dry in ([], ["--dry-run"]):
+        done = run_cli(
+            "prune",
+            store_target,
+            "--runs",
+            "--before",
+            "2000-01-01",
+            "--archive-to",
+            archive,
+            "--yes",
+            *dry,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "0 runs" in done.stdout and "copied" not in done.stdout, done.stdout
+        assert not archive.exists()

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import copy_fixture
 from sqlalchemy import create_engine
+from store.healthkit import lost_lease, populated
 from support.clirun import COMMAND, environ
+from support.processes import Worker
 
 from harness_store.cli.check import EXIT_UNHEALTHY
 
@@ -42,10 +46,7 @@ def damage(path: Path) -> None:
         conn.exec_driver_sql(
             "INSERT INTO steps (run_id, step, decision, result) VALUES (777, 1, 'a', 'b')"
         )
-        conn.exec_driver_sql(
-            "INSERT INTO run_leases (run_id, owner, generation, acquired_at, renewed_at, "
-            "ttl_secs) VALUES (999, 'pid-1', 1, 'x', 'x', 60)"
-        )
+        conn.exec_driver_sql(lost_lease(999))
     engine.dispose()
 
 
@@ -115,15 +116,14 @@ def test_an_old_release_store_is_checked_as_it_is(tmp_path: Path) -> None:
 
 
 def test_check_and_repair_on_both_backends(store_target: str) -> None:
-    from store.healthkit import plant, populated
+    from store.healthkit import plant
 
     store, _ = populated(store_target)
     with store:
         assert run(store_target).returncode == 0
         plant(
             store,
-            "INSERT INTO run_leases (run_id, owner, generation, acquired_at, renewed_at, "
-            "ttl_secs) VALUES (9004, 'pid-1', 1, 'x', 'x', 60)",
+            lost_lease(9004),
         )
     done = run(store_target, "--json")
     assert done.returncode == 6, done.stderr
@@ -134,3 +134,93 @@ def test_check_and_repair_on_both_backends(store_target: str) -> None:
     assert report["repaired"] == ["deleted 1 leases of runs that do not exist"]
     assert report["healthy"] and report["findings"] == []
     assert (report["backup"] is None) == ("://" in store_target)
+
+
+def overwrite_page(path: Path, table: str, data: bytes) -> None:
+    """Write `data` over the root b-tree page of `table` (page 1 for `sqlite_schema`)."""
+    conn = sqlite3.connect(path)
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    root = (
+        1
+        if table == "sqlite_schema"
+        else conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[
+            0
+        ]
+    )
+    conn.close()
+    with path.open("r+b") as handle:
+        handle.seek((root - 1) * page + (100 if root == 1 else 0))
+        handle.write(data)
+
+
+GARBAGE = bytes(range(256)) * 4
+EMPTY_LEAF = bytes([0x0D, 0, 0, 0, 0, 0x10, 0, 0])
+"""A table leaf page with no cells: the table's rows read as none."""
+
+
+@pytest.mark.parametrize(
+    ("table", "data"),
+    [
+        ("sqlite_schema", GARBAGE),
+        ("runs", GARBAGE),
+        ("runs", EMPTY_LEAF),
+        ("steps", GARBAGE),
+        ("hs_steps_run_id_step_id_tokens", GARBAGE),
+        ("run_leases", GARBAGE),
+    ],
+)
+def test_a_damaged_page_is_a_finding_and_refused_by_the_reads(
+    tmp_path: Path, table: str, data: bytes
+) -> None:
+    """Before: `check` exited 1 with the raw "database disk image is malformed", and `runs`
+    printed "no runs" (exit 0) when the runs' page read as empty."""
+    path = tmp_path / "runs.sqlite3"
+    populated(str(path))[0].close()
+    overwrite_page(path, table, data)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    done = run(path, "--json")
+    assert done.returncode == EXIT_UNHEALTHY, done.stderr
+    report = json.loads(done.stdout)
+    assert report["findings"][0]["kind"] == "integrity"
+    repaired = run(path, "--repair", "--json")
+    assert repaired.returncode == EXIT_UNHEALTHY, repaired.stderr
+    assert json.loads(repaired.stdout)["repaired"] == []
+    assert json.loads(repaired.stdout)["backup"] is None
+    listed = subprocess.run(
+        [*COMMAND, "runs", str(path)], capture_output=True, text=True, env=environ(), timeout=120
+    )
+    if listed.returncode != 0:  # a read that does not touch the page may still answer
+        assert listed.returncode == 3, listed.stderr
+        assert "damaged" in listed.stderr and "Error" not in listed.stderr
+    else:
+        assert "no runs" not in listed.stderr
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_repair_refuses_a_newer_checkpoint_format_as_check_does(tmp_path: Path) -> None:
+    """Before: `check` exited 3, `check --repair` said healthy (exit 0)."""
+    path = upgraded_fixture(tmp_path)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    checked, repaired = run(path), run(path, "--repair")
+    assert checked.returncode == repaired.returncode == 3
+    assert checked.stderr == repaired.stderr and "newer" in checked.stderr
+    assert not list(tmp_path.glob("*repair*"))
+
+
+def test_a_repair_that_fails_names_its_backup(tmp_path: Path) -> None:
+    """A writer holding the store's lock past the busy timeout stops the repair after its
+    backup was taken: the error says the store is as it was and where the backup is."""
+    path = upgraded_fixture(tmp_path)
+    damage(path)
+    holder = Worker.script("lock_holder.py", path, 120)
+    try:
+        holder.wait_line("locked")
+        done = run(path, "--repair")
+    finally:
+        holder.kill()
+    assert done.returncode == 4, done.stderr
+    (backup,) = tmp_path.glob("*repair*")
+    assert f"the backup taken before it is {backup}" in done.stderr
+    assert "rolled back" in done.stderr

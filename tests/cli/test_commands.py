@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from support import legacy
 from support.clirun import run_cli
+from support.shared import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 
 from harness_store import Store
 from harness_store.cli import read_only_url
@@ -199,10 +199,14 @@ def test_read_commands_refuse_a_torn_store(torn: Path) -> None:
 
 
 def test_read_only_url_refuses_writes(fixture_copy: Copy) -> None:
-    path = fixture_copy("io-harness-0.22.0/populated")
-    engine = create_engine(read_only_url(to_url(path)))
+    assert_read_only_url_refuses(fixture_copy("io-harness-0.22.0/populated"), "readonly")
+
+
+def assert_read_only_url_refuses(target: str | Path, refusal: str) -> None:
+    """A delete through `read_only_url(target)` is refused by the database itself."""
+    engine = create_engine(read_only_url(to_url(target)))
     try:
-        with engine.connect() as conn, pytest.raises(DBAPIError, match="readonly"):
+        with engine.connect() as conn, pytest.raises(DBAPIError, match=refusal):
             conn.execute(text("DELETE FROM runs"))
     finally:
         engine.dispose()
@@ -618,12 +622,7 @@ def test_postgresql_store_read_only_and_password_hidden(pg_url: str) -> None:
     assert [r["run_id"] for r in as_json("runs", pg_url)] == [child, root]
     assert as_json("tree", pg_url, str(root))["run_ids"] == [root, child]
     assert [e["key"] for e in as_json("memory", pg_url, "ws")["entries"]] == ["k"]
-    engine = create_engine(read_only_url(to_url(pg_url)))
-    try:
-        with engine.connect() as conn, pytest.raises(DBAPIError, match="read-only"):
-            conn.execute(text("DELETE FROM runs"))
-    finally:
-        engine.dispose()
+    assert_read_only_url_refuses(pg_url, "read-only")
 
 
 # --- copy (needs harness_store.transfer) -------------------------------------------------

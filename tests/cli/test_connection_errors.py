@@ -46,7 +46,7 @@ def check(done: subprocess.CompletedProcess[str], *words: str) -> None:
 @pytest.mark.parametrize("command", ["upgrade", "runs"])
 def test_psycopg_missing_names_the_extra(command: str) -> None:
     url = f"postgresql+psycopg://u:{SECRET}@127.0.0.1:5432/x"
-    check(harness_store(command, url, block="psycopg"), "pip install 'harness_store[postgresql]'")
+    check(harness_store(command, url, block="psycopg"), 'pip install ".[postgresql]"')
 
 
 @pytest.mark.parametrize("command", ["upgrade", "runs", "inspect"])
@@ -66,3 +66,15 @@ def test_a_missing_database(command: str, pg_server_url: str) -> None:
     url = make_url(pg_server_url).set(database="hs_test_never_created", password=SECRET)
     done = harness_store(command, url.render_as_string(hide_password=False))
     check(done, "the database 'hs_test_never_created' does not exist")
+
+
+@pytest.mark.parametrize("command", ["upgrade", "runs"])
+def test_a_missing_role_is_a_failed_connection_not_a_lost_one(
+    command: str, pg_server_url: str
+) -> None:
+    """Before: "the connection to the server was lost" for a connection never made; the
+    server's own reason is said as it gave it."""
+    url = make_url(pg_server_url).set(username="hs_test_no_such_role", password=SECRET)
+    done = harness_store(command, url.render_as_string(hide_password=False))
+    check(done, "could not connect to the server", "hs_test_no_such_role")
+    assert "was lost" not in done.stderr

@@ -16,19 +16,13 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 from sqlalchemy import create_engine, inspect, text
-from support.clirun import COMMAND, default_signals, environ, step_store
+from support.clirun import COMMAND, default_signals, environ, run_cli, step_store
+from support.shared import FIXTURES
 
 from harness_store import Store
 from harness_store.dialects.postgresql import UPGRADE_LOCK
 from harness_store.transfer import COPY_MARKER, IncompleteCopyError
-
-
-def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COMMAND, *map(str, args)], capture_output=True, text=True, env=environ(), timeout=600
-    )
 
 
 @pytest.fixture(scope="module")
@@ -77,26 +71,29 @@ def test_a_killed_copy_is_refused_everywhere_until_replaced(
     assert proc.returncode == -signal.SIGKILL
     assert has_marker(target)
     for command in (["inspect"], ["runs"], ["trace", "1"]):
-        done = run(command[0], target, *command[1:])
+        done = run_cli(command[0], target, *command[1:], timeout=600)
         assert done.returncode == 3, done.stderr
         assert "unfinished copy" in done.stderr and "--replace" in done.stderr
     with pytest.raises(IncompleteCopyError):
         Store.open(target)
     with pytest.raises(IncompleteCopyError):
         Store.open(target, read_only=True)
-    again = run("copy", big_source, target)
+    again = run_cli("copy", big_source, target, timeout=600)
     assert again.returncode == 3 and "unfinished copy" in again.stderr
-    redone = run("copy", big_source, target, "--replace", "--json")
+    redone = run_cli("copy", big_source, target, "--replace", "--json", timeout=600)
     assert redone.returncode == 0, redone.stderr
     assert json.loads(redone.stdout)["counts"]["steps"] == 150_000
     assert not has_marker(target)
-    assert json.loads(run("inspect", target, "--json").stdout)["tables"]["steps"] == 150_000
+    assert (
+        json.loads(run_cli("inspect", target, "--json", timeout=600).stdout)["tables"]["steps"]
+        == 150_000
+    )
 
 
 def test_resume_continues_a_killed_copy(big_source: Path, tmp_path: Path) -> None:
     target = tmp_path / "target.sqlite3"
     copy_stopped_by(big_source, target, signal.SIGKILL)
-    done = run("copy", big_source, target, "--resume")
+    done = run_cli("copy", big_source, target, "--resume", timeout=600)
     assert done.returncode == 0, done.stderr
     with Store.open(target, read_only=True) as store:
         assert store.last_step(1) == 150_000
@@ -112,7 +109,7 @@ def test_a_terminated_copy_empties_its_target(
     assert proc.returncode == 1, err
     assert f"stopped by {sig.name}" in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []  # the file the copy created is gone again
-    assert run("copy", big_source, target).returncode == 0
+    assert run_cli("copy", big_source, target, timeout=600).returncode == 0
 
 
 STOP_INSIDE_THE_POOL = """
@@ -285,7 +282,7 @@ def test_a_second_signal_stops_a_copy_that_is_waiting(big_source: Path, pg_url: 
 
 def test_replace_refuses_a_target_with_rows(big_source: Path, tmp_path: Path) -> None:
     target = step_store(tmp_path / "full.sqlite3", 3)
-    done = run("copy", big_source, target, "--replace")
+    done = run_cli("copy", big_source, target, "--replace", timeout=600)
     assert done.returncode == 3 and "not empty" in done.stderr
     with Store.open(target, read_only=True) as store:
         assert store.last_step(1) == 3
@@ -303,10 +300,10 @@ def test_newer_tables_are_named_unless_skipped(tmp_path: Path) -> None:
         conn.execute("CREATE TABLE future_things (id INTEGER PRIMARY KEY, note TEXT)")
         conn.execute("INSERT INTO future_things (note) VALUES ('from 0.99')")
     target = tmp_path / "copy.sqlite3"
-    done = run("copy", source, target)
+    done = run_cli("copy", source, target, timeout=600)
     assert done.returncode == 3, done.stderr
     assert "future_things" in done.stderr and "--skip-unknown-tables" in done.stderr
     assert not target.exists()
-    skipped = run("copy", source, target, "--skip-unknown-tables", "--json")
+    skipped = run_cli("copy", source, target, "--skip-unknown-tables", "--json", timeout=600)
     assert skipped.returncode == 0, skipped.stderr
     assert json.loads(skipped.stdout)["skipped_tables"] == {"future_things": 1}

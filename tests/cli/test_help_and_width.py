@@ -8,14 +8,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support.clirun import on_terminal
+from support.clirun import on_terminal, run_in_process
 
 from harness_store import Store
 from harness_store.cli import app
 from harness_store.records import ProviderCall, StepRecord, Usage
 from harness_store.schema.releases import NEWEST_KNOWN_RELEASE
-
-from .conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -27,11 +25,11 @@ def command_names() -> list[str]:
 
 
 def test_exit_codes_once_in_the_top_level_help_and_completion_on() -> None:
-    top = run_cli("--help")
+    top = run_in_process("--help")
     assert top.out.count("Exit codes") == 1
     assert "--install-completion" in top.out
     for name in command_names():
-        sub = run_cli(name, "--help")
+        sub = run_in_process(name, "--help")
         assert sub.code == 0, (name, sub)
         assert "Exit codes" not in sub.out, name
 
@@ -39,7 +37,7 @@ def test_exit_codes_once_in_the_top_level_help_and_completion_on() -> None:
 def test_the_versions_it_names_are_true() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert f"0.1 → {NEWEST_KNOWN_RELEASE}" in project["description"]
-    inspect_help = " ".join(run_cli("inspect", "--help").out.split())
+    inspect_help = " ".join(run_in_process("inspect", "--help").out.split())
     assert f"newer than {NEWEST_KNOWN_RELEASE}" in inspect_help
     assert "newer than 0.13" not in inspect_help
 
@@ -77,3 +75,22 @@ def test_runs_at_80_columns_keeps_every_id(wide_store: Path) -> None:
     assert code == 0, out
     ids = [line.split()[0] for line in ANSI.sub("", out).splitlines()[2:] if line.strip()]
     assert ids == [str(n) for n in range(12, 0, -1)]
+
+
+def test_spend_by_model_fits_80_columns_on_a_real_store(tmp_path: Path) -> None:
+    """On a terminal and piped (where nothing is cut) alike, at `COLUMNS=80`."""
+    import subprocess
+
+    from conftest import copy_fixture
+    from support.clirun import COMMAND, environ
+
+    path = copy_fixture("io-harness-0.29.0/aggregates", tmp_path)
+    Store.open(path).close()  # upgraded
+    code, out = on_terminal("spend", path, "--by", "model", columns=80)
+    assert code == 0, out
+    piped = subprocess.run([*COMMAND, "spend", str(path), "--by", "model"], capture_output=True,
+                           text=True, env=environ({"COLUMNS": "80"}), timeout=300)  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    for shown in (ANSI.sub("", out), piped.stdout):
+        assert "fixture-model" in shown
+        assert max(len(line) for line in shown.splitlines()) <= 80, shown

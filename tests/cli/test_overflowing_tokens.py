@@ -8,12 +8,11 @@ import json
 
 import pytest
 from sqlalchemy import create_engine, text
+from support.clirun import run_in_process
 
 from harness_store import Store
 from harness_store.errors import StoreError
 from harness_store.records import ProviderCall, StepRecord, Usage
-
-from .conftest import run_cli
 
 HALF = 2**62 + 1
 """Two of these pass 2⁶³−1; one fits."""
@@ -42,11 +41,11 @@ def test_a_reply_turn_past_the_limit_shows_overflow_and_its_calls_total(store_ta
         for run in (reply, stepped):
             with pytest.raises(StoreError):
                 store.spent_tokens(run)
-    ran = run_cli("runs", store_target, "--json")
+    ran = run_in_process("runs", store_target, "--json")
     assert ran.code == 0, ran.err
     printed = {row["run_id"]: row for row in json.loads(ran.out)}
     for run in (reply, stepped):
         assert printed[run]["tokens_overflow"] is True
         assert printed[run]["tokens"] == 2 * HALF
-    table = run_cli("runs", store_target)
+    table = run_in_process("runs", store_target)
     assert table.out.count("overflow") == 2

@@ -7,11 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.clirun import COMMAND, environ, step_store
+from support.clirun import COMMAND, environ, run_in_process, step_store
 
 from harness_store import Store
-
-from .conftest import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +68,7 @@ def test_read_commands_leave_no_side_files(args: tuple[str, ...], tmp_path: Path
         store.start_run("a goal", "task.md")
     before = sorted(p.name for p in tmp_path.iterdir())
     assert not {"runs.sqlite3-wal", "runs.sqlite3-shm"} & set(before), before
-    ran = run_cli(*(a.format(db=db) for a in args))
+    ran = run_in_process(*(a.format(db=db) for a in args))
     assert ran.code == 0, ran
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
@@ -84,11 +82,11 @@ def test_runs_origin_takes_a_relative_path(tmp_path: Path, monkeypatch: pytest.M
         store.start_run("from a", "task.md")
     central = tmp_path / "central.sqlite3"
     monkeypatch.chdir(tmp_path)
-    synced = run_cli("sync", "sources/a.sqlite3", central)
+    synced = run_in_process("sync", "sources/a.sqlite3", central)
     assert synced.code == 0, synced
-    by_absolute = run_cli("runs", central, "--origin", source, "--json")
+    by_absolute = run_in_process("runs", central, "--origin", source, "--json")
     assert by_absolute.code == 0, by_absolute
-    by_relative = run_cli("runs", central, "--origin", "sources/a.sqlite3", "--json")
+    by_relative = run_in_process("runs", central, "--origin", "sources/a.sqlite3", "--json")
     assert by_relative.code == 0, by_relative
     assert by_relative.out == by_absolute.out
     assert '"goal": "from a"' in by_relative.out

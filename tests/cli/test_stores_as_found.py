@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.clirun import COMMAND, environ, step_store
+from support.clirun import run_cli, step_store
 from support.sqlite_files import make_hot_journal
 
 READS = [
@@ -23,12 +23,6 @@ READS = [
     ["tree", "{db}", "1"],
     ["memory", "{db}", "ws"],
 ]
-
-
-def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COMMAND, *map(str, args)], capture_output=True, text=True, env=environ(), timeout=120
-    )
 
 
 def read_args(command: list[str], db: Path) -> list[str]:
@@ -51,13 +45,13 @@ def side_files(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("command", READS, ids=[c[0] for c in READS])
 def test_read_commands_leave_no_side_files(wal_store: Path, command: list[str]) -> None:
-    done = run(*read_args(command, wal_store))
+    done = run_cli(*read_args(command, wal_store))
     assert done.returncode == 0, done.stderr
     assert side_files(wal_store) == []
 
 
 def test_inspect_of_a_closed_wal_store_says_wal(wal_store: Path) -> None:
-    assert json.loads(run("inspect", wal_store, "--json").stdout)["journal_mode"] == "wal"
+    assert json.loads(run_cli("inspect", wal_store, "--json").stdout)["journal_mode"] == "wal"
 
 
 @pytest.fixture(params=["closed", "copied-live"])
@@ -93,7 +87,7 @@ def read_only_mount(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
 def test_a_wal_store_on_read_only_media_is_readable(
     read_only_mount: Path, command: list[str]
 ) -> None:
-    done = run(*read_args(command, read_only_mount))
+    done = run_cli(*read_args(command, read_only_mount))
     assert done.returncode == 0, done.stderr
 
 
@@ -102,7 +96,7 @@ def test_a_hot_journal_is_explained_to_read_commands(tmp_path: Path, command: li
     path = tmp_path / "crashed.sqlite3"
     make_hot_journal(path)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    done = run(*read_args(command, path))
+    done = run_cli(*read_args(command, path))
     assert done.returncode == 3, done.stderr
     assert "unfinished transaction" in done.stderr and "harness-store upgrade" in done.stderr
     assert "readonly database" not in done.stderr

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import unicodedata
 from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
 from support import legacy
-from support.clirun import COMMAND, environ, on_terminal
+from support.clirun import on_terminal, run_cli
 
 from harness_store import Store
 from harness_store.records import StepRecord
@@ -25,12 +24,6 @@ ANSI = "\x1b["
 def plain(text: str) -> str:
     """Terminal output without ANSI sequences."""
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
-
-
-def piped(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COMMAND, *map(str, args)], capture_output=True, text=True, env=environ(), timeout=120
-    )
 
 
 @pytest.fixture
@@ -73,22 +66,22 @@ def test_runs_on_a_very_narrow_terminal_still_show_ids_and_numbers(wordy: Path) 
 
 
 def test_json_and_pipe_keep_the_full_text(wordy: Path) -> None:
-    rows = json.loads(piped("runs", wordy, "--json").stdout)
+    rows = json.loads(run_cli("runs", wordy, "--json").stdout)
     assert len(rows[2]["goal"]) == len("a megabyte goal ") * 65_536
-    lines = piped("runs", wordy).stdout.splitlines()
+    lines = run_cli("runs", wordy).stdout.splitlines()
     assert lines[3].endswith("a megabyte goal")  # piped output is not cut
 
 
 def test_help_flags_version_and_usage_lines() -> None:
     for flag in ("-h", "--help"):
-        done = piped(flag)
+        done = run_cli(flag)
         assert done.returncode == 0 and "Usage: harness-store" in done.stdout
-        sub = piped("runs", flag)
+        sub = run_cli("runs", flag)
         assert sub.returncode == 0
         usage = sub.stdout.splitlines()[0]
         assert usage == "Usage: harness-store runs [OPTIONS] DB", usage
         assert "<str>" not in sub.stdout and "{DB}" not in sub.stdout
-    version = piped("--version")
+    version = run_cli("--version")
     assert version.returncode == 0
     assert version.stdout.startswith("harness-store 0.") and HEAD in version.stdout
 
@@ -102,7 +95,7 @@ def test_plurals_and_utc(tmp_path: Path) -> None:
     assert code == 0
     text = plain(out)
     assert "1 run, 1 step, 1 token" in text and "1 runs" not in text and "1 steps" not in text
-    header = piped("runs", path).stdout.splitlines()[0]
+    header = run_cli("runs", path).stdout.splitlines()[0]
     assert "started (UTC)" in header
 
 
@@ -120,13 +113,13 @@ def test_upgrade_says_what_it_found_before_it_starts(tmp_path: Path) -> None:
 
 def test_upgrade_creates_a_store_where_none_is(tmp_path: Path) -> None:
     target = tmp_path / "new.sqlite3"
-    done = piped("upgrade", target)
+    done = run_cli("upgrade", target)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == f"found: no store at {target}; creating one at {HEAD}"
-    assert json.loads(piped("inspect", target, "--json").stdout)["at_head"] is True
-    again = piped("upgrade", target)
+    assert json.loads(run_cli("inspect", target, "--json").stdout)["at_head"] is True
+    again = run_cli("upgrade", target)
     assert "nothing to do" in again.stdout
-    missing_dir = piped("upgrade", tmp_path / "no" / "such.sqlite3")
+    missing_dir = run_cli("upgrade", tmp_path / "no" / "such.sqlite3")
     assert missing_dir.returncode == 3 and "no directory" in missing_dir.stderr
 
 

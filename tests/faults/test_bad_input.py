@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, in_newest_memory_order
 from support import legacy
 from support.processes import alembic_argv
+from support.shared import FIXTURES, in_newest_memory_order
 
 from harness_store import StepRecord, Store
 from harness_store.errors import (
@@ -120,28 +120,20 @@ def read_only_at_head(directory: Path, copy: Callable[[str], Path]) -> Path:
     return path
 
 
-def other_application(directory: Path, copy: Callable[[str], Path]) -> Path:
-    path = directory / "app.sqlite3"
-    conn = sqlite3.connect(path)
-    conn.executescript(
-        "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
-        "CREATE TABLE orders (id INTEGER PRIMARY KEY, user_id INTEGER, total REAL);"
-        "INSERT INTO users (name) VALUES ('ada'), ('bob');"
-    )
-    conn.close()
+def scripted(path: Path, script: str) -> Path:
+    """A SQLite file `script` wrote, by another application."""
+    with closing(sqlite3.connect(path)) as conn:
+        conn.executescript(script)
     return path
 
 
-def other_application_with_runs(directory: Path, copy: Callable[[str], Path]) -> Path:
-    path = directory / "ci.sqlite3"
-    conn = sqlite3.connect(path)
-    conn.executescript(
-        "CREATE TABLE runs (id INTEGER PRIMARY KEY, pipeline TEXT, ok INTEGER);"
-        "CREATE TABLE steps (id INTEGER PRIMARY KEY, run_id INTEGER, name TEXT);"
-        "INSERT INTO runs (pipeline, ok) VALUES ('build', 1);"
-    )
-    conn.close()
-    return path
+def other_application(name: str, script: str) -> Maker:
+    """A maker of the SQLite file `name` that another application's `script` wrote."""
+
+    def make(directory: Path, copy: Callable[[str], Path]) -> Path:
+        return scripted(directory / name, script)
+
+    return make
 
 
 def newer_format(directory: Path, copy: Callable[[str], Path]) -> Path:
@@ -161,8 +153,24 @@ BAD_FILES: dict[str, tuple[Maker, type[StoreError]]] = {
     "directory": (a_directory, NotADatabaseError),
     "read-only": (read_only, StoreAccessError),
     "read-only-at-head": (read_only_at_head, StoreAccessError),
-    "other-application": (other_application, ForeignDatabaseError),
-    "other-application-with-runs": (other_application_with_runs, ForeignDatabaseError),
+    "other-application": (
+        other_application(
+            "app.sqlite3",
+            "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
+            "CREATE TABLE orders (id INTEGER PRIMARY KEY, user_id INTEGER, total REAL);"
+            "INSERT INTO users (name) VALUES ('ada'), ('bob');",
+        ),
+        ForeignDatabaseError,
+    ),
+    "other-application-with-runs": (
+        other_application(
+            "ci.sqlite3",
+            "CREATE TABLE runs (id INTEGER PRIMARY KEY, pipeline TEXT, ok INTEGER);"
+            "CREATE TABLE steps (id INTEGER PRIMARY KEY, run_id INTEGER, name TEXT);"
+            "INSERT INTO runs (pipeline, ok) VALUES ('build', 1);",
+        ),
+        ForeignDatabaseError,
+    ),
     "user-version-8": (newer_format, NewerFormatError),
 }
 

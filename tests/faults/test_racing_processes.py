@@ -15,9 +15,10 @@ from harness_store.formats import MEMORY_MAX_ENTRIES
 
 
 def race(target: str, *argvs: list[str]) -> list[list[Any]]:
-    """Start one `api2_worker.py` per argv, release them together, return each one's JSON lines."""
+    """Start one `racing_state_worker.py` per argv, release them together, return each one's
+    JSON lines."""
     outputs = run_together(
-        [worker_argv("api2_worker.py", argv[0], target, *argv[1:]) for argv in argvs]
+        [worker_argv("racing_state_worker.py", argv[0], target, *argv[1:]) for argv in argvs]
     )
     return [[json.loads(line) for line in out.splitlines()] for out in outputs]
 

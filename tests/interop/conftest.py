@@ -5,7 +5,7 @@ test. Locally, without cargo, the tests that need them skip and say how to enabl
 from __future__ import annotations
 
 import pytest
-from conftest import SHARED
+from support.shared import SHARED
 
 from .oracles import Oracles, built_oracles
 

@@ -222,5 +222,10 @@ class Oracles:
     def dump(self, release: OracleRelease, path: Path) -> Any:
         return self.json(release, "dump", path)
 
+    def written(self, release: OracleRelease, path: Path) -> Any:
+        """Run the release's own script into `path`; the release's dump of what it wrote."""
+        self.run(release, "write", path)
+        return self.dump(release, path)
+
     def dump_text(self, release: OracleRelease, path: Path) -> str:
         return self.run(release, "dump", path)

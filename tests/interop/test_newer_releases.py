@@ -92,15 +92,22 @@ def reads_as_the_release_does(path: Path, release: OracleRelease, oracles: Oracl
     return len(theirs["run_ids"])
 
 
+def upgraded_copy(path: Path) -> Path:
+    """A copy of the store at `path`, beside it, upgraded to head here; `path` is left as is."""
+    upgraded = path.with_name(f"upgraded-{path.name}")
+    shutil.copyfile(path, upgraded)
+    alembic(upgraded, "upgrade", "head")
+    return upgraded
+
+
 @pytest.mark.parametrize("release", NEWER, ids=ids(NEWER))
 def test_a_store_the_release_creates_opens_read_only_and_upgrades_without_changing_its_dump(
     release: OracleRelease, tmp_path: Path, oracles: Oracles
 ) -> None:
-    path, upgraded = tmp_path / "newer.sqlite3", tmp_path / "upgraded.sqlite3"
+    path = tmp_path / "newer.sqlite3"
     oracles.run(release, "open", path)
     before = oracles.dump_text(release, path)
-    shutil.copyfile(path, upgraded)
-    alembic(upgraded, "upgrade", "head")
+    upgraded = upgraded_copy(path)
     assert oracles.dump_text(release, upgraded) == before
     assert reads_as_the_release_does(upgraded, release, oracles) == 0
     # read-only, not upgraded (an empty store: only memory is read)
@@ -113,10 +120,9 @@ def test_a_0_13_store_the_release_migrated_reads_as_that_release_reads_it(
 ) -> None:
     """A 0.13 store, upgraded to head here or not, then migrated by the newer release: the
     release's dump is the same either way, and harness_store reads it as the release does."""
-    plain, upgraded = tmp_path / "plain.sqlite3", tmp_path / "upgraded.sqlite3"
+    plain = tmp_path / "plain.sqlite3"
     oracles.run(API_RELEASE, "write", plain)
-    shutil.copyfile(plain, upgraded)
-    alembic(upgraded, "upgrade", "head")
+    upgraded = upgraded_copy(plain)
     assert oracles.dump_text(release, upgraded) == oracles.dump_text(release, plain)
     assert reads_as_the_release_does(upgraded, release, oracles) == 4
     assert reads_as_the_release_does(plain, release, oracles) == 4
@@ -127,7 +133,7 @@ def test_a_store_the_release_wrote_reads_as_that_release_reads_it(
     release: OracleRelease, tmp_path: Path, oracles: Oracles
 ) -> None:
     path = tmp_path / "written.sqlite3"
-    oracles.run(release, "write", path)
+    oracles.written(release, path)
     runs = reads_as_the_release_does(path, release, oracles)
     assert runs >= 4
     before = oracles.dump_text(release, path)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHARED
+from support.shared import SHARED
 
 from harness_store import MemoryEntry, ResumeError, SpawnRow, StepRecord, Store
 from interop import oracles

@@ -1,5 +1,8 @@
 """pytest-alembic's built-in checks of the chain, on SQLite and PostgreSQL: one head, a clean
-upgrade from nothing, every step down and up again, and the models matching the DDL.
+upgrade from nothing, every step down and up again, the models matching the DDL, and every
+downgrade undoing its upgrade exactly (`test_downgrade_leaves_no_trace`, one of its
+experimental tests: it hands the environment a wrapper around its connection, which
+`harness_store.schema.given_connection` unwraps).
 
 The functions are imported from `pytest_alembic.tests` rather than collected by the plugin,
 whose collector does not run on pytest 9.2 (see pyproject.toml).
@@ -17,6 +20,7 @@ from pytest_alembic.tests import (
     test_up_down_consistency,
     test_upgrade,
 )
+from pytest_alembic.tests.experimental import test_downgrade_leaves_no_trace
 from sqlalchemy import Engine
 
 from harness_store.engine import make_engine
@@ -24,6 +28,7 @@ from harness_store.schema.migrate import alembic_config as packaged_config
 from harness_store.schema.migrate import ignore_key_nullability
 
 __all__ = [
+    "test_downgrade_leaves_no_trace",
     "test_model_definitions_match_ddl",
     "test_single_head_revision",
     "test_up_down_consistency",

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PG_ENV, PG_SKIP, SHARED, fresh_pg_database
 from interop.oracles import Oracles, built_oracles
 from interop.releases import NEWER_WRITERS
+from support.pg_databases import PG_ENV, PG_SKIP, fresh_pg_database
+from support.shared import SHARED
 
 NEWEST = NEWER_WRITERS[-1]
 

@@ -51,3 +51,12 @@ def plant(store: Store, *statements: str, foreign_keys_off: bool = False) -> Non
 
 def kinds(report: CheckReport) -> list[tuple[str, str, tuple[int | str, ...]]]:
     return sorted((f.kind.value, f.table, f.rows) for f in report.findings)
+
+
+def lost_lease(run_id: int) -> str:
+    """The SQL of a lease of `run_id` (a run that does not exist), with well-formed stamps."""
+    stamp = "'2026-01-01T00:00:00.000Z'"
+    return (
+        "INSERT INTO run_leases (run_id, owner, generation, acquired_at, renewed_at, ttl_secs) "
+        f"VALUES ({run_id}, 'pid-1', 1, {stamp}, {stamp}, 60)"
+    )

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHARED
 from interop import oracles
 from interop.debugform import debug
 from interop.rustdebug import parse
-from interop.test_api_066 import PRICES as ZERO
+from interop.test_run_api_oracle import PRICES as ZERO
 from sqlalchemy import create_engine, delete, insert, inspect, text, update
+from support.shared import SHARED
 
 from harness_store import AsyncStore, Price, PriceTable, PriceTier, ProviderCall, Store, Usage
 from harness_store.models import ProviderCall as CallRow

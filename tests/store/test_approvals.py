@@ -8,13 +8,7 @@ import pytest
 from support.policies import LAYERED_POLICY, PERMISSIVE_POLICY
 from support.upstream_sql import raw
 
-from harness_store import (
-    Observation,
-    ObsKind,
-    PolicyEvent,
-    ResumeError,
-    Store,
-)
+from harness_store import Observation, ObsKind, PolicyEvent, ResumeError, Store
 
 
 def test_refusals_record_action_target_rule_and_layer(db: Store) -> None:

@@ -4,6 +4,7 @@ another process writes, without spinning while idle."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -146,17 +147,22 @@ def test_follow_tails_events_another_process_writes_and_resumes(
 
 
 def test_follow_does_not_spin_while_idle(store: Store) -> None:
+    """While idle, each poll waits out the interval before the next: the gaps between polls
+    are measured, and a loaded machine can only lengthen them. `follow` is stopped from its
+    own third poll, so the test waits on an event rather than a timer."""
+    interval = 0.1
     stop = threading.Event()
-    timer = threading.Timer(0.6, stop.set)
-    timer.start()
-    calls = 0
+    polls: list[float] = []
     real = store.events_after
 
     def counting(*args: Any) -> Any:
-        nonlocal calls
-        calls += 1
+        polls.append(time.monotonic())
+        if len(polls) == 3:
+            stop.set()
         return real(*args)
 
     store.events_after = counting  # type: ignore[method-assign]
-    assert list(store.follow(interval=0.2, stop=stop)) == []
-    assert 2 <= calls <= 5  # one poll per interval, not a busy loop
+    assert list(store.follow(interval=interval, stop=stop)) == []
+    assert len(polls) == 3  # the stop set during a poll ends the loop without another
+    gaps = [later - earlier for earlier, later in itertools.pairwise(polls)]
+    assert all(gap >= interval / 2 for gap in gaps), gaps  # one poll per interval, no busy loop

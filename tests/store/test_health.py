@@ -21,9 +21,9 @@ from harness_store.engine import to_url
 from harness_store.records import ProviderCall, Usage
 from harness_store.records.health import FindingKind
 from harness_store.schema import migrate
-from harness_store.schema.releases import REVISIONS
+from harness_store.schema.releases import HEAD, REVISIONS
 
-from .healthkit import PRICES, kinds, plant, populated
+from .healthkit import PRICES, kinds, lost_lease, plant, populated
 
 K = FindingKind
 
@@ -55,7 +55,7 @@ DAMAGE: dict[
             "INSERT INTO policy_events (run_id, step, kind, act, target) "
             "VALUES (9001, 1, 'refusal', 'write', 'x')",
             "INSERT INTO run_outcomes (run_id, outcome, success, steps, tokens, finished_at) "
-            "VALUES (9002, 'success', 1, 1, 1, 'now')",
+            "VALUES (9002, 'success', 1, 1, 1, '2026-01-01 00:00:00')",
         ],
         lambda r: [
             ("orphan", "policy_events", (9001,)),
@@ -120,10 +120,7 @@ DAMAGE: dict[
         lambda r: [("spawn_cycle", "runs", (r["root"], r["child"]))],
     ),
     "a lease of a missing run": (
-        lambda r: [
-            "INSERT INTO run_leases (run_id, owner, generation, acquired_at, renewed_at, "
-            "ttl_secs) VALUES (9004, 'pid-1', 1, 'x', 'x', 60)"
-        ],
+        lambda r: [lost_lease(9004)],
         lambda r: [("lease_of_missing_run", "run_leases", (9004,))],
     ),
     "a kept spend answer the counter still trusts": (
@@ -208,8 +205,7 @@ def test_repair_fixes_what_loses_nothing_and_reports_the_rest(store_target: str)
             "DROP INDEX rewinds_run",
             "CREATE INDEX rewinds_run ON rewinds (at)",
             drop,
-            "INSERT INTO run_leases (run_id, owner, generation, acquired_at, renewed_at, "
-            "ttl_secs) VALUES (9004, 'pid-1', 1, 'x', 'x', 60)",
+            lost_lease(9004),
             "INSERT INTO policy_events (run_id, step, kind, act, target) "
             "VALUES (9001, 1, 'refusal', 'write', 'x')",
             f"UPDATE hs_spend_priced_runs SET calls = calls + 1 WHERE run_id = {runs['root']}",
@@ -313,7 +309,7 @@ def test_a_stamp_below_the_shape_names_the_revision_it_is_at(store_target: str) 
         plant(store, "UPDATE alembic_version SET version_num = '0.22'")
         report = store.check()
     assert kinds(report) == [("stamp", "alembic_version", ("0.22",))]
-    assert report.findings[0].command == "alembic -x db=DB stamp hs3"
+    assert report.findings[0].command == f"alembic -x db=DB stamp {HEAD}"
 
 
 def test_damage_planted_into_an_upgraded_real_store(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from interop.releases import NEWER_WRITERS
 
 from harness_store import Store
 
-from .healthkit import kinds, plant, populated
+from .healthkit import kinds, lost_lease, plant, populated
 
 NEWEST = NEWER_WRITERS[-1]
 
@@ -38,8 +38,7 @@ def test_a_repaired_store_reads_in_io_harness_as_before_the_damage(
             "DROP INDEX rewinds_run",
             "CREATE INDEX rewinds_run ON rewinds (at)",
             "DROP TRIGGER hs_spend_update",
-            "INSERT INTO run_leases (run_id, owner, generation, acquired_at, renewed_at, "
-            "ttl_secs) VALUES (9004, 'pid-1', 1, 'x', 'x', 60)",
+            lost_lease(9004),
             f"UPDATE hs_spend_priced_runs SET calls = calls + 1 WHERE run_id = {runs['root']}",
         )
         repaired = store.repair()

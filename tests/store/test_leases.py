@@ -86,29 +86,52 @@ def test_a_dead_owners_lease_is_taken_over_at_once(store: Store) -> None:
 
 
 CONTENDER = """
-import json, sys, time
+import json, sys
 from harness_store import LeaseConflictError, Store
-target, run, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+target, run = sys.argv[1], int(sys.argv[2])
 with Store.open(target) as st:
-    time.sleep(max(start - time.time(), 0))
+    print("ready", flush=True)
+    sys.stdin.readline()  # go
     try:
         lease = st.acquire_lease(run, 60)
-        print(json.dumps({"won": lease.generation, "owner": st.owner()}))
-        time.sleep(1.0)  # hold it while the others try
+        print(json.dumps({"won": lease.generation, "owner": st.owner()}), flush=True)
     except LeaseConflictError as exc:
-        print(json.dumps({"lost": exc.owner}))
+        print(json.dumps({"lost": exc.owner}), flush=True)
+    sys.stdin.readline()  # alive, holding what it won, until every contender has answered
 """
+"""A contender: opens the store, says `ready`, tries to take the run's lease at `go`, says
+what came of it, and lives on until its stdin ends."""
 
 
 def test_contending_processes_see_exactly_one_winner(store: Store, store_target: str) -> None:
+    """Four processes, each with its store open, try at one `go`; every one stays alive until
+    all have answered, so none can take over the lease of a winner that has already exited."""
     run = store.start_run("contended", "x")
-    start = time.time() + 2.0
-    procs = [child_python(CONTENDER, store_target, str(run), str(start)) for _ in range(4)]
+    procs = [
+        child_python(CONTENDER, store_target, str(run), stdin=subprocess.PIPE) for _ in range(4)
+    ]
     results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        results.append(json.loads(out))
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready", proc.stderr
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else ""
+            results.append(json.loads(line))
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)  # closes stdin: the contender ends
+            assert proc.returncode == 0, err
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     winners = [r for r in results if "won" in r]
     assert len(winners) == 1, results
     assert {r["lost"] for r in results if "lost" in r} == {winners[0]["owner"]}

@@ -156,7 +156,7 @@ def test_a_lease_of_a_run_not_in_the_store_is_upstreams_and_check_names_it(
     store_target: str,
 ) -> None:
     """io-harness 0.66 leases a run id that is not (or not yet) in the store: a harness may
-    hold a run before it writes it (`tests/interop/test_api_066.py` holds run 6 of an empty
+    hold a run before it writes it (`tests/interop/test_run_api_oracle.py` holds run 6 of an empty
     store against upstream's own script). So the Store takes such a lease too; one left on a
     run that is gone is what `check` names and `repair` drops."""
     with Store.open(store_target, backup=False) as store:

@@ -216,6 +216,19 @@ def _inject_failure(target: str, table: str, column: str, value: Any) -> Callabl
     return lambda: raw(target, f"DROP TRIGGER hs_fail_{table}")
 
 
+def refused_whole(db: Store, target: str, run: int, batch: list[StepRecord], fail_at: int) -> None:
+    """`checkpoint_steps(run, batch)` with the insert of step `fail_at` made to fail: the error
+    reaches the caller and no row of the batch is left anywhere."""
+    remove = _inject_failure(target, "steps", "step", fail_at)
+    try:
+        before = counts(target)
+        with pytest.raises(StoreError, match="injected failure"):
+            db.checkpoint_steps(run, batch)
+        assert counts(target) == before
+    finally:
+        remove()
+
+
 def test_a_failure_between_the_two_inserts_of_a_checkpoint_leaves_neither(
     db: Store, db_target: str, ws: str
 ) -> None:
@@ -256,14 +269,7 @@ def test_a_batch_larger_than_one_statement_is_still_one_transaction_in_order(
         StepRecord(n, "act", f"r{n}", f"p{n}", "" if n % 3 else f"t{n}", n)
         for n in range(1, size + 1)
     ]
-    remove = _inject_failure(db_target, "steps", "step", size)  # in the last chunk
-    try:
-        before = counts(db_target)
-        with pytest.raises(StoreError, match="injected failure"):
-            db.checkpoint_steps(run, batch)
-        assert counts(db_target) == before
-    finally:
-        remove()
+    refused_whole(db, db_target, run, batch, size)  # fails in the last chunk
     assert db.checkpoint_steps(run, batch) == size
     assert db.steps(run) == batch
     steps = raw(db_target, f"SELECT step FROM steps WHERE run_id = {run} ORDER BY id")
@@ -284,14 +290,7 @@ def test_a_batch_of_large_steps_is_split_by_size_and_still_one_transaction(
     batch = [StepRecord(n, "act", "", chr(0x41 + n) * big, "", n) for n in (1, 2, 3)]
     run = db.start_run("goal", "root")
     assert [len(c) for c in bulk_chunks([step_values(run, r) for r in batch])] == [2, 1]
-    remove = _inject_failure(db_target, "steps", "step", 3)  # in the second statement
-    try:
-        before = counts(db_target)
-        with pytest.raises(StoreError, match="injected failure"):
-            db.checkpoint_steps(run, batch)
-        assert counts(db_target) == before
-    finally:
-        remove()
+    refused_whole(db, db_target, run, batch, 3)  # fails in the second statement
     assert db.checkpoint_steps(run, batch) == 3
     assert db.steps(run) == batch
 

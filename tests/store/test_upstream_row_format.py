@@ -14,18 +14,8 @@ from support import upstream_sql as up
 from support.policies import LAYERED_POLICY
 from support.upstream_sql import STAMP_RE, stamp
 
-from harness_store import (
-    AgentEvent,
-    CheckpointEvent,
-    ContextEvent,
-    McpEvent,
-    Observation,
-    ObsKind,
-    PolicyEvent,
-    SandboxEvent,
-    StepRecord,
-    Store,
-)
+import harness_store as hs
+from harness_store import StepRecord, Store
 
 BIG = 2**53 + 1
 
@@ -40,36 +30,36 @@ def _write_history(store: Store) -> dict[str, Any]:
     store.record(a, StepRecord(2, "retry 1 after error", "rate limited", "p2", "", 7))
     store.checkpoint_step(a, StepRecord(2, "verified", "ok", "", "", BIG))
     store.checkpoint_step(a, StepRecord(3, "done", "", "", "", 0))
-    store.record_event(a, PolicyEvent.refusal(1, "read", ".env").with_rule(".env", "builtin"))
+    store.record_event(a, hs.PolicyEvent.refusal(1, "read", ".env").with_rule(".env", "builtin"))
     store.record_event(
-        a, PolicyEvent.decision(2, "write", "out.txt", "approve", "cli").with_performed("o2")
+        a, hs.PolicyEvent.decision(2, "write", "out.txt", "approve", "cli").with_performed("o2")
     )
-    store.record_checkpoint_event(CheckpointEvent.resume(a, 2, "resumed after a crash"))
-    store.record_checkpoint_event(CheckpointEvent.skipped(a, 1))
+    store.record_checkpoint_event(hs.CheckpointEvent.resume(a, 2, "resumed after a crash"))
+    store.record_checkpoint_event(hs.CheckpointEvent.skipped(a, 1))
     c1 = store.start_child_run("child one", "c1.txt", a, 1)
     gc = store.start_child_run("grandchild", "g.txt", c1, 2)
-    store.record_agent_event(AgentEvent.spawn(a, 2, c1, "child one"))
-    store.record_agent_event(AgentEvent.budget_draw(c1, 1, 1000, BIG))
+    store.record_agent_event(hs.AgentEvent.spawn(a, 2, c1, "child one"))
+    store.record_agent_event(hs.AgentEvent.budget_draw(c1, 1, 1000, BIG))
     store.record_spawn(a, 2, c1, "child one", "c1.txt", "done", 3, '["src/**","*.lock"]')
     store.record_spawn(c1, 1, gc, "grandchild", "g.txt", "", None, "[]")
     store.checkpoint_step(c1, StepRecord(1, "spawned", "r", "", "", 1000))
     store.checkpoint_step(gc, StepRecord(1, "wrote", "r", "", "", 5))
-    store.record_sandbox_event(SandboxEvent.create(a, 1, "linux-bwrap"))
-    store.record_sandbox_event(SandboxEvent.exec(a, 1, "linux-bwrap", "rustc a.rs"))
-    store.record_sandbox_event(SandboxEvent.gate_phase_failed(a, 3, "criterion-compile"))
-    store.record_mcp(a, McpEvent.connected("fs", "stdio").with_millis(12))
-    store.record_mcp(a, McpEvent.called("fs", "fs__read", True).at_step(1).with_millis(BIG))
-    store.record_mcp(a, McpEvent.called("fs", "fs__write", False).at_step(2))
-    store.record_mcp(a, McpEvent.disconnected("fs").at_step(3).with_detail(""))
-    store.record_context_event(a, ContextEvent.assembled(1, "carried=3 stubbed=5", 900))
+    store.record_sandbox_event(hs.SandboxEvent.create(a, 1, "linux-bwrap"))
+    store.record_sandbox_event(hs.SandboxEvent.exec(a, 1, "linux-bwrap", "rustc a.rs"))
+    store.record_sandbox_event(hs.SandboxEvent.gate_phase_failed(a, 3, "criterion-compile"))
+    store.record_mcp(a, hs.McpEvent.connected("fs", "stdio").with_millis(12))
+    store.record_mcp(a, hs.McpEvent.called("fs", "fs__read", True).at_step(1).with_millis(BIG))
+    store.record_mcp(a, hs.McpEvent.called("fs", "fs__write", False).at_step(2))
+    store.record_mcp(a, hs.McpEvent.disconnected("fs").at_step(3).with_detail(""))
+    store.record_context_event(a, hs.ContextEvent.assembled(1, "carried=3 stubbed=5", 900))
     store.record_context_reported(a, 1, 1234)
-    store.record_context_event(a, ContextEvent.reread(2, "a.txt changed"))
+    store.record_context_event(a, hs.ContextEvent.reread(2, "a.txt changed"))
     store.memory_put("/ws", "build", "cargo build", a, 1)
     store.memory_put("/ws", "test", "cargo test", a, 2)
     store.record_run_policy(a, LAYERED_POLICY)
     obs = [
-        Observation(1 + i // 4, kind, None if kind in ("message", "error") else f"t{i}", f"x{i}")
-        for i, kind in enumerate(ObsKind)
+        hs.Observation(1 + i // 4, kind, None if kind in ("message", "error") else f"t{i}", f"x{i}")
+        for i, kind in enumerate(hs.ObsKind)
     ]
     store.record_observations(a, obs)
     b = store.start_run("needs approval", "b.txt")

@@ -13,20 +13,11 @@ from support import upstream_sql as up
 from support.policies import PERMISSIVE_POLICY
 from support.upstream_sql import counts
 
-from harness_store import (
-    MEMORY_MAX_ENTRY_CHARS,
-    AgentEvent,
-    CheckpointEvent,
-    ContextEvent,
-    McpEvent,
-    Observation,
-    ObsKind,
-    PolicyEvent,
-    SandboxEvent,
-    StepRecord,
-    Store,
-)
+import harness_store as hs
+from harness_store import MEMORY_MAX_ENTRY_CHARS, StepRecord, Store
 from harness_store.errors import InvalidValueError
+
+READ = hs.ObsKind.READ
 
 TRUNCATED = "…[truncated]"
 U32_MAX = 2**32 - 1
@@ -71,16 +62,16 @@ def test_hostile_strings_round_trip_verbatim(db: Store, db_target: str) -> None:
         run = db.start_run(s, s)
         db.set_provider(run, s)
         db.checkpoint_step(run, StepRecord(1, s, s, s, s, 1))
-        db.record_event(run, PolicyEvent(1, s, s, s, s, s, s, s, s))
+        db.record_event(run, hs.PolicyEvent(1, s, s, s, s, s, s, s, s))
         pending = db.put_pending(run, 1, s, s, s)
         db.resolve_pending(pending, s)
-        db.record_agent_event(AgentEvent(run, 1, s, None, s, None, None))
-        db.record_sandbox_event(SandboxEvent(run, 1, s, s, s))
-        db.record_checkpoint_event(CheckpointEvent(run, 1, s, s))
-        db.record_mcp(run, McpEvent(1, s, s, s, None, None, s))
-        db.record_context_event(run, ContextEvent(1, s, s))
+        db.record_agent_event(hs.AgentEvent(run, 1, s, None, s, None, None))
+        db.record_sandbox_event(hs.SandboxEvent(run, 1, s, s, s))
+        db.record_checkpoint_event(hs.CheckpointEvent(run, 1, s, s))
+        db.record_mcp(run, hs.McpEvent(1, s, s, s, None, None, s))
+        db.record_context_event(run, hs.ContextEvent(1, s, s))
         db.record_spawn(run, 1, run, s, s, s, None, s)
-        db.record_observations(run, [Observation(1, ObsKind.MESSAGE, s, s)])
+        db.record_observations(run, [hs.Observation(1, hs.ObsKind.MESSAGE, s, s)])
         db.record_run_policy(
             run, {"layers": [{"name": s, "rules": []}], "defaults": PERMISSIVE_POLICY["defaults"]}
         )
@@ -89,17 +80,17 @@ def test_hostile_strings_round_trip_verbatim(db: Store, db_target: str) -> None:
 
         assert db.steps(run) == [StepRecord(1, s, s, s, s, 1)]
         assert db.provider(run) == s
-        assert db.events(run) == [PolicyEvent(1, s, s, s, s, s, s, s, s)]
+        assert db.events(run) == [hs.PolicyEvent(1, s, s, s, s, s, s, s, s)]
         p = db.pending(pending)
         assert p is not None and (p.act, p.target, p.content, p.resolved) == (s, s, s, s)
         assert db.agent_events(run)[0].kind == s and db.agent_events(run)[0].detail == s
-        assert db.sandbox_events(run) == [SandboxEvent(run, 1, s, s, s)]
-        assert db.checkpoint_events(run)[-1] == CheckpointEvent(run, 1, s, s)
-        assert db.mcp_events(run) == [McpEvent(1, s, s, s, None, None, s)]
-        assert db.context_events(run) == [ContextEvent(1, s, s)]
+        assert db.sandbox_events(run) == [hs.SandboxEvent(run, 1, s, s, s)]
+        assert db.checkpoint_events(run)[-1] == hs.CheckpointEvent(run, 1, s, s)
+        assert db.mcp_events(run) == [hs.McpEvent(1, s, s, s, None, None, s)]
+        assert db.context_events(run) == [hs.ContextEvent(1, s, s)]
         spawn = db.find_spawn(run, 1, s)
         assert spawn is not None and (spawn.goal, spawn.needle, spawn.deny_write) == (s, s, s)
-        assert db.observations(run) == [Observation(1, ObsKind.MESSAGE, s, s)]
+        assert db.observations(run) == [hs.Observation(1, hs.ObsKind.MESSAGE, s, s)]
         assert db.run_policy(run) == {
             "layers": [{"name": s, "rules": []}],
             "defaults": PERMISSIVE_POLICY["defaults"],
@@ -134,8 +125,8 @@ def test_a_megabyte_of_text_round_trips_verbatim(db: Store, db_target: str, ws: 
     assert len(mb) == 1_000_000
     run = db.start_run(mb, "f")
     db.checkpoint_step(run, StepRecord(1, "read big.txt", mb, mb, "", 1))
-    db.record_observations(run, [Observation(1, ObsKind.READ, "big.txt", mb)])
-    db.record_context_event(run, ContextEvent.reread(1, mb))
+    db.record_observations(run, [hs.Observation(1, hs.ObsKind.READ, "big.txt", mb)])
+    db.record_context_event(run, hs.ContextEvent.reread(1, mb))
     db.memory_put(ws, "big", mb, run, 1)
     assert db.steps(run) == [StepRecord(1, "read big.txt", mb, mb, "", 1)]
     assert list(db.iter_steps(run, page=1)) == db.steps(run)
@@ -161,19 +152,20 @@ def _nul_writes(db: Store, run: int, ws: str) -> list[tuple[str, Callable[[], An
         ("record", lambda: db.record(run, StepRecord(5, "d", n))),
         ("checkpoint_steps", lambda: db.checkpoint_steps(
             run, [StepRecord(5, "ok", ""), StepRecord(6, n, "")])),
-        ("record_event", lambda: db.record_event(run, PolicyEvent.refusal(1, "read", n))),
+        ("record_event", lambda: db.record_event(run, hs.PolicyEvent.refusal(1, "read", n))),
         ("put_pending", lambda: db.put_pending(run, 1, "write", "t", n)),
-        ("record_agent_event", lambda: db.record_agent_event(AgentEvent.spawn_refused(run, 1, n))),
+        ("record_agent_event", lambda: db.record_agent_event(
+            hs.AgentEvent.spawn_refused(run, 1, n))),
         ("record_sandbox_event", lambda: db.record_sandbox_event(
-            SandboxEvent.exec(run, 1, "b", n))),
+            hs.SandboxEvent.exec(run, 1, "b", n))),
         ("record_checkpoint_event", lambda: db.record_checkpoint_event(
-            CheckpointEvent.resume(run, 1, n))),
-        ("record_mcp", lambda: db.record_mcp(run, McpEvent.connected(n, "stdio"))),
+            hs.CheckpointEvent.resume(run, 1, n))),
+        ("record_mcp", lambda: db.record_mcp(run, hs.McpEvent.connected(n, "stdio"))),
         ("record_context_event", lambda: db.record_context_event(
-            run, ContextEvent.reread(1, n))),
+            run, hs.ContextEvent.reread(1, n))),
         ("record_spawn", lambda: db.record_spawn(run, 1, run, "g", "v", n, None, "[]")),
         ("record_observations", lambda: db.record_observations(
-            run, [Observation(1, ObsKind.READ, "a", "ok"), Observation(1, ObsKind.READ, "a", n)])),
+            run, [hs.Observation(1, READ, "a", "ok"), hs.Observation(1, READ, "a", n)])),
         ("record_run_policy", lambda: db.record_run_policy(run, '{"a": "' + n + '"}')),
         ("memory_put key", lambda: db.memory_put(ws, n, "v", run, 1)),
         ("memory_put value", lambda: db.memory_put(ws, "k", n, run, 1)),
@@ -193,22 +185,22 @@ def _range_writes(db: Store, run: int, ws: str) -> list[tuple[str, Callable[[], 
         ("batch with one bad step", lambda: db.checkpoint_steps(
             run, [StepRecord(1, "d", "r"), StepRecord(-5, "d", "r")])),
         ("pending step", lambda: db.put_pending(run, -1, "write", "t", None)),
-        ("event step", lambda: db.record_event(run, PolicyEvent.refusal(U32_MAX + 1, "r", "t"))),
+        ("event step", lambda: db.record_event(run, hs.PolicyEvent.refusal(U32_MAX + 1, "r", "t"))),
         ("draw tokens", lambda: db.record_agent_event(
-            AgentEvent.budget_draw(run, 1, I64_MAX + 1, 0))),
+            hs.AgentEvent.budget_draw(run, 1, I64_MAX + 1, 0))),
         ("draw remaining", lambda: db.record_agent_event(
-            AgentEvent.budget_draw(run, 1, 0, -1))),
+            hs.AgentEvent.budget_draw(run, 1, 0, -1))),
         ("mcp millis", lambda: db.record_mcp(
-            run, McpEvent.connected("s", "t").with_millis(2**64))),
+            run, hs.McpEvent.connected("s", "t").with_millis(2**64))),
         ("context est", lambda: db.record_context_event(
-            run, ContextEvent.assembled(1, "d", 2**64))),
+            run, hs.ContextEvent.assembled(1, "d", 2**64))),
         ("child depth", lambda: db.start_child_run("g", "f", run, U32_MAX + 1)),
         ("child depth negative", lambda: db.start_child_run("g", "f", run, -1)),
         ("spawn max_steps", lambda: db.record_spawn(run, 1, run, "g", "v", "n", U32_MAX + 1, "[]")),
         ("memory step", lambda: db.memory_put(ws, "k", "v", run, -1)),
         ("observation step", lambda: db.record_observations(
-            run, [Observation(1, ObsKind.READ, "a", "ok"),
-                  Observation(-1, ObsKind.READ, "a", "x")])),
+            run, [hs.Observation(1, hs.ObsKind.READ, "a", "ok"),
+                  hs.Observation(-1, hs.ObsKind.READ, "a", "x")])),
         ("run id 2**63", lambda: db.checkpoint_step(I64_MAX + 1, StepRecord(1, "d", "r"))),
     ]  # fmt: skip
 
@@ -250,7 +242,7 @@ def test_the_largest_in_range_values_round_trip(db: Store, db_target: str) -> No
     assert db.last_step(run) == U32_MAX
     assert db.steps(run)[-1] == StepRecord(U32_MAX, "d", "r", "", "", I64_MAX)
     assert up.read_at(db_target, "steps", run)[-1] == (U32_MAX, "d", "r", "", "", I64_MAX)
-    db.record_agent_event(AgentEvent.budget_draw(run, U32_MAX, I64_MAX, I64_MAX))
+    db.record_agent_event(hs.AgentEvent.budget_draw(run, U32_MAX, I64_MAX, I64_MAX))
     assert db.agent_events(run)[0].tokens == I64_MAX
 
 

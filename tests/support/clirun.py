@@ -1,9 +1,11 @@
-"""Running `harness-store` for tests, as a user runs it: piped (`run_cli`), on a pseudo-terminal
-(`on_terminal`), and measured (`peak_rss_kib`)."""
+"""Running `harness-store` for tests: in its own process as a user runs it, piped (`run_cli`),
+on a pseudo-terminal (`on_terminal`) and measured (`peak_rss_kib`); and in this process
+(`run_in_process`), where a test needs no process of its own and a module runs many."""
 
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import pty
 import signal
@@ -11,10 +13,13 @@ import struct
 import subprocess
 import sys
 import termios
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness_store import Store
+from harness_store.cli import main
 from harness_store.records import StepRecord
 
 COLOUR_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "COLUMNS")
@@ -55,6 +60,32 @@ def run_cli(
         timeout=timeout,
         **feed,
     )
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One run of the command in this process: its exit code and what it wrote."""
+
+    code: int
+    out: str
+    err: str
+
+
+def run_in_process(*args: object) -> Ran:
+    """`harness-store ARGS…` in this process, as `main` runs it (errors as one line, since
+    `HARNESS_STORE_DEBUG` is set aside for the call)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    debug = os.environ.pop("HARNESS_STORE_DEBUG", None)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            main([str(a) for a in args])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        if debug is not None:
+            os.environ["HARNESS_STORE_DEBUG"] = debug
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def on_terminal(*args: str | Path, columns: int = 80) -> tuple[int, str]:

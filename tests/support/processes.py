@@ -191,11 +191,15 @@ def run_together(argvs: Sequence[Sequence[str]], *, timeout: float = 300) -> lis
                 proc.communicate()
 
 
-def child_python(code: str, target: str, *args: str) -> subprocess.Popen[str]:
-    """`python -c code target args…` with the checkout importable, its output piped as text."""
+def child_python(
+    code: str, target: str, *args: str, stdin: int | None = None
+) -> subprocess.Popen[str]:
+    """`python -c code target args…` with the checkout importable, its output piped as text
+    (and its input, given `stdin=subprocess.PIPE`)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
         [sys.executable, "-c", code, target, *args],
+        stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -18,22 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURE_STORES, FIXTURES, fresh_pg_database, in_newest_memory_order
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from support import legacy
+from support.pg_databases import fresh_pg_database
+from support.shared import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 
-from harness_store import (
-    AgentEvent,
-    CheckpointEvent,
-    ContextEvent,
-    McpEvent,
-    Observation,
-    ObsKind,
-    PolicyEvent,
-    SandboxEvent,
-    StepRecord,
-    Store,
-)
+import harness_store as hs
+from harness_store import StepRecord, Store
 from harness_store import models as m
 from harness_store.engine import make_engine
 from harness_store.errors import (
@@ -225,13 +216,27 @@ def test_store_answers_the_same_on_the_postgresql_copy(
         assert answers(there) == expected
 
 
+def copied_rows(fixture: Path, pg_url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Copy a fixture store's copy into `pg_url`; its rows as they were before the copy."""
+    rows = rows_of(fixture)
+    copy_store(str(fixture), pg_url)
+    return rows
+
+
+def copied_with_facts(fixture: Path, pg_url: str) -> Any:
+    """Copy a fixture store's copy into `pg_url`; what its io-harness build recorded about it
+    (the JSON beside the original, `io-harness-0.29.0-aggregates.sqlite3` →
+    `io-harness-0.29.0/aggregates.json`)."""
+    copy_store(str(fixture), pg_url)
+    release, name = fixture.stem.split("-", 2)[-1].split("-", 1)
+    return json.loads((FIXTURES / f"io-harness-{release}" / f"{name}.json").read_text())
+
+
 def test_postgresql_copy_answers_what_the_interrupted_fixture_recorded(
     fixture_copy: Callable[[str], Path], pg_url: str
 ) -> None:
     """What real io-harness builds recorded about their stores reads back from PostgreSQL."""
-    interrupted = fixture_copy("io-harness-0.29.0/interrupted")
-    facts = json.loads((FIXTURES / "io-harness-0.29.0" / "interrupted.json").read_text())
-    copy_store(str(interrupted), pg_url)
+    facts = copied_with_facts(fixture_copy("io-harness-0.29.0/interrupted"), pg_url)
     with Store.open(pg_url, upgrade=False) as store:
         root = facts["root_run_id"]
         assert store.tree_run_ids(root) == facts["tree_run_ids"]
@@ -254,9 +259,7 @@ def test_postgresql_copy_answers_what_the_interrupted_fixture_recorded(
 def test_postgresql_copy_answers_what_the_aggregates_fixture_recorded(
     fixture_copy: Callable[[str], Path], pg_url: str
 ) -> None:
-    aggregates = fixture_copy("io-harness-0.29.0/aggregates")
-    facts = json.loads((FIXTURES / "io-harness-0.29.0" / "aggregates.json").read_text())
-    copy_store(str(aggregates), pg_url)
+    facts = copied_with_facts(fixture_copy("io-harness-0.29.0/aggregates"), pg_url)
     with Store.open(pg_url, upgrade=False) as store:
         workspace = facts["composition"]["workspace"]
         assert [
@@ -281,9 +284,7 @@ def test_postgresql_copy_answers_what_the_aggregates_fixture_recorded(
 def test_new_rows_after_a_copy_get_fresh_ids(
     fixture_copy: Callable[[str], Path], pg_url: str, tmp_path: Path
 ) -> None:
-    original = fixture_copy("io-harness-0.29.0/aggregates")
-    source = rows_of(original)
-    copy_store(str(original), pg_url)
+    source = copied_rows(fixture_copy("io-harness-0.29.0/aggregates"), pg_url)
     max_run = max(r[0] for r in source["runs"])
     max_memory = max(r[0] for r in source["memory"])
     max_event = max(r[0] for r in source["checkpoint_events"])
@@ -312,9 +313,7 @@ def test_new_rows_after_a_copy_get_fresh_ids(
 def test_every_postgresql_id_sequence_follows_the_copied_ids(
     fixture_copy: Callable[[str], Path], pg_url: str
 ) -> None:
-    original = fixture_copy("io-harness-0.22.0/interrupted")
-    source = rows_of(original)
-    copy_store(str(original), pg_url)
+    source = copied_rows(fixture_copy("io-harness-0.22.0/interrupted"), pg_url)
     engine = create_engine(pg_url)
     try:
         with engine.connect() as conn:
@@ -332,9 +331,7 @@ def test_every_postgresql_id_sequence_follows_the_copied_ids(
 def test_postgresql_to_postgresql(
     fixture_copy: Callable[[str], Path], pg_url: str, pg_server_url: str
 ) -> None:
-    original = fixture_copy("io-harness-0.22.0/interrupted")
-    expected = rows_of(original)
-    copy_store(str(original), pg_url)
+    expected = copied_rows(fixture_copy("io-harness-0.22.0/interrupted"), pg_url)
     second = fresh_pg_database(pg_server_url)
     other = next(second)
     try:
@@ -381,27 +378,27 @@ def build_hostile_store(path: Path) -> None:
         big = s.start_run("the biggest spender", HOSTILE[3])
         s.checkpoint_step(big, StepRecord(1, HOSTILE[4], HOSTILE[5], tokens=I64_MAX))
         s.finish_run(big, "success")
-        s.record_agent_event(AgentEvent.spawn(root, 1, child, HOSTILE[0]))
-        s.record_agent_event(AgentEvent.budget_draw(child, 1, I64_MAX, I64_MAX))
-        s.record_event(root, PolicyEvent.refusal(1, "read", HOSTILE[1]))  # NULL rule, layer…
+        s.record_agent_event(hs.AgentEvent.spawn(root, 1, child, HOSTILE[0]))
+        s.record_agent_event(hs.AgentEvent.budget_draw(child, 1, I64_MAX, I64_MAX))
+        s.record_event(root, hs.PolicyEvent.refusal(1, "read", HOSTILE[1]))  # NULL rule, layer…
         s.record_event(
             root,
-            PolicyEvent.refusal(2, "write", HOSTILE[3]).with_rule(HOSTILE[2], HOSTILE[7]),
+            hs.PolicyEvent.refusal(2, "write", HOSTILE[3]).with_rule(HOSTILE[2], HOSTILE[7]),
         )
         request = s.put_pending(root, 1, "write", HOSTILE[3], LONG)
         s.put_pending(root, 2, "exec", HOSTILE[9], None)
         s.resolve_pending(request, HOSTILE[0])
-        s.record_sandbox_event(SandboxEvent.create(root, 1, HOSTILE[6]))
-        s.record_sandbox_event(SandboxEvent.destroy(root, 3))
-        s.record_checkpoint_event(CheckpointEvent.resume(root, 2, HOSTILE[7]))
+        s.record_sandbox_event(hs.SandboxEvent.create(root, 1, HOSTILE[6]))
+        s.record_sandbox_event(hs.SandboxEvent.destroy(root, 3))
+        s.record_checkpoint_event(hs.CheckpointEvent.resume(root, 2, HOSTILE[7]))
         s.record_spawn(root, 1, child, HOSTILE[0], "v.txt", HOSTILE[1], None, json.dumps([LONG]))
         s.record_spawn(root, 2, child, HOSTILE[8], "", "", 2**32 - 1, "[]")
-        s.record_mcp(root, McpEvent.called("srv", HOSTILE[4], True).with_millis(I64_MAX))
-        s.record_mcp(root, McpEvent.called("srv", "t", False).at_step(2))
-        s.record_mcp(root, McpEvent.disconnected(HOSTILE[10]))
-        s.record_context_event(root, ContextEvent.assembled(1, HOSTILE[9], I64_MAX))
+        s.record_mcp(root, hs.McpEvent.called("srv", HOSTILE[4], True).with_millis(I64_MAX))
+        s.record_mcp(root, hs.McpEvent.called("srv", "t", False).at_step(2))
+        s.record_mcp(root, hs.McpEvent.disconnected(HOSTILE[10]))
+        s.record_context_event(root, hs.ContextEvent.assembled(1, HOSTILE[9], I64_MAX))
         s.record_context_reported(root, 1, I64_MAX)
-        s.record_context_event(root, ContextEvent.memory_write(2, HOSTILE[8]))
+        s.record_context_event(root, hs.ContextEvent.memory_write(2, HOSTILE[8]))
         for i, h in enumerate(HOSTILE):
             s.memory_put(HOSTILE[5], h, HOSTILE[(i + 1) % len(HOSTILE)], root, i)
         s.memory_put(HOSTILE[6], "long", LONG, child, 1)  # cut to the cap, marker kept
@@ -413,8 +410,8 @@ def build_hostile_store(path: Path) -> None:
         s.record_observations(
             root,
             [
-                Observation(1, ObsKind.READ, HOSTILE[2], LONG),
-                Observation(2, ObsKind.MESSAGE, None, HOSTILE[7]),
+                hs.Observation(1, hs.ObsKind.READ, HOSTILE[2], LONG),
+                hs.Observation(2, hs.ObsKind.MESSAGE, None, HOSTILE[7]),
             ],
         )
         s.finish_run(child, "success")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ...errors import InvalidValueError
-from ..app import EPILOG, EXIT_USAGE, CliError, DbArg
+from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, missing_extra
 from ..output import stdout_console
 from ..reader import open_reader
 from . import export_app
@@ -117,11 +117,7 @@ def otlp_command(
         from ...otel import export, since_stamp, traces_url
         from ...otel import follow as follow_runs
     except ImportError as exc:
-        raise CliError(
-            EXIT_USAGE,
-            f"export otlp needs the OpenTelemetry SDK ({exc.name} is missing): "
-            "pip install 'harness_store[otel]'",
-        ) from None
+        raise missing_extra(exc, "export otlp", "otel") from None
     from ..spend import load_prices
 
     if not timeout > 0:

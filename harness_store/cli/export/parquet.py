@@ -11,7 +11,7 @@ from rich.progress import Progress, TaskID
 from rich.text import Text
 
 from ...errors import InvalidValueError
-from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt
+from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, missing_extra
 from ..output import emit_json, progress_bars, stderr_console, stdout_console
 from ..reader import open_reader
 from . import export_app
@@ -82,8 +82,10 @@ def parquet_command(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a store's tables as a Parquet dataset: DIR/<table>/*.parquet (partitioned by
-    origin=<uuid> on a synced store) and DIR/_manifest.json listing its files. Run it again
+    """Write a store's tables as a Parquet dataset: DIR/<table>/*.parquet (every column in
+    each file, a synced store's origin too), which pyarrow, pandas, polars and DuckDB open as
+    it is, and DIR/_manifest.json listing its files. One export at a time writes DIR (a second
+    stops at once). Run it again
     to bring the dataset up to date: only new rows are written, the rows of runs archived
     or pruned since are written again or removed (the dataset holds what the store holds),
     and the tables whose rows change in place are rewritten when they changed. Files are
@@ -93,10 +95,7 @@ def parquet_command(
     try:
         from ...analytics.dataset import export_parquet
     except ImportError as exc:
-        raise CliError(
-            EXIT_USAGE,
-            f"exporting Parquet needs pyarrow: pip install 'harness_store[analytics]' ({exc})",
-        ) from None
+        raise missing_extra(exc, "exporting Parquet", "analytics") from None
     chosen, run_ids = _names(tables), _run_ids(runs)
     with (
         open_reader(db) as reader,

@@ -17,25 +17,18 @@ Revises: 0.13
 from __future__ import annotations
 
 from harness_store.schema.migration_ops import create_index, drop_index
+from harness_store.schema.releases import OWN_INDEXES, OWN_INDEXES_ADDED
 
 revision = "hs1"
 down_revision = "0.13"
 branch_labels = ("0.14", "0.15", "0.16", "0.17")
 depends_on = None
 
-INDEXES: tuple[tuple[str, str, list[str]], ...] = (
-    ("hs_runs_parent_run_id", "runs", ["parent_run_id"]),
-    ("hs_steps_run_id_step", "steps", ["run_id", "step"]),
-    ("hs_policy_events_run_id", "policy_events", ["run_id"]),
-    ("hs_pending_approvals_run_id", "pending_approvals", ["run_id"]),
-    ("hs_agent_events_run_id", "agent_events", ["run_id"]),
-    ("hs_sandbox_events_run_id", "sandbox_events", ["run_id"]),
-    ("hs_checkpoint_events_run_id", "checkpoint_events", ["run_id"]),
-    ("hs_spawns_parent_run_id_step", "spawns", ["parent_run_id", "step"]),
-    ("hs_mcp_events_run_id", "mcp_events", ["run_id"]),
-    ("hs_context_events_run_id", "context_events", ["run_id"]),
-    ("hs_ledger_observations_run_id", "ledger_observations", ["run_id"]),
+INDEXES: tuple[tuple[str, str, list[str]], ...] = tuple(
+    (name, index.table, list(index.columns))
+    for name, index in OWN_INDEXES_ADDED[OWN_INDEXES].items()
 )
+"""The indexes, as `harness_store.schema.releases.OWN_INDEXES_ADDED` holds them."""
 
 
 def upgrade() -> None:

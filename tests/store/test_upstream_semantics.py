@@ -343,10 +343,9 @@ def test_a_pin_holds_against_writers_in_other_processes(store: Store, store_targ
         for worker in workers:
             worker.wait_line("ready", timeout=60)
             worker.wait_line("3", timeout=60)
-        mem = m.Memory
-        with store.engine.begin() as conn:
-            conn.execute(update(mem).where(mem.workspace == WS, mem.key == "k").values(pinned=1))
-            at_pin = conn.execute(select(mem.value).where(mem.key == "k")).scalar_one()
+        # Pinned as a user pins it: through the Store, in the writers' queue.
+        assert store.memory_pin(WS, "k", True)
+        at_pin = raw_entry(store, "k")[0]
         seen = [len(worker.numbers()) for worker in workers]
         for worker, count in zip(workers, seen, strict=True):
             worker.wait_line(str(count + 20), timeout=60)

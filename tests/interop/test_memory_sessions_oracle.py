@@ -19,7 +19,7 @@ from support.clirun import run_cli
 
 from harness_store import PendingQuestion, Plan, PlanStep, PlanVerdict, Store
 
-from .api2 import compare, py, write_like_the_oracle
+from .memory_sessions import compare, py, write_like_the_oracle
 from .oracles import Oracles
 from .releases import NEWER_WRITERS
 from .rustdebug import parse
@@ -31,8 +31,7 @@ def test_a_store_upstream_wrote_reads_the_same_through_every_new_getter(
     tmp_path: Path, oracles: Oracles
 ) -> None:
     path = tmp_path / "theirs.sqlite3"
-    oracles.run(NEWEST, "write", path)
-    theirs = oracles.dump(NEWEST, path)
+    theirs = oracles.written(NEWEST, path)
     with Store.open(path, read_only=True) as store:
         assert compare(store, theirs) == []
     with Store.open(path, backup=False) as store:
@@ -73,8 +72,7 @@ def test_a_person_answers_from_python_and_upstream_reads_the_answers(
     tmp_path: Path, oracles: Oracles
 ) -> None:
     path = tmp_path / "hitl.sqlite3"
-    oracles.run(NEWEST, "write", path)
-    before = oracles.dump(NEWEST, path)
+    before = oracles.written(NEWEST, path)
     open_question = parse(before["question"][1])
     assert open_question["resolved"] is False
     with Store.open(path, backup=False) as store:

@@ -1,9 +1,9 @@
 """One of several real processes racing on the 0.66 API; waits for `go` on stdin, then prints
 one JSON line per call.
 
-    python api2_worker.py memory TARGET RUN_ID WORKER COUNT     memory_write_with under small caps
-    python api2_worker.py head TARGET SESSION_ID WORKER COUNT   compare-and-set moves of a head
-    python api2_worker.py dequeue TARGET PARENT_RUN_ID COUNT    take every queued goal it can
+    python racing_state_worker.py memory TARGET RUN_ID WORKER COUNT    (memory_write_with capped)
+    python racing_state_worker.py head TARGET SESSION_ID WORKER COUNT  (compare-and-set head moves)
+    python racing_state_worker.py dequeue TARGET PARENT_RUN_ID COUNT   (every queued goal it can)
 """
 
 from __future__ import annotations

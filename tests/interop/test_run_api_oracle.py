@@ -10,6 +10,7 @@ harness_store reads. SQLite only: the oracle opens files.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sqlite3
@@ -30,19 +31,12 @@ from harness_store import (
     Edit,
     GateOutcome,
     LeaseConflictError,
-    Price,
-    PriceTable,
-    ProviderCall,
-    RunEvent,
     SandboxEvent,
-    ServerToolCall,
-    Snapshot,
     StepRecord,
     Store,
-    ToolCall,
-    ToolRecovery,
-    Usage,
 )
+from harness_store.records.accounting import Price, PriceTable, ProviderCall, Usage
+from harness_store.records.trace import RunEvent, ServerToolCall, Snapshot, ToolCall, ToolRecovery
 
 from .debugform import debug
 from .oracles import Oracles
@@ -309,7 +303,43 @@ def test_a_python_contender_meets_a_live_rust_lease_holder(
     is alive), then exactly one of the two take-overs wins — if Python's lands first, upstream's
     is refused and its script stops; if upstream's does, Python is refused until upstream
     releases, so any lease Python gets is a later generation."""
-    path = tmp_path / "contended.sqlite3"
+    # The script's 1 s lease is a window on the clock: on a loaded machine Python may first
+    # look after it lapsed, and then the round proves nothing. So rounds are played until one
+    # where Python met the live holder's unlapsed lease (a few at the most), and that round is
+    # checked.
+    for attempt in range(5):
+        round_ = contend(tmp_path / f"contended-{attempt}.sqlite3", oracles)
+        if round_.met_the_holder:
+            break
+    assert round_.met_the_holder, "Python never met the Rust holder's unlapsed lease"
+    won, out, err, final = round_.won, round_.out, round_.err, round_.final
+    if round_.rust.returncode == 0:  # upstream's take-over won (generation 2), then released
+        assert won is None or won > 2, (won, out)
+        assert '"checkpoint_step after losing the lease"' in out
+    else:  # Python's take-over won: upstream's second handle was refused, and stopped there
+        assert won == 2, (won, round_.rust.returncode, err)
+        assert f"run {round_.lost} is held by another owner" in out + err, err
+        assert final is not None and final.generation == 2 and final.owner == round_.owner
+
+
+@dataclasses.dataclass
+class Round:
+    """One round of `contend`: the contended run, what Python won, the lease at the end, the
+    oracle's process and output, and whether Python met the holder's unlapsed lease."""
+
+    lost: int | None
+    won: int | None
+    final: Any
+    rust: subprocess.Popen[str]
+    out: str
+    err: str
+    owner: str
+    met_the_holder: bool
+
+
+def contend(path: Path, oracles: Oracles) -> Round:
+    """The oracle's script writes `path` while Python, in this process, tries to acquire its
+    "lost lease" run all along."""
     Store.open(path).close()
     rust = subprocess.Popen(
         [str(oracles.folder / "oracle-0_66"), "write", str(path)],
@@ -338,14 +368,9 @@ def test_a_python_contender_meets_a_live_rust_lease_holder(
                 refusals.append(refused)
         out, err = rust.communicate(timeout=120)
         final = store.run_lease(lost) if lost is not None else None
-    assert lost is not None and seen_generation == 1, "never met the Rust holder's lease"
-    assert any(r.owner != store.owner() for r in refusals), (
-        "Python was never refused while the Rust owner held an unlapsed lease"
+    met = (
+        lost is not None
+        and seen_generation == 1
+        and any(r.owner != store.owner() for r in refusals)
     )
-    if rust.returncode == 0:  # upstream's take-over won (generation 2), then released
-        assert won is None or won > 2, (won, out)
-        assert '"checkpoint_step after losing the lease"' in out
-    else:  # Python's take-over won: upstream's second handle was refused, and stopped there
-        assert won == 2, (won, rust.returncode, err)
-        assert f"run {lost} is held by another owner" in out + err, err
-        assert final is not None and final.generation == 2 and final.owner == store.owner()
+    return Round(lost, won, final, rust, out, err, store.owner(), met)

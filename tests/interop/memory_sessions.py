@@ -5,6 +5,7 @@ read the way the oracle's dump reads them (per run, per session, per workspace).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
@@ -108,23 +109,27 @@ def their_session_fields(session: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def differences(
+    what: str, ours: dict[str, Any], theirs: dict[str, Any], keys: Iterable[str]
+) -> list[str]:
+    """Each of `keys` whose value differs between our read and upstream's, said as a line."""
+    return [
+        f"{what} {key}: ours {ours[key]!r} != theirs {theirs[key]!r}"
+        for key in keys
+        if ours[key] != theirs[key]
+    ]
+
+
 def compare(store: Store, dump: dict[str, Any]) -> list[str]:
     """Every field of this half of the API where our read of `store` and the dump differ."""
     problems: list[str] = []
     for run in dump["runs"]:
-        ours, theirs = run_fields(store, run["id"]), their_run_fields(run)
-        problems += [
-            f"run {run['id']} {key}: ours {ours[key]!r} != theirs {theirs[key]!r}"
-            for key in PER_RUN
-            if ours[key] != theirs[key]
-        ]
+        theirs = their_run_fields(run)
+        problems += differences(f"run {run['id']}", run_fields(store, run["id"]), theirs, PER_RUN)
     for session in dump["sessions"]:
-        ours, theirs = session_fields(store, session["id"]), their_session_fields(session)
-        problems += [
-            f"session {session['id']} {key}: ours {ours[key]!r} != theirs {theirs[key]!r}"
-            for key in theirs
-            if ours[key] != theirs[key]
-        ]
+        theirs = their_session_fields(session)
+        ours = session_fields(store, session["id"])
+        problems += differences(f"session {session['id']}", ours, theirs, list(theirs))
     for text in dump["question"]:
         theirs = parse(text)
         if py(store.question(theirs["id"])) != theirs:

@@ -1,0 +1,34 @@
+"""One export at a time per dataset directory: an exclusive `flock` on `DIR/_export.lock`,
+beside the manifest, held for the whole export. The lock file stays (removing it would let a
+third export lock a new file while the second still holds the old one); the lock itself goes
+with the process that held it, whether it finished or was killed."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import DatasetBusyError
+
+LOCK = "_export.lock"
+
+
+@contextmanager
+def exclusive(root: Path) -> Iterator[None]:
+    """Hold `root`'s export lock, or `DatasetBusyError` at once when another export holds it."""
+    path = root / LOCK
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DatasetBusyError(
+                f"another export is writing to {root} (it holds {path}); "
+                "run this one again when it has finished"
+            ) from None
+        yield
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,132 @@
+"""`Store.check` on hostile values: step numbers up to 2⁶³−1 cost no more than small ones, and a
+value of the wrong type or form is a finding, never a raw error.
+
+The values are planted as another writer would leave them (raw SQL on the store's file or
+database); SQLite keeps whatever it is given in a column of another type, PostgreSQL only text
+in a text column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from harness_store.errors import UnreadableValueError
+from harness_store.records.health import ROWS_SHOWN, FindingKind
+
+from .healthkit import kinds, plant, populated
+
+K = FindingKind
+
+
+@pytest.mark.parametrize("last", [30_000_000, 2**63 - 1])
+def test_gaps_below_a_huge_step_number_are_counted_not_enumerated(
+    store_target: str, last: int
+) -> None:
+    """Before: a set of every number below the last (2.2 GB for 30 million; 2⁶³−1 never
+    ended). Now the gaps are ranges found in SQL: the finding lists the first ones and counts
+    them all."""
+    store, runs = populated(store_target)
+    root = runs["root"]
+    with store:
+        plant(
+            store,
+            f"INSERT INTO steps (run_id, step, decision, result) VALUES ({root}, {last}, 'a', 'b')",
+            f"INSERT INTO checkpoint_events (run_id, step, kind) VALUES ({root}, {last}, "
+            "'checkpoint')",
+        )
+        report = store.check()
+    (gap,) = report.findings
+    assert gap.kind is K.STEP_GAP
+    assert gap.rows == tuple(range(4, 4 + ROWS_SHOWN))
+    assert gap.count == last - 4  # 4 … last − 1
+    assert f"4–{last - 1}" in gap.detail
+    assert len(gap.detail) < 500
+
+
+def test_gaps_are_named_as_ranges(store_target: str) -> None:
+    store, runs = populated(store_target)
+    root = runs["root"]
+    with store:
+        plant(
+            store,
+            *(
+                f"INSERT INTO steps (run_id, step, decision, result) VALUES ({root}, {n}, 'a', 'b')"
+                for n in (5, 9, 12)
+            ),
+            *(
+                f"INSERT INTO checkpoint_events (run_id, step, kind) VALUES ({root}, {n}, "
+                "'checkpoint')"
+                for n in (5, 9, 12)
+            ),
+        )
+        report = store.check()
+    assert kinds(report) == [("step_gap", "steps", (4, 6, 7, 8, 10, 11))]
+    assert "no step 4, 6–8, 10–11 below its last step 12" in report.findings[0].detail
+    assert report.findings[0].count == 6
+
+
+# (statements, the finding's kind and table, whether only SQLite can hold the value)
+VALUES: dict[str, tuple[Callable[[dict[str, int]], list[str]], tuple[str, str], bool]] = {
+    "a text step number": (
+        lambda r: [
+            f"UPDATE steps SET step = 'x' WHERE run_id = {r['root']} AND decision = 'retry'"
+        ],
+        ("wrong_type", "steps"),
+        True,
+    ),
+    "text tokens": (
+        lambda r: [f"UPDATE provider_calls SET total_tokens = 'lots' WHERE run_id = {r['root']}"],
+        ("wrong_type", "provider_calls"),
+        True,
+    ),
+    "a number for a start time": (
+        lambda r: [f"UPDATE runs SET started_at = 12345 WHERE id = {r['root']}"],
+        ("bad_time", "runs"),
+        False,
+    ),
+    "a word for a call's time": (
+        lambda r: [f"UPDATE provider_calls SET at = 'yesterday' WHERE run_id = {r['root']}"],
+        ("bad_time", "provider_calls"),
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("value", list(VALUES))
+def test_a_value_of_the_wrong_type_or_form_is_a_finding(store_target: str, value: str) -> None:
+    statements, (kind, table), sqlite_only = VALUES[value]
+    store, runs = populated(store_target)
+    with store:
+        if sqlite_only and store.backend.name != "sqlite":
+            pytest.skip("PostgreSQL's columns hold only their declared type")
+        plant(store, *statements(runs))
+        report = store.check()
+    assert [(f.kind.value, f.table, f.count) for f in report.findings] == [(kind, table, 1)]
+    (finding,) = report.findings
+    assert finding.command and finding.detail and finding.upstream
+    assert len(finding.rows) == 1 and "values" in report.checks
+
+
+def test_a_lease_with_stamps_that_are_no_time_is_named_and_refused_typed(store_target: str) -> None:
+    """Before: called healthy, while `run_lease` and `acquire_lease` raised a bare
+    ValueError. io-harness's own read of the row fails too (its `strftime` of the stamp is
+    NULL), so the reads refuse it typed."""
+    store, runs = populated(store_target)
+    child = runs["child"]
+    with store:
+        plant(
+            store,
+            f"UPDATE run_leases SET acquired_at = 'x', renewed_at = 'y' WHERE run_id = {child}",
+        )
+        report = store.check()
+        assert kinds(report) == [
+            ("bad_time", "run_leases", (child,)),
+            ("bad_time", "run_leases", (child,)),
+        ]
+        with pytest.raises(UnreadableValueError, match="renewed_at is 'y'"):
+            store.run_lease(child)
+        with pytest.raises(UnreadableValueError):
+            store.acquire_lease(child, 60)
+        assert store.check() == report  # the refused acquire changed nothing
