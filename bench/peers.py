@@ -30,13 +30,14 @@ import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from .asyncstore import _uuid, drive_tasks
 from .common import step_record
 from .group import drive
-from .stores import langgraph_checkpoint
+from .stores import langgraph_checkpoint, pg_conninfo, pg_database
 
 HISTORY = 1_000
 SIZE_STEPS = 10_000
@@ -57,7 +58,22 @@ def item(r: Any) -> dict[str, Any]:
     }
 
 
-def size_of(path: Path) -> int:
+PG_SIZE = (
+    "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n "
+    "ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'"
+)
+
+
+def size_of(where: Any) -> int:
+    """A SQLite file's size with its WAL checkpointed into it, or a PostgreSQL database's
+    tables with their indexes and TOAST."""
+    if not isinstance(where, Path):
+        import psycopg
+
+        with psycopg.connect(pg_conninfo(where)) as pg:
+            row = pg.execute(PG_SIZE).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+    path = where
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -72,8 +88,9 @@ class Peer:
     name = ""
     is_async = False
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Any) -> None:
         self.path = path
+        """A SQLite file, or a PostgreSQL database's SQLAlchemy URL."""
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
@@ -237,7 +254,57 @@ class SessionPeer(Peer):
         return self.sessions[-1].get_items()
 
 
+class PgSaverPeer(SaverPeer):
+    name = "PostgresSaver"
+
+    async def open(self) -> None:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+        self.pool = ConnectionPool(
+            pg_conninfo(self.path), min_size=WRITERS, max_size=WRITERS, kwargs=kwargs
+        )
+        self.saver = PostgresSaver(self.pool)  # type: ignore[arg-type]
+        self.saver.setup()
+        self.configs = {k: _config(k) for k in range(WRITERS + 1)}
+
+    async def close(self) -> None:
+        self.pool.close()
+
+    async def fill(self, count: int) -> None:
+        for n in range(count):
+            self.write(WRITERS, n)
+
+
+class AsyncPgSaverPeer(AsyncSaverPeer):
+    name = "AsyncPostgresSaver"
+
+    async def open(self) -> None:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+
+        kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+        self.apool = AsyncConnectionPool(
+            pg_conninfo(self.path), min_size=WRITERS, max_size=WRITERS, kwargs=kwargs, open=False
+        )
+        await self.apool.open()
+        self.asaver = AsyncPostgresSaver(self.apool)  # type: ignore[arg-type]
+        await self.asaver.setup()
+        self.configs = {k: _config(k) for k in range(WRITERS + 1)}
+
+    async def close(self) -> None:
+        await self.apool.close()
+
+    async def fill(self, count: int) -> None:
+        for n in range(count):
+            await self.write(WRITERS, n)
+
+
 PEERS = (StorePeer, AsyncStorePeer, SaverPeer, AsyncSaverPeer, SessionPeer)
+PG_PEERS = (StorePeer, AsyncStorePeer, PgSaverPeer, AsyncPgSaverPeer)
 
 
 async def per_call(peer: Peer, call: Callable[[int], Any], count: int) -> float:
@@ -268,9 +335,12 @@ async def writers(peer: Peer, seconds: float) -> float:
     return drive([make(k) for k in range(WRITERS)], seconds)[0]
 
 
-async def main_async(rounds: int, scratch: Path) -> None:
-    peers = [cls(scratch / f"{cls.name}.sqlite3") for cls in PEERS]
-    sized = [cls(scratch / f"size-{cls.name}.sqlite3") for cls in PEERS if cls.name[0] != "A"]
+async def main_async(
+    rounds: int, where: Callable[[str], Any], kinds: tuple[type[Peer], ...]
+) -> None:
+    """`where(name)`: a new SQLite file or PostgreSQL database for one peer's data."""
+    peers = [cls(where(cls.name)) for cls in kinds]
+    sized = [cls(where(f"size-{cls.name}")) for cls in kinds if cls.name[0] != "A"]
     for peer in peers:
         await peer.open()
         await peer.fill(HISTORY)
@@ -303,7 +373,8 @@ async def main_async(rounds: int, scratch: Path) -> None:
     for peer in peers:
         await peer.close()
     load = os.getloadavg()[0]
-    print(f"SQLite, each library's defaults; {rounds} rounds, medians; load {load:.1f}, "
+    backend = "SQLite" if isinstance(peers[0].path, Path) else "PostgreSQL"
+    print(f"{backend}, each library's defaults; {rounds} rounds, medians; load {load:.1f}, "
           f"{os.cpu_count()} CPUs")  # fmt: skip
     print(
         "| peer | write one step | 8 writers | latest state | history of 1,000 steps "
@@ -333,9 +404,23 @@ async def main_async(rounds: int, scratch: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pg", help="a PostgreSQL server's SQLAlchemy URL: its peers instead")
     args = parser.parse_args()
+    if args.pg:
+        with ExitStack() as stack:
+
+            def database(name: str) -> Any:
+                db = f"hs_bench_peer_{name.lower().replace('-', '_')}"
+                return stack.enter_context(pg_database(args.pg, db))
+
+            asyncio.run(main_async(args.rounds, database, PG_PEERS))
+        return
     with tempfile.TemporaryDirectory() as scratch:
-        asyncio.run(main_async(args.rounds, Path(scratch)))
+
+        def file(name: str) -> Any:
+            return Path(scratch) / f"{name}.sqlite3"
+
+        asyncio.run(main_async(args.rounds, file, PEERS))
 
 
 if __name__ == "__main__":
