@@ -64,6 +64,8 @@ BENCHMARKS = (
               postgresql="SQLite only"),
     Benchmark("cli", "cli", "7", f"{BENCH}: The command on a million steps",
               postgresql="SQLite only"),
+    Benchmark("startup", "startup", "16", f"{BENCH}: How soon the command answers",
+              postgresql="SQLite only"),
     Benchmark("accounting", "accounting", "spend roll-ups, run roll-ups, write cost",
               f"{BENCH}: Accounting roll-ups on a million provider calls"),
     Benchmark("retention", "retention", "9, 9.1",

@@ -21,14 +21,18 @@ from .formats import (
     MEMORY_MAX_ENTRY_CHARS,
     SUCCESS_OUTCOME,
 )
-from .records import *  # noqa: F403 - every record is a public name of the package too
 
 if TYPE_CHECKING:
     from .aio import AsyncStore
+    from .records import *  # noqa: F403
     from .store import Lease, Store
     from .transfer import CopyReport, copy_store
 
+RECORDS = tuple(_records.__all__)
+"""`harness_store.records`' names, public names of the package too."""
+
 LAZY = {
+    **dict.fromkeys(RECORDS, "records"),
     "AsyncStore": "aio",
     "Lease": "store",
     "Store": "store",
@@ -36,7 +40,9 @@ LAZY = {
     "copy_store": "transfer",
 }
 """Names imported on first use: `Store` brings the 37 models and the ORM, `copy_store` the copy
-machinery, and neither is needed by `alembic upgrade head` or the migrations it loads."""
+machinery, and neither is needed by `alembic upgrade head` or the migrations it loads; the
+records load their own modules on first use too, so `harness-store --version` and a shell's
+completion load none of them."""
 
 
 def __getattr__(name: str) -> object:
@@ -67,4 +73,4 @@ __all__ = [
     "StoreError",
     "copy_store",
 ]
-__all__ += _records.__all__
+__all__ += RECORDS

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import sys
 from collections.abc import Sequence
-from importlib import metadata
-from typing import TYPE_CHECKING, Annotated, Any, TextIO
+from typing import Annotated, Any, TextIO
 
 import typer
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from typer.core import TyperArgument
 
-from ..dialects import backend_named
 from ..errors import (
     RunNotFoundError,
     SchemaError,
@@ -23,12 +19,7 @@ from ..errors import (
     StoreLockedError,
     StoreNotFoundError,
 )
-from ..schema.releases import HEAD, UPSTREAM_HEAD
 from .output import visible
-
-if TYPE_CHECKING:
-    pass
-
 
 DEBUG_ENV = "HARNESS_STORE_DEBUG"
 """Environment variable that lets an unexpected error's traceback through."""
@@ -92,6 +83,10 @@ TyperArgument.display_type_rich = _no_type  # type: ignore[method-assign, assign
 def show_version(value: bool) -> None:
     """`--version`: the package's version and the newest schema it writes."""
     if value:
+        from importlib import metadata
+
+        from ..schema.releases import HEAD, UPSTREAM_HEAD
+
         try:
             version = metadata.version("harness_store")
         except metadata.PackageNotFoundError:
@@ -130,6 +125,12 @@ def one_line(message: str) -> str:
 
 def classify(exc: BaseException) -> tuple[int, str]:
     """The exit code and one-line message for an error (see the module docstring)."""
+    import sqlite3
+
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+
+    from ..dialects import backend_named
+
     if isinstance(exc, CliError):
         return exc.code, str(exc)
     if isinstance(exc, DBAPIError) and exc.orig is not None:
@@ -199,6 +200,7 @@ def missing_extra(exc: ImportError, needs: str, extra: str) -> CliError:
 def server_of(argv: Sequence[str]) -> tuple[str, int, str] | None:
     """(host, port, database) of the first PostgreSQL URL among the arguments."""
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
 
     for arg in argv:
         if arg.startswith("postgresql"):
@@ -243,6 +245,7 @@ def missing_database(argv: Sequence[str]) -> bool:
     SQLSTATE, so the server is asked)."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
 
     for arg in argv:
         if not arg.startswith("postgresql"):

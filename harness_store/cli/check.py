@@ -9,20 +9,18 @@ the statement that would remove it.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
 from ..errors import DamagedStoreError, NotADatabaseError
-from ..records.health import CheckReport, Finding, FindingKind, Repaired
-from ..schema.detect import StoreKind
-from ..schema.preflight import is_malformed
-from ..schema.releases import HEAD
 from .app import EPILOG, DbArg, JsonOpt, app
 from .decide import open_writer
 from .output import emit_json, plural, stdout_console
 from .reader import open_reader
+
+if TYPE_CHECKING:
+    from ..records.health import CheckReport, Finding, Repaired
 
 EXIT_UNHEALTHY = 6
 """`check` found problems (after `--repair`: problems are left)."""
@@ -53,6 +51,8 @@ def report_json(report: CheckReport) -> dict[str, object]:
 
 
 def show(report: CheckReport) -> None:
+    from rich.text import Text
+
     console = stdout_console()
     for finding in report.findings:
         console.print(Text(f"{finding.kind.value}  {finding.table}: {finding.detail}"))
@@ -71,6 +71,9 @@ def show(report: CheckReport) -> None:
 def read_report(db: str) -> CheckReport:
     """`Store.check` through the read-only open, which refuses what `check` refuses (with or
     without `--repair`); a file too damaged to open is a finding, not an error."""
+    from ..records.health import CheckReport
+    from ..schema.detect import StoreKind
+
     try:
         with open_reader(db, require_readable=False) as reader:
             if reader.found.kind is StoreKind.EMPTY:
@@ -86,6 +89,8 @@ def read_report(db: str) -> CheckReport:
 
 def damaged(exc: BaseException) -> bool:
     """Whether an error is a damaged page of the file (SQLite's code, never its message)."""
+    from ..schema.preflight import is_malformed
+
     return isinstance(exc, DamagedStoreError) or any(
         is_malformed(e) for e in (exc, exc.__cause__) if e is not None
     )
@@ -94,6 +99,8 @@ def damaged(exc: BaseException) -> bool:
 def repair_store(db: str, report: CheckReport) -> Repaired:
     """`Store.repair` when `report` has something it fixes on a store it may write: at the
     head revision, its file whole. Otherwise nothing is opened for writing."""
+    from ..records.health import Repaired
+
     if not any(f.repairable for f in report.findings) or why_not(report) != NOTHING_SAFE:
         return Repaired((), None, report)
     with open_writer(db) as store:
@@ -105,6 +112,9 @@ NOTHING_SAFE = "nothing found could be fixed safely"
 
 def why_not(report: CheckReport) -> str:
     """Why `--repair` fixed nothing."""
+    from ..records.health import FindingKind
+    from ..schema.releases import HEAD
+
     if report.of(FindingKind.INTEGRITY):
         return "the file is damaged: recover it first (see the integrity finding)"
     if report.revision != HEAD and any(f.repairable for f in report.findings):
@@ -131,6 +141,8 @@ def check_command(
     """Check the store: the file, the schema against its revision, runs io-harness cannot
     resume, orphans, run trees, leases and spend counters. Exit code 6 when a problem is found.
     Read-only unless --repair."""
+    from rich.text import Text
+
     report = read_report(db)
     if repair:
         repaired = repair_store(db, report)

@@ -8,13 +8,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import Progress, TaskID
-from rich.text import Text
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
     from ..transfer import CopyReport
-from ..engine import sqlite_path
 from .app import EPILOG, EXIT_OTHER, CliError, JsonOpt, app
 from .output import emit_json, note, progress_bars, stderr_console, stdout_console
 from .reader import check_file, parse_target
@@ -67,6 +66,8 @@ class CopyProgress:
         self.finished: set[str] = set()
 
     def __call__(self, name: str, done: int, total: int) -> None:
+        from rich.text import Text
+
         if self.stop.signal_name is not None:
             raise Stopped(self.stop.signal_name)
         if self.bars is not None:
@@ -148,6 +149,10 @@ def copy_command(
     verified; a progress bar per table on a terminal. Until it commits, the target is marked
     unfinished; a copy stopped by Ctrl-C, SIGTERM or SIGHUP before its commit empties the
     target again, and one killed outright leaves it marked, for --replace."""
+    from rich.text import Text
+
+    from ..engine import sqlite_path
+
     copy_store = load_copy_store()
     source_url, target_url = parse_target(source).url, parse_target(target).url
     source_path = sqlite_path(source_url)

@@ -11,11 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
 from ..errors import UpgradeRequiredError
-from ..records import PlanVerdict
-from ..schema.releases import HEAD
 from .app import EXIT_NOT_FOUND, EXIT_USAGE, MAX_INT, CliError, DbArg, JsonOpt, RunArg, app
 from .output import emit_json, stdout_console, visible
 from .reader import parse_target, suggest
@@ -29,9 +26,12 @@ ByOpt = Annotated[str, typer.Option("--by", help="Who decided (recorded with pla
 if TYPE_CHECKING:
     from ..store import Store
 
+    pass
+
 
 def open_writer(db: str) -> Store:
     """The store for writing, as it is: never upgraded by a decision."""
+    from ..schema.releases import HEAD
     from ..store import Store  # the ORM Store only when a command writes
 
     target = parse_target(db)
@@ -45,6 +45,8 @@ def open_writer(db: str) -> Store:
 
 
 def say(line: str) -> None:
+    from rich.text import Text
+
     stdout_console().print(Text(line))
 
 
@@ -66,6 +68,8 @@ def approve_command(
 ) -> None:
     """Decide a paused run's pending actions (approve, or --deny), or with --plan its proposed
     plans (approve, --revise TEXT, or --cancel): every open one, or only --id."""
+    from ..records import PlanVerdict
+
     if not plan and (revise is not None or cancel):
         raise CliError(EXIT_USAGE, "--revise and --cancel decide plans: add --plan")
     if plan and deny:

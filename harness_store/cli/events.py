@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import RunNotFoundError
-from ..records import RunEvent
 from .app import MAX_INT, DbArg, JsonOpt, RunArg, app
 from .output import visible
 from .reader import open_reader
+
+if TYPE_CHECKING:
+    from ..records import RunEvent
 
 
 def line(cursor: int, event: RunEvent, *, as_json: bool) -> str:

@@ -5,13 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..engine import safe_url, sqlite_path
-from ..schema.detect import StoreKind, read_revision
-from ..schema.releases import HEAD
-
 if TYPE_CHECKING:
     pass
-from ..dialects.still import in_wal_mode
+    pass
 from .app import DbArg, JsonOpt, app
 from .output import emit_json, emit_pairs, emit_table, human_size
 from .reader import Reader, open_reader, suggest
@@ -29,6 +25,11 @@ def table_order(names: Iterable[str]) -> list[str]:
 
 def inspect_document(reader: Reader) -> dict[str, Any]:
     """Everything `inspect` reports, as one JSON-ready mapping."""
+    from ..dialects.still import in_wal_mode
+    from ..engine import safe_url, sqlite_path
+    from ..schema.detect import StoreKind, read_revision
+    from ..schema.releases import HEAD
+
     found = reader.found
     path = sqlite_path(reader.url)
     store = reader.store
@@ -70,6 +71,9 @@ def inspect_command(db: DbArg, as_json: JsonOpt = False) -> None:
     """What this store is: the io-harness release its shape matches (or "torn open of X", or
     "newer than 0.66"), its Alembic revision, user_version, journal mode, size and rows per
     table. Read-only: the file's bytes stay the same."""
+    from ..schema.detect import StoreKind
+    from ..schema.releases import HEAD
+
     with open_reader(db, require_readable=False, shape=True) as reader:
         doc = inspect_document(reader)
     if as_json:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
 if TYPE_CHECKING:
+    pass
     pass
 from .app import DbArg, JsonOpt, app
 from .output import Column, emit_json, emit_table, short_time, stderr_console, visible
@@ -24,6 +24,8 @@ def memory_command(
 ) -> None:
     """A workspace's memory entries, oldest first: key, kind (fact or decision), whether it is
     pinned, value, the run and step that wrote it, when. Read-only."""
+    from rich.text import Text
+
     with open_reader(db) as reader:
         entries = reader.store.memory_list(workspace)
         others: list[str] = []

@@ -9,12 +9,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.cells import cell_len, set_cell_size
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
 PLAIN_WIDTH = 1_000_000
 """Console width for piped output, so Rich never wraps or cuts a line that is not a screen's."""
@@ -34,6 +33,8 @@ def progress_bars(
     if quiet or not console.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
+
     columns: list[ProgressColumn] = [TextColumn(label), BarColumn(), MofNCompleteColumn()]
     if extra:
         columns.append(TextColumn(extra))
@@ -43,6 +44,8 @@ def progress_bars(
 
 def stdout_console() -> Console:
     """Rich on a terminal; on a pipe, a console with no colour and no width limit."""
+    from rich.console import Console
+
     console = Console(highlight=False, emoji=False)
     if console.is_terminal:
         return console
@@ -51,6 +54,8 @@ def stdout_console() -> Console:
 
 def stderr_console() -> Console:
     """Where progress displays go, so they never mix into the command's output."""
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, emoji=False)
 
 
@@ -176,13 +181,19 @@ def fit_widths(columns: Sequence[Column], natural: list[int], total: int) -> lis
 
 def width_of(value: str) -> int:
     """Terminal cells `value` takes (ASCII, the common case, without Rich's table lookup)."""
-    return len(value) if value.isascii() else cell_len(value)
+    if value.isascii():
+        return len(value)
+    from rich.cells import cell_len
+
+    return cell_len(value)
 
 
 def fit_cell(value: str, width: int) -> str:
     """`value` cut to `width` cells with a trailing ellipsis when it is longer."""
     if width_of(value) <= width:
         return value
+    from rich.cells import set_cell_size
+
     return set_cell_size(value, max(width - 1, 0)) + "…"
 
 
@@ -260,6 +271,8 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
 
 def emit_pairs(pairs: Sequence[tuple[str, str]]) -> None:
     """Label/value lines, aligned."""
+    from rich.text import Text
+
     console = stdout_console()
     width = max(len(label) for label, _ in pairs) + 2
     for label, value in pairs:

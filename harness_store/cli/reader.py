@@ -15,22 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
-
-from ..dialects.still import names_uri
-from ..engine import URL_ENV, make_engine, safe_url, sqlite_path, where
-from ..engine import read_only_url as engine_read_only_url
 from ..errors import SchemaError, StoreNotFoundError, UnfinishedTransactionError
-from ..schema.copy_marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
-from ..schema.detect import Diagnosis, check_sqlite_file, diagnose
-from ..schema.detect import refuse_unreadable as refuse_unreadable_store
-from ..targets import Target
+from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+    from sqlalchemy.engine import URL
+
+    from ..schema.detect import Diagnosis
     from ..store import Store
-from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError
+    from ..targets import Target
 
 # --- opening a store read-only -----------------------------------------------------------
 
@@ -38,6 +32,10 @@ from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError
 def parse_target(db: str, *, read_only: bool = False) -> Target:
     """A path or URL argument parsed, once (`Target.parse`); an unusable URL is a usage
     error. What is opened later takes this value as it is."""
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    from ..targets import Target
+
     refuse_hidden_at(db)
     try:
         target = Target.parse(db, read_only=read_only)
@@ -54,6 +52,8 @@ def command_target(url: URL) -> str:
     """How a suggested command names the store, ready to paste into a shell: a path or URL
     quoted for the shell, or `"$HARNESS_STORE_URL"` for a URL with a password (which is never
     printed, and a `***` in its place would not run)."""
+    from ..engine import URL_ENV, safe_url, sqlite_path
+
     path = sqlite_path(url)
     if path is not None:
         return shlex.quote(str(path))
@@ -66,6 +66,8 @@ def suggest(command: str, url: URL, then: str = "", *, options: str = "") -> str
     """A command for the person to run on this store (with `options` after the store), in
     backquotes, pasteable as it is, then `then`, then where the URL goes when the command
     names it by `$HARNESS_STORE_URL`."""
+    from ..engine import URL_ENV, sqlite_path
+
     tail = f" {options}" if options else ""
     text = f"`harness-store {command} {command_target(url)}{tail}`{then}"
     if sqlite_path(url) is None and url.password:
@@ -93,6 +95,9 @@ def shown(db: str) -> str:
     """An argument as messages may print it: a URL's password hidden, even in a bad URL."""
     if "://" not in db:
         return repr(db)
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         return repr(make_url(db).render_as_string(hide_password=True))
     except (ArgumentError, ValueError):
@@ -103,6 +108,8 @@ def check_file(path: Path) -> None:
     """Refuse a path that is no SQLite store before SQLite opens it; a read-only file is fine."""
     if not path.exists():
         raise StoreNotFoundError(f"no run store at {path}")
+    from ..schema.detect import check_sqlite_file
+
     check_sqlite_file(path, writable=False)
 
 
@@ -131,6 +138,8 @@ def refuse_hot_journal(path: Path, url: URL) -> None:
 
 def read_only_url(url: URL) -> URL:
     """The same store, opened so that no statement can write to it."""
+    from ..engine import read_only_url as engine_read_only_url
+
     try:
         return engine_read_only_url(url)
     except ValueError as exc:
@@ -165,6 +174,8 @@ class Reader:
 
     @property
     def where(self) -> str:
+        from ..engine import where
+
         return where(self.url)
 
     def connection(self) -> AbstractContextManager[Connection]:
@@ -176,6 +187,10 @@ class Reader:
 
 def diagnosed(conn: Connection, url: URL, *, shape: bool = True) -> Diagnosis:
     """What the store on `conn` is; an unfinished copy is refused."""
+    from ..engine import where
+    from ..schema.copy_marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
+    from ..schema.detect import diagnose
+
     found = diagnose(conn, shape=shape)
     if copy_in_progress(conn):
         raise IncompleteCopyError(incomplete_copy_message(where(url)))
@@ -186,6 +201,9 @@ def look(db: str) -> Diagnosis:
     """What the store at `db` is, read through a bare read-only engine (the dialect reads a
     still file `immutable=1`, as the read-only open does), without the Store: all `upgrade`
     needs to say what it found, and it may be older than the Store reads."""
+    from ..dialects.still import names_uri
+    from ..engine import make_engine
+
     target = parse_target(db, read_only=True)
     url, path = target.url, target.path
     if path is not None and not names_uri(url):
@@ -230,4 +248,6 @@ def open_reader(db: str, *, require_readable: bool = True, shape: bool = False) 
 
 def refuse_unreadable(reader: Reader) -> None:
     """Raise for a store the read commands cannot read without an upgrade."""
+    from ..schema.detect import refuse_unreadable as refuse_unreadable_store
+
     refuse_unreadable_store(reader.found, reader.where, suggest("upgrade", reader.url))

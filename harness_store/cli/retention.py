@@ -17,11 +17,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
 from ..errors import ArchiveRefusedError, InvalidValueError
-from ..records import Pruned
-from ..store.cutoff import Cutoff
 from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .decide import open_writer
 from .output import (
@@ -38,7 +35,10 @@ from .output import (
 from .reader import open_reader
 
 if TYPE_CHECKING:
+    from ..records import Pruned
     from ..store import Store
+    from ..store.cutoff import Cutoff
+
 
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
@@ -56,6 +56,8 @@ def confirm(question: str, yes: bool) -> None:
 def cutoff_of(before: str | None, older_than: str | None) -> Cutoff:
     """The cutoff from `--before DATE` or `--older-than AGE` (exactly one of them), parsed
     here once into an instant (UTC)."""
+    from ..store.cutoff import Cutoff
+
     if (before is None) == (older_than is None):
         raise CliError(EXIT_USAGE, "give one of --before DATE or --older-than AGE (e.g. 30d)")
     try:
@@ -223,6 +225,8 @@ def prune_sessions_command(
 def report(
     totals: dict[str, int], refused: list[int], verb: str, *, dry_run: bool, as_json: bool
 ) -> None:
+    from rich.text import Text
+
     if as_json:
         emit_json({**totals, "refused": refused, "dry_run": dry_run, "action": verb})
         return
@@ -243,6 +247,8 @@ def report(
 def compact_command(db: DbArg, yes: YesOpt = False, as_json: JsonOpt = False) -> None:
     """Give the space freed by deletions back: SQLite rewrites the file (VACUUM; writers wait
     meanwhile), PostgreSQL marks dead rows' space reusable (VACUUM)."""
+    from rich.text import Text
+
     with open_writer(db) as store:
         before = store.store_size()
         confirm(
@@ -310,6 +316,8 @@ def prune_runs_asking(
     as_json: bool,
 ) -> Pruned:
     """The forecast (the archive checked), the question, then the prune with its bar."""
+    from ..store.cutoff import Cutoff
+
     would = store.prune_runs(
         before=before, statuses=chosen, keep_last=keep_last, dry_run=True, archive=archive_to
     )
@@ -340,6 +348,8 @@ def prune_runs_asking(
 def report_runs(
     pruned: Pruned, before: Cutoff, *, dry_run: bool, archive_to: str | None, as_json: bool
 ) -> None:
+    from rich.text import Text
+
     if as_json:
         emit_json(
             {

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import DamagedStoreError, StoreError
-from ..records import RunStatus
+from ..records.runs import RunStatus
 from .app import MAX_INT, DbArg, JsonOpt, app
 from .output import (
     Column,
@@ -24,6 +24,7 @@ from .reader import Reader, open_reader
 
 if TYPE_CHECKING:
     from ..store import Store
+
 
 DEFAULT_RUNS = 50
 """How many runs `runs` lists without `--limit` or `--all`: the newest."""

@@ -6,14 +6,16 @@ import json
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..records import MICROS_PER_UNIT, PriceTable, Spend
 from .app import EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .output import Column, emit_json, emit_table, note
 from .reader import open_reader
+
+if TYPE_CHECKING:
+    from ..records import PriceTable, Spend
 
 
 class By(StrEnum):
@@ -24,6 +26,8 @@ class By(StrEnum):
 
 def load_prices(path: Path | None) -> PriceTable:
     """The operator's price table (upstream's serde JSON form), or an empty one."""
+    from ..records import PriceTable
+
     if path is None:
         return PriceTable.new("none")
     try:
@@ -33,6 +37,8 @@ def load_prices(path: Path | None) -> PriceTable:
 
 
 def money(micros: int) -> str:
+    from ..records import MICROS_PER_UNIT
+
     return f"{micros / MICROS_PER_UNIT:,.6f}".rstrip("0").rstrip(".")
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import Progress, TaskID
-from rich.text import Text
 
 from ..errors import SchemaError
 from .app import EPILOG, EXIT_NOT_A_STORE, EXIT_OTHER, CliError, DbArg, JsonOpt, app
@@ -23,6 +21,8 @@ from .output import (
 from .reader import open_reader, parse_target
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from ..sync import SyncReport
 
 
@@ -93,6 +93,8 @@ def sync_command(
     changed since each store's last sync: new rows, rows updated in place, deletions. Ids are
     remapped per origin; each store is read as one snapshot and written in one transaction,
     so a sync stopped at any point is completed by the next."""
+    from rich.text import Text
+
     from ..sync import sync
 
     if len(stores) < 2:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.text import Text
-from rich.tree import Tree
-
 from ..errors import (
     RunNotFoundError,
 )
-from ..records import TreeNode
 
 if TYPE_CHECKING:
     pass
+    from rich.tree import Tree
+
+    from ..records import TreeNode
 from .app import DbArg, JsonOpt, RunArg, app
 from .output import emit_json, plural, stdout_console, visible
 from .reader import open_reader
@@ -43,6 +42,9 @@ def mailbox(node: TreeNode) -> str:
 def tree_command(db: DbArg, run: RunArg, as_json: JsonOpt = False) -> None:
     """The agent tree under RUN: each run's status, outcome, steps and tokens, and the tree's
     totals. Read-only."""
+    from rich.text import Text
+    from rich.tree import Tree
+
     with open_reader(db) as reader:
         nodes = reader.store.tree(run)
     if not nodes:

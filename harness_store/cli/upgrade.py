@@ -7,14 +7,12 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy.engine import URL
 
-from ..engine import safe_url, sqlite_path, where
 from ..errors import StoreNotFoundError
-from ..schema.detect import StoreKind
-from ..schema.releases import HEAD, NEWEST_KNOWN_RELEASE, REVISIONS, revision_for
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
     from ..schema.migrate import UpgradeReport
 from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .output import emit_json, stderr_console, visible
@@ -26,6 +24,8 @@ from .reader import hot_journal, look, parse_target, suggest
 def chain_revision(to: str, *, head: bool) -> str:
     """The chain revision `--to` names (an io-harness release or a revision; `head` too when
     `head` is allowed); anything else is a usage error."""
+    from ..schema.releases import HEAD, NEWEST_KNOWN_RELEASE, REVISIONS, revision_for
+
     try:
         destination = HEAD if head and to in ("head", "heads") else revision_for(to)
     except KeyError as exc:
@@ -59,7 +59,9 @@ def upgrade_command(
     """Say what the store is, back it up (SQLite files), and upgrade it through the Alembic
     chain to REV (head by default), in one transaction; report what changed. A path where no
     store exists gets a new one."""
+    from ..engine import sqlite_path, where
     from ..schema.migrate import upgrade
+    from ..schema.releases import REVISIONS
 
     destination = chain_revision(to, head=True)
     url = parse_target(db).url
@@ -100,6 +102,8 @@ def tell(
     report: UpgradeReport, url: URL, *, as_json: bool, created: bool, no_backup: bool, verb: str
 ) -> None:
     """Say what an upgrade or downgrade found and did, and where its backup is."""
+    from ..engine import safe_url, where
+
     say = (lambda line: None) if as_json else stdout_line
     raced = bool(getattr(report, "raced", False))
     changed = not raced and (report.before != report.after or report.stamped is not None)
@@ -156,7 +160,10 @@ def downgrade_command(
     """Say what the store is, back it up (SQLite files), and take it down the Alembic chain
     to REV, in one transaction; report what changed. The data of the releases above REV is
     dropped (the backup keeps it)."""
+    from ..engine import sqlite_path, where
+    from ..schema.detect import StoreKind
     from ..schema.migrate import downgrade
+    from ..schema.releases import REVISIONS
 
     destination = chain_revision(to, head=False)
     url = parse_target(db).url
@@ -194,6 +201,9 @@ def stdout_line(line: str) -> None:
 
 def no_backup_reason(report: UpgradeReport, url: URL, *, skipped: bool, changed: bool) -> str:
     """Why an upgrade left no backup, in words."""
+    from ..engine import sqlite_path
+    from ..schema.detect import StoreKind
+
     if report.found is not None and report.found.kind is StoreKind.EMPTY:
         return "none (the database was empty)"
     if not changed:

@@ -7,65 +7,150 @@ against the Rust API reads the same in Python: `StepRecord.new(1, "act", "ok")`,
 as the Store's own modules: runs, trace, approvals, agents, memory, sessions.
 """
 
-from .accounting import (
-    MICROS_PER_UNIT,
-    NO_KEY,
-    UNKNOWN_MODEL,
-    FirstTry,
-    Price,
-    PriceTable,
-    PriceTier,
-    ProviderCall,
-    Recovery,
-    Spend,
-    Tally,
-    Usage,
-)
-from .agents import AgentEvent, AgentMessage, ProcessHandle, SpawnRow, TreeNode
-from .approvals import (
-    Pending,
-    PendingPlan,
-    PendingQuestion,
-    Plan,
-    PlanStep,
-    PlanVerdict,
-    PolicyEvent,
-    Question,
-)
-from .leases import LeaseRow
-from .memory import (
-    MemoryEntry,
-    MemoryForget,
-    MemoryLimits,
-    MemoryRecall,
-    MemorySnapshot,
-    MemoryWrite,
-    Summary,
-    TodoItem,
-    TodoState,
-)
-from .runs import RunHeader, RunListing, RunStatus, RunSummary, StepRecord, TraceEntry
-from .sessions import Archived, Pruned, SessionSize, StoreSize, Turn
-from .trace import (
-    AssistantTurn,
-    CheckpointEvent,
-    Citation,
-    ContextEvent,
-    Edit,
-    GateAttempt,
-    GateOutcome,
-    McpEvent,
-    Observation,
-    ObsKind,
-    RewindRecord,
-    RunEvent,
-    SandboxEvent,
-    ServerToolCall,
-    Snapshot,
-    ToolAttempt,
-    ToolCall,
-    ToolRecovery,
-)
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .accounting import (
+        MICROS_PER_UNIT,
+        NO_KEY,
+        UNKNOWN_MODEL,
+        FirstTry,
+        Price,
+        PriceTable,
+        PriceTier,
+        ProviderCall,
+        Recovery,
+        Spend,
+        Tally,
+        Usage,
+    )
+    from .agents import AgentEvent, AgentMessage, ProcessHandle, SpawnRow, TreeNode
+    from .approvals import (
+        Pending,
+        PendingPlan,
+        PendingQuestion,
+        Plan,
+        PlanStep,
+        PlanVerdict,
+        PolicyEvent,
+        Question,
+    )
+    from .leases import LeaseRow
+    from .memory import (
+        MemoryEntry,
+        MemoryForget,
+        MemoryLimits,
+        MemoryRecall,
+        MemorySnapshot,
+        MemoryWrite,
+        Summary,
+        TodoItem,
+        TodoState,
+    )
+    from .runs import RunHeader, RunListing, RunStatus, RunSummary, StepRecord, TraceEntry
+    from .sessions import Archived, Pruned, SessionSize, StoreSize, Turn
+    from .trace import (
+        AssistantTurn,
+        CheckpointEvent,
+        Citation,
+        ContextEvent,
+        Edit,
+        GateAttempt,
+        GateOutcome,
+        McpEvent,
+        Observation,
+        ObsKind,
+        RewindRecord,
+        RunEvent,
+        SandboxEvent,
+        ServerToolCall,
+        Snapshot,
+        ToolAttempt,
+        ToolCall,
+        ToolRecovery,
+    )
+
+WHERE = {
+    "MICROS_PER_UNIT": "accounting",
+    "NO_KEY": "accounting",
+    "UNKNOWN_MODEL": "accounting",
+    "FirstTry": "accounting",
+    "Price": "accounting",
+    "PriceTable": "accounting",
+    "PriceTier": "accounting",
+    "ProviderCall": "accounting",
+    "Recovery": "accounting",
+    "Spend": "accounting",
+    "Tally": "accounting",
+    "Usage": "accounting",
+    "AgentEvent": "agents",
+    "AgentMessage": "agents",
+    "ProcessHandle": "agents",
+    "SpawnRow": "agents",
+    "TreeNode": "agents",
+    "Pending": "approvals",
+    "PendingPlan": "approvals",
+    "PendingQuestion": "approvals",
+    "Plan": "approvals",
+    "PlanStep": "approvals",
+    "PlanVerdict": "approvals",
+    "PolicyEvent": "approvals",
+    "Question": "approvals",
+    "LeaseRow": "leases",
+    "MemoryEntry": "memory",
+    "MemoryForget": "memory",
+    "MemoryLimits": "memory",
+    "MemoryRecall": "memory",
+    "MemorySnapshot": "memory",
+    "MemoryWrite": "memory",
+    "Summary": "memory",
+    "TodoItem": "memory",
+    "TodoState": "memory",
+    "RunHeader": "runs",
+    "RunListing": "runs",
+    "RunStatus": "runs",
+    "RunSummary": "runs",
+    "StepRecord": "runs",
+    "TraceEntry": "runs",
+    "Archived": "sessions",
+    "Pruned": "sessions",
+    "SessionSize": "sessions",
+    "StoreSize": "sessions",
+    "Turn": "sessions",
+    "AssistantTurn": "trace",
+    "CheckpointEvent": "trace",
+    "Citation": "trace",
+    "ContextEvent": "trace",
+    "Edit": "trace",
+    "GateAttempt": "trace",
+    "GateOutcome": "trace",
+    "McpEvent": "trace",
+    "Observation": "trace",
+    "ObsKind": "trace",
+    "RewindRecord": "trace",
+    "RunEvent": "trace",
+    "SandboxEvent": "trace",
+    "ServerToolCall": "trace",
+    "Snapshot": "trace",
+    "ToolAttempt": "trace",
+    "ToolCall": "trace",
+    "ToolRecovery": "trace",
+}
+"""The module of each record. A record is imported on first use, so a command that needs none
+(`harness-store --version`, a shell's completion) loads none of these modules."""
+
+
+def __getattr__(name: str) -> object:
+    module = WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MICROS_PER_UNIT",

@@ -7,10 +7,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ..formats import step_tool_calls
-from .trace import ToolCall
+
+if TYPE_CHECKING:
+    from .trace import ToolCall
 
 
 class RunStatus(Enum):
@@ -55,6 +57,8 @@ class StepRecord:
         """The step's tool calls, read from `tool_call` by upstream's grammar (several calls
         joined by `" | "`), each with its arguments parsed from JSON; empty when the step
         called no tool or its `tool_call` is not in upstream's form (it stays as written)."""
+        from .trace import ToolCall
+
         calls = step_tool_calls(self.tool_call) or ()
         return tuple(ToolCall(name, json.loads(arguments)) for name, arguments in calls)
 

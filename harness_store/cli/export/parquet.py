@@ -4,17 +4,18 @@ brought up to date incrementally and replaced atomically (`harness_store.analyti
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import Progress, TaskID
-from rich.text import Text
 
 from ...errors import InvalidValueError
 from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, missing_extra
 from ..output import emit_json, progress_bars, stderr_console, stdout_console
 from ..reader import open_reader
 from . import export_app
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 class ExportProgress:
@@ -92,6 +93,8 @@ def parquet_command(
     written aside and renamed,
     the manifest replaced last, so a stopped export leaves the previous dataset whole.
     Read-only on the store."""
+    from rich.text import Text
+
     try:
         from ...analytics.dataset import export_parquet
     except ImportError as exc:

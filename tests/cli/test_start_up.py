@@ -1,0 +1,83 @@
+"""`harness-store --version` and a shell's completion request (each Tab) answer without loading
+the database stack, the models, Rich or the optional exporters: what they import is held here
+(their time is measured by `bench/startup.py`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = (
+    "sqlalchemy",
+    "alembic",
+    "rich",
+    "pyarrow",
+    "opentelemetry",
+    "psycopg",
+    "harness_store.models",
+    "harness_store.store",
+    "harness_store.schema.detect",
+    "harness_store.records.trace",
+)
+"""Packages a command that reads no store has no use for."""
+
+PROBE = """
+import json, sys
+from harness_store.cli import main
+sys.argv = ["harness-store", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)))
+"""
+
+
+def loaded(args: list[str], env: dict[str, str]) -> tuple[str, list[str]]:
+    """What the command printed, and the heavy modules it had loaded by its end."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        check=True,
+    )
+    modules = json.loads(done.stderr.rpartition("MODULES ")[2])
+    return done.stdout, [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+
+
+def test_the_version_loads_no_database_stack() -> None:
+    out, heavy = loaded(["--version"], {})
+    assert out.startswith("harness-store ")
+    assert heavy == []
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"), [("harness-store ru", "runs"), ("harness-store tr", "trace")]
+)
+def test_a_completion_request_loads_no_database_stack(words: str, expected: str) -> None:
+    env = {
+        "_HARNESS_STORE_COMPLETE": "complete_bash",
+        "COMP_WORDS": words,
+        "COMP_CWORD": "1",
+    }
+    out, heavy = loaded([], env)
+    assert expected in out.split()
+    assert heavy == []
+
+
+def test_the_package_loads_no_record_module_until_one_is_used() -> None:
+    code = (
+        "import sys, harness_store\n"
+        "assert not any(m.startswith('harness_store.records.') for m in sys.modules)\n"
+        "from harness_store import StepRecord, ToolCall\n"
+        "import harness_store.records as r\n"
+        "assert all(getattr(r, n).__module__.startswith('harness_store.records.') "
+        "for n in r.__all__ if isinstance(getattr(r, n), type))\n"
+        "assert sorted(harness_store.RECORDS) == sorted(r.__all__)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
