@@ -341,37 +341,43 @@ async def main_async(
     """`where(name)`: a new SQLite file or PostgreSQL database for one peer's data."""
     peers = [cls(where(cls.name)) for cls in kinds]
     sized = [cls(where(f"size-{cls.name}")) for cls in kinds if cls.name[0] != "A"]
-    for peer in peers:
-        await peer.open()
-        await peer.fill(HISTORY)
-    sizes: dict[str, int] = {}
-    for peer in sized:
-        await peer.open()
-        await peer.fill(SIZE_STEPS)
-        await peer.close()
-        sizes[peer.name] = size_of(peer.path)
-    names = [p.name for p in peers]
-    figures: dict[str, dict[str, list[float]]] = {
-        m: {n: [] for n in names} for m in ("write", "writers", "latest", "history")
-    }
-    written = [0] * len(peers)
-    for r in range(rounds + 1):  # the first round warms up
-        order = list(range(len(peers)))
-        order = order[r % len(order) :] + order[: r % len(order)]
-        for i in order:
-            peer = peers[i]
-            base = 1_000_000 + written[i]
-            write = await per_call(peer, lambda n, p=peer, b=base: p.write(0, b + n), WRITE_CALLS)
-            written[i] += WRITE_CALLS
-            rate = await writers(peer, 0.5)
-            latest = await per_call(peer, lambda n, p=peer: p.latest(), 50)
-            history = await per_call(peer, lambda n, p=peer: p.history(), 5)
-            if r:
-                for m, v in (("write", write), ("writers", rate), ("latest", latest)):
-                    figures[m][peer.name].append(v)
-                figures["history"][peer.name].append(history)
-    for peer in peers:
-        await peer.close()
+    opened: list[Peer] = []
+    try:
+        for peer in peers:
+            await peer.open()
+            opened.append(peer)
+            await peer.fill(HISTORY)
+        sizes: dict[str, int] = {}
+        for peer in sized:
+            await peer.open()
+            await peer.fill(SIZE_STEPS)
+            await peer.close()
+            sizes[peer.name] = size_of(peer.path)
+        names = [p.name for p in peers]
+        figures: dict[str, dict[str, list[float]]] = {
+            m: {n: [] for n in names} for m in ("write", "writers", "latest", "history")
+        }
+        written = [0] * len(peers)
+        for r in range(rounds + 1):  # the first round warms up
+            order = list(range(len(peers)))
+            order = order[r % len(order) :] + order[: r % len(order)]
+            for i in order:
+                peer = peers[i]
+                base = 1_000_000 + written[i]
+                write = await per_call(
+                    peer, lambda n, p=peer, b=base: p.write(0, b + n), WRITE_CALLS
+                )
+                written[i] += WRITE_CALLS
+                rate = await writers(peer, 0.5)
+                latest = await per_call(peer, lambda n, p=peer: p.latest(), 50)
+                history = await per_call(peer, lambda n, p=peer: p.history(), 5)
+                if r:
+                    for m, v in (("write", write), ("writers", rate), ("latest", latest)):
+                        figures[m][peer.name].append(v)
+                    figures["history"][peer.name].append(history)
+    finally:  # an AsyncStore left open keeps its threads, and the process, alive
+        for peer in opened:
+            await peer.close()
     load = os.getloadavg()[0]
     backend = "SQLite" if isinstance(peers[0].path, Path) else "PostgreSQL"
     print(f"{backend}, each library's defaults; {rounds} rounds, medians; load {load:.1f}, "
