@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
-from ..dialects.sqlite_files import SQLITE_READONLY_ROLLBACK, blocked_by_hot_journal
+from ..dialects.sqlite_files import blocked_by_hot_journal
 from ..errors import MalformedStoreError, UnfinishedTransactionError
 
 SQLITE_FULL = 13
@@ -42,12 +42,6 @@ def check_readable(path: Path) -> None:
         return
     if blocked_by_hot_journal(path):
         raise UnfinishedTransactionError(f"{path}: {UNFINISHED}")
-
-
-def is_unfinished_transaction(exc: BaseException) -> bool:
-    """Whether a driver error is a read-only connection meeting a hot journal."""
-    orig = getattr(exc, "orig", exc)
-    return getattr(orig, "sqlite_errorcode", None) == SQLITE_READONLY_ROLLBACK
 
 
 def is_malformed(exc: BaseException) -> bool:

@@ -532,15 +532,6 @@ def revision_for(name: str) -> str:
     return OWN_INDEXES if newest == STORE_RELEASE and minor > _minor(STORE_RELEASE) else newest
 
 
-def releases_of(revision: str) -> tuple[str, ...]:
-    """Every release name (0.1 … 0.66) that `revision_for` maps to `revision`."""
-    return tuple(
-        f"0.{m}"
-        for m in range(1, _minor(NEWEST_KNOWN_RELEASE) + 1)
-        if revision_for(f"0.{m}") == revision
-    )
-
-
 def release_of_revision(revision: str) -> str:
     """The upstream release whose shape a revision holds (`hs1` holds 0.13's, `hs2` and `hs3`
     0.65's)."""

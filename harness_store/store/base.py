@@ -106,12 +106,6 @@ class StoreBase:
 
     # --- transactions: delegates to the connector ----------------------------------------
 
-    def _unit(
-        self, *, write: bool, driver: bool = False, alone: bool = False
-    ) -> AbstractContextManager[Any]:
-        """The call's unit on the connector (see `Connector.unit`)."""
-        return self._connector.unit(write=write, driver=driver, alone=alone)
-
     def _tx(self, *, write: bool) -> Any:
         """A SQLAlchemy connection inside the call's transaction (see `Connector.unit`)."""
         return self._connector.unit(write=write)
