@@ -3,7 +3,6 @@ upstream releases 0.1 → 0.66, and `Store`, upstream's Store API over SQLite or
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
 
 from . import records as _records
@@ -21,6 +20,7 @@ from .formats import (
     MEMORY_MAX_ENTRY_CHARS,
     SUCCESS_OUTCOME,
 )
+from .lazy import lazy_names
 
 if TYPE_CHECKING:
     from .aio import AsyncStore
@@ -45,13 +45,7 @@ records load their own modules on first use too, so `harness-store --version` an
 completion load none of them."""
 
 
-def __getattr__(name: str) -> object:
-    module = LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, LAZY)
 
 
 __version__ = "0.1.0"

@@ -9,8 +9,9 @@ as the Store's own modules: runs, trace, approvals, agents, memory, sessions.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
 
 if TYPE_CHECKING:
     from .accounting import (
@@ -143,13 +144,7 @@ WHERE = {
 (`harness-store --version`, a shell's completion) loads none of these modules."""
 
 
-def __getattr__(name: str) -> object:
-    module = WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, WHERE)
 
 
 __all__ = [

@@ -19,8 +19,9 @@ loads no Alembic: `upgrade`, `downgrade`, `UpgradeReport`, `alembic_config`,
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
 
 if TYPE_CHECKING:
     from .backup import backup_name
@@ -42,13 +43,7 @@ LAZY = {
 reads of the release facts do not need."""
 
 
-def __getattr__(name: str) -> object:
-    module = LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, LAZY)
 
 
 __all__ = [
