@@ -172,7 +172,7 @@ def read_revision(conn: Connection) -> str | None:
     return str(rows[0]) if rows else None
 
 
-def _items(shape: Mapping[str, frozenset[str]]) -> set[str]:
+def shape_items(shape: Mapping[str, frozenset[str]]) -> set[str]:
     """A shape as a flat set of 'table' and 'table.column' items."""
     items: set[str] = set()
     for table, columns in shape.items():
@@ -182,7 +182,7 @@ def _items(shape: Mapping[str, frozenset[str]]) -> set[str]:
 
 
 def _release_items(name: str) -> set[str]:
-    items = _items(SHAPES[name])
+    items = shape_items(SHAPES[name])
     items.update(f"index {index}" for index in INDEXES[name])
     if formats_at(name):
         items.add(f"user_version {CHECKPOINT_FORMAT}")
@@ -234,7 +234,7 @@ def diagnose(
     if not tables:
         return Diagnosis(StoreKind.EMPTY, None, None, user_version=user_version, tables=tables)
 
-    have = _items(tables)
+    have = shape_items(tables)
     have.update(f"index {index}" for index in read_indexes(conn, tables))
     if user_version >= CHECKPOINT_FORMAT:
         have.add(f"user_version {CHECKPOINT_FORMAT}")

@@ -16,7 +16,7 @@ from ..dialects import Backend, backend_for
 from ..dialects.postgresql import FORMAT_TABLE
 from ..models.spend import SPEND_TABLES
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
-from ..schema.detect import diagnose, read_tables
+from ..schema.detect import diagnose, read_tables, shape_items
 from ..schema.releases import (
     HEAD,
     INDEXES,
@@ -44,14 +44,6 @@ OWN_TABLES = frozenset({FORMAT_TABLE})
 `user_version`)."""
 
 # --- schema -------------------------------------------------------------------------------
-
-
-def _items(shape: Mapping[str, frozenset[str]]) -> set[str]:
-    items: set[str] = set()
-    for table, columns in shape.items():
-        items.add(table)
-        items.update(f"{table}.{c}" for c in columns)
-    return items
 
 
 def _schema_item(item: str, *, missing: bool, release: str) -> Finding:
@@ -98,20 +90,20 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
         return findings, None
     else:
         release = release_of_revision(revision)
-    have = _items(tables)
-    expected = _items(SHAPES[release])
-    known = _items(SHAPES[UPSTREAM_HEAD])
+    have = shape_items(tables)
+    expected = shape_items(SHAPES[release])
+    known = shape_items(SHAPES[UPSTREAM_HEAD])
     later = (have & known) - expected
     missing = expected - have
     shape_release = next(
-        (r for r in reversed(tuple(SHAPES)) if _items(SHAPES[r]) <= have), None
+        (r for r in reversed(tuple(SHAPES)) if shape_items(SHAPES[r]) <= have), None
     )  # the newest release whose whole shape is there
     stamp_wrong = revision is not None and (
         bool(later)
         or (
             bool(missing)
             and shape_release not in (None, release)
-            and missing == expected - _items(SHAPES[shape_release])
+            and missing == expected - shape_items(SHAPES[shape_release])
         )
     )
     indexes = read_indexes(conn, tables)
