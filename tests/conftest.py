@@ -23,7 +23,13 @@ from sqlalchemy.pool import NullPool
 
 # Helpers live in `support`; the names below stay importable from here for modules that still
 # import them from `conftest`.
-from support.pg_databases import PG_ENV, PG_SKIP, close_pools, fresh_pg_database
+from support.pg_databases import (
+    PG_ENV,
+    PG_SKIP,
+    close_pools,
+    fresh_pg_database,
+    store_location,
+)
 from support.shared import (  # noqa: F401
     FIXTURE_STORES,
     FIXTURES,
@@ -71,13 +77,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Where a test's store lives: a SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "runs.sqlite3")
-    else:
-        server = os.environ.get(PG_ENV)
-        if not server:
-            pytest.skip(PG_SKIP)
-        yield from fresh_pg_database(server)
+    yield from store_location(request.param, tmp_path / "runs.sqlite3")
 
 
 @pytest.fixture(params=["Store", "AsyncStore"])

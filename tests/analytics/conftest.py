@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE_STORES, PG_ENV, PG_SKIP, copy_fixture, fresh_pg_database
+from conftest import FIXTURE_STORES, copy_fixture
+from support.pg_databases import store_location
 
 from harness_store import Store
 from harness_store.transfer import copy_store
@@ -22,16 +22,8 @@ def written(
 ) -> Iterator[Store]:
     """A store written through every Store method, on each backend; built once a module, so
     the tests using it only read it."""
-    if request.param == "sqlite":
-        with Store.open(tmp_path_factory.mktemp("written") / "runs.sqlite3") as store:
-            write_everything(store)
-            yield store
-        return
-    server = os.environ.get(PG_ENV)
-    if not server:
-        pytest.skip(PG_SKIP)
-    for url in fresh_pg_database(server):
-        with Store.open(url) as store:
+    for target in store_location(request.param, tmp_path_factory.mktemp("w") / "runs.sqlite3"):
+        with Store.open(target) as store:
             write_everything(store)
             yield store
 
@@ -43,14 +35,8 @@ def upgraded_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
     name, backend = request.param
     path = copy_fixture(name, tmp_path)
     Store.open(path).close()  # upgraded in place
-    if backend == "sqlite":
-        with Store.open(path) as store:
-            yield store
-        return
-    server = os.environ.get(PG_ENV)
-    if not server:
-        pytest.skip(PG_SKIP)
-    for url in fresh_pg_database(server):
-        copy_store(path, url)
-        with Store.open(url) as store:
+    for target in store_location(backend, path):
+        if backend == "postgresql":
+            copy_store(path, target)
+        with Store.open(target) as store:
             yield store

@@ -11,13 +11,12 @@ import duckdb
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from support.synccheck import write_source
+from support.synccheck import synced_pair
 
 from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES, changes
 from harness_store.analytics.dataset import dataset_files, export_parquet, read_dataset
 from harness_store.records import ProviderCall, Usage
-from harness_store.sync import sync
 
 
 def add_steps(store: Store, run: int, first: int, count: int) -> None:
@@ -27,6 +26,17 @@ def add_steps(store: Store, run: int, first: int, count: int) -> None:
          .with_trace(f"prompt {run}/{i}", f"read_file:{{\"n\":{i}}}", i)
          for i in range(first, first + count)],
     )  # fmt: skip
+
+
+def exported_session_run(store: Store, directory: Path, goal: str, prompt: str) -> tuple[int, int]:
+    """A session with one turn whose run (`goal`) has three steps, exported into `directory`;
+    the session and the run."""
+    session = store.create_session("/ws")
+    run = store.start_run(goal, "f.rs")
+    store.record_turn(session, None, run, prompt)
+    add_steps(store, run, 1, 3)
+    export_parquet(store, directory)
+    return session, run
 
 
 def add_calls(store: Store, run: int, count: int) -> None:
@@ -135,11 +145,7 @@ def test_runs_pruned_since_the_last_export_leave_the_dataset(
 def test_a_dataset_is_read_back_in_key_order(store_target: str, tmp_path: Path) -> None:
     directory = tmp_path / "ds"
     with Store.open(store_target) as store:
-        session = store.create_session("/ws")
-        first = store.start_run("first", "f.rs")
-        store.record_turn(session, None, first, "prompt")
-        add_steps(store, first, 1, 3)
-        export_parquet(store, directory)
+        session, _ = exported_session_run(store, directory, "first", "prompt")
         second = store.start_run("second", "f.rs")
         add_steps(store, second, 1, 3)
         export_parquet(store, directory)
@@ -157,11 +163,7 @@ def test_an_archive_of_a_run_whose_goal_was_empty_is_seen(
     turn still does."""
     directory = tmp_path / "ds"
     with Store.open(store_target) as store:
-        session = store.create_session("/ws")
-        run = store.start_run("", "f.rs")
-        store.record_turn(session, None, run, "the prompt")
-        add_steps(store, run, 1, 3)
-        export_parquet(store, directory)
+        session, _ = exported_session_run(store, directory, "", "the prompt")
         store.archive_session(session)
         export_parquet(store, directory)
         assert set(store.arrow("steps")["prompt"].to_pylist()) == {""}
@@ -171,10 +173,7 @@ def test_an_archive_of_a_run_whose_goal_was_empty_is_seen(
 def test_on_a_synced_store_an_archived_run_is_written_again_with_its_origin(
     store_target: str, tmp_path: Path
 ) -> None:
-    sources = [tmp_path / "a.sqlite3", tmp_path / "b.sqlite3"]
-    for n, path in enumerate(sources):
-        write_source(path, runs=2, steps=3, tag=f"s{n}")
-    sync(sources, store_target)
+    synced_pair(tmp_path, store_target)
     directory = tmp_path / "ds"
     with Store.open(store_target) as store:
         export_parquet(store, directory)

@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from support.synccheck import write_source
+from support.synccheck import synced_pair
 
 from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES
@@ -24,7 +24,7 @@ from harness_store.analytics.dataset import (
 )
 from harness_store.analytics.lock import LOCK
 from harness_store.records import Price, PriceTable
-from harness_store.sync import source_run, sync
+from harness_store.sync import source_run
 
 
 def all_files(directory: Path) -> set[str]:
@@ -192,10 +192,7 @@ def test_filters_of_an_export(store_target: str, tmp_path: Path) -> None:
 def test_a_synced_store_has_origins_and_its_dataset_holds_them_as_a_column(
     store_target: str, tmp_path: Path
 ) -> None:
-    sources = [tmp_path / "a.sqlite3", tmp_path / "b.sqlite3"]
-    for n, path in enumerate(sources):
-        write_source(path, runs=2, steps=3, tag=f"s{n}")
-    sync(sources, store_target)
+    synced_pair(tmp_path, store_target)
     with Store.open(store_target) as store:
         local = store.start_run("written centrally", "x.rs")
         add_steps(store, local, 1, 2)

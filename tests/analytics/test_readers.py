@@ -16,13 +16,12 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 from conftest import FIXTURE_STORES, copy_fixture
-from support.synccheck import write_source
+from support.synccheck import synced_pair, write_source
 
 from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES
 from harness_store.analytics.dataset import export_parquet
 from harness_store.records import ProviderCall, Usage
-from harness_store.sync import sync
 
 # The one-liners of docs/guides/analysis.md, one per reader.
 
@@ -99,11 +98,8 @@ def plain(directory: Path) -> Path:
 
 
 def synced(directory: Path) -> Path:
-    sources = [directory / "a.sqlite3", directory / "b.sqlite3"]
-    for n, path in enumerate(sources):
-        write_source(path, runs=2, steps=3, tag=f"s{n}")
     target = directory / "central.sqlite3"
-    sync(sources, target)
+    synced_pair(directory, target)
     return target
 
 

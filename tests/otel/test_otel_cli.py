@@ -5,16 +5,12 @@ and a central PostgreSQL store synced from two SQLite stores."""
 from __future__ import annotations
 
 import hashlib
-import os
-import queue
 import signal
-import subprocess
 import sys
-import threading
 from pathlib import Path
-from typing import IO
 
 from support.clirun import run_cli
+from support.processes import Worker
 
 from harness_store import Store
 from harness_store.otel import export
@@ -27,19 +23,6 @@ from .trees import build_tree, write_run
 
 CLI = [sys.executable, "-m", "harness_store.cli"]
 SECRET = "Bearer hs-very-secret-token"
-
-
-def reader_of(stream: IO[str]) -> queue.Queue[str]:
-    """The lines of a child's output, read by a thread, so a test waits for each with a
-    timeout instead of hanging on `readline` when a line never comes."""
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        for line in stream:
-            lines.put(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-    return lines
 
 
 def fingerprint(path: Path) -> tuple[str, dict[str, int]]:
@@ -115,15 +98,10 @@ def test_follow_ships_runs_as_they_finish(tmp_path: Path, phoenix: Phoenix, proj
         store.finish_run(done_before, "success")
         live = store.start_run("still going when the export starts", "/repo")
         store.put_event(RunEvent(live, 1, "step_started"))
-    follower = subprocess.Popen(
-        [*CLI, "export", "otlp", str(path), "--endpoint", phoenix.url, "--project", project,
-         "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    follower = Worker([*CLI, "export", "otlp", str(path), "--endpoint", phoenix.url,
+                       "--project", project, "--follow"])  # fmt: skip
     try:
-        assert follower.stdout is not None
-        out = reader_of(follower.stdout)
-        first = out.get(timeout=120)
+        first = follower.wait_line("", timeout=120)
         assert first.startswith("sent 3 spans of 1 runs"), first
         with Store.open(path) as store:  # another process writes while the export follows
             write_run(store, live, 2, "m-2")
@@ -134,7 +112,7 @@ def test_follow_ships_runs_as_they_finish(tmp_path: Path, phoenix: Phoenix, proj
             store.put_event(RunEvent(fresh, 1, "step_started"))
             store.finish_run(fresh, "stalled")
             store.put_event(RunEvent(fresh, 1, "finished"))
-        lines = [out.get(timeout=120), out.get(timeout=120)]
+        lines = [follower.wait_line("", timeout=120), follower.wait_line("", timeout=120)]
         assert lines[-1].startswith("sent 8 spans of 2 runs"), lines  # since the follow began
         spans = phoenix.settled(project, 3 + 5 + 3)
         runs = sorted(
@@ -144,9 +122,9 @@ def test_follow_ships_runs_as_they_finish(tmp_path: Path, phoenix: Phoenix, proj
         finished = next(s for s in spans if s["attributes"].get("harness.run.id") == live)
         assert finished["attributes"]["harness.run.outcome"] == "success"
     finally:
-        follower.send_signal(signal.SIGINT)
-        follower.wait(timeout=30)
-    assert follower.returncode == 0, follower.stderr.read() if follower.stderr else ""
+        follower.proc.send_signal(signal.SIGINT)
+        code = follower.finish(timeout=30)
+    assert code == 0, follower.stderr
 
 
 def test_central_postgresql_store_one_trace_per_origin_tree(

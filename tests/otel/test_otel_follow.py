@@ -5,7 +5,6 @@ Store's own `start_run`/`finish_run`)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 from collections import Counter
@@ -15,7 +14,7 @@ from support.processes import Worker
 from harness_store import Store
 
 from .sink import Sink
-from .test_otel_cli import CLI, reader_of
+from .test_otel_cli import CLI
 from .trees import write_run
 
 RUNS = 40
@@ -33,15 +32,9 @@ def test_follow_ships_every_finished_run_exactly_once(store_target: str) -> None
         for run in left:
             write_run(store, run, 1, "m")
     sink = Sink.start()
-    follower = subprocess.Popen(
-        [*CLI, "export", "otlp", store_target, "--endpoint", sink.url, "--follow"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    follower = Worker([*CLI, "export", "otlp", store_target, "--endpoint", sink.url, "--follow"])
     try:
-        assert follower.stdout is not None
-        out = reader_of(follower.stdout)
-        first = out.get(timeout=180)
+        first = follower.wait_line("", timeout=180)
         assert first.startswith("sent 3 spans of 1 runs"), first
         writer = Worker.script("otel_run_writer.py", store_target, RUNS, *left)
         sentinel = int(writer.wait_line("sentinel", timeout=300).split()[1])
@@ -51,14 +44,13 @@ def test_follow_ships_every_finished_run_exactly_once(store_target: str) -> None
         arrived = sink.wait_for(lambda: sentinel in sink.run_ids(), timeout=180)
         assert arrived, "the sentinel run never arrived"
     finally:
-        follower.send_signal(signal.SIGINT)
+        follower.proc.send_signal(signal.SIGINT)
         try:
-            follower.wait(timeout=60)
+            code = follower.finish(timeout=60)
         except subprocess.TimeoutExpired:
-            follower.kill()
-            follower.wait()
+            code = follower.kill()
         sink.stop()
-    assert follower.returncode == 0, follower.stderr.read() if follower.stderr else ""
+    assert code == 0, follower.stderr
     shipped = sink.run_ids()
     assert shipped == Counter({run: 1 for run in [before, *finished, sentinel]})
     assert set(sink.counts.values()) == {1}, "a span was sent twice"

@@ -16,8 +16,7 @@ from harness_store import Store
 from harness_store.otel import export
 
 from .conftest import Mlflow, Span
-from .test_otel_phoenix import expected_tool_calls
-from .trees import build_tree
+from .trees import build_tree, calls_and_chat_spans, expected_tool_calls
 
 HEADER = "x-mlflow-experiment-id"
 
@@ -65,12 +64,7 @@ def assert_tree_matches(store: Store, spans: list[Span]) -> dict[int, Span]:
             assert span["span_type"] == "TOOL"
             tools[run_id] += 1
     for run_id in runs:
-        calls = store.provider_calls(run_id)
-        got = sorted(
-            chats.get(run_id, []), key=lambda s: s["attributes"]["harness.provider_call.id"]
-        )
-        assert len(got) == len(calls)
-        for call, span in zip(calls, got, strict=True):
+        for call, span in calls_and_chat_spans(store, run_id, chats):
             a = span["attributes"]
             assert a.get("mlflow.llm.model") == call.model
             if call.usage is not None:

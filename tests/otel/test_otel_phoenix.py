@@ -17,30 +17,11 @@ from harness_store.otel import export
 from harness_store.records import Price, PriceTable
 
 from .conftest import Phoenix, Span
-from .trees import build_tree
+from .trees import build_tree, calls_and_chat_spans, expected_tool_calls
 
 
 def by_operation(spans: list[Span], operation: str) -> list[Span]:
     return [s for s in spans if s["attributes"].get("gen_ai.operation.name") == operation]
-
-
-def expected_tool_calls(store: Store, run_id: int) -> int:
-    """Tool calls the store records for a run: its tool attempts, server tool calls and MCP
-    calls, and each of a step's own tool calls that no tool attempt of the same step and tool
-    holds."""
-    attempts = {(a.step, a.tool) for a in store.span_tool_attempts(run_id)}
-    steps = 0
-    for step in store.steps(run_id):
-        for call in step.tool_calls:
-            if (step.step, call.name) not in attempts:
-                steps += 1
-    mcp = [e for e in store.mcp_events(run_id) if e.kind == "call" or e.tool]
-    return (
-        len(store.span_tool_attempts(run_id))
-        + len(store.server_tool_calls(run_id))
-        + len(mcp)
-        + steps
-    )
 
 
 def assert_matches_store(store: Store, spans: list[Span]) -> None:
@@ -75,12 +56,7 @@ def assert_matches_store(store: Store, spans: list[Span]) -> None:
         elif operation == "execute_tool":
             tools[parent_run] += 1
     for run_id in runs:
-        calls = store.provider_calls(run_id)
-        got = sorted(
-            chats.get(run_id, []), key=lambda s: s["attributes"]["harness.provider_call.id"]
-        )
-        assert len(got) == len(calls)
-        for call, span in zip(calls, got, strict=True):
+        for call, span in calls_and_chat_spans(store, run_id, chats):
             a = span["attributes"]
             assert a.get("gen_ai.request.model") == call.model
             assert span["name"] == (f"chat {call.model}" if call.model else "chat")

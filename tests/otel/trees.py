@@ -4,6 +4,8 @@ policy decisions, an approval, sandbox and checkpoint events, written through th
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness_store import Store
 from harness_store.records import (
     McpEvent,
@@ -69,3 +71,33 @@ def build_tree(store: Store) -> dict[str, int]:
     store.finish_run(b, "stalled")
     store.finish_run(root, "success")
     return {"root": root, "a": a, "g": g, "b": b}
+
+
+def calls_and_chat_spans(
+    store: Store, run_id: int, chats: dict[int, list[dict[str, Any]]]
+) -> list[tuple[ProviderCall, dict[str, Any]]]:
+    """Each provider call of `run_id` beside the chat span a receiver holds for it (matched by
+    `harness.provider_call.id`), after checking there is exactly one span per call."""
+    calls = store.provider_calls(run_id)
+    got = sorted(chats.get(run_id, []), key=lambda s: s["attributes"]["harness.provider_call.id"])
+    assert len(got) == len(calls)
+    return list(zip(calls, got, strict=True))
+
+
+def expected_tool_calls(store: Store, run_id: int) -> int:
+    """Tool calls the store records for a run: its tool attempts, server tool calls and MCP
+    calls, and each of a step's own tool calls that no tool attempt of the same step and tool
+    holds."""
+    attempts = {(a.step, a.tool) for a in store.span_tool_attempts(run_id)}
+    steps = 0
+    for step in store.steps(run_id):
+        for call in step.tool_calls:
+            if (step.step, call.name) not in attempts:
+                steps += 1
+    mcp = [e for e in store.mcp_events(run_id) if e.kind == "call" or e.tool]
+    return (
+        len(store.span_tool_attempts(run_id))
+        + len(store.server_tool_calls(run_id))
+        + len(mcp)
+        + steps
+    )

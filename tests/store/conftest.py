@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 from interop.oracles import Oracles, built_oracles
 from interop.releases import NEWER_WRITERS
-from support.pg_databases import PG_ENV, PG_SKIP, fresh_pg_database
+from support.pg_databases import store_location
 from support.shared import SHARED
 
 NEWEST = NEWER_WRITERS[-1]
@@ -28,13 +27,7 @@ NEWEST = NEWER_WRITERS[-1]
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def db_target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A store shared by one module's tests: a SQLite file, or a PostgreSQL database."""
-    if request.param == "sqlite":
-        yield str(tmp_path_factory.mktemp("shared") / "runs.sqlite3")
-    else:
-        server = os.environ.get(PG_ENV)
-        if not server:
-            pytest.skip(PG_SKIP)
-        yield from fresh_pg_database(server)
+    yield from store_location(request.param, tmp_path_factory.mktemp("shared") / "runs.sqlite3")
 
 
 @pytest.fixture

@@ -3,9 +3,12 @@ process (`DatabasePool`), on the server `$HARNESS_STORE_PG_URL` names."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -143,6 +146,18 @@ def fresh_pg_database(server_url: str) -> Iterator[str]:
         yield pool.url(name)
     finally:
         pool.release(name)
+
+
+def store_location(backend: str, sqlite_path: Path) -> Iterator[str]:
+    """Where a test's store lives on `backend`: `sqlite_path` for "sqlite", else a fresh
+    PostgreSQL database (given back when resumed), skipping the test where none is configured."""
+    if backend == "sqlite":
+        yield str(sqlite_path)
+        return
+    server = os.environ.get(PG_ENV)
+    if not server:
+        pytest.skip(PG_SKIP)
+    yield from fresh_pg_database(server)
 
 
 def close_pools() -> None:

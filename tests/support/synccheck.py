@@ -17,7 +17,7 @@ from harness_store.engine import make_engine, read_only_url
 from harness_store.models import Base, table_of
 from harness_store.models.sync import IDS, ORIGINS
 from harness_store.records import StepRecord
-from harness_store.sync import RULES, list_origins
+from harness_store.sync import RULES, list_origins, sync
 from harness_store.sync.rows import event_json_for
 from harness_store.sync.rules import RUNS, SESSIONS, TURNS
 
@@ -57,6 +57,16 @@ def write_source(path: Path, *, runs: int = 3, steps: int = 5, tag: str = "") ->
                 store.finish_run(root, "success")
             roots.append(root)
     return roots
+
+
+def synced_pair(directory: Path, target: str | Path) -> list[Path]:
+    """Two small sources (`write_source`: two roots of three steps, tagged s0 and s1) in
+    `directory`, synced into `target`; the sources."""
+    sources = [directory / "a.sqlite3", directory / "b.sqlite3"]
+    for n, path in enumerate(sources):
+        write_source(path, runs=2, steps=3, tag=f"s{n}")
+    sync(sources, target)
+    return sources
 
 
 def add_session(path: Path, run_ids: list[int]) -> int:
