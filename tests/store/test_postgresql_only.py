@@ -139,6 +139,13 @@ def test_an_interrupted_checkpoint_raises_its_own_error_and_spoils_no_connection
         with engine.connect() as conn:
             return int(conn.execute(text("SELECT COUNT(*) FROM checkpoint_events")).scalar_one())
 
+    def busy_backends() -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(text(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND state = 'active' AND pid <> pg_backend_pid()"
+            )).scalar_one())  # fmt: skip
+
     def alarm(*_: object) -> None:
         raise TimeoutError("alarm")
 
@@ -163,7 +170,10 @@ def test_an_interrupted_checkpoint_raises_its_own_error_and_spoils_no_connection
             signal.setitimer(signal.ITIMER_REAL, 0.3)
             with pytest.raises(TimeoutError, match="alarm"):
                 store.checkpoint_step(run, StepRecord(42, "a", "b"))
-            time.sleep(1.5)  # let the server finish the interrupted statement
+            deadline = time.monotonic() + 60  # the server finishes the interrupted statement
+            while busy_backends() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not busy_backends()
             before = count()
             with pytest.raises(RuntimeError), store.transaction():
                 store.checkpoint_step(run, StepRecord(5, "a", "b"))
