@@ -199,7 +199,7 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
     import psycopg
 
     from harness_store import Store
-    from harness_store.store.connector.group import Call, GroupCommit
+    from harness_store.connector.group import Call, GroupCommit
 
     from .checkpoint import PG_ONE_STATEMENT
     from .stores import pg_conninfo

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness_store.connector.group import Call, Work
 from harness_store.errors import StoreError
-from harness_store.store.connector.group import Call, Work
 
 from .common import Config, checkpoint_ops, step_record
 from .group import drive

@@ -151,9 +151,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, sqlite3.Error):
         typed = backend_named("sqlite").translate_error(exc)
         if typed is not None:
-            return classify(typed)
-        if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
-            return EXIT_NOT_A_STORE, f"not a SQLite database: {exc}"
+            return classify(typed)  # "not a database" too, by its result code
         return EXIT_OTHER, f"SQLite error: {exc}"
     if type(exc).__module__.startswith("psycopg"):
         unreached = unreachable_server(exc)
@@ -243,23 +241,22 @@ def missing_database(argv: Sequence[str]) -> bool:
     """Whether the server of the first PostgreSQL URL answers on its `postgres` database that
     the URL's database is not among its databases (psycopg gives a failed connection no
     SQLSTATE, so the server is asked)."""
-    from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import SQLAlchemyError
+
+    from ..connector import connector_at
+    from ..dialects.postgresql import database_exists
 
     for arg in argv:
         if not arg.startswith("postgresql"):
             continue
         url = make_url(arg)
-        engine = create_engine(url.set(database="postgres"), connect_args={"connect_timeout": 5})
+        server = url.set(database="postgres").update_query_dict({"connect_timeout": "5"})
         try:
-            with engine.connect() as conn:
-                named = text("SELECT 1 FROM pg_database WHERE datname = :name")
-                return conn.execute(named, {"name": url.database}).first() is None
-        except SQLAlchemyError:
+            with connector_at(server) as connector, connector.read() as conn:
+                return not database_exists(conn, str(url.database))
+        except (SQLAlchemyError, StoreError):
             return False
-        finally:
-            engine.dispose()
     return False
 
 

@@ -201,20 +201,16 @@ def look(db: str) -> Diagnosis:
     """What the store at `db` is, read through a bare read-only engine (the dialect reads a
     still file `immutable=1`, as the read-only open does), without the Store: all `upgrade`
     needs to say what it found, and it may be older than the Store reads."""
+    from ..connector import connector_at
     from ..dialects.still import names_uri
-    from ..engine import make_engine
 
     target = parse_target(db, read_only=True)
     url, path = target.url, target.path
     if path is not None and not names_uri(url):
         check_file(path)
         refuse_hot_journal(path, url)
-    engine = make_engine(read_only_url(url))
-    try:
-        with engine.connect() as conn, conn.begin():
-            return diagnosed(conn, url, shape=False)
-    finally:
-        engine.dispose()
+    with connector_at(read_only_url(url)) as connector, connector.read() as conn:
+        return diagnosed(conn, url, shape=False)
 
 
 @contextmanager

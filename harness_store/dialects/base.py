@@ -36,6 +36,16 @@ SPEND_MODEL = "coalesce({row}.model, '(unknown model)')"
 groups: the day is `at`'s first ten characters, a call with no model is upstream's
 "(unknown model)"."""
 
+WRITE_TRANSACTION = "hs_write"
+"""`Connection.info` key or execution option, set by the connector alone: when true, the next
+`begin` takes the write lock up front (`BEGIN IMMEDIATE` on SQLite; the writers' turn is the
+connector's). `Store.write_engine` sets the option for ORM sessions."""
+
+KEEP_ORPHANS = "hs_keep_orphans"
+"""`Connection.info` key, set by the connector for a bulk load: when true, the next `begin`
+turns foreign keys off first (SQLite), so a copy carries a source's orphan steps (written by a
+tool that left foreign keys off) unchanged."""
+
 WRITE_DEADLINE = "hs_write_deadline"
 """`Connection.info` key: the `time.monotonic()` by which the next write transaction must have
 begun (set from the queue's turn, so that one busy timeout bounds the queue and the lock)."""
@@ -266,6 +276,10 @@ class Backend(ABC):
         (parameters: `run_id`, and a list per name in `columns`, in batch order), or None when
         `executemany` of `checkpoint_writes` is this backend's fastest way."""
         return None
+
+    def foreign_keys_back(self, conn: Connection) -> None:  # noqa: B027 - none by default
+        """Put foreign keys back on after a transaction that kept orphans (`KEEP_ORPHANS`),
+        outside any transaction. Here nothing: only SQLite switches them off."""
 
     def begin_write_sql(self) -> str | None:
         """The statement that opens a write transaction on a raw driver connection, if any."""

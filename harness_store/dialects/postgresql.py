@@ -78,6 +78,12 @@ CLOCK = "clock_timestamp()"
 STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 
+def database_exists(conn: Connection, name: str) -> bool:
+    """Whether the server `conn` is connected to has a database called `name`."""
+    named = text("SELECT 1 FROM pg_database WHERE datname = :name")
+    return conn.execute(named, {"name": name}).first() is not None
+
+
 class PostgreSQLBackend(Backend):
     """The server backend: pooled connections, server clock, `ON CONFLICT` upserts."""
 

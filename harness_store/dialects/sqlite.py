@@ -25,6 +25,7 @@ from sqlalchemy.sql.dml import Insert
 from ..errors import (
     DamagedStoreError,
     InvalidValueError,
+    NotADatabaseError,
     RunNotFoundError,
     StoreAccessError,
     StoreError,
@@ -32,10 +33,12 @@ from ..errors import (
 )
 from ..formats import BUSY_TIMEOUT_SECONDS
 from .base import (
+    KEEP_ORPHANS,
     SPEND_DAY,
     SPEND_MODEL,
     SPEND_WATCHED,
     WRITE_DEADLINE,
+    WRITE_TRANSACTION,
     Backend,
     DrivingJoin,
     WriteQueue,
@@ -46,18 +49,14 @@ from .still import file_uri, install_still_reads, names_uri, still_read_outdated
 SQLITE_CORRUPT = 11
 """SQLite's result code for a damaged page ("database disk image is malformed")."""
 
-WRITE = "hs_write"
-"""`Connection.info` key or execution option: when true, `begin` takes the write lock up front
-(`Store.write_engine` sets the option for ORM sessions)."""
-
-KEEP_ORPHANS = "hs_keep_orphans"
-"""`Connection.info` key: when true, the next `begin` turns foreign keys off first, so a copy
-can carry a source's orphan steps (written by a tool that left foreign keys off) unchanged."""
+WRITE = WRITE_TRANSACTION
+"""The old name of `dialects.base.WRITE_TRANSACTION` (kept while `store/base.py` imports it)."""
 
 SYNCHRONOUS = ("off", "normal", "full", "extra")
 
 SQLITE_READONLY = 8
 SQLITE_CANTOPEN = 14
+SQLITE_NOTADB = 26
 SQLITE_CONSTRAINT_FOREIGNKEY = 787
 """Result codes (https://sqlite.org/rescode.html); Python's sqlite3 reports extended codes."""
 
@@ -160,7 +159,7 @@ class SQLiteBackend(Backend):
             assert dbapi_conn is not None
             if conn.info.get(KEEP_ORPHANS):
                 dbapi_conn.execute("PRAGMA foreign_keys = OFF")  # only outside a transaction
-            if not (conn.info.get(WRITE) or options.get(WRITE)):
+            if not (conn.info.get(WRITE_TRANSACTION) or options.get(WRITE_TRANSACTION)):
                 dbapi_conn.execute("BEGIN")
                 return
             # The write lock, probed at short intervals (fair against writers in tight
@@ -280,6 +279,8 @@ class SQLiteBackend(Backend):
             return StoreAccessError(f"the store cannot be written: {message}")
         if primary == SQLITE_CANTOPEN:
             return StoreAccessError(f"cannot open the database file: {message}")
+        if primary == SQLITE_NOTADB:
+            return NotADatabaseError(f"not a SQLite database: {message}")
         if primary == SQLITE_CORRUPT:
             return DamagedStoreError(
                 f"the store's file is damaged ({message}); the read stopped there and nothing "
@@ -287,6 +288,9 @@ class SQLiteBackend(Backend):
                 "`.recover` saves the rows that are whole into a new file"
             )
         return None
+
+    def foreign_keys_back(self, conn: Connection) -> None:
+        conn.exec_driver_sql("PRAGMA foreign_keys = ON")
 
     def begin_write_sql(self) -> str | None:
         return "BEGIN IMMEDIATE"

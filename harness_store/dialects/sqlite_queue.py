@@ -1,6 +1,7 @@
-"""The writers' queue of a SQLite store: a fair turn for every harness_store writer on the host,
-in front of `BEGIN IMMEDIATE` (see `SQLiteWriteQueue`), kept in a side file while writers have
-the store open."""
+"""The writers' queue of a SQLite store: a fair turn for every write harness_store makes to it
+(the connector's, and so the Store's, sync's, copy's and the upgrade's) from any process on
+the host, in front of `BEGIN IMMEDIATE` (see `SQLiteWriteQueue`), kept in a side file while
+writers have the store open."""
 
 from __future__ import annotations
 
@@ -155,7 +156,7 @@ def begin_immediate(cursor: Any, deadline: float, timeout: float) -> None:
 
 
 class SQLiteWriteQueue(WriteQueue):
-    """A fair queue in front of `BEGIN IMMEDIATE` for every harness_store writer on the host.
+    """A fair queue in front of `BEGIN IMMEDIATE` for every write harness_store makes on the host.
 
     SQLite's busy handler sleeps and retries, so under steady contention an unlucky writer can
     lose every race until its busy timeout ends. Here a writer first takes an exclusive `flock`

@@ -6,10 +6,14 @@ read commands, `Store.open` and `harness-store upgrade` refuse a target a killed
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Connection, Engine, MetaData, String, Table, inspect
+from typing import TYPE_CHECKING
 
-from ..dialects.sqlite import WRITE
+from sqlalchemy import Column, Connection, MetaData, String, Table, inspect
+
 from ..errors import IncompleteCopyError as IncompleteCopyError
+
+if TYPE_CHECKING:
+    from ..connector import Connector
 
 COPY_MARKER = "harness_store_copy_in_progress"
 """A table that exists in a target only while a copy into it is unfinished: created (and
@@ -36,9 +40,7 @@ def marker_table() -> Table:
     return Table(COPY_MARKER, MetaData(), Column("source", String(2000)))
 
 
-def mark_unfinished(engine: Engine) -> None:
+def mark_unfinished(target: Connector) -> None:
     """Commit the marker saying this target's copy has not finished (see `COPY_MARKER`)."""
-    with engine.connect() as conn:
-        conn.info[WRITE] = True
-        with conn.begin():
-            marker_table().create(conn)
+    with target.write() as conn:
+        marker_table().create(conn)

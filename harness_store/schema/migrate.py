@@ -36,10 +36,9 @@ from alembic.runtime.environment import EnvironmentContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError
 
+from ..connector import Lent, lend, translated
 from ..dialects import backend_for, backend_named
-from ..dialects.sqlite import WRITE
 from ..engine import make_engine, resolve_target, safe_url, sqlite_path, to_url
 from ..errors import MalformedStoreError, StoreError, StoreNotFoundError, UpgradeFailedError
 from .backup import discard, take_backup
@@ -163,8 +162,7 @@ def _typed_errors(target: str | URL) -> Iterator[None]:
     except StoreError:
         raise
     except Exception as exc:
-        orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-        typed = backend_named(to_url(target).get_backend_name()).translate_error(orig)
+        typed = translated(backend_named(to_url(target).get_backend_name()), exc)
         if typed is None:
             raise
         raise typed from exc
@@ -271,12 +269,9 @@ def _run_online(context: EnvironmentContext) -> None:
     config = context.config
     report = config.attributes.get(REPORT)
     given = given_connection(config.attributes.get("connection"))
-    if isinstance(given, Connection):
-        _migrate(context, given, report=report)
-        return
-    if isinstance(given, Engine):
-        with given.connect() as conn:
-            _migrate(context, conn, report=report)
+    if isinstance(given, Connection | Engine):
+        with lend(given) as lent:
+            _migrate(context, lent, report=report)
         return
     url = _target(context)
     path = sqlite_path(url)
@@ -293,8 +288,8 @@ def _run_online(context: EnvironmentContext) -> None:
     if str(context.get_x_argument(as_dictionary=True).get("backup", "")).lower() in ("no", "0"):
         backup = False
     try:
-        with engine.connect() as conn:
-            _migrate(context, conn, report=report, path=path, backup=backup)
+        with lend(engine) as lent:
+            _migrate(context, lent, report=report, path=path, backup=backup)
     finally:
         engine.dispose()
 
@@ -323,27 +318,6 @@ def context_opts(context: EnvironmentContext) -> dict[str, Any]:
     return opts
 
 
-@contextmanager
-def _writing(conn: Connection, write: bool) -> Iterator[None]:
-    """Make the connection's next transactions take the write lock up front (SQLite)."""
-    previous = conn.info.get(WRITE)
-    conn.info[WRITE] = write
-    try:
-        yield
-    finally:
-        conn.info[WRITE] = previous
-
-
-@contextmanager
-def _reading(conn: Connection) -> Iterator[None]:
-    """A transaction for reads, or the caller's when one is already open."""
-    if conn.in_transaction():
-        yield
-        return
-    with conn.begin():
-        yield
-
-
 def _planned(context: EnvironmentContext, found: Diagnosis) -> list[Any]:
     """The steps this command would run on a store found as `found` (after its stamp)."""
     migration = context.get_context()
@@ -356,12 +330,13 @@ def _planned(context: EnvironmentContext, found: Diagnosis) -> list[Any]:
 
 def _migrate(
     context: EnvironmentContext,
-    conn: Connection,
+    lent: Lent,
     *,
     report: UpgradeReport | None,
     path: Path | None = None,
     backup: bool = False,
 ) -> None:
+    conn = lent.conn
     changing = _changes_revision(context)
     fn_name = getattr(context_opts(context).get("fn"), "__name__", "")
     context.configure(
@@ -378,7 +353,7 @@ def _migrate(
     external = conn.in_transaction()
     where = str(path) if path is not None else safe_url(conn.engine.url)
 
-    with _stage("checking", where), _reading(conn):
+    with _stage("checking", where), lent.reading():
         found = diagnose(conn, shape=False)
     report.found = found
     report.before = found.revision
@@ -396,16 +371,16 @@ def _migrate(
             context.run_migrations()
         report.stage = "done"
         if not external:
-            _switch_to_wal_after(context, conn, report, found.revision)
+            _switch_to_wal_after(context, lent, report, found.revision)
         report.after = found.revision
         report.say(f"now at {found.revision}")
         return
     if had_work and path is not None:
-        with _stage("checking", where), _reading(conn):
+        with _stage("checking", where), lent.reading():
             quick_check(conn, where)
     backend = backend_for(conn)
     try:
-        with _writing(conn, True), context.begin_transaction():
+        with lent.writing(), context.begin_transaction():
             # First statement of the write transaction: serialise upgraders (SQLite's
             # BEGIN IMMEDIATE already has; PostgreSQL takes an advisory lock), then look
             # again — a concurrent upgrader may have done the work while this one waited.
@@ -445,10 +420,10 @@ def _migrate(
             ) from exc
         raise
     report.stage = "done"
-    with _reading(conn):
+    with lent.reading():
         after = diagnose(conn, shape=False)
     if not external:
-        _switch_to_wal_after(context, conn, report, after.revision)
+        _switch_to_wal_after(context, lent, report, after.revision)
     report.after = after.revision
     report.say(f"now at {after.revision}")
 
@@ -472,7 +447,7 @@ def _stage(stage: str, where: str) -> Iterator[None]:
 
 
 def _switch_to_wal_after(
-    context: EnvironmentContext, conn: Connection, report: UpgradeReport, revision: str | None
+    context: EnvironmentContext, lent: Lent, report: UpgradeReport, revision: str | None
 ) -> None:
     """After an upgrade to 0.12 or later has committed, switch the file to WAL (0.12's rule).
 
@@ -485,8 +460,9 @@ def _switch_to_wal_after(
     opts = context.get_context().opts
     if getattr(opts.get("fn"), "__name__", "") != "upgrade":
         return
+    conn = lent.conn
     backend = backend_for(conn)
-    with _reading(conn):
+    with lent.reading():
         switch = revision in REVISIONS and REVISIONS.index(revision) >= REVISIONS.index("0.12")
         switch = switch and backend.needs_wal_switch(conn)
     if not switch:

@@ -22,7 +22,7 @@ from sqlalchemy.sql import ClauseElement
 
 from .. import models as m
 from ..dialects import Backend
-from ..dialects.sqlite import WRITE
+from ..dialects.base import WRITE_TRANSACTION as WRITE
 from ..errors import RunNotFoundError
 from .connector import Connector, SQLiteConnector, connector_for
 from .driver import DriverStatement as DriverStatement

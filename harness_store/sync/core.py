@@ -19,9 +19,9 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.util import LRUCache
 
+from ..connector import Connector, connector_at, connector_over
 from ..dialects import backend_named
-from ..dialects.sqlite import WRITE
-from ..engine import make_engine, safe_url, sqlite_path, to_url
+from ..engine import safe_url, sqlite_path, to_url
 from ..errors import (
     InvalidValueError,
     MalformedStoreError,
@@ -110,7 +110,6 @@ def sync(
     dest_url = to_url(dest)
     parsed = [_source(s) for s in sources]
     kept = _refuse_shared_marks(parsed)
-    engine = make_engine(dest_url)
     threads = 1 if backend_named(dest_url.get_backend_name()).one_connection else workers
     done = 0
     lock = threading.Lock()
@@ -132,7 +131,7 @@ def sync(
                 progress(label, done, len(parsed), 0)
         try:
             report: OriginReport | RefusedSource = sync_source(
-                source, kept.pop(at, None), engine, mark, dry_run, on_rows, batch_size
+                source, kept.pop(at, None), central, mark, dry_run, on_rows, batch_size
             )
         except SOURCE_REFUSALS as exc:
             report = RefusedSource(label, exc)
@@ -149,24 +148,24 @@ def sync(
             return list(pool.map(one, range(len(which)), which))
 
     dest_path = sqlite_path(dest_url)
-    if dest_path is not None and parsed:
-        create_like(dest_path, [_path_of(s) for s in parsed])  # as private as its sources
     try:
-        prepare_dest(engine, dest_url)
-        results = each(parsed)
-        if (
-            not dry_run
-            and len(parsed) > 1
-            and any(isinstance(r, OriginReport) and r.uncovered for r in results)
-        ):
-            # a deleted memory entry may uncover another origin's: those origins send it now
-            _close_all(kept)  # none is left by the first pass; they are opened again
-            done = 0
-            again = each([s for s, r in zip(parsed, results, strict=True) if _synced(r)])
-            results = merged(results, again)
+        if dest_path is not None and parsed:
+            create_like(dest_path, [_path_of(s) for s in parsed])  # as private as its sources
+        with connector_at(dest_url) as central:
+            prepare_dest(central, dest_url)
+            results = each(parsed)
+            if (
+                not dry_run
+                and len(parsed) > 1
+                and any(isinstance(r, OriginReport) and r.uncovered for r in results)
+            ):
+                # a deleted memory entry may uncover another origin's: those origins send it now
+                _close_all(kept)  # none is left by the first pass; they are opened again
+                done = 0
+                again = each([s for s, r in zip(parsed, results, strict=True) if _synced(r)])
+                results = merged(results, again)
     finally:
         _close_all(kept)
-        engine.dispose()
     report = SyncReport(
         safe_url(dest_url),
         tuple(r for r in results if isinstance(r, OriginReport)),
@@ -268,15 +267,21 @@ def _path_of(source: Target) -> Path:
     return source.path
 
 
-def prepare_dest(engine: Engine, url: URL) -> None:
+def prepare_dest(dest: Connector | Engine, url: URL) -> None:
     """Create or upgrade the destination store (as `Store.open` does) and sync's own tables.
 
     A destination a sync prepared before (at head, sync's tables there, no unfinished copy)
-    is known from one look and not opened again."""
+    is known from one look and not opened again. `dest` is the destination's connector (or
+    an engine, to make one over)."""
+    with _connector(dest) as connector:
+        _prepare(connector, url)
+
+
+def _prepare(dest: Connector, url: URL) -> None:
     from ..schema.releases import HEAD
     from ..transfer import copy_in_progress
 
-    with engine.connect() as conn, conn.begin():
+    with dest.snapshot() as conn:
         names = set(inspect(conn).get_table_names())
         ready = (
             SYNC_METADATA.tables.keys() <= names
@@ -288,11 +293,20 @@ def prepare_dest(engine: Engine, url: URL) -> None:
         return
     from ..store import Store
 
-    Store.open(url).close()
-    with engine.connect() as conn:
-        conn.info[WRITE] = True
-        with conn.begin():
-            SYNC_METADATA.create_all(conn, checkfirst=True)
+    with dest.released():
+        Store.open(url).close()
+    with dest.load() as conn:
+        SYNC_METADATA.create_all(conn, checkfirst=True)
+
+
+@contextmanager
+def _connector(dest: Connector | Engine) -> Iterator[Connector]:
+    """The destination's connector; over an engine, one of its own for the body."""
+    if isinstance(dest, Connector):
+        yield dest
+        return
+    with connector_over(dest) as connector:
+        yield connector
 
 
 def _check_source(conn: Connection, path: Path) -> dict[str, frozenset[str]]:
@@ -332,7 +346,7 @@ def _count(conn: Connection, name: str) -> int:
 def sync_source(
     source: Target,
     kept: Store | None,
-    engine: Engine,
+    dest: Connector | Engine,
     mark: bool,
     dry_run: bool,
     on_rows: Callable[[int], None],
@@ -346,6 +360,22 @@ def sync_source(
     `check_pages` the source's pages are quick-checked only when it is a new origin or read
     again in full, not when it only grew (a follower checks a file it checked a moment ago
     only now and then: the check reads the whole file)."""
+    with _connector(dest) as connector:
+        return _sync_source(
+            source, kept, connector, mark, dry_run, on_rows, batch_size, check_pages
+        )
+
+
+def _sync_source(
+    source: Target,
+    kept: Store | None,
+    dest: Connector,
+    mark: bool,
+    dry_run: bool,
+    on_rows: Callable[[int], None],
+    batch_size: int,
+    check_pages: bool,
+) -> OriginReport:
     started = time.monotonic()
     path = _path_of(source)
     if mark and not dry_run:
@@ -354,15 +384,13 @@ def sync_source(
             marked = origins.read_mark(src)
         kept = None  # closed before the mark is written, opened again after
         if not marked:
-            with engine.connect() as dst, dst.begin():
+            with dest.load() as dst:
                 marked = origins.adopt_for_mark(dst, origins.identify(path, None))
             origins.write_mark(path, marked)
     with _opened(source, kept) as store:
         for attempt in (1, 2, 3):
             try:
-                return _send(
-                    store, engine, path, dry_run, on_rows, batch_size, started, check_pages
-                )
+                return _send(store, dest, path, dry_run, on_rows, batch_size, started, check_pages)
             except IntegrityError:
                 if attempt == 3:  # another sync registered this origin meanwhile: once more
                     raise
@@ -398,7 +426,7 @@ def _opened(source: Target, kept: Store | None) -> Iterator[Store]:
 
 def _send(
     store: Store,
-    engine: Engine,
+    dest: Connector,
     path: Path,
     dry_run: bool,
     on_rows: Callable[[int], None],
@@ -407,13 +435,11 @@ def _send(
     check_pages: bool = True,
 ) -> OriginReport:
     counts = TableCounts()
-    with whole_snapshot(store) as src, engine.connect() as dst:
+    with whole_snapshot(store) as src:
         src.execution_options(compiled_cache=SOURCE_STATEMENTS)
         have = _check_source(src, path)
         ident = origins.identify(path, origins.read_mark(src))
-        dst.info[WRITE] = True
-        transaction = dst.begin()
-        try:
+        with dest.load(commit=not dry_run) as dst:
             now = now_stamp()
             first = src.execute(select_first_run()).first() if "runs" in have else None
             anchor = f"{first[0]}:{first[1] or ''}" if first is not None else None
@@ -437,13 +463,6 @@ def _send(
             if origin.anchor is None and anchor is not None:
                 dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
             no_writer_on(store, src)()
-        except BaseException:
-            transaction.rollback()
-            raise
-        if dry_run:
-            transaction.rollback()
-        else:
-            transaction.commit()
     return OriginReport(
         source=str(path),
         origin=origin.uuid,

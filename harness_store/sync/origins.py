@@ -21,8 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, inspect, select, update
 
-from ..dialects.sqlite import WRITE
-from ..engine import make_engine
+from ..connector import connector_at
 from ..models.sync import ORIGINS, SOURCE_MARKER
 
 
@@ -78,16 +77,10 @@ def read_mark(src: Connection) -> str | None:
 def write_mark(path: Path, value: str) -> None:
     """Write the origin UUID into the source (one small write transaction, waiting out a live
     io-harness writer on the busy timeout). A mark already there is kept."""
-    engine = make_engine(path)
-    try:
-        with engine.connect() as conn:
-            conn.info[WRITE] = True
-            with conn.begin():
-                SOURCE_MARKER.create(conn, checkfirst=True)
-                if conn.execute(select(SOURCE_MARKER.c.uuid)).first() is None:
-                    conn.execute(SOURCE_MARKER.insert().values(uuid=value))
-    finally:
-        engine.dispose()
+    with connector_at(path) as source, source.write() as conn:
+        SOURCE_MARKER.create(conn, checkfirst=True)
+        if conn.execute(select(SOURCE_MARKER.c.uuid)).first() is None:
+            conn.execute(SOURCE_MARKER.insert().values(uuid=value))
 
 
 def find(dst: Connection, ident: SourceIdentity) -> tuple[int, str, str | None] | None:

@@ -80,7 +80,7 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from ..engine import make_engine, safe_url, sqlite_path, to_url, where
+from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import MalformedStoreError
 from ..schema.copy_marker import (
     COPY_MARKER,
@@ -92,7 +92,7 @@ from ..schema.copy_marker import (
 from ..schema.preflight import is_malformed
 from ..schema.releases import HEAD
 from ..targets import Target
-from .plan import Plan, copied_columns, copied_tables, make_plan, refuse_unknown
+from .plan import Plan, copied_columns, copied_tables, make_plan, opened, refuse_unknown
 from .reading import (
     WriterAppeared,
     check_source_pages,
@@ -237,12 +237,9 @@ def _copy(
             ) from exc
         if report.after != HEAD:
             raise CopyError(f"building the schema of {where(url)} ended at {report.after}")
-        engine = make_engine(url)
-        try:
-            mark_unfinished(engine)
-            fill(src, plan, engine, batch_size, progress, check)
-        finally:
-            engine.dispose()
+        with opened(url) as target:
+            mark_unfinished(target)
+            fill(src, plan, target, batch_size, progress, check)
     except BaseException as exc:
         try:
             empty_again(url, before)

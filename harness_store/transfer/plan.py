@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Column, Connection, Engine, Table, func, select
+from sqlalchemy import Column, Connection, Table, func, select
 from sqlalchemy import table as table_clause
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..connector import Connector, connector_at
 from ..dialects import backend_named
 from ..dialects.postgresql import FORMAT_TABLE
 from ..engine import URL_ENV, safe_url, sqlite_path, where
@@ -49,14 +50,15 @@ def models_metadata() -> MetaData:
 
 
 @contextmanager
-def connected(engine: Engine, url: URL) -> Iterator[Connection]:
-    """A connection, with a failure to connect said in terms of the store."""
-    try:
-        conn = engine.connect()
-    except SQLAlchemyError as exc:
-        raise StoreError(f"cannot open {where(url)}: {getattr(exc, 'orig', exc)}") from exc
-    with conn:
-        yield conn
+def opened(url: URL) -> Iterator[Connector]:
+    """A connector of its own for the target at `url`, with a failure to open it said in
+    terms of the store."""
+    with ExitStack() as stack:
+        try:
+            connector = stack.enter_context(connector_at(url))
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot open {where(url)}: {getattr(exc, 'orig', exc)}") from exc
+        yield connector
 
 
 def copied_tables(have: Mapping[str, frozenset[str]]) -> tuple[Table, ...]:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, Table, select
+from sqlalchemy import Connection, Table, select
 
 from ..dialects import Backend, backend_named
-from ..dialects.sqlite import KEEP_ORPHANS, WRITE
 from ..errors import InvalidValueError
 from ..schema.copy_marker import marker_table
 from .plan import Plan, count
 from .report import CopyError, CopyVerificationError, Progress
+
+if TYPE_CHECKING:
+    from ..connector import Connector
 
 MEMORY_TABLE = "memory"
 """The table whose keys the backend checks when a batch is refused (the `Memory` model's)."""
@@ -21,7 +23,7 @@ MEMORY_TABLE = "memory"
 def fill(
     src: Connection,
     plan: Plan,
-    engine: Engine,
+    target: Connector,
     batch_size: int,
     progress: Progress | None,
     before_commit: Callable[[], None] | None = None,
@@ -29,27 +31,25 @@ def fill(
     """Every row, the marker, the id generators, and the in-transaction count check; the
     unfinished-copy marker is dropped by the same transaction. `before_commit` may still
     refuse the commit (by raising)."""
-    with engine.connect() as dst:
+    # A faithful copy: orphan steps included (SQLite's foreign keys off for it).
+    with target.load(keep_orphans=True) as dst:
         backend = backend_named(dst.dialect.name)
-        dst.info[WRITE] = True  # SQLite: take the write lock up front (BEGIN IMMEDIATE)
-        dst.info[KEEP_ORPHANS] = True  # SQLite: a faithful copy, orphan steps included
-        with dst.begin():
-            if progress is not None:
-                for table in plan.tables:
-                    progress(table.name, 0, plan.counts[table.name])
+        if progress is not None:
             for table in plan.tables:
-                copied = copy_table(src, dst, table, backend, batch_size, plan, progress)
-                if copied != plan.counts[table.name]:
-                    raise CopyVerificationError(
-                        f"{table.name}: read {copied} rows from the source, which counted "
-                        f"{plan.counts[table.name]}; nothing was committed"
-                    )
-            backend.set_checkpoint_format(dst, plan.checkpoint_format)
-            backend.after_copy(dst, plan.tables)
-            compare(plan.counts, {t.name: count(dst, t.name) for t in plan.tables}, "")
-            marker_table().drop(dst)
-            if before_commit is not None:
-                before_commit()
+                progress(table.name, 0, plan.counts[table.name])
+        for table in plan.tables:
+            copied = copy_table(src, dst, table, backend, batch_size, plan, progress)
+            if copied != plan.counts[table.name]:
+                raise CopyVerificationError(
+                    f"{table.name}: read {copied} rows from the source, which counted "
+                    f"{plan.counts[table.name]}; nothing was committed"
+                )
+        backend.set_checkpoint_format(dst, plan.checkpoint_format)
+        backend.after_copy(dst, plan.tables)
+        compare(plan.counts, {t.name: count(dst, t.name) for t in plan.tables}, "")
+        marker_table().drop(dst)
+        if before_commit is not None:
+            before_commit()
 
 
 def copy_table(

@@ -14,11 +14,10 @@ from sqlalchemy import MetaData, inspect
 from sqlalchemy.engine import URL
 
 from ..dialects import backend_named
-from ..dialects.sqlite import WRITE
-from ..engine import make_engine, sqlite_path, where
+from ..engine import sqlite_path, where
 from ..schema.copy_marker import COPY_MARKER, IncompleteCopyError, incomplete_copy_message
 from ..schema.detect import check_sqlite_file
-from .plan import BOOKKEEPING_TABLES, Plan, connected, count
+from .plan import BOOKKEEPING_TABLES, Plan, count, opened
 from .report import TargetNotEmptyError
 from .tables import compare
 
@@ -43,18 +42,14 @@ def check_target_empty(url: URL, *, replace: bool = False) -> TargetBefore:
         if not path.exists():
             return TargetBefore(file_existed=False, checkpoint_format=0)
         check_sqlite_file(path)
-    engine = make_engine(url)
-    try:
-        with connected(engine, url) as conn, conn.begin():
-            inspector = inspect(conn)
-            names = sorted(inspector.get_table_names()) + sorted(inspector.get_view_names())
-            fmt = backend_named(conn.dialect.name).checkpoint_format(conn)
-            unfinished = COPY_MARKER in names
-            rowless = not inspector.get_view_names() and all(
-                count(conn, name) == 0 for name in names if name not in BOOKKEEPING_TABLES
-            )
-    finally:
-        engine.dispose()
+    with opened(url) as target, target.read() as conn:
+        inspector = inspect(conn)
+        names = sorted(inspector.get_table_names()) + sorted(inspector.get_view_names())
+        fmt = backend_named(conn.dialect.name).checkpoint_format(conn)
+        unfinished = COPY_MARKER in names
+        rowless = not inspector.get_view_names() and all(
+            count(conn, name) == 0 for name in names if name not in BOOKKEEPING_TABLES
+        )
     if names and not unfinished and rowless and not replace:
         # a schema without rows (what `harness-store upgrade URL` builds): nothing to lose
         replace = True
@@ -75,12 +70,8 @@ def check_target_empty(url: URL, *, replace: bool = False) -> TargetBefore:
 
 def verify_committed(plan: Plan, url: URL) -> None:
     """Count the target again on a fresh connection, as other clients will see it."""
-    engine = make_engine(url)
-    try:
-        with engine.connect() as conn, conn.begin():
-            got = {t.name: count(conn, t.name) for t in plan.tables}
-    finally:
-        engine.dispose()
+    with opened(url) as target, target.read() as conn:
+        got = {t.name: count(conn, t.name) for t in plan.tables}
     compare(plan.counts, got, " after the commit (the copy was committed and left in place)")
 
 
@@ -94,19 +85,11 @@ def empty_again(url: URL, before: TargetBefore) -> None:
         return
     if path is not None and not path.exists():
         return
-    engine = make_engine(url)
-    try:
-        with engine.connect() as conn:
-            conn.info[WRITE] = True
-            with conn.begin():
-                backend_named(conn.dialect.name).set_checkpoint_format(
-                    conn, before.checkpoint_format
-                )
-                reflected = MetaData()
-                reflected.reflect(conn)
-                reflected.drop_all(conn)
-    finally:
-        engine.dispose()
+    with opened(url) as target, target.write() as conn:
+        backend_named(conn.dialect.name).set_checkpoint_format(conn, before.checkpoint_format)
+        reflected = MetaData()
+        reflected.reflect(conn)
+        reflected.drop_all(conn)
 
 
 def create_like(path: Path, sources: list[Path]) -> None:

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from harness_store import AsyncStore, StepRecord, Store
-from harness_store.store.connector.sqlite import SQLiteConnector
+from harness_store.connector.sqlite import SQLiteConnector
 
 MAX_THREADS = 4
 """Two writer threads, a reader and the thread pinned to an open block."""

@@ -12,11 +12,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
-from ...dialects import Backend
-from ..driver import DriverStatement
-from .base import Connector, Work
+from ..dialects import Backend
+from .base import INHERITED, Connector, Work
+from .driver import DriverStatement
 from .kept import HeldConnections
-from .sqlite import INHERITED
 
 _STREAMS = count(1)
 """Numbers naming the server-side cursors of `stream` (unique in the process)."""

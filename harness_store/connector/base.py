@@ -1,13 +1,27 @@
-"""`Connector`: the one holder of a Store's DBAPI connections, and its one way in.
+"""`Connector`: the one holder of a Store's DBAPI connections, and the package's one way in.
 
-Every Store call reaches the database through its connector: a read or a write unit (`unit`),
-a block of calls (`transaction`), the pre-compiled hot paths (`run_driver`, `driver_read`,
-`rows`), and maintenance that must run outside any transaction (`maintenance`, which refuses
-inside an open block). One subclass per way of holding connections: `SQLiteConnector` keeps
-one connection for the Store's life (threads take turns on it; concurrent checkpoints share
-commits), `PooledConnector` borrows from the pool and keeps a few driver connections for the
-hot paths (PostgreSQL). Driver errors leave as typed `StoreError`s, translated here from the
-backend's error codes.
+Every connection and transaction of the package is a connector's, so the writers' queue covers
+every SQLite write. Its operations, by name:
+
+- `read()`: one read transaction (inside an open block: the block, as it is);
+- `write()`: one write transaction in the writers' turn (inside an open block: a savepoint);
+- `load(commit=, keep_orphans=)`: the write transaction of a bulk load (sync, copy), its
+  body's errors untranslated; `commit=False` rolls it back (a dry run);
+- `transaction()`: a block of calls, all of them or none; nested, a savepoint;
+- `snapshot()`: one read transaction of a whole store, every statement at one instant;
+- `run_driver(work)`, `bulk_load(work)`, `driver_read(...)`, `rows`, `stream`: pre-compiled
+  statements straight on the driver (the hot paths);
+- `outside_transaction()`: a driver connection outside any transaction, in the writers' turn
+  (`VACUUM`);
+- `lend(bind)` (`lent.py`): a connection whose transactions its borrower begins itself
+  (Alembic's migration context), its writes in the writers' turn (`Lent.writing`).
+
+One subclass per way of holding connections: `SQLiteConnector` keeps one connection for the
+Store's life (threads take turns on it; concurrent checkpoints share commits),
+`PooledConnector` borrows from the pool and keeps a few driver connections for the hot paths
+(PostgreSQL). `connector_at(target)` is a connector of its own outside any Store (sync's
+destination, a copy's target, the command's look). Driver errors leave as typed
+`StoreError`s, translated here (`typed`) from the backend's error codes.
 
 Inside `transaction()` every call of the same thread (or asyncio task: the open block is
 context-local) joins the one open transaction; a write there runs in its own savepoint.
@@ -29,15 +43,18 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.sql import ClauseElement
 
-from ...dialects import Backend
-from ...dialects.base import WRITE_DEADLINE
-from ...dialects.sqlite import WRITE
-from ...errors import StoreConnectionError, StoreError, TransactionOpenError
-from ..driver import DriverStatement
+from ..dialects import Backend
+from ..dialects.base import KEEP_ORPHANS, WRITE_DEADLINE, WRITE_TRANSACTION
+from ..errors import StoreConnectionError, StoreError, TransactionOpenError
+from .driver import DriverStatement
 from .kept import Awaited
 
 Work = Sequence[tuple[DriverStatement, Any]]
 """Pre-compiled statements and their parameters, run in order."""
+
+INHERITED: list[Any] = []
+"""Connections a forked child inherited and dropped: referenced for the child's life so that
+garbage collection never closes (or rolls back) what is still the parent's connection."""
 
 BlockState = tuple[Connection | None, bool]
 """What a context has open on a connector: the block's connection (None for none), and
@@ -91,6 +108,8 @@ class Connector(ABC):
         """Whether the pool's connections are SQLAlchemy's asyncio adapters (an `AsyncStore`
         on PostgreSQL): the hot paths then drive the asyncio driver's own cursors (`Awaited`)."""
         self.closed = False
+        self.owns_engine = True
+        """Whether `close` disposes the engine (not a caller's, see `connector_over`)."""
 
     # --- the open block ------------------------------------------------------------------
 
@@ -141,7 +160,8 @@ class Connector(ABC):
             self.closed = True
             self._close_connections()
             self._queue.close()
-            self.engine.dispose()
+            if self.owns_engine:
+                self.engine.dispose()
 
     def _close_connections(self) -> None:  # noqa: B027 - nothing held by default
         """Close what this connector keeps beyond the pool."""
@@ -152,21 +172,51 @@ class Connector(ABC):
 
     # --- units and blocks ----------------------------------------------------------------
 
+    def read(self) -> AbstractContextManager[Connection]:
+        """One read transaction: a SQLAlchemy `Connection` in it. Inside this context's open
+        `transaction()` block the read joins the block as it is."""
+        return self._unit(False, False, False)
+
+    def write(self) -> AbstractContextManager[Connection]:
+        """One write transaction, in the writers' turn (`BEGIN IMMEDIATE` on SQLite): a
+        SQLAlchemy `Connection` in it, committed when the body ends and rolled back when it
+        raises. Inside this context's open `transaction()` block it is a savepoint, so a failed
+        call is undone alone and the block goes on (on PostgreSQL an error would otherwise
+        abort the whole transaction)."""
+        return self._unit(True, False, False)
+
     @contextmanager
-    def unit(self, *, write: bool, driver: bool = False, alone: bool = False) -> Iterator[Any]:
-        """The one way a Store call gets its transaction; every read and write goes through it.
+    def load(self, *, commit: bool = True, keep_orphans: bool = False) -> Iterator[Connection]:
+        """One write transaction of a bulk load (sync's and copy's rows into this store), in
+        the writers' turn, outside any block. The body reads its source as it writes, so its
+        errors leave as they are, untranslated (the caller tells the source's from this
+        store's); only beginning and committing are this store's own.
 
-        Inside this context's open `transaction()` block a write runs in its own savepoint, so
-        a failed call is undone alone and the block goes on (on PostgreSQL an error would
-        otherwise abort the whole transaction); a read joins the block as it is. Otherwise the
-        call gets its own transaction (`BEGIN IMMEDIATE` for a SQLite write), committed when
-        the body ends and rolled back when it raises.
+        `commit=False` rolls it back at the end instead (a dry run: what would be written).
+        `keep_orphans=True` carries rows whose parent is missing (a copy of a store written
+        with foreign keys off): SQLite's foreign keys are off for the transaction."""
+        self._check_open()
+        if self._active.conn is not None:
+            raise TransactionOpenError(
+                "a bulk load cannot join a transaction() block (nothing was written)"
+            )
+        with self._borrow() as conn, self._engine_unit(conn, True, commit, keep_orphans) as unit:
+            yield unit
 
-        Yields a SQLAlchemy `Connection`, or with `driver=True` the driver object to run
+    def unit(self, *, write: bool, driver: bool = False, alone: bool = False) -> Any:
+        """The old name of `read()` and `write()` (and the driver paths' units), kept while
+        the Store's `_tx` calls it."""
+        return self._unit(write, driver, alone)
+
+    @contextmanager
+    def _unit(self, write: bool, driver: bool, alone: bool) -> Iterator[Any]:
+        """The one way a call gets its transaction; every read and write goes through it.
+
+        Yields a SQLAlchemy `Connection`, or with `driver` the driver object to run
         pre-compiled statements on (the hot paths, with no SQLAlchemy machinery per
-        statement). `alone=True` promises one statement: on a pooled connection it then runs
-        in autocommit, atomic by itself, saving the BEGIN and COMMIT round trips. Driver
-        errors leave here as typed `StoreError`s.
+        statement). `alone` promises one statement: on a pooled connection it then runs in
+        autocommit, atomic by itself, saving the BEGIN and COMMIT round trips. Driver errors
+        leave here as typed `StoreError`s.
         """
         self._check_open()
         try:
@@ -204,17 +254,29 @@ class Connector(ABC):
         """A unit outside any block: its own transaction (see `unit`)."""
 
     @contextmanager
-    def _engine_unit(self, conn: Connection, write: bool) -> Iterator[Connection]:
-        """A SQLAlchemy transaction of its own on `conn`, a write in the writers' turn."""
-        conn.info[WRITE] = write
+    def _engine_unit(
+        self, conn: Connection, write: bool, commit: bool = True, orphans: bool = False
+    ) -> Iterator[Connection]:
+        """A SQLAlchemy transaction of its own on `conn`, a write in the writers' turn;
+        rolled back at the end unless `commit`; foreign keys off for it with `orphans`."""
+        conn.info[WRITE_TRANSACTION] = write
         with self._queue.turn() if write else nullcontext() as deadline:
             conn.info[WRITE_DEADLINE] = deadline
-            with conn.begin():
-                self._active.set(conn, write)
-                try:
-                    yield conn
-                finally:
-                    self._active.set(None, False)
+            if orphans:
+                conn.info[KEEP_ORPHANS] = True
+            try:
+                with conn.begin() as own:
+                    self._active.set(conn, write)
+                    try:
+                        yield conn
+                    finally:
+                        self._active.set(None, False)
+                    if not commit:
+                        own.rollback()
+            finally:
+                if orphans:
+                    conn.info.pop(KEEP_ORPHANS, None)
+                    self.backend.foreign_keys_back(conn)
 
     @contextmanager
     def snapshot(self) -> Iterator[Connection]:
@@ -249,7 +311,7 @@ class Connector(ABC):
                 yield
             return
         with self.translated(), self._borrow() as conn, self._queue.turn() as deadline:
-            conn.info[WRITE] = True
+            conn.info[WRITE_TRANSACTION] = True
             conn.info[WRITE_DEADLINE] = deadline
             outer = conn.begin()
             self._active.set(conn, True)
@@ -268,8 +330,12 @@ class Connector(ABC):
                 )
             outer.commit()
 
+    def maintenance(self) -> AbstractContextManager[Any]:
+        """The old name of `outside_transaction()`, kept while the Store calls it."""
+        return self.outside_transaction()
+
     @contextmanager
-    def maintenance(self) -> Iterator[Any]:
+    def outside_transaction(self) -> Iterator[Any]:
         """A driver connection outside any transaction, in the writers' turn, for work that
         cannot run inside one (`VACUUM`). Refused with `TransactionOpenError` inside an open
         block, before anything is done: it would otherwise have to commit the block."""
@@ -288,15 +354,19 @@ class Connector(ABC):
         """Run pre-compiled statements in one write transaction on the driver connection (the
         hot path of checkpoints); `many` runs each with a sequence of parameter sets (a bulk
         load)."""
-        with self.unit(write=True, driver=True, alone=len(work) == 1 and not many) as unit:
+        with self._unit(True, True, len(work) == 1 and not many) as unit:
             run = unit.executemany if many else unit.execute
             for statement, params in work:
                 run(statement.sql, params)
 
+    def bulk_load(self, work: Work) -> None:
+        """`run_driver` with each statement run on a sequence of parameter sets."""
+        self.run_driver(work, many=True)
+
     def driver_read(self, statement: DriverStatement, values: Mapping[str, Any]) -> list[Any]:
         """One pre-compiled SELECT on the driver connection, as its own snapshot (the hot read
         path of tree aggregates)."""
-        with self.unit(write=False, driver=True, alone=True) as unit:
+        with self._unit(False, True, True) as unit:
             return unit.execute(statement.sql, statement.params(values)).fetchall()  # type: ignore[no-any-return]
 
     def rows(self, conn: Connection, statement: ClauseElement) -> list[Any]:
@@ -365,10 +435,10 @@ class Connector(ABC):
 
     def typed(self, exc: Exception) -> StoreError | None:
         """The `StoreError` for a database error, or None for an error that is not one."""
-        orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
-        typed = self.backend.translate_error(orig)
+        typed = translated(self.backend, exc)
         if typed is not None:
             return typed
+        orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
         database_error = isinstance(exc, SQLAlchemyError | sqlite3.Error | UnicodeEncodeError)
         if database_error or type(exc).__module__.startswith("psycopg"):
             return StoreError(f"{type(orig).__name__}: {orig}")
@@ -388,6 +458,14 @@ class Connector(ABC):
         if interrupted is not None:
             return interrupted
         return StoreError(f"not committed: {type(exc).__name__}: {exc}")
+
+
+def translated(backend: Backend, exc: BaseException) -> StoreError | None:
+    """The typed `StoreError` the backend's error code (SQLite's result code, PostgreSQL's
+    SQLSTATE) of a driver error names, or None: the one translation of the package's database
+    errors (a SQLAlchemy error is translated by its driver error)."""
+    orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
+    return backend.translate_error(orig)
 
 
 def _bound(conn: Connection, statement: ClauseElement) -> tuple[str, Any]:

@@ -12,15 +12,11 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
-from ...dialects import Backend
-from ...errors import StoreError, TransactionOpenError
-from ..driver import LATE_ROUNDS, execute_call, execute_together
-from .base import Connector, Work
+from ..dialects import Backend
+from ..errors import StoreError, TransactionOpenError
+from .base import INHERITED, Connector, Work
+from .driver import LATE_ROUNDS, execute_call, execute_together
 from .group import Call, GroupCommit
-
-INHERITED: list[Any] = []
-"""Connections a forked child inherited and dropped: referenced for the child's life so that
-garbage collection never closes (or rolls back) what is still the parent's connection."""
 
 
 class SQLiteConnector(Connector):

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...errors import StoreError
+from ..errors import StoreError
 
 Work = Sequence[tuple[Any, Any]]
 """A caller's statements: (pre-compiled statement, parameters) pairs, run in order."""
