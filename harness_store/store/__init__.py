@@ -121,9 +121,6 @@ class Store(
         self.upgrade_report = upgrade_report
         """What `open` found and did when it had to upgrade the store (a
         `migrate.UpgradeReport`), else None."""
-        self._init_leases()
-        self._compile_run_statements()
-        self._compile_tree_statements()
 
     @classmethod
     def open(

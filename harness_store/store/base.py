@@ -24,6 +24,7 @@ from .. import models as m
 from ..dialects import Backend
 from ..dialects.sqlite import WRITE
 from ..errors import RunNotFoundError
+from .checkpoints import Checkpoints
 from .connector import Connector, SQLiteConnector, connector_for
 from .driver import DriverStatement as DriverStatement
 from .point_reads import compiled
@@ -53,6 +54,15 @@ class StoreBase:
         self._connector = connector or connector_for(
             engine, backend, url, busy_timeout=busy_timeout
         )
+        connector = self._connector
+        self._checkpoints = Checkpoints(
+            engine,
+            backend,
+            write=lambda: connector.unit(write=True),
+            run_driver=connector.run_driver,
+        )
+        """The checkpoint path: this handle's leases, staged turns, and the checkpoint's
+        statements (`checkpoints`)."""
         self._spend_keeper = SpendKeeper(spend_keeper, read_only=read_only)
         self._columns_seen: dict[str, frozenset[str]] = {}
         # Set the models' mappers up now (once a process, ~0.1 s for 37 tables), not inside
