@@ -38,7 +38,7 @@ from ..records import (
     Usage,
 )
 from ..records.accounting import spend_from_row
-from .marks import pages, reads, writes
+from .marks import pages, reads, reads_caching, writes
 from .older import OlderStoreMixin
 from .pricing import InexactSums, fingerprint, priced_rows, priced_statement
 from .run_holds import hold_run
@@ -129,24 +129,24 @@ class AccountingMixin(OlderStoreMixin):
 
     # --- spend (0.18) --------------------------------------------------------------------
 
-    @reads
+    @reads_caching
     def spend_by_model(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per model that served the calls, priced by `prices`; calls naming no model
         group under "(unknown model)" and count as unpriced. Ordered by key. `since`
         (beyond upstream; a `YYYY-MM-DD` or stamp prefix) keeps the calls made from then on."""
         return self._spend(prices, since, "model")
 
-    @reads
+    @reads_caching
     def spend_by_day(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per UTC day (`YYYY-MM-DD`, from the database clock), priced by `prices`."""
         return self._spend(prices, since, "day")
 
-    @reads
+    @reads_caching
     def spend_by_run(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per run (keyed by the run id as text, in text order, as upstream keys it)."""
         return self._spend(prices, since, "run")
 
-    @pages(1000)
+    @pages(1000, caches=True)
     def iter_spend_by_run(self, prices: PriceTable, *, since: str | None = None) -> Iterator[Spend]:
         """`spend_by_run`'s records in the same order, built one at a time as they are taken
         (the store is read whole at the first one): for a caller that handles a great many
