@@ -181,14 +181,6 @@ class Store(
         return store
 
     @classmethod
-    def _open_read_only(cls, url: URL, spend_keeper: Store | None = None) -> Self:
-        """`open(url, read_only=True)`; `spend_keeper` is the writable Store of the same
-        store through which the spend answers this one prices are kept (an `AsyncStore`'s
-        reader)."""
-        store, _ = open_read_only(cls, url, spend_keeper=spend_keeper)
-        return store
-
-    @classmethod
     def memory(cls, *, synchronous: str | None = None) -> Self:
         """An in-memory store at the head schema, for tests and throwaway runs (also what
         `Store.open(":memory:")` returns)."""
@@ -215,12 +207,12 @@ class Store(
                 )
             from ..schema.migrate import upgrade as run_upgrade  # Alembic only when there is work
 
-            with self._connector.released():
+            with self._released():
                 self.upgrade_report = run_upgrade(self.url, backup=backup)
         with self._read() as conn:
             switch = self._backend.needs_wal_switch(conn)
         if switch:
-            with self._connector.maintenance() as driver:
+            with self._maintenance() as driver:
                 self._backend.switch_to_wal(driver)
 
     def __enter__(self) -> Self:
@@ -276,6 +268,12 @@ def open_read_only(
     return store, found
 
 
+def read_only_twin(store: S) -> S:
+    """A read-only Store of the same file as `store`, keeping the spend answers it prices
+    through `store` (an `AsyncStore`'s reader beside its writer)."""
+    return open_read_only(type(store), store.url, spend_keeper=store)[0]
+
+
 def read_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
     """One read transaction on `store`'s connector, for query builders reading beside the
     Store's methods (the CLI's listings): one snapshot, on the Store's own connection."""
@@ -285,7 +283,7 @@ def read_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
 def whole_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
     """One read transaction on `store`'s connector in which every statement sees the same
     instant (`Connector.snapshot`): sync's and copy's reads of a whole source."""
-    return store._connector.snapshot()
+    return store._snapshot()
 
 
 def refuse_unfinished_copy(conn: Connection, url: URL) -> None:

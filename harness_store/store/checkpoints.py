@@ -165,7 +165,7 @@ class Checkpoints:
             detail=literal_column("NULL"),
         )
         self._insert_step = DriverStatement.compile(insert_step, engine)
-        self._writes = [
+        self._checkpoint_writes = [
             DriverStatement.compile(statement, engine)
             for statement in backend.checkpoint_writes(insert_step, insert_event)
         ]
@@ -185,7 +185,7 @@ class Checkpoints:
         transaction."""
         if (self.leases or self.staged) and self._guarded(run_id, (values,)):
             return
-        self._run_driver([(w, w.params(values)) for w in self._writes])
+        self._run_driver([(w, w.params(values)) for w in self._checkpoint_writes])
 
     def steps(self, run_id: int, rows: list[dict[str, Any]]) -> None:
         """Checkpoint checked step rows of one run in one transaction (all or none)."""
@@ -195,7 +195,7 @@ class Checkpoints:
             bulk = self._bulk
             self._run_driver([(bulk, column_arrays(chunk)) for chunk in bulk_chunks(rows)])
         else:
-            work = [(w, [w.params(v) for v in rows]) for w in self._writes]
+            work = [(w, [w.params(v) for v in rows]) for w in self._checkpoint_writes]
             self._run_driver(work, many=True)
 
     def _guarded(self, run_id: int, rows: Iterable[dict[str, Any]]) -> bool:

@@ -132,11 +132,11 @@ class HealthMixin(StoreBase):
         `REPEATABLE READ` on PostgreSQL, so live writers cause no false finding), and say what
         is wrong with it; changes nothing. `CheckReport.healthy` when nothing was found.
         Inside a `transaction()` block it reads in that block."""
-        if self._connector.in_block():  # inside a transaction() block: read in it
+        if self._in_block():  # inside a transaction() block: read in it
             with self._read() as conn:
                 return check_store(conn, self._backend)
         while True:
-            with self._translated(), self._connector.snapshot() as conn:
+            with self._snapshot(typed=True) as conn:
                 report = check_store(conn, self._backend)
                 if not self._backend.still_read_outdated(conn):
                     return report

@@ -472,7 +472,7 @@ class RetentionMixin(OlderStoreMixin):
         Outside any transaction only: inside a `transaction()` block it raises
         `TransactionOpenError` and does nothing."""
         before = self.store_size().file_bytes
-        with self._connector.maintenance() as driver:
+        with self._maintenance() as driver:
             self._backend.vacuum(driver)
         after = self.store_size().file_bytes
         return max(before - after, 0)

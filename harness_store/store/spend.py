@@ -87,7 +87,7 @@ def _fetch(store: StoreBase, conn: Connection, statement: Select[Any]) -> list[A
     """The rows of a statement as plain tuples, read on the unit's driver connection through
     the connector: a run's kept answer is a row, and building a SQLAlchemy `Row` for each of
     100,000 costs more than reading them."""
-    return store._connector.rows(conn, statement)
+    return store._fetch(conn, statement)
 
 
 def _kept_columns(table: Any) -> list[Any]:
@@ -239,5 +239,5 @@ def _price_runs(
 
 
 def _keep(store: StoreBase, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
-    if store._connector.may_write():  # not inside a read-only transaction
+    if store._may_write():  # not inside a read-only transaction
         store._spend_keeper.keep(store, fp, keep)

@@ -104,3 +104,20 @@ def test_a_checkpoint_of_a_run_leased_away_writes_nothing_whatever_the_order(
             other.checkpoint_step(run, StepRecord(1, "d", "r", "p", "t", 3))
         assert other.steps(run) == []
         assert mine.generation < holder.run_lease(run).generation  # type: ignore[union-attr]
+
+
+def test_only_the_base_calls_the_connector() -> None:
+    """The Store's concerns reach the database through the named ways of `store/base.py`,
+    the one module that calls the connector (so renaming a connector operation is one edit)."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "harness_store"
+    callers = set()
+    for path in package.rglob("*.py"):
+        if "connector" in path.relative_to(package).parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.Attribute) and n.attr == "_connector" for n in ast.walk(tree)):
+            callers.add(str(path.relative_to(package)))
+    assert callers == {"store/base.py"}
