@@ -34,8 +34,9 @@ from .approvals import ApprovalsMixin
 from .arguments import checked_arguments
 from .arrow import ArrowMixin
 from .base import StoreBase
+from .check import CheckMixin
 from .connector import Connector
-from .health import HealthMixin
+from .export_reads import ExportReadsMixin
 from .journal import JournalMixin
 from .leases import Lease, LeasesMixin
 from .listings import ListingsMixin
@@ -43,14 +44,13 @@ from .mailbox import MailboxMixin
 from .memory import MemoryMixin
 from .notes import NotesMixin
 from .questions import QuestionsMixin
-from .retention import RetentionMixin
-from .run_retention import RunRetentionMixin
-from .run_trace import RunTraceMixin
+from .run_pruning import RunPruningMixin
 from .runs import RunsMixin
+from .session_retention import SessionRetentionMixin
 from .sessions import SessionsMixin
-from .spans import SpansMixin
 from .stream import StreamMixin
 from .trace import TraceMixin
+from .whole_trace import WholeTraceMixin
 
 __all__ = ["Lease", "Store"]
 
@@ -70,15 +70,15 @@ class Store(
     MemoryMixin,
     QuestionsMixin,
     MailboxMixin,
-    SpansMixin,
-    RunTraceMixin,
+    ExportReadsMixin,
+    WholeTraceMixin,
     ListingsMixin,
     NotesMixin,
     SessionsMixin,
-    RetentionMixin,
-    HealthMixin,
+    SessionRetentionMixin,
+    CheckMixin,
     ArrowMixin,
-    RunRetentionMixin,
+    RunPruningMixin,
 ):
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""

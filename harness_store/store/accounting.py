@@ -38,13 +38,13 @@ from ..records import (
     Usage,
 )
 from ..records.accounting import spend_from_row
+from .kept_spend import FIRST, counted, row_of
+from .kept_spend import run_rows as spend_run_rows
+from .kept_spend import spend as spend_from_counters
 from .marks import pages, reads, reads_caching, writes
 from .older import OlderStoreMixin
-from .pricing import InexactSums, fingerprint, priced_rows, priced_statement
+from .price_sql import InexactSums, fingerprint, priced_rows, priced_statement
 from .run_holds import hold_run
-from .spend import FIRST, counted, row_of
-from .spend import run_rows as spend_run_rows
-from .spend import spend as spend_from_counters
 
 CALL_COLUMNS = ("step", "attempt", "provider", "model", *USAGE_SUMS, "latency_ms", "ttft_ms",
                 "finish_reason", "failure")  # fmt: skip
@@ -172,7 +172,7 @@ class AccountingMixin(OlderStoreMixin):
         yield from self.spend_by_run(prices, since=since)
 
     def _spend(self, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
-        """From hs3's counters where the store has them (`store.spend`), else one priced
+        """From hs3's counters where the store has them (`store.kept_spend`), else one priced
         `GROUP BY` over the calls; exactly from the rows should a sum overflow."""
         if self._lacks("provider_calls"):
             return []  # a store from before 0.18 recorded no calls

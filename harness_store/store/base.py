@@ -32,8 +32,8 @@ from ..errors import RunNotFoundError
 from .checkpoints import Checkpoints
 from .connector import BlockState, Connector, SQLiteConnector, connector_for
 from .driver import DriverStatement as DriverStatement
+from .kept_spend import SpendKeeper
 from .point_reads import compiled
-from .spend_keeper import SpendKeeper
 
 T = TypeVar("T")
 

@@ -45,7 +45,7 @@ Made = Callable[..., tuple[str, int | None, dict[str, Any]]]
 """Turns a row's columns (after its id and step) into (kind, tokens, fields)."""
 
 
-class RunTraceMixin(OlderStoreMixin):
+class WholeTraceMixin(OlderStoreMixin):
     """`run_header` and `trace_entries` (see the module)."""
 
     @reads

@@ -248,7 +248,7 @@ def live_runs(conn: Any, now_sql: str, ids: Sequence[int]) -> set[int]:
     return live
 
 
-class RetentionMixin(OlderStoreMixin):
+class SessionRetentionMixin(OlderStoreMixin):
     """Upstream's `sessions.rs`, second half, with `store_size` and `compact`."""
 
     @staticmethod
