@@ -31,8 +31,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("backends", ("dialects", "targets", "engine")),
     # a store's schema lifecycle: detection, the chain, upgrades
     ("schema", ("schema", "migrations")),
-    # the Store's one holder of connections, and its compiled statements
-    ("connector", ("store.connector", "store.driver")),
+    # the one holder of connections, and the compiled statements of the hot paths (the
+    # `store.` prefixes are its old place)
+    ("connector", ("connector", "store.connector", "store.driver")),
     # the Store and its concerns
     ("store", ("store",)),
     # what is built on the Store's public operations
