@@ -29,11 +29,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("arrow", ("arrow",)),
     # what differs by backend, and a store's address
     ("backends", ("dialects", "targets", "engine")),
+    # the one holder of connections, and the compiled statements of the hot paths, which the
+    # upgrade goes through too (the `store.` prefixes are its old place)
+    ("connector", ("connector", "store.connector", "store.driver")),
     # a store's schema lifecycle: detection, the chain, upgrades
     ("schema", ("schema", "migrations")),
-    # the one holder of connections, and the compiled statements of the hot paths (the
-    # `store.` prefixes are its old place)
-    ("connector", ("connector", "store.connector", "store.driver")),
     # the Store and its concerns
     ("store", ("store",)),
     # what is built on the Store's public operations
