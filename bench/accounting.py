@@ -480,7 +480,7 @@ def _candidate_sql(store: Any, table_prices: Any, conn: Any) -> dict[str, str]:
 
     from harness_store import models as m
     from harness_store.models.spend import USAGE_SUMS
-    from harness_store.store.pricing import counter, price_case
+    from harness_store.store.price_sql import counter, price_case
 
     c = m.ProviderCall
 

@@ -68,7 +68,7 @@ async def main(target: str, slices: bool = False) -> None:
     store = await AsyncStore.open(target)
     sync = store.store
     runs = [await store.start_run("b", "f") for _ in range(16)]
-    works = sync._checkpoint_writes
+    works = sync._checkpoints._checkpoint_writes
 
     async def a_op(k: int, n: int) -> None:
         await store.checkpoint_step(runs[k], StepRecord.new(n, "p" * 300, "r" * 50))

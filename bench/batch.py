@@ -187,7 +187,7 @@ def run_pg(cfg: Config, url: Any) -> list[Table]:
     at `url`; and, for the server's ceiling, raw psycopg `COPY` of the same rows into both
     tables."""
     from harness_store import Store
-    from harness_store.store.runs import BULK_CHUNK
+    from harness_store.store.checkpoints import BULK_CHUNK
 
     table = Table("6.2 checkpoint_steps on PostgreSQL — one transaction per batch", COLUMNS)
     rounds = cfg.pick(5, 3)

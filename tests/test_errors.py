@@ -16,7 +16,7 @@ INTERNAL = {
     "harness_store.cli.copy.Stopped": "a signal taken at a batch, turned into the copy's cleanup",
     "harness_store.policy.PolicyFormatError": "always re-raised as InvalidValueError/ResumeError",
     "harness_store.otel.transport.BatchFailed": "turned into an ExportError saying what landed",
-    "harness_store.store.pricing.InexactSums": "answered again exactly from the rows",
+    "harness_store.store.price_sql.InexactSums": "answered again exactly from the rows",
     "harness_store.sync.follow._Stopped": "a pass still running after a stop, rolled back",
     "harness_store.sync.rows.Unlinked": "a row held back until its link arrives",
     "harness_store.transfer.reading.WriterAppeared": "a torn read, read again",

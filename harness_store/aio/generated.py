@@ -81,8 +81,7 @@ if TYPE_CHECKING:
     )
     from harness_store.records.health import CheckReport, Repaired
     from harness_store.store.arguments import WrappedU64
-    from harness_store.store.run_retention import Progress
-    from harness_store.store.spans import (
+    from harness_store.store.export_reads import (
         SpanEventRow,
         SpanMcpEvent,
         SpanProviderCall,
@@ -91,6 +90,7 @@ if TYPE_CHECKING:
         SpanStep,
         SpanToolAttempt,
     )
+    from harness_store.store.run_pruning import Progress
 
 
 class StoreMethods:
@@ -2015,7 +2015,7 @@ class StoreMethods:
         )
         return result
 
-    # SpansMixin: harness_store/store/spans.py
+    # ExportReadsMixin: harness_store/store/export_reads.py
 
     async def span_runs(
         self,
@@ -2100,7 +2100,7 @@ class StoreMethods:
         result: list[SpanEventRow] = await self._call(READ, "span_event_rows", (run_id,), {})
         return result
 
-    # RunTraceMixin: harness_store/store/run_trace.py
+    # WholeTraceMixin: harness_store/store/whole_trace.py
 
     async def run_header(
         self,
@@ -2419,7 +2419,7 @@ class StoreMethods:
         result: list[Turn] = await self._call(READ, "session_turns", (session_id,), {})
         return result
 
-    # RetentionMixin: harness_store/store/retention.py
+    # SessionRetentionMixin: harness_store/store/session_retention.py
 
     async def session_size(
         self,
@@ -2534,7 +2534,7 @@ class StoreMethods:
         result: int = await self._call(MAINTENANCE, "compact", (), {})
         return result
 
-    # HealthMixin: harness_store/store/health.py
+    # CheckMixin: harness_store/store/check.py
 
     async def check(
         self,
@@ -2638,7 +2638,7 @@ class StoreMethods:
         )
         return result
 
-    # RunRetentionMixin: harness_store/store/run_retention.py
+    # RunPruningMixin: harness_store/store/run_pruning.py
 
     async def prune_runs(
         self,

@@ -2,7 +2,8 @@
 
 Every public Store method is marked where it is defined (`store.marks`: `@reads`, `@writes`,
 `@maintains`, `@local`, `@pages(...)`); this module only reads the marks. A read may run on a
-SQLite store's read-only twin (so it never queues behind writes); a write runs on the writer,
+SQLite store's read-only twin (so it never queues behind writes); a read that caches
+(`@reads_caching`) too, its cache kept through the writer; a write runs on the writer,
 where queued writes share a commit; maintenance runs on the writer alone. A public method
 left unmarked is run as a write (safe, if slower for a read), and
 `tests/aio/test_marks.py` fails until it is marked.

@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine import sqlite_path
 from ..errors import StoreError
+from ..store import read_only_twin
+from ..store.base import block_state, restore_block_state
 from ..store.driver import LATE_ROUNDS
 from .lanes import Lanes, Outcome
 from .methods import READ, WRITE
@@ -90,9 +92,7 @@ class ThreadRunner:
             store = runner.store
             if not read_only and sqlite_path(store.url) is not None:
                 runner._reads = Lanes(READ_THREADS, f"{THREAD}-reader")
-                runner.reader = await runner._reads.run(
-                    functools.partial(type(store)._open_read_only, store.url, store)
-                )
+                runner.reader = await runner._reads.run(functools.partial(read_only_twin, store))
         except BaseException:
             await runner.aclose()
             raise
@@ -378,7 +378,7 @@ class GreenletRunner:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
-        prior = self.store._connector.block_state()
+        prior = block_state(self.store)
         block: AbstractContextManager[None] = self.store.transaction()
         await self._greenlets.run(block.__enter__)
         try:
@@ -401,7 +401,7 @@ class GreenletRunner:
         try:
             await asyncio.shield(ending)
         finally:
-            self.store._connector.restore_block_state(prior)
+            restore_block_state(self.store, prior)
 
     async def aclose(self) -> None:
         try:

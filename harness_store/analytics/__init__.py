@@ -6,8 +6,8 @@ for `Store.frame`).
 
 from __future__ import annotations
 
+from ..arrow.schema import ORIGIN, TABLES, Kind, shape_of
 from .dataset import ExportReport, TableExport, dataset_files, export_parquet, read_dataset
-from .schema import ORIGIN, TABLES, Kind, shape_of
 from .tables import (
     policy_decisions,
     priced_calls,

@@ -27,9 +27,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from .compute import filled
+from ..arrow.compute import filled
+from ..arrow.schema import TableShape
+from ..store.arrow import read_table
 from .files import Generation
-from .schema import TableShape
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -90,7 +91,7 @@ def replace_changed_runs(
     new_files: list[dict[str, Any]] = []
     for part in chunks(candidates):
         written = dataset.to_table(filter=pc.field(run_column).isin(part))
-        now = store._arrow_table(shape.name, runs=part, since=since, through=hwm)
+        now = read_table(store, shape.name, runs=part, since=since, through=hwm)
         differ = differing_runs(written, now, run_column, key)
         if not differ:
             continue

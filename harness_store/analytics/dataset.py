@@ -35,11 +35,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ..arrow.schema import TABLES, shape_of
 from ..errors import InvalidValueError
+from ..store.arrow import arrow_schema, count_rows, is_synced, run_marks
 from .changes import Replaced, replace_changed_runs, touched_runs
 from .files import TEMPORARY, Generation, flush, flush_directory
 from .lock import exclusive
-from .schema import TABLES, shape_of
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -106,8 +107,8 @@ def export_parquet(
     if len(set(names)) != len(names):
         raise InvalidValueError("a table is named twice")
     run_ids = None if runs is None else sorted({int(r) for r in runs})
-    marks = store._run_marks()  # a store to upgrade is refused before anything is created
-    synced = store._synced()
+    marks = run_marks(store)  # a store to upgrade is refused before anything is created
+    synced = is_synced(store)
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     with exclusive(root):
@@ -240,7 +241,7 @@ def _export_append(
             replaced = replace_changed_runs(
                 store, writer, shape, previous, touched, filters, int(hwm), tick
             )
-            kept = store._arrow_rows(name, since=since, runs=runs, through=int(hwm))
+            kept = count_rows(store, name, since=since, runs=runs, through=int(hwm))
             if kept == replaced.rows:
                 after = int(hwm)
             else:  # rows it wrote changed otherwise: the table is written again whole
@@ -279,7 +280,7 @@ def _not_empty(
     pruned): a table always has a file, so readers find its columns."""
     if entry["files"]:
         return entry
-    empty = pa.RecordBatch.from_pylist([], schema=store._arrow_schema(name))
+    empty = pa.RecordBatch.from_pylist([], schema=arrow_schema(store, name))
     files, _ = writer.write(name, [empty], lambda _: None)
     return {**entry, "files": files}
 

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrow.compute import equals, filled, with_column
 from ..records import PriceTable, Usage
 from ..records.accounting import UNKNOWN_MODEL
-from .compute import equals, filled, with_column
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

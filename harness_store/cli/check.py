@@ -82,7 +82,7 @@ def read_report(db: str) -> CheckReport:
     except Exception as exc:
         if not damaged(exc):
             raise
-        from ..store.health import damaged_finding
+        from ..store.check import damaged_finding
 
         return CheckReport((damaged_finding(exc),), None, None, ("integrity",))
 

@@ -105,7 +105,7 @@ def tokens_cell(row: dict[str, Any]) -> str:
 def refuse_damaged(reader: Reader) -> None:
     """Before saying "no runs": a damaged page can read as an empty table, so the file's own
     check (SQLite's `integrity_check`) is asked, and a damaged store refused (exit 3)."""
-    from ..store.health import file_damage
+    from ..store.check import file_damage
 
     problems = file_damage(reader.store)
     if problems:

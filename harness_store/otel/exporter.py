@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from ..errors import ExportError, InvalidValueError, RunNotFoundError
 from ..records import PriceTable
 from ..store import Store
-from ..store.spans import RUN_PAGE, RunRows, SpanRun
+from ..store.export_reads import RUN_PAGE, RunRows, SpanRun
 from .mapping import MappingOptions, RunSpans, SpanIds, resource, scope
 from .transport import BatchFailed, Failure, Transport
 

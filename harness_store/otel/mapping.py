@@ -19,7 +19,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from opentelemetry.util.types import AttributeValue
 
 from ..records import PriceTable, Usage
-from ..store.spans import (
+from ..store.export_reads import (
     RunRows,
     SpanEventRow,
     SpanMcpEvent,

@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..store.spans import RunRows, SpanStep
+    from ..store.export_reads import RunRows, SpanStep
 
 
 @lru_cache(maxsize=4096)

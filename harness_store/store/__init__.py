@@ -4,7 +4,12 @@ The methods, their names, argument order and row formats are upstream's (0.13's,
 for memory, questions and plans, sessions and retention, mailbox, queue and handles), so a run
 written here resumes in io-harness and a run written there reads here. The concerns live in
 their own modules, mirroring upstream's `src/state/` split — runs, trace, approvals (+ questions),
-agents (+ mailbox), memory (+ notes), sessions (+ retention) — and meet in this class.
+agents (+ mailbox), memory (+ notes), sessions (+ retention) — and meet in this class, none
+overriding another, so the order of its bases decides nothing. What they share is `StoreBase`'s:
+the named ways to the database (`base`) and the checkpoint path (`checkpoints.Checkpoints`).
+
+Code above the Store reads beside its methods through `read_snapshot` and `whole_snapshot`
+(here), and an `AsyncStore` opens its reader with `read_only_twin`.
 """
 
 from __future__ import annotations
@@ -34,8 +39,9 @@ from .approvals import ApprovalsMixin
 from .arguments import checked_arguments
 from .arrow import ArrowMixin
 from .base import StoreBase
+from .check import CheckMixin
 from .connector import Connector
-from .health import HealthMixin
+from .export_reads import ExportReadsMixin
 from .journal import JournalMixin
 from .leases import Lease, LeasesMixin
 from .listings import ListingsMixin
@@ -43,14 +49,13 @@ from .mailbox import MailboxMixin
 from .memory import MemoryMixin
 from .notes import NotesMixin
 from .questions import QuestionsMixin
-from .retention import RetentionMixin
-from .run_retention import RunRetentionMixin
-from .run_trace import RunTraceMixin
+from .run_pruning import RunPruningMixin
 from .runs import RunsMixin
+from .session_retention import SessionRetentionMixin
 from .sessions import SessionsMixin
-from .spans import SpansMixin
 from .stream import StreamMixin
 from .trace import TraceMixin
+from .whole_trace import WholeTraceMixin
 
 __all__ = ["Lease", "Store"]
 
@@ -70,15 +75,15 @@ class Store(
     MemoryMixin,
     QuestionsMixin,
     MailboxMixin,
-    SpansMixin,
-    RunTraceMixin,
+    ExportReadsMixin,
+    WholeTraceMixin,
     ListingsMixin,
     NotesMixin,
     SessionsMixin,
-    RetentionMixin,
-    HealthMixin,
+    SessionRetentionMixin,
+    CheckMixin,
     ArrowMixin,
-    RunRetentionMixin,
+    RunPruningMixin,
 ):
     """A persisted run store. Use `Store.open` for a file or URL, `Store.memory` for a
     throwaway in-memory store. Safe to share between threads; usable as a context manager."""
@@ -121,9 +126,6 @@ class Store(
         self.upgrade_report = upgrade_report
         """What `open` found and did when it had to upgrade the store (a
         `migrate.UpgradeReport`), else None."""
-        self._init_leases()
-        self._compile_run_statements()
-        self._compile_tree_statements()
 
     @classmethod
     def open(
@@ -184,14 +186,6 @@ class Store(
         return store
 
     @classmethod
-    def _open_read_only(cls, url: URL, spend_keeper: Store | None = None) -> Self:
-        """`open(url, read_only=True)`; `spend_keeper` is the writable Store of the same
-        store through which the spend answers this one prices are kept (an `AsyncStore`'s
-        reader)."""
-        store, _ = open_read_only(cls, url, spend_keeper=spend_keeper)
-        return store
-
-    @classmethod
     def memory(cls, *, synchronous: str | None = None) -> Self:
         """An in-memory store at the head schema, for tests and throwaway runs (also what
         `Store.open(":memory:")` returns)."""
@@ -218,12 +212,12 @@ class Store(
                 )
             from ..schema.migrate import upgrade as run_upgrade  # Alembic only when there is work
 
-            with self._connector.released():
+            with self._released():
                 self.upgrade_report = run_upgrade(self.url, backup=backup)
         with self._read() as conn:
             switch = self._backend.needs_wal_switch(conn)
         if switch:
-            with self._connector.maintenance() as driver:
+            with self._maintenance() as driver:
                 self._backend.switch_to_wal(driver)
 
     def __enter__(self) -> Self:
@@ -279,6 +273,12 @@ def open_read_only(
     return store, found
 
 
+def read_only_twin(store: S) -> S:
+    """A read-only Store of the same file as `store`, keeping the spend answers it prices
+    through `store` (an `AsyncStore`'s reader beside its writer)."""
+    return open_read_only(type(store), store.url, spend_keeper=store)[0]
+
+
 def read_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
     """One read transaction on `store`'s connector, for query builders reading beside the
     Store's methods (the CLI's listings): one snapshot, on the Store's own connection."""
@@ -288,7 +288,7 @@ def read_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
 def whole_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
     """One read transaction on `store`'s connector in which every statement sees the same
     instant (`Connector.snapshot`): sync's and copy's reads of a whole source."""
-    return store._connector.snapshot()
+    return store._snapshot()
 
 
 def refuse_unfinished_copy(conn: Connection, url: URL) -> None:

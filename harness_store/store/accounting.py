@@ -38,13 +38,13 @@ from ..records import (
     Usage,
 )
 from ..records.accounting import spend_from_row
-from .marks import pages, reads, writes
+from .kept_spend import FIRST, counted, row_of
+from .kept_spend import run_rows as spend_run_rows
+from .kept_spend import spend as spend_from_counters
+from .marks import pages, reads, reads_caching, writes
 from .older import OlderStoreMixin
-from .pricing import InexactSums, fingerprint, priced_rows, priced_statement
+from .price_sql import InexactSums, fingerprint, priced_rows, priced_statement
 from .run_holds import hold_run
-from .spend import FIRST, counted, row_of
-from .spend import run_rows as spend_run_rows
-from .spend import spend as spend_from_counters
 
 CALL_COLUMNS = ("step", "attempt", "provider", "model", *USAGE_SUMS, "latency_ms", "ttft_ms",
                 "finish_reason", "failure")  # fmt: skip
@@ -129,24 +129,24 @@ class AccountingMixin(OlderStoreMixin):
 
     # --- spend (0.18) --------------------------------------------------------------------
 
-    @reads
+    @reads_caching
     def spend_by_model(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per model that served the calls, priced by `prices`; calls naming no model
         group under "(unknown model)" and count as unpriced. Ordered by key. `since`
         (beyond upstream; a `YYYY-MM-DD` or stamp prefix) keeps the calls made from then on."""
         return self._spend(prices, since, "model")
 
-    @reads
+    @reads_caching
     def spend_by_day(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per UTC day (`YYYY-MM-DD`, from the database clock), priced by `prices`."""
         return self._spend(prices, since, "day")
 
-    @reads
+    @reads_caching
     def spend_by_run(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per run (keyed by the run id as text, in text order, as upstream keys it)."""
         return self._spend(prices, since, "run")
 
-    @pages(1000)
+    @pages(1000, caches=True)
     def iter_spend_by_run(self, prices: PriceTable, *, since: str | None = None) -> Iterator[Spend]:
         """`spend_by_run`'s records in the same order, built one at a time as they are taken
         (the store is read whole at the first one): for a caller that handles a great many
@@ -172,7 +172,7 @@ class AccountingMixin(OlderStoreMixin):
         yield from self.spend_by_run(prices, since=since)
 
     def _spend(self, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
-        """From hs3's counters where the store has them (`store.spend`), else one priced
+        """From hs3's counters where the store has them (`store.kept_spend`), else one priced
         `GROUP BY` over the calls; exactly from the rows should a sum overflow."""
         if self._lacks("provider_calls"):
             return []  # a store from before 0.18 recorded no calls

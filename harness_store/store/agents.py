@@ -8,16 +8,17 @@ hanging the reader; on a real tree the two give the same rows.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
-from sqlalchemy import CTE, bindparam, func, insert, literal, literal_column, select
-from sqlalchemy import inspect as sa_inspect
+from sqlalchemy import CTE, Engine, bindparam, func, insert, literal, literal_column, select
 
 from .. import models as m
 from ..formats import i64, opt_text, opt_u32, opt_u64, text, token_sum, u32
 from ..records import AgentEvent, SpawnRow, TreeNode
-from .base import DriverStatement, StoreBase
+from .base import DriverStatement
 from .marks import reads, writes
+from .older import OlderStoreMixin
 
 
 def tree_ids(root: Any) -> CTE:
@@ -88,24 +89,25 @@ the process: compiling them was most of a Store's construction (about 12 of 18 m
 sync pays for each source it opens and each command for its store."""
 
 
-class AgentsMixin(StoreBase):
+def tree_statements(engine: Engine) -> dict[str, DriverStatement]:
+    """The tree queries compiled for `engine`'s dialect (once per process)."""
+    dialect = engine.dialect
+    key = (dialect.name, dialect.driver, dialect.paramstyle)
+    compiled = _TREE_STATEMENTS.get(key)
+    if compiled is None:
+        compiled = {
+            name: DriverStatement.compile(query, engine) for name, query in tree_queries().items()
+        }
+        _TREE_STATEMENTS[key] = compiled
+    return compiled
+
+
+class AgentsMixin(OlderStoreMixin):
     """The tree half of upstream's Store, plus `tree`."""
 
-    _tree_statements: dict[str, DriverStatement]
-    _tables_seen: dict[str, bool]
-
-    def _compile_tree_statements(self) -> None:
-        self._tables_seen = {}
-        dialect = self._engine.dialect
-        key = (dialect.name, dialect.driver, dialect.paramstyle)
-        compiled = _TREE_STATEMENTS.get(key)
-        if compiled is None:
-            compiled = {
-                name: DriverStatement.compile(query, self._engine)
-                for name, query in tree_queries().items()
-            }
-            _TREE_STATEMENTS[key] = compiled
-        self._tree_statements = compiled
+    @cached_property
+    def _tree_statements(self) -> dict[str, DriverStatement]:
+        return tree_statements(self._engine)
 
     def _tree_read(self, name: str, root: int) -> list[Any]:
         return self._driver_read(self._tree_statements[name], {"root": root})
@@ -169,7 +171,7 @@ class AgentsMixin(StoreBase):
     def _tree_mailboxes(self, root: int) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
         """Per run of the tree: (messages, unread) and queued children; empty for a store from
         before the mailbox (0.60) or the queue (0.32), which a read-only Store may read."""
-        if not (self._has_table("agent_messages") and self._has_table("agent_queue")):
+        if not (not self._lacks("agent_messages") and not self._lacks("agent_queue")):
             return {}, {}
         mail: dict[int, tuple[int, int]] = {}
         queue: dict[int, int] = {}
@@ -179,15 +181,6 @@ class AgentsMixin(StoreBase):
             if queued:
                 queue[int(run)] = int(queued)
         return mail, queue
-
-    def _has_table(self, name: str) -> bool:
-        """Whether the store has this table (a read-only Store may read an older release)."""
-        known = self._tables_seen.get(name)
-        if known is None:
-            with self._read() as conn:
-                known = sa_inspect(conn).has_table(name)
-            self._tables_seen[name] = known
-        return known
 
     # --- spawns --------------------------------------------------------------------------
 

@@ -1,5 +1,11 @@
 """Runs as typed columnar tables: any table of the store as Arrow, and as a DataFrame.
 
+The Store's methods (`arrow`, `iter_arrow`, `frame`), and the operations the analysis exports
+(`analytics`) read a store with beside them, documented here rather than reached for as the
+Store's privates: `arrow_schema`, `is_synced`, `read_table`, `count_rows` and `run_marks`.
+The tables' shapes, statements and conversion to Arrow are `harness_store.arrow`'s, below the
+Store.
+
 Each read is one SQLAlchemy Core statement, compiled once and streamed in batches of plain
 tuples through the connector (`Connector.stream`: a server-side cursor on PostgreSQL,
 `fetchmany` on SQLite), so `iter_arrow` holds one batch at a time whatever the store's size.
@@ -49,7 +55,7 @@ class ArrowMixin(OlderStoreMixin):
         """
         import pyarrow as pa
 
-        schema = self._arrow_schema(table, columns=columns)
+        schema = arrow_schema(self, table, columns=columns)
         return pa.Table.from_batches(
             list(self.iter_arrow(table, runs=runs, since=since, columns=columns)), schema=schema
         )
@@ -86,15 +92,15 @@ class ArrowMixin(OlderStoreMixin):
     ) -> Iterator[pa.RecordBatch]:
         """`iter_arrow`, and with `through` only the rows whose id is at most it (an
         incremental export reading again the rows it wrote of runs that changed)."""
-        from ..analytics.convert import to_batch
-        from ..analytics.query import Filters, read_statement
-        from ..analytics.schema import ORIGIN, shape_of
+        from ..arrow.convert import to_batch
+        from ..arrow.query import Filters, read_statement
+        from ..arrow.schema import ORIGIN, shape_of
 
         if batch_rows < 1:
             raise InvalidValueError(f"batch_rows must be at least 1, got {batch_rows}")
         shape = shape_of(table)
         filters = Filters.of(runs, since, after, through)
-        schema = self._arrow_schema(table, columns=columns)
+        schema = arrow_schema(self, table, columns=columns)
         origin = ORIGIN in schema.names
         stored = shape.stored_columns(columns)
         names = [*stored, ORIGIN] if origin else stored
@@ -102,72 +108,11 @@ class ArrowMixin(OlderStoreMixin):
         self._refuse_missing(statement)  # a store of an older release: say to upgrade it
         with self._read() as conn:
             empty = True
-            for rows in self._connector.stream(conn, statement, batch_rows):
+            for rows in self._stream(conn, statement, batch_rows):
                 empty = False
                 yield to_batch(shape, names, rows, schema)
             if empty:
                 yield to_batch(shape, names, [], schema)
-
-    def _arrow_table(
-        self,
-        table: str,
-        *,
-        runs: Iterable[int] | None = None,
-        since: str | None = None,
-        through: int | None = None,
-    ) -> pa.Table:
-        """`arrow`, with `through` as `_arrow_batches` takes it."""
-        import pyarrow as pa
-
-        batches = self._arrow_batches(table, runs=runs, since=since, through=through)
-        return pa.Table.from_batches(list(batches), schema=self._arrow_schema(table))
-
-    def _run_marks(self) -> dict[str, str]:
-        """A short digest of each run's own row and its session turns' rows, by run id (as
-        text): what an archive (a run's words emptied) or a prune (the run gone) shows in. An
-        incremental export compares them with the last export's to find the runs whose rows
-        it wrote may have changed since (`analytics.changes`)."""
-        import hashlib
-
-        from sqlalchemy import select
-
-        from .. import models as m
-
-        runs = m.Base.metadata.tables["runs"]
-        turns = m.Base.metadata.tables["session_turns"]
-        texts: dict[int, list[str]] = {}
-        of_runs = select(*runs.columns).order_by(runs.c.id)
-        of_turns = select(
-            turns.c.run_id, turns.c.id, turns.c.prompt, turns.c.reply, turns.c.outcome
-        ).order_by(turns.c.id)
-        for statement in (of_runs, of_turns):
-            self._refuse_missing(statement)  # a store of an older release: say to upgrade it
-        with self._read() as conn:
-            for rows in self._connector.stream(conn, of_runs, BATCH_ROWS):
-                for row in rows:
-                    texts[int(row[0])] = [repr(tuple(row))]
-            for rows in self._connector.stream(conn, of_turns, BATCH_ROWS):
-                for row in rows:
-                    if int(row[0]) in texts:
-                        texts[int(row[0])].append(repr(tuple(row)))
-        return {
-            str(run): hashlib.blake2b("\n".join(parts).encode(), digest_size=8).hexdigest()
-            for run, parts in texts.items()
-        }
-
-    def _arrow_schema(self, table: str, *, columns: list[str] | None = None) -> pa.Schema:
-        """The Arrow schema `arrow(table, columns=columns)` returns on this store."""
-        from ..analytics.schema import ORIGIN, shape_of
-
-        shape = shape_of(table)
-        shape.stored_columns(columns)  # refuses unknown columns
-        synced = self._synced()
-        if columns is not None and ORIGIN in columns and not synced:
-            raise InvalidValueError(f"{ORIGIN!r} is a column of synced stores only")
-        schema = shape.schema(columns, origin=synced and (columns is None or ORIGIN in columns))
-        if columns is not None:
-            schema = pa_select(schema, columns)
-        return schema
 
     @reads
     def frame(
@@ -194,46 +139,116 @@ class ArrowMixin(OlderStoreMixin):
             return data.to_pandas(types_mapper=pd.ArrowDtype)
         raise InvalidValueError(f"engine must be 'pandas' or 'polars', got {engine!r}")
 
-    def _arrow_rows(
-        self,
-        table: str,
-        *,
-        runs: Iterable[int] | None = None,
-        since: str | None = None,
-        through: int | None = None,
-    ) -> int:
-        """How many rows `arrow(table, runs=…, since=…)` holds; with `through`, only those
-        whose id is at most it (an incremental export's check that nothing it wrote was
-        deleted since). Counted as all rows less those above `through`, in one snapshot: the
-        whole count is served by the table's smallest index and the rest by a short range of
-        the key, where `id <= through` would read every row."""
-        from sqlalchemy import func, select
 
-        from ..analytics.query import Filters, read_statement
-        from ..analytics.schema import shape_of
+# --- what the analysis exports read (`analytics`): the Store's documented operations ---
 
-        shape = shape_of(table)
-        key = shape.table.c[shape.key[0]]
-        rows = read_statement(shape, [shape.key[0]], Filters.of(runs, since), origin=False)
-        rows = rows.order_by(None)
-        statements = [select(func.count()).select_from(rows.subquery())]
-        if through is not None:
-            newer = rows.where(key > through).subquery()
-            statements.append(select(func.count()).select_from(newer))
-        with self._read() as conn:
-            counts = [int(conn.execute(statement).scalar_one()) for statement in statements]
-        return counts[0] - sum(counts[1:])
 
-    def _synced(self) -> bool:
-        """Whether this store was synced into (it holds sync's origins): its rows then carry
-        an `origin`. Once true it stays true (sync never drops its tables), so it is kept."""
-        from ..models.sync import ORIGINS
+def arrow_schema(store: ArrowMixin, table: str, *, columns: list[str] | None = None) -> pa.Schema:
+    """The Arrow schema `store.arrow(table, columns=columns)` returns."""
+    from ..arrow.schema import ORIGIN, shape_of
 
-        if self._origins_seen:
-            return True
-        with self._read() as conn:
-            self._origins_seen = bool(conn.dialect.has_table(conn, ORIGINS.name))
-        return self._origins_seen
+    shape = shape_of(table)
+    shape.stored_columns(columns)  # refuses unknown columns
+    synced = is_synced(store)
+    if columns is not None and ORIGIN in columns and not synced:
+        raise InvalidValueError(f"{ORIGIN!r} is a column of synced stores only")
+    schema = shape.schema(columns, origin=synced and (columns is None or ORIGIN in columns))
+    if columns is not None:
+        schema = pa_select(schema, columns)
+    return schema
+
+
+def is_synced(store: ArrowMixin) -> bool:
+    """Whether `store` was synced into (it holds sync's origins): its rows then carry an
+    `origin`. Once true it stays true (sync never drops its tables), so it is kept."""
+    from ..models.sync import ORIGINS
+
+    if store._origins_seen:
+        return True
+    with store._read() as conn:
+        store._origins_seen = bool(conn.dialect.has_table(conn, ORIGINS.name))
+    return store._origins_seen
+
+
+def read_table(
+    store: ArrowMixin,
+    table: str,
+    *,
+    runs: Iterable[int] | None = None,
+    since: str | None = None,
+    through: int | None = None,
+) -> pa.Table:
+    """`store.arrow(table, runs=…, since=…)`; with `through`, only the rows whose id is at
+    most it (an incremental export reading again the rows it wrote of runs that changed)."""
+    import pyarrow as pa
+
+    batches = store._arrow_batches(table, runs=runs, since=since, through=through)
+    return pa.Table.from_batches(list(batches), schema=arrow_schema(store, table))
+
+
+def count_rows(
+    store: ArrowMixin,
+    table: str,
+    *,
+    runs: Iterable[int] | None = None,
+    since: str | None = None,
+    through: int | None = None,
+) -> int:
+    """How many rows `arrow(table, runs=…, since=…)` holds; with `through`, only those
+    whose id is at most it (an incremental export's check that nothing it wrote was
+    deleted since). Counted as all rows less those above `through`, in one snapshot: the
+    whole count is served by the table's smallest index and the rest by a short range of
+    the key, where `id <= through` would read every row."""
+    from sqlalchemy import func, select
+
+    from ..arrow.query import Filters, read_statement
+    from ..arrow.schema import shape_of
+
+    shape = shape_of(table)
+    key = shape.table.c[shape.key[0]]
+    rows = read_statement(shape, [shape.key[0]], Filters.of(runs, since), origin=False)
+    rows = rows.order_by(None)
+    statements = [select(func.count()).select_from(rows.subquery())]
+    if through is not None:
+        newer = rows.where(key > through).subquery()
+        statements.append(select(func.count()).select_from(newer))
+    with store._read() as conn:
+        counts = [int(conn.execute(statement).scalar_one()) for statement in statements]
+    return counts[0] - sum(counts[1:])
+
+
+def run_marks(store: ArrowMixin) -> dict[str, str]:
+    """A short digest of each run's own row and its session turns' rows, by run id (as
+    text): what an archive (a run's words emptied) or a prune (the run gone) shows in. An
+    incremental export compares them with the last export's to find the runs whose rows
+    it wrote may have changed since (`analytics.changes`)."""
+    import hashlib
+
+    from sqlalchemy import select
+
+    from .. import models as m
+
+    runs = m.Base.metadata.tables["runs"]
+    turns = m.Base.metadata.tables["session_turns"]
+    texts: dict[int, list[str]] = {}
+    of_runs = select(*runs.columns).order_by(runs.c.id)
+    of_turns = select(
+        turns.c.run_id, turns.c.id, turns.c.prompt, turns.c.reply, turns.c.outcome
+    ).order_by(turns.c.id)
+    for statement in (of_runs, of_turns):
+        store._refuse_missing(statement)  # a store of an older release: say to upgrade it
+    with store._read() as conn:
+        for rows in store._stream(conn, of_runs, BATCH_ROWS):
+            for row in rows:
+                texts[int(row[0])] = [repr(tuple(row))]
+        for rows in store._stream(conn, of_turns, BATCH_ROWS):
+            for row in rows:
+                if int(row[0]) in texts:
+                    texts[int(row[0])].append(repr(tuple(row)))
+    return {
+        str(run): hashlib.blake2b("\n".join(parts).encode(), digest_size=8).hexdigest()
+        for run, parts in texts.items()
+    }
 
 
 def pa_select(schema: pa.Schema, columns: list[str]) -> pa.Schema:

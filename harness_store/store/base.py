@@ -1,21 +1,26 @@
 """The Store's shared base: its connector, and the helpers every concern reads with.
 
 A Store reaches its database only through its connector (`connector`), the one holder of its
-DBAPI connections: `_read()` and `_write()` give a call its unit (a SQLAlchemy `Connection` in
-the call's transaction; a savepoint for a write inside a block), `transaction()` groups calls
-into one block, `_run_driver` and `_driver_read` are the pre-compiled hot paths, and
-maintenance that must run outside any transaction goes through `connector.maintenance()`.
+DBAPI connections, and only through the named ways this module gives its concerns (the one
+module that calls the connector): `_read()` and `_write()` give a call its unit (a SQLAlchemy
+`Connection` in the call's transaction; a savepoint for a write inside a block),
+`transaction()` groups calls into one block, `_snapshot()` reads a whole store at one instant,
+`_run_driver` and `_driver_read` are the pre-compiled hot paths (`_fetch` and `_stream` read
+plain rows in a unit), and `_maintenance()` runs what must be outside any transaction. The
+checkpoint path is a collaborator built here (`checkpoints.Checkpoints`). Code above the
+Store reads through `read_snapshot`, `whole_snapshot` (`store`) and `block_state` /
+`restore_block_state` (here) rather than the Store's privates.
 """
 
 from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, insert, inspect, select
+from sqlalchemy import Connection, Engine, insert, inspect, select
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import configure_mappers
 from sqlalchemy.sql import ClauseElement
@@ -24,10 +29,11 @@ from .. import models as m
 from ..dialects import Backend
 from ..dialects.base import WRITE_TRANSACTION as WRITE
 from ..errors import RunNotFoundError
-from .connector import Connector, SQLiteConnector, connector_for
+from .checkpoints import Checkpoints
+from .connector import BlockState, Connector, SQLiteConnector, connector_for
 from .driver import DriverStatement as DriverStatement
+from .kept_spend import SpendKeeper
 from .point_reads import compiled
-from .spend_keeper import SpendKeeper
 
 T = TypeVar("T")
 
@@ -53,6 +59,15 @@ class StoreBase:
         self._connector = connector or connector_for(
             engine, backend, url, busy_timeout=busy_timeout
         )
+        connector = self._connector
+        self._checkpoints = Checkpoints(
+            engine,
+            backend,
+            write=lambda: connector.unit(write=True),
+            run_driver=connector.run_driver,
+        )
+        """The checkpoint path: this handle's leases, staged turns, and the checkpoint's
+        statements (`checkpoints`)."""
         self._spend_keeper = SpendKeeper(spend_keeper, read_only=read_only)
         self._columns_seen: dict[str, frozenset[str]] = {}
         # Set the models' mappers up now (once a process, ~0.1 s for 37 tables), not inside
@@ -104,11 +119,7 @@ class StoreBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # --- transactions: delegates to the connector ----------------------------------------
-
-    def _tx(self, *, write: bool) -> Any:
-        """A SQLAlchemy connection inside the call's transaction (see `Connector.unit`)."""
-        return self._connector.unit(write=write)
+    # --- the Store's ways to its database: the only calls to its connector ---------------
 
     def transaction(self) -> AbstractContextManager[None]:
         """Group several Store writes into one atomic transaction: all of them, or none.
@@ -126,11 +137,30 @@ class StoreBase:
         """
         return self._connector.transaction()
 
-    def _write(self) -> Any:
-        return self._tx(write=True)
-
     def _read(self) -> Any:
-        return self._tx(write=False)
+        """A SQLAlchemy connection in the call's read transaction (the open block's, inside
+        `transaction()`)."""
+        return self._connector.unit(write=False)
+
+    def _write(self) -> Any:
+        """A SQLAlchemy connection in the call's write transaction (a savepoint of the open
+        block, inside `transaction()`)."""
+        return self._connector.unit(write=True)
+
+    def _snapshot(self, *, typed: bool = False) -> AbstractContextManager[Connection]:
+        """One read transaction in which every statement sees the same instant (a whole
+        store read at once); `typed`, with driver errors raised as typed `StoreError`s."""
+        if not typed:
+            return self._connector.snapshot()
+        return _typed(self._connector)
+
+    def _in_block(self) -> bool:
+        """Whether this thread (or task) has a `transaction()` block open."""
+        return self._connector.in_block()
+
+    def _may_write(self) -> bool:
+        """Whether a write may run here (not inside a read-only transaction)."""
+        return self._connector.may_write()
 
     def _run_driver(
         self, work: Sequence[tuple[DriverStatement, Any]], *, many: bool = False
@@ -142,14 +172,31 @@ class StoreBase:
         """One pre-compiled SELECT as its own snapshot (see `Connector.driver_read`)."""
         return self._connector.driver_read(statement, values)
 
+    def _fetch(self, conn: Connection, statement: ClauseElement) -> list[Any]:
+        """The rows of `statement` in `conn`'s transaction as plain tuples, read on its driver
+        connection (no SQLAlchemy `Row` per row)."""
+        return self._connector.rows(conn, statement)
+
+    def _stream(
+        self, conn: Connection, statement: ClauseElement, rows: int
+    ) -> Iterator[Sequence[Any]]:
+        """The rows of `statement` in `conn`'s transaction, `rows` at a time (a server-side
+        cursor on PostgreSQL): constant memory however many there are."""
+        return self._connector.stream(conn, statement, rows)
+
+    def _maintenance(self) -> AbstractContextManager[Any]:
+        """A driver connection outside any transaction (`VACUUM`, the WAL switch);
+        `TransactionOpenError` inside a block."""
+        return self._connector.maintenance()
+
+    def _released(self) -> AbstractContextManager[None]:
+        """The Store's connections given back for the body (an upgrade in place)."""
+        return self._connector.released()
+
     def _point(self, name: str, build: Any, *shape: Any, **values: Any) -> list[Any]:
         """The rows of the point read `name` with its parameters `values`, built by
         `build(*shape)` and compiled once per dialect (see `point_reads`)."""
         return self._driver_read(compiled(self._engine, name, build, *shape), values)
-
-    def _translated(self) -> AbstractContextManager[None]:
-        """Driver errors raised in the body as typed `StoreError`s."""
-        return self._connector.translated()
 
     def _run_column(self, run_id: int, column: Any, *, missing_ok: bool) -> Any:
         statement = select(column).where(m.Run.id == run_id)
@@ -188,6 +235,23 @@ class StoreBase:
         """Append one row to an ordered log table, atomically."""
         with self._write() as conn:
             conn.execute(insert(model).values(**values))
+
+
+@contextmanager
+def _typed(connector: Connector) -> Iterator[Connection]:
+    with connector.translated(), connector.snapshot() as conn:
+        yield conn
+
+
+def block_state(store: StoreBase) -> BlockState:
+    """What the calling context has open on `store` (the open `transaction()` block), to put
+    back with `restore_block_state` once a block run elsewhere ends (`AsyncStore`)."""
+    return store._connector.block_state()
+
+
+def restore_block_state(store: StoreBase, state: BlockState) -> None:
+    """Put back what `block_state` returned in the calling context."""
+    store._connector.restore_block_state(state)
 
 
 def _after_fork(ref: weakref.ref[StoreBase]) -> None:

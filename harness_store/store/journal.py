@@ -7,40 +7,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, text, update
+from sqlalchemy import insert, select, text, update
 
 from .. import models as m
 from ..errors import InvalidValueError, ResumeError
-from ..formats import i64, opt_text, u32
+from ..formats import i64, u32
 from ..formats import text as check_text
 from ..records import AssistantTurn, GateAttempt, GateOutcome, ToolAttempt, ToolCall, ToolRecovery
+from .checkpoints import turn_calls_json as turn_calls_json
+from .checkpoints import write_step_turn
 from .marks import reads, writes
 from .older import OlderStoreMixin
-
-
-def turn_calls_json(run_id: int, turn: AssistantTurn) -> str:
-    """A turn's tool calls as upstream stores them: serde's JSON of `Vec<ToolCall>` (fields in
-    declaration order; the arguments a JSON value with sorted keys), compact."""
-    try:
-        calls = [
-            '{"name":'
-            + json.dumps(check_text(c.name, "name"), ensure_ascii=False)
-            + ',"arguments":'
-            + json.dumps(
-                c.arguments,
-                ensure_ascii=False,
-                separators=(",", ":"),
-                sort_keys=True,
-                allow_nan=False,
-            )
-            + "}"
-            for c in turn.calls
-        ]
-    except (TypeError, ValueError) as exc:
-        raise InvalidValueError(
-            f"run {run_id} step {turn.step} has tool calls that cannot be stored: {exc}"
-        ) from None
-    return "[" + ",".join(calls) + "]"
 
 
 def _gate(id: int, step: int, phase: str, outcome: str, detail: str, at: str) -> GateAttempt:
@@ -49,8 +26,6 @@ def _gate(id: int, step: int, phase: str, outcome: str, detail: str, at: str) ->
 
 class JournalMixin(OlderStoreMixin):
     """Gate attempts, step turns and tool attempts."""
-
-    _staged: dict[int, AssistantTurn]
 
     # --- gate attempts (0.34) ------------------------------------------------------------
 
@@ -108,32 +83,19 @@ class JournalMixin(OlderStoreMixin):
         """Record what a step asked for; a later turn of the same step replaces it (one row
         per step: the turn the model last took)."""
         with self._write() as conn:
-            self._write_step_turn(conn, run_id, turn)
-
-    def _write_step_turn(self, conn: Connection, run_id: int, turn: AssistantTurn) -> None:
-        """The one encoder of a turn's row, shared by `record_step_turn` and the checkpoint."""
-        calls = turn_calls_json(run_id, turn)
-        conn.execute(
-            self._backend.replace(m.table_of(m.StepTurn)).values(
-                run_id=i64(run_id, "run_id"),
-                step=u32(turn.step, "step"),
-                text=opt_text(turn.text, "text"),
-                calls=calls,
-            )
-        )
+            write_step_turn(conn, self._backend, run_id, turn)
 
     @writes
     def stage_step_turn(self, run_id: int, turn: AssistantTurn) -> None:
         """Stage the turn a step took, for `checkpoint_step` of that step to write in its own
         transaction (after the lease check), so a step that never commits leaves no turn.
         One staged turn per run; a retried step stages again."""
-        turn_calls_json(run_id, turn)  # refuse what cannot be stored now, not at the commit
-        self._staged[run_id] = turn
+        self._checkpoints.stage(run_id, turn)  # refuses what cannot be stored now
 
     @writes
     def forget_staged_turn(self, run_id: int) -> None:
         """Drop the turn staged for a run this handle no longer drives."""
-        self._staged.pop(run_id, None)
+        self._checkpoints.forget(run_id)
 
     @reads
     def step_turns(self, run_id: int) -> list[AssistantTurn]:

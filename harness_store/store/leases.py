@@ -5,31 +5,21 @@ transaction so a driver taken over mid-step writes nothing."""
 
 from __future__ import annotations
 
-import itertools
 import os
-import time
-import weakref
-from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
 from sqlalchemy import Connection, delete, insert, literal_column, select, text, update
 
 from .. import models as m
+from ..dialects import Backend
 from ..errors import LeaseConflictError, RunNotFoundError, StoreError, UnreadableValueError
 from ..formats import i64
-from ..records import AssistantTurn, LeaseRow
+from ..records import LeaseRow
+from .checkpoints import new_owner_id as new_owner_id
 from .marks import local, reads, writes
 from .older import OlderStoreMixin
 from .point_reads import run_lease as point_lease
-
-_OWNER_SEQ = itertools.count()
-
-
-def new_owner_id() -> str:
-    """A fresh opaque owner id in upstream's shape, `pid-nanos-seq`: its pid is what lets
-    either side (Rust or Python) tell a dead owner's lease from a live one."""
-    return f"{os.getpid()}-{time.time_ns()}-{next(_OWNER_SEQ)}"
 
 
 def owner_is_alive(owner: str) -> bool:
@@ -95,6 +85,33 @@ def lease_row(run_id: int, row: Any, now: str) -> LeaseRow:
     )
 
 
+def read_lease(
+    conn: Connection, backend: Backend, run_id: int, *, lock: bool = False
+) -> LeaseRow | None:
+    """A run's lease row, read in `conn` on the database's clock (locked with `lock`)."""
+    r = m.RunLease
+    statement: Any = select(
+        r.owner,
+        r.generation,
+        r.acquired_at,
+        r.renewed_at,
+        r.ttl_secs,
+        literal_column(backend.now()),
+    ).where(r.run_id == run_id)
+    if lock:
+        statement = statement.with_for_update()
+    row = conn.execute(statement).first()
+    return None if row is None else lease_row(run_id, row[:5], row[5])
+
+
+def lease_conflict(conn: Connection, backend: Backend, run_id: int) -> LeaseConflictError:
+    """The error for a lease this handle no longer holds, naming who holds it now."""
+    row = read_lease(conn, backend, run_id)
+    if row is None:
+        return LeaseConflictError(run_id, "", "")
+    return LeaseConflictError(run_id, row.owner, row.expires_at)
+
+
 class Lease:
     """A run lease this Store handle holds. Release it with `release()`, or by leaving a
     `with` block (Python's stand-in for upstream's release on drop); an unreleased lease lapses
@@ -130,46 +147,15 @@ class Lease:
 
 
 class LeasesMixin(OlderStoreMixin):
-    """`owner`, `acquire_lease`, `renew_lease`, `release_lease`, `run_lease`, and the check
-    `checkpoint_step` makes for a run this handle leases."""
-
-    _owner: str
-    _leases: dict[int, int]
-    _staged: dict[int, AssistantTurn]
-
-    def _init_leases(self) -> None:
-        self._owner = new_owner_id()
-        self._leases = {}
-        self._staged = {}
-        ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: _new_driver(ref))
+    """`owner`, `acquire_lease`, `renew_lease`, `release_lease`, `run_lease`. The leases this
+    handle holds are kept by its checkpoint path (`checkpoints.Checkpoints`), which checks
+    them inside each checkpoint of a leased run."""
 
     @local
     def owner(self) -> str:
         """This handle's opaque lease owner id: two Stores over one database are two owners,
         in one process or not."""
-        return self._owner
-
-    def _read_lease(self, conn: Connection, run_id: int, *, lock: bool = False) -> LeaseRow | None:
-        r = m.RunLease
-        statement: Any = select(
-            r.owner,
-            r.generation,
-            r.acquired_at,
-            r.renewed_at,
-            r.ttl_secs,
-            literal_column(self._backend.now()),
-        ).where(r.run_id == run_id)
-        if lock:
-            statement = statement.with_for_update()
-        row = conn.execute(statement).first()
-        return None if row is None else lease_row(run_id, row[:5], row[5])
-
-    def _conflict(self, conn: Connection, run_id: int) -> LeaseConflictError:
-        row = self._read_lease(conn, run_id)
-        if row is None:
-            return LeaseConflictError(run_id, "", "")
-        return LeaseConflictError(run_id, row.owner, row.expires_at)
+        return self._checkpoints.owner
 
     @writes
     def acquire_lease(self, run_id: int, ttl_secs: int) -> Lease:
@@ -190,20 +176,20 @@ class LeasesMixin(OlderStoreMixin):
             # PostgreSQL: a checkpoint holding the lease row takes `KEY SHARE` on the run (its
             # step's foreign key), which a plain `FOR UPDATE` here would deadlock against.
             conn.execute(select(m.Run.id).where(m.Run.id == run_id).with_for_update(key_share=True))
-            held = self._read_lease(conn, run_id, lock=True)
+            held = read_lease(conn, self._backend, run_id, lock=True)
             if held is not None:
-                mine = held.owner == self._owner
+                mine = held.owner == self._checkpoints.owner
                 if not mine and not held.expired and owner_is_alive(held.owner):
                     conflict = LeaseConflictError(run_id, held.owner, held.expires_at)
             if conflict is None:
                 if held is None:
                     taken = conn.execute(
                         insert(r).values(
-                            run_id=run_id, owner=self._owner, generation=1, ttl_secs=ttl
+                            run_id=run_id, owner=self._checkpoints.owner, generation=1, ttl_secs=ttl
                         )
                     ).rowcount
                 else:
-                    bump = 0 if held.owner == self._owner else 1
+                    bump = 0 if held.owner == self._checkpoints.owner else 1
                     now = text(self._backend.now())
                     taken = conn.execute(
                         update(r)
@@ -213,7 +199,7 @@ class LeasesMixin(OlderStoreMixin):
                             r.generation == held.generation,
                         )
                         .values(
-                            owner=self._owner,
+                            owner=self._checkpoints.owner,
                             generation=r.generation + bump,
                             acquired_at=r.acquired_at if bump == 0 else now,
                             renewed_at=now,
@@ -221,14 +207,14 @@ class LeasesMixin(OlderStoreMixin):
                         )
                     ).rowcount
                 if taken == 0:
-                    conflict = self._conflict(conn, run_id)
+                    conflict = lease_conflict(conn, self._backend, run_id)
                 else:
                     generation = int(
                         conn.execute(select(r.generation).where(r.run_id == run_id)).scalar_one()
                     )
         if conflict is not None:
             raise conflict
-        self._leases[run_id] = generation
+        self._checkpoints.held(run_id, generation)
         return Lease(self, run_id, generation)
 
     @writes
@@ -240,14 +226,18 @@ class LeasesMixin(OlderStoreMixin):
         with self._write() as conn:
             renewed = conn.execute(
                 update(r)
-                .where(r.run_id == run_id, r.owner == self._owner, r.generation == generation)
+                .where(
+                    r.run_id == run_id,
+                    r.owner == self._checkpoints.owner,
+                    r.generation == generation,
+                )
                 .values(renewed_at=text(self._backend.now()))
             ).rowcount
             conflict: StoreError | None = None
             if not renewed:
                 exists = conn.execute(select(m.Run.id).where(m.Run.id == run_id)).first()
                 conflict = (
-                    self._conflict(conn, run_id)
+                    lease_conflict(conn, self._backend, run_id)
                     if exists is not None
                     else RunNotFoundError(f"no run with id {run_id} in the store")
                 )
@@ -258,14 +248,14 @@ class LeasesMixin(OlderStoreMixin):
     def release_lease(self, run_id: int, generation: int) -> None:
         """Release this handle's lease at `generation` (the row goes: released is not expired).
         Releasing a lease no longer held is a no-op, not an error."""
-        if self._leases.get(run_id) == generation:
-            del self._leases[run_id]
-            self._staged.pop(run_id, None)
+        self._checkpoints.released(run_id, generation)
         r = m.RunLease
         with self._write() as conn:
             conn.execute(
                 delete(r).where(
-                    r.run_id == run_id, r.owner == self._owner, r.generation == generation
+                    r.run_id == run_id,
+                    r.owner == self._checkpoints.owner,
+                    r.generation == generation,
                 )
             )
 
@@ -277,69 +267,3 @@ class LeasesMixin(OlderStoreMixin):
             return None
         rows = self._point("run_lease", point_lease, self._backend.now(), run_id=run_id)
         return None if not rows else lease_row(run_id, rows[0][:5], rows[0][5])
-
-    # --- the checkpoint's side -----------------------------------------------------------
-
-    def _guarded_checkpoint(self, run_id: int, rows: Iterable[dict[str, Any]]) -> bool:
-        """Checkpoint `rows` of a run this handle leases, or whose step has a staged turn, in
-        one transaction: the lease's generation checked first (row locked, so a take-over waits
-        for this commit or refuses it), then the steps and their checkpoint events, the staged
-        turn of the matching step, and the renewal. False when there is nothing to guard (the
-        caller takes its fast path). A lost lease raises `LeaseConflictError`, nothing written."""
-        if not self._leases and not self._staged:
-            return False  # the common case, on the hot path: two empty-dict checks
-        generation = self._leases.get(run_id)
-        rows = list(rows)
-        staged = self._staged.get(run_id)
-        matches = staged is not None and any(r["step"] == staged.step for r in rows)
-        turn = staged if matches else None
-        if generation is None and turn is None:
-            return False
-        conflict = None
-        with self._write() as conn:
-            if generation is not None:
-                conflict = self._check_lease(conn, run_id, generation)
-            if conflict is None:
-                for row in rows:
-                    conn.execute(insert(m.Step).values(**row))
-                    conn.execute(
-                        insert(m.CheckpointEvent).values(
-                            run_id=run_id, step=row["step"], kind="checkpoint", detail=None
-                        )
-                    )
-                if turn is not None:
-                    self._write_step_turn(conn, run_id, turn)  # type: ignore[attr-defined]
-                if generation is not None:
-                    r = m.RunLease
-                    conn.execute(
-                        update(r)
-                        .where(r.run_id == run_id, r.owner == self._owner)
-                        .values(renewed_at=text(self._backend.now()))
-                    )
-        if conflict is not None:
-            raise conflict
-        return True
-
-    def _check_lease(
-        self, conn: Connection, run_id: int, generation: int
-    ) -> LeaseConflictError | None:
-        """Inside a write: None while this handle still holds `run_id` at `generation` (the
-        lease row then stays locked to the commit), else the conflict to raise."""
-        r = m.RunLease
-        current = conn.execute(
-            select(r.generation).where(r.run_id == run_id, r.owner == self._owner).with_for_update()
-        ).scalar()
-        if current is not None and int(current) == generation:
-            return None
-        return self._conflict(conn, run_id)
-
-
-def _new_driver(ref: weakref.ref[LeasesMixin]) -> None:
-    """In a child after `fork()`: another process is another driver. It gets its own owner id
-    and holds none of the parent's leases (a checkpoint of a run the parent leases is then
-    refused, as upstream refuses a second handle)."""
-    store = ref()
-    if store is not None:
-        store._owner = new_owner_id()
-        store._leases = {}
-        store._staged = {}

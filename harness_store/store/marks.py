@@ -2,12 +2,14 @@
 
 One decorator line above each public method of the Store's mixins says how it reaches the
 database: `@reads` (never writes: an `AsyncStore` on SQLite may run it on a read-only twin of
-the file), `@writes` (may write: run on the writer, where queued writes share a commit),
-`@maintains` (must run outside any transaction, as `VACUUM`: never batched with others),
-`@local` (touches no database), and `@pages(size)` for a generator of reads, pulled a page at
-a time (`size` is the name of the argument giving the page, a fixed number, or None for one
-the facade writes natively). `scripts/generate_async.py` and the `AsyncStore` runners read
-the mark; a public method without one fails `tests/aio/test_marks.py`.
+the file), `@reads_caching` (a read that also keeps what it computed, best effort, in a cache
+table — the priced spend answers — through the Store's writable twin when it runs on a read-only
+one: a read for where it runs, a write for what it leaves), `@writes` (may write: run on the
+writer, where queued writes share a commit), `@maintains` (must run outside any transaction, as
+`VACUUM`: never batched with others), `@local` (touches no database), and `@pages(size)` for a
+generator of reads, pulled a page at a time (`size` is the name of the argument giving the page,
+a fixed number, or None for one the facade writes natively). `scripts/generate_async.py` and the
+`AsyncStore` runners read the mark; a public method without one fails `tests/aio/test_marks.py`.
 
 A decorator only sets an attribute on the function and returns it: no wrapper, so the sync
 call costs nothing more, and `store.arguments.checked_arguments` (whose wrapper copies the
@@ -37,9 +39,12 @@ class Access:
     """For a generator (`pages`): the argument naming its page size, a fixed size, or
     None when the facade implements it itself."""
     iterates: bool = False
+    caches: bool = False
+    """For a read: whether it also writes a cache of what it computed (`reads_caching`)."""
 
 
 READ = Access("read")
+CACHING_READ = Access("read", caches=True)
 WRITE = Access("write")
 MAINTENANCE = Access("maintenance")
 LOCAL = Access("local")
@@ -53,6 +58,12 @@ def _marked(function: F, access: Access) -> F:
 def reads(function: F) -> F:
     """Mark a method that only reads."""
     return _marked(function, READ)
+
+
+def reads_caching(function: F) -> F:
+    """Mark a read that keeps what it computed in a cache table (best effort): it runs as a
+    read, and may write the cache (see the module)."""
+    return _marked(function, CACHING_READ)
 
 
 def writes(function: F) -> F:
@@ -71,9 +82,10 @@ def local(function: F) -> F:
     return _marked(function, LOCAL)
 
 
-def pages(size: str | int | None) -> Callable[[F], F]:
-    """Mark a generator of reads, pulled `size` items a hop (see the module)."""
-    access = Access("read", size, iterates=True)
+def pages(size: str | int | None, *, caches: bool = False) -> Callable[[F], F]:
+    """Mark a generator of reads, pulled `size` items a hop (see the module); `caches`, one
+    that may keep what it computed, as `reads_caching`."""
+    access = Access("read", size, iterates=True, caches=caches)
 
     def mark(function: F) -> F:
         return _marked(function, access)

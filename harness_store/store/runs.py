@@ -8,7 +8,6 @@ from typing import Any
 from sqlalchemy import (
     BindParameter,
     Select,
-    bindparam,
     case,
     func,
     insert,
@@ -27,7 +26,7 @@ from ..formats import CHECKPOINT_FORMAT, SUCCESS_OUTCOME, i64, token_sum, u32, u
 from ..formats import text as check_text
 from ..policy import PolicyFormatError, parse_policy, policy_document
 from ..records import RunStatus, RunSummary, StepRecord
-from .base import DriverStatement, StoreBase
+from .base import StoreBase
 from .marks import pages, reads, writes
 from .point_reads import RUN_ID, resumable, run_status
 from .point_reads import run_summary as summary_of
@@ -35,19 +34,6 @@ from .run_holds import hold_run
 
 STEP_PAGE = 1000
 """Rows per page when `iter_steps` streams a run."""
-
-BULK_CHUNK = 5000
-"""Most steps per statement when a backend checkpoints a batch from column arrays (the chunks
-of a batch share one transaction)."""
-
-BULK_CHUNK_CHARS = 32 * 2**20
-"""Most characters of text per such statement: at most 4 bytes each in UTF-8, this keeps one
-statement's parameters far below PostgreSQL's 1 GB message limit, whatever the steps hold."""
-
-STEP_COLUMNS = ("run_id", "step", "decision", "result", "prompt", "tool_call", "tokens")
-"""The columns a step row is written with (the rest take upstream's defaults)."""
-
-STEP_TEXT_COLUMNS = ("decision", "result", "prompt", "tool_call")
 
 PAUSING_OUTCOMES = frozenset({"awaiting_approval", "awaiting_plan"})
 """Outcomes that leave a run waiting for a person: paused, no summary (the plan gate's 0.31)."""
@@ -70,29 +56,6 @@ def step_values(run_id: int, step: StepRecord) -> dict[str, Any]:
         "tool_call": check_text(step.tool_call, "tool_call"),
         "tokens": u64(step.tokens, "tokens"),
     }
-
-
-def bulk_chunks(rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """Split checked step rows into runs of at most `BULK_CHUNK` rows and, but for a single
-    larger row, `BULK_CHUNK_CHARS` characters of text."""
-    chunk: list[dict[str, Any]] = []
-    chars = 0
-    for row in rows:
-        size = sum(len(row[c]) for c in STEP_TEXT_COLUMNS)
-        if chunk and (len(chunk) == BULK_CHUNK or chars + size > BULK_CHUNK_CHARS):
-            yield chunk
-            chunk, chars = [], 0
-        chunk.append(row)
-        chars += size
-    if chunk:
-        yield chunk
-
-
-def column_arrays(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """One run's checked step values as one list per column, for a bulk checkpoint."""
-    arrays: dict[str, Any] = {c: [row[c] for row in rows] for c in STEP_COLUMNS[1:]}
-    arrays["run_id"] = rows[0]["run_id"]
-    return arrays
 
 
 def steps_of(run_id: int) -> Select[int, str, str, str, str, int, int]:
@@ -157,28 +120,6 @@ def exact_spent_tokens(store: RunsMixin, run_id: int) -> int:
 class RunsMixin(StoreBase):
     """The run and step half of upstream's Store."""
 
-    _insert_step: DriverStatement
-    _checkpoint_writes: list[DriverStatement]
-    _bulk_checkpoint: DriverStatement | None
-
-    def _compile_run_statements(self) -> None:
-        steps = m.table_of(m.Step)
-        events = m.table_of(m.CheckpointEvent)
-        insert_step = insert(steps).values({c: bindparam(c) for c in STEP_COLUMNS})
-        insert_event = insert(events).values(
-            run_id=bindparam("run_id"),
-            step=bindparam("step"),
-            kind=literal_column("'checkpoint'"),
-            detail=literal_column("NULL"),
-        )
-        self._insert_step = DriverStatement.compile(insert_step, self._engine)
-        self._checkpoint_writes = [
-            DriverStatement.compile(statement, self._engine)
-            for statement in self._backend.checkpoint_writes(insert_step, insert_event)
-        ]
-        bulk = self._backend.bulk_checkpoint_sql(steps, STEP_COLUMNS[1:], events)
-        self._bulk_checkpoint = None if bulk is None else DriverStatement(bulk, None)
-
     # --- starting ------------------------------------------------------------------------
 
     @writes
@@ -215,17 +156,13 @@ class RunsMixin(StoreBase):
     @writes
     def record(self, run_id: int, step: StepRecord) -> None:
         """Record one step's trace entry (no checkpoint event)."""
-        values = step_values(run_id, step)
-        self._run_driver(((self._insert_step, self._insert_step.params(values)),))
+        self._checkpoints.record(step_values(run_id, step))
 
     @writes
     def checkpoint_step(self, run_id: int, step: StepRecord) -> None:
         """Durably checkpoint one completed step: its trace row and its `checkpoint` event in
         one transaction — a crash leaves both or neither, never a torn half."""
-        values = step_values(run_id, step)
-        if self._guarded_checkpoint(run_id, (values,)):
-            return  # a leased run, or a staged turn: checked and written in one transaction
-        self._run_driver([(w, w.params(values)) for w in self._checkpoint_writes])
+        self._checkpoints.step(run_id, step_values(run_id, step))
 
     @writes
     def checkpoint_steps(self, run_id: int, steps: Iterable[StepRecord]) -> int:
@@ -237,14 +174,7 @@ class RunsMixin(StoreBase):
         rows = [step_values(run_id, s) for s in steps]
         if not rows:
             return 0
-        if self._guarded_checkpoint(run_id, rows):
-            return len(rows)
-        if self._bulk_checkpoint is not None:
-            bulk = self._bulk_checkpoint
-            self._run_driver([(bulk, column_arrays(chunk)) for chunk in bulk_chunks(rows)])
-        else:
-            work = [(w, [w.params(v) for v in rows]) for w in self._checkpoint_writes]
-            self._run_driver(work, many=True)
+        self._checkpoints.steps(run_id, rows)
         return len(rows)
 
     @reads
@@ -274,9 +204,6 @@ class RunsMixin(StoreBase):
             if len(rows) < page:
                 return
             after = (rows[-1][0], rows[-1][6])
-
-    def _guarded_checkpoint(self, run_id: int, rows: Iterable[dict[str, Any]]) -> bool:
-        return False  # the lease check (store/leases.py) overrides this
 
     @reads
     def last_step(self, run_id: int) -> int:

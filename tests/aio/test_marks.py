@@ -108,3 +108,35 @@ def test_a_generator_of_reads_is_an_async_iteration(store_target: str) -> None:
             return [row.step async for row in store.span_steps(run_id, page=2)]
 
     assert asyncio.run(asyncio.wait_for(body(), 120)) == [1, 2, 3, 4, 5]
+
+
+def test_reads_that_keep_what_they_price_say_so() -> None:
+    """`@reads` never writes; the spend reads keep the answers they priced (hs3's tables),
+    so they are marked `reads_caching`: a read where they run, with a cache they may write."""
+    from sqlalchemy import func, select
+
+    from harness_store import Price, PriceTable, ProviderCall, Usage
+    from harness_store.models.spend import PRICED_DAYS, PRICED_RUNS
+
+    prices = PriceTable.new("x").with_("m", Price(input=3))
+    with Store.memory() as store:
+        run = store.start_run("g", "f")
+        store.record_provider_call(run, ProviderCall(1, 1, "a", "m", Usage(1, 1, 2), 5))
+
+        def kept() -> int:
+            with store.engine.connect() as conn:
+                return sum(
+                    int(conn.execute(select(func.count()).select_from(t)).scalar_one())
+                    for t in (PRICED_DAYS, PRICED_RUNS)
+                )
+
+        for name in ("spend_by_model", "spend_by_day", "spend_by_run", "iter_spend_by_run"):
+            before = kept()
+            list(getattr(store, name)(prices))
+            wrote = kept() > before
+            mark = access(Store, name)
+            assert mark.kind == "read", name
+            assert mark.caches or not wrote, f"{name} writes a cache but is marked @reads"
+        assert all(access(Store, n).caches for n in ("spend_by_day", "spend_by_run"))
+    cached = {n for n in public_methods(Store) - NOT_MIRRORED if access(Store, n).caches}
+    assert cached == {"spend_by_model", "spend_by_day", "spend_by_run", "iter_spend_by_run"}

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select
 
 from harness_store import ContextEvent, McpEvent, StepRecord, Store
-from harness_store.analytics.schema import Kind, shape_of
+from harness_store.arrow.schema import Kind, shape_of
 from harness_store.formats import U64_MAX
 from harness_store.records import ProviderCall, Usage
 

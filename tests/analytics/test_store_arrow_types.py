@@ -13,7 +13,7 @@ import pytest
 
 from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES
-from harness_store.analytics.schema import ARROW_TYPES, Kind, shape_of
+from harness_store.arrow.schema import ARROW_TYPES, Kind, shape_of
 from harness_store.errors import InvalidValueError
 from harness_store.formats import step_tool_calls
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import copy_fixture
 from sqlalchemy import create_engine
-from store.healthkit import lost_lease, populated
+from store.checkkit import lost_lease, populated
 from support.clirun import COMMAND, environ
 from support.processes import Worker
 
@@ -116,7 +116,7 @@ def test_an_old_release_store_is_checked_as_it_is(tmp_path: Path) -> None:
 
 
 def test_check_and_repair_on_both_backends(store_target: str) -> None:
-    from store.healthkit import plant
+    from store.checkkit import plant
 
     store, _ = populated(store_target)
     with store:

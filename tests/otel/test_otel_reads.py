@@ -1,5 +1,6 @@
-"""The reads an export makes (`SpansMixin`) on both backends, and the argument checks, without a
-receiver: which runs `since` and `run_ids` choose, pages, and the stamps compared as text."""
+"""The reads an export makes (`ExportReadsMixin`) on both backends, and the argument checks,
+without a receiver: which runs `since` and `run_ids` choose, pages, and the stamps compared
+as text."""
 
 from __future__ import annotations
 

@@ -35,7 +35,8 @@ from harness_store import (
 from harness_store import models as m
 from harness_store.errors import InvalidValueError, StoreError
 from harness_store.records.trace import render_hunk
-from harness_store.store.runs import BULK_CHUNK, BULK_CHUNK_CHARS, bulk_chunks, step_values
+from harness_store.store.checkpoints import BULK_CHUNK, BULK_CHUNK_CHARS, bulk_chunks
+from harness_store.store.runs import step_values
 
 
 def test_full_trace_persists_and_reads_back(db: Store) -> None:

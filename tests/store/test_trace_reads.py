@@ -20,19 +20,19 @@ def test_steps_across_pages_is_one_snapshot(
         run = store.start_run("long", "out.txt")
         count = STEP_PAGE + 1
         store.checkpoint_steps(run, [StepRecord.new(n, "d", "r") for n in range(1, count + 1)])
-        original = store._tx
+        original = store._read
         reads = 0
 
         @contextmanager
-        def tx_then_write(*, write: bool) -> Iterator[Any]:
+        def tx_then_write() -> Iterator[Any]:
             nonlocal reads
-            with original(write=write) as conn:
+            with original() as conn:
                 yield conn
             reads += 1
             if reads == 1:  # another writer commits once the first read is done
                 other.checkpoint_step(run, StepRecord.new(count + 1, "late", "r"))
 
-        monkeypatch.setattr(store, "_tx", tx_then_write)
+        monkeypatch.setattr(store, "_read", tx_then_write)
         assert [s.step for s in store.steps(run)] == list(range(1, count + 1))
         monkeypatch.undo()
         assert len(store.steps(run)) == count + 1

@@ -29,7 +29,7 @@ from ..records import Pruned
 from .cutoff import Cutoff
 from .marks import writes
 from .older import OlderStoreMixin
-from .retention import (
+from .session_retention import (
     CHUNK,
     RUN_TABLES,
     SNAPSHOTS,
@@ -98,7 +98,7 @@ def batches(trees: Sequence[Tree], rows: int) -> Iterator[list[Tree]]:
         yield batch
 
 
-class RunRetentionMixin(OlderStoreMixin):
+class RunPruningMixin(OlderStoreMixin):
     """`prune_runs`: retention for every run, not only a session's."""
 
     @writes

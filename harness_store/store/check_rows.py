@@ -1,4 +1,4 @@
-"""The row checks of `Store.check` (see `health`): SQLite's own checks of the file, the rows
+"""The row checks of `Store.check` (see `check`): SQLite's own checks of the file, the rows
 io-harness resumes from, rows of missing runs, run trees, leases, and hs3's spend counters
 against `provider_calls` — and the recount `repair` makes of those counters.
 
@@ -18,7 +18,7 @@ from ..dialects import Backend
 from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
 from ..records import UNKNOWN_MODEL
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
-from .retention import RUN_TABLES
+from .session_retention import RUN_TABLES
 
 K = FindingKind
 

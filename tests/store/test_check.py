@@ -23,7 +23,7 @@ from harness_store.records.health import FindingKind
 from harness_store.schema import migrate
 from harness_store.schema.releases import HEAD, REVISIONS
 
-from .healthkit import PRICES, kinds, lost_lease, plant, populated
+from .checkkit import PRICES, kinds, lost_lease, plant, populated
 
 K = FindingKind
 

@@ -45,7 +45,7 @@ Made = Callable[..., tuple[str, int | None, dict[str, Any]]]
 """Turns a row's columns (after its id and step) into (kind, tokens, fields)."""
 
 
-class RunTraceMixin(OlderStoreMixin):
+class WholeTraceMixin(OlderStoreMixin):
     """`run_header` and `trace_entries` (see the module)."""
 
     @reads
@@ -97,7 +97,7 @@ class RunTraceMixin(OlderStoreMixin):
             ) -> Generator[TraceEntry, None, None]:
                 statement = select(model.id, model.step, *columns).where(model.run_id == run_id)
                 statement = _within(statement, model.step, window).order_by(model.step, model.id)
-                for rows in self._connector.stream(conn, statement, TRACE_PAGE):
+                for rows in self._stream(conn, statement, TRACE_PAGE):
                     for seq, step, *rest in rows:
                         kind, tokens, fields = make(*rest)
                         yield TraceEntry(step, kind, seq, tokens, fields)

@@ -1,9 +1,9 @@
-"""The value checks of `Store.check` (see `health`): a value of another type than its column's
+"""The value checks of `Store.check` (see `check`): a value of another type than its column's
 (SQLite keeps a text `'x'` in an INTEGER column) or a time stamp that is no time.
 
 One aggregate pass per table counts the bad values of every column; only a column with some
 is read again, for its first `ROWS_SHOWN` keys and an example. The other row checks
-(`health_rows`) read only integer values (`health_rows.integers`), so a mistyped row is named
+(`check_rows`) read only integer values (`check_rows.integers`), so a mistyped row is named
 here once instead of failing them.
 """
 
@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Integer, and_, case, func, not_, select
 
 from ..dialects import Backend
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
-from .health_rows import model_table
+from .check_rows import model_table
 
 K = FindingKind
 

@@ -17,7 +17,7 @@ from harness_store.models import Base
 from harness_store.records import PolicyEvent, ProviderCall, StepRecord
 from harness_store.records.health import FindingKind
 
-from .test_retention_archive import url_of
+from .test_run_pruning_archive import url_of
 
 HERE = Path(__file__).parent
 RUNS = 300

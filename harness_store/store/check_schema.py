@@ -1,4 +1,4 @@
-"""The schema checks of `Store.check` (see `health`): tables and columns against the stamped
+"""The schema checks of `Store.check` (see `check`): tables and columns against the stamped
 revision's shape, the stamp itself, indexes (`releases.indexes_at`: upstream's and harness_store's
 `hs_` ones), duplicates under a missing UNIQUE index, views and triggers; and `build_index`, the
 index `repair` creates.
@@ -32,7 +32,7 @@ from ..schema.releases import (
     own_indexes_at,
     release_of_revision,
 )
-from .health_rows import model_table
+from .check_rows import model_table
 
 K = FindingKind
 

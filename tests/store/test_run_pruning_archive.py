@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, select
 from harness_store import Store, copy_store
 from harness_store.models import Base
 from harness_store.records import StepRecord
-from harness_store.store.retention import RUN_TABLES
+from harness_store.store.session_retention import RUN_TABLES
 
 from .conftest import NEWEST
 

@@ -12,7 +12,7 @@ from interop.releases import NEWER_WRITERS
 
 from harness_store import Store
 
-from .healthkit import kinds, lost_lease, plant, populated
+from .checkkit import kinds, lost_lease, plant, populated
 
 NEWEST = NEWER_WRITERS[-1]
 

@@ -14,7 +14,7 @@ from harness_store import Store
 from harness_store.records.health import FindingKind
 from harness_store.schema.releases import HEAD
 
-from .healthkit import kinds, plant, populated
+from .checkkit import kinds, plant, populated
 
 K = FindingKind
 

@@ -1,4 +1,5 @@
-"""Spend by model, day and run from hs3's counters: price again only what changed.
+"""Spend by model, day and run from hs3's counters: price again only what changed, and where
+the answers priced are kept (`SpendKeeper`).
 
 A priced group (a day's calls of one model, or one run's calls) is kept in
 `hs_spend_priced_days` / `hs_spend_priced_runs` with the counter its group had in
@@ -18,20 +19,86 @@ the same, pricing again what it could not keep.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Select, and_, inspect, select, true
 
+from ..dialects import Backend
+from ..errors import StoreAccessError, StoreLockedError
 from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
 from ..records import PriceTable, Spend, Usage
 from ..records.accounting import spend_from_row
-from .pricing import fingerprint, priced_rows, priced_statement
-from .spend_keeper import Group, Values
+from .price_sql import fingerprint, priced_rows, priced_statement
 
 if TYPE_CHECKING:
     from .base import StoreBase
+
+BIG = 2**63 - 1
+"""The largest value a kept answer's BIGINT column holds (a group past it is not kept)."""
+
+Group = tuple[Any, ...]
+"""A kept answer's key: (day, model), or (run id,)."""
+
+Values = Sequence[int]
+"""calls, the seven usage sums, cost, priced calls (the order `priced_rows` yields)."""
+
+
+class KeepsThrough(Protocol):
+    """A Store, as far as keeping answers needs it: its write unit and its backend."""
+
+    @property
+    def backend(self) -> Backend: ...
+
+    def _write(self) -> AbstractContextManager[Connection]: ...
+
+
+class SpendKeeper:
+    """Where a Store writes the spend answers it priced, to be kept: through itself, or, for
+    a read-only twin answering for a writable Store (an `AsyncStore`'s reader on SQLite),
+    through that Store, so they are kept all the same. Writing is best effort: a store that
+    turns out not to be writable is not tried again."""
+
+    def __init__(self, through: KeepsThrough | None = None, *, read_only: bool = False) -> None:
+        self._through = through
+        self._unkept = read_only and through is None
+        """Whether kept answers cannot be written (a read-only store)."""
+
+    def keep(
+        self,
+        store: KeepsThrough,
+        fp: str,
+        keep: list[tuple[Any, Group, int, Values]],
+    ) -> None:
+        if self._unkept:
+            return
+        rows: dict[Any, list[dict[str, Any]]] = {}
+        for table, group, changes, values in keep:
+            if any(v > BIG for v in values):
+                continue
+            calls, *usage, cost, priced = values
+            key = (
+                dict(zip(["day", "model"], group, strict=True))
+                if table is PRICED_DAYS
+                else {"run_id": group[0]}
+            )
+            rows.setdefault(table, []).append(
+                {"prices": fp, **key, "changes": changes, "calls": calls,
+                 **dict(zip(USAGE_SUMS, usage, strict=True)), "cost_micros": cost,
+                 "unpriced_calls": calls - priced}
+            )  # fmt: skip
+        target = self._through or store
+        try:
+            with target._write() as conn:
+                for table, batch in rows.items():
+                    conn.execute(target.backend.replace(table), batch)
+        except StoreAccessError:
+            self._unkept = True  # read-only: price again each time, say nothing
+        except StoreLockedError:
+            pass  # a writer holds the store: kept next time
+
 
 FULL_SCAN_DAYS = 8
 """Past this many days to price again, one pass over every call beats a range per day."""
@@ -87,7 +154,7 @@ def _fetch(store: StoreBase, conn: Connection, statement: Select[Any]) -> list[A
     """The rows of a statement as plain tuples, read on the unit's driver connection through
     the connector: a run's kept answer is a row, and building a SQLAlchemy `Row` for each of
     100,000 costs more than reading them."""
-    return store._connector.rows(conn, statement)
+    return store._fetch(conn, statement)
 
 
 def _kept_columns(table: Any) -> list[Any]:
@@ -239,5 +306,5 @@ def _price_runs(
 
 
 def _keep(store: StoreBase, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
-    if store._connector.may_write():  # not inside a read-only transaction
+    if store._may_write():  # not inside a read-only transaction
         store._spend_keeper.keep(store, fp, keep)

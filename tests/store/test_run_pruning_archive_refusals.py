@@ -16,7 +16,7 @@ from harness_store import Store, errors
 from harness_store.models import Base
 from harness_store.records import StepRecord
 
-from .test_retention_archive import rows_by_run
+from .test_run_pruning_archive import rows_by_run
 
 SIDES = ["", "-wal", "-shm", "-journal", "-writers"]
 

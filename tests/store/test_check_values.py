@@ -15,7 +15,7 @@ import pytest
 from harness_store.errors import UnreadableValueError
 from harness_store.records.health import ROWS_SHOWN, FindingKind
 
-from .healthkit import kinds, plant, populated
+from .checkkit import kinds, plant, populated
 
 K = FindingKind
 

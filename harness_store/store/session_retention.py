@@ -248,7 +248,7 @@ def live_runs(conn: Any, now_sql: str, ids: Sequence[int]) -> set[int]:
     return live
 
 
-class RetentionMixin(OlderStoreMixin):
+class SessionRetentionMixin(OlderStoreMixin):
     """Upstream's `sessions.rs`, second half, with `store_size` and `compact`."""
 
     @staticmethod
@@ -472,7 +472,7 @@ class RetentionMixin(OlderStoreMixin):
         Outside any transaction only: inside a `transaction()` block it raises
         `TransactionOpenError` and does nothing."""
         before = self.store_size().file_bytes
-        with self._connector.maintenance() as driver:
+        with self._maintenance() as driver:
             self._backend.vacuum(driver)
         after = self.store_size().file_bytes
         return max(before - after, 0)

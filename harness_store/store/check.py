@@ -3,11 +3,11 @@
 `check` only reads, in one snapshot (`Connector.snapshot`: `REPEATABLE READ` on PostgreSQL,
 so live writers cause no false finding): the database's own consistency check (SQLite's
 `integrity_check` and `foreign_key_check`; a damaged page that stops any later read is a
-finding too), the schema against the stamped revision's shape (`health_schema`), values of the
-wrong type or form (`health_values`), the rows io-harness resumes from (every step number of a
+finding too), the schema against the stamped revision's shape (`check_schema`), values of the
+wrong type or form (`check_values`), the rows io-harness resumes from (every step number of a
 checkpointed run has its checkpoint, every checkpoint its step, no step number missing below a
 run's last), rows of runs that do not exist, run trees (missing parents, cycles), leases of
-missing runs, and hs3's spend counters against `provider_calls` (`health_rows`). Each problem is
+missing runs, and hs3's spend counters against `provider_calls` (`check_rows`). Each problem is
 a `Finding`. Memory and time are bounded whatever the values: sets
 are never built of numbers a value spans (gaps are ranges found in SQL).
 
@@ -31,7 +31,7 @@ from ..schema.backup import take_backup
 from ..schema.detect import read_revision, read_tables
 from ..schema.preflight import is_malformed
 from .base import StoreBase
-from .health_rows import (
+from .check_rows import (
     file_findings,
     lease_findings,
     model_table,
@@ -41,8 +41,8 @@ from .health_rows import (
     spend_findings,
     tree_findings,
 )
-from .health_schema import build_index, schema_findings
-from .health_values import value_findings
+from .check_schema import build_index, schema_findings
+from .check_values import value_findings
 from .marks import reads, writes
 
 K = FindingKind
@@ -123,7 +123,7 @@ def file_damage(store: StoreBase) -> list[str]:
         return store._backend.integrity_problems(conn)
 
 
-class HealthMixin(StoreBase):
+class CheckMixin(StoreBase):
     """`check` and `repair` (see the module docstring)."""
 
     @reads
@@ -132,11 +132,11 @@ class HealthMixin(StoreBase):
         `REPEATABLE READ` on PostgreSQL, so live writers cause no false finding), and say what
         is wrong with it; changes nothing. `CheckReport.healthy` when nothing was found.
         Inside a `transaction()` block it reads in that block."""
-        if self._connector.in_block():  # inside a transaction() block: read in it
+        if self._in_block():  # inside a transaction() block: read in it
             with self._read() as conn:
                 return check_store(conn, self._backend)
         while True:
-            with self._translated(), self._connector.snapshot() as conn:
+            with self._snapshot(typed=True) as conn:
                 report = check_store(conn, self._backend)
                 if not self._backend.still_read_outdated(conn):
                     return report

@@ -199,7 +199,7 @@ def _event_maker(table: str, names: tuple[str, ...]) -> Callable[..., SpanEventR
     return make
 
 
-class SpansMixin(OlderStoreMixin):
+class ExportReadsMixin(OlderStoreMixin):
     """`span_runs`, `span_run`, and each run's rows with ids and stamps, for trace exporters."""
 
     def _select(self, statement: Select[Any], make: Callable[..., T]) -> list[T]:
