@@ -80,8 +80,8 @@ def rootpages(path: Path) -> dict[str, int]:
 
 
 def run(cfg: Config) -> list[Table]:
+    from harness_store.releases import HEAD
     from harness_store.schema.migrate import upgrade
-    from harness_store.schema.releases import HEAD
 
     sizes = cfg.pick((10_000, 1_000_000), (10_000, 100_000))
     small, large = sizes

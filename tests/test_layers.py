@@ -21,7 +21,22 @@ PACKAGE = ROOT / "harness_store"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # facts and values, importing nothing of the package's but each other
-    ("values", ("errors", "formats", "policy", "sqltypes", "sqldefaults", "lazy", "records")),
+    # (`sync.report`: what a sync did, a value `SyncRefusedError` carries; `releases`: the
+    # upstream releases as facts, which the models, the schema and the commands read)
+    (
+        "values",
+        (
+            "errors",
+            "formats",
+            "policy",
+            "sqltypes",
+            "sqldefaults",
+            "lazy",
+            "records",
+            "sync.report",
+            "releases",
+        ),
+    ),
     # the tables, as upstream's releases shape them, and how each links to a run
     # (`sync.rules`: facts about the tables, which sync and the Arrow shapes both read)
     ("models", ("models", "sync.rules")),
@@ -30,8 +45,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # what differs by backend, and a store's address
     ("backends", ("dialects", "targets", "engine")),
     # the one holder of connections, and the compiled statements of the hot paths, which the
-    # upgrade goes through too (the `store.` prefixes are its old place)
-    ("connector", ("connector", "store.connector", "store.driver")),
+    # upgrade goes through too
+    ("connector", ("connector",)),
     # a store's schema lifecycle: detection, the chain, upgrades
     ("schema", ("schema", "migrations")),
     # the Store and its concerns
@@ -50,16 +65,7 @@ SIDEWAYS: frozenset[tuple[str, str]] = frozenset(
 )
 """Packages of one layer that may not import each other: (importer, imported)."""
 
-KNOWN: dict[tuple[str, str], str] = {
-    ("harness_store.models", "harness_store.schema.releases"): (
-        "the models read the releases' facts; moving them below the models is the connector "
-        "work's (one way in), merged separately"
-    ),
-    ("harness_store.errors", "harness_store.sync.report"): (
-        "for typing only: `SyncRefusedError` carries a `SyncReport`; errors.py is shared, "
-        "left to the lead"
-    ),
-}
+KNOWN: dict[tuple[str, str], str] = {}
 """Imports against the order still in the package: (module, imported) -> why."""
 
 

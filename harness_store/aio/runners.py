@@ -39,17 +39,17 @@ from contextlib import AbstractContextManager, asynccontextmanager
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from ..connector.driver import LATE_ROUNDS
 from ..engine import sqlite_path
 from ..errors import StoreError
 from ..store import read_only_twin
 from ..store.base import block_state, restore_block_state
-from ..store.driver import LATE_ROUNDS
 from .lanes import Lanes, Outcome
 from .methods import READ, WRITE
 
 if TYPE_CHECKING:
+    from ..connector import BlockState
     from ..store import Store
-    from ..store.connector import BlockState
 
 THREAD = "harness_store"
 """The prefix of every thread an `AsyncStore` starts."""

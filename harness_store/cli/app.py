@@ -85,7 +85,7 @@ def show_version(value: bool) -> None:
     if value:
         from importlib import metadata
 
-        from ..schema.releases import HEAD, UPSTREAM_HEAD
+        from ..releases import HEAD, UPSTREAM_HEAD
 
         try:
             version = metadata.version("harness_store")

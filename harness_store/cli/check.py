@@ -113,7 +113,7 @@ NOTHING_SAFE = "nothing found could be fixed safely"
 def why_not(report: CheckReport) -> str:
     """Why `--repair` fixed nothing."""
     from ..records.health import FindingKind
-    from ..schema.releases import HEAD
+    from ..releases import HEAD
 
     if report.of(FindingKind.INTEGRITY):
         return "the file is damaged: recover it first (see the integrity finding)"

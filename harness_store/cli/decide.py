@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def open_writer(db: str) -> Store:
     """The store for writing, as it is: never upgraded by a decision."""
-    from ..schema.releases import HEAD
+    from ..releases import HEAD
     from ..store import Store  # the ORM Store only when a command writes
 
     target = parse_target(db)

@@ -27,8 +27,8 @@ def inspect_document(reader: Reader) -> dict[str, Any]:
     """Everything `inspect` reports, as one JSON-ready mapping."""
     from ..dialects.still import in_wal_mode
     from ..engine import safe_url, sqlite_path
+    from ..releases import HEAD
     from ..schema.detect import StoreKind, read_revision
-    from ..schema.releases import HEAD
 
     found = reader.found
     path = sqlite_path(reader.url)
@@ -71,8 +71,8 @@ def inspect_command(db: DbArg, as_json: JsonOpt = False) -> None:
     """What this store is: the io-harness release its shape matches (or "torn open of X", or
     "newer than 0.66"), its Alembic revision, user_version, journal mode, size and rows per
     table. Read-only: the file's bytes stay the same."""
+    from ..releases import HEAD
     from ..schema.detect import StoreKind
-    from ..schema.releases import HEAD
 
     with open_reader(db, require_readable=False, shape=True) as reader:
         doc = inspect_document(reader)

@@ -24,7 +24,7 @@ from .reader import hot_journal, look, parse_target, suggest
 def chain_revision(to: str, *, head: bool) -> str:
     """The chain revision `--to` names (an io-harness release or a revision; `head` too when
     `head` is allowed); anything else is a usage error."""
-    from ..schema.releases import HEAD, NEWEST_KNOWN_RELEASE, REVISIONS, revision_for
+    from ..releases import HEAD, NEWEST_KNOWN_RELEASE, REVISIONS, revision_for
 
     try:
         destination = HEAD if head and to in ("head", "heads") else revision_for(to)
@@ -60,8 +60,8 @@ def upgrade_command(
     chain to REV (head by default), in one transaction; report what changed. A path where no
     store exists gets a new one."""
     from ..engine import sqlite_path, where
+    from ..releases import REVISIONS
     from ..schema.migrate import upgrade
-    from ..schema.releases import REVISIONS
 
     destination = chain_revision(to, head=True)
     url = parse_target(db).url
@@ -161,9 +161,9 @@ def downgrade_command(
     to REV, in one transaction; report what changed. The data of the releases above REV is
     dropped (the backup keeps it)."""
     from ..engine import sqlite_path, where
+    from ..releases import REVISIONS
     from ..schema.detect import StoreKind
     from ..schema.migrate import downgrade
-    from ..schema.releases import REVISIONS
 
     destination = chain_revision(to, head=False)
     url = parse_target(db).url

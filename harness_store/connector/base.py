@@ -203,11 +203,6 @@ class Connector(ABC):
         with self._borrow() as conn, self._engine_unit(conn, True, commit, keep_orphans) as unit:
             yield unit
 
-    def unit(self, *, write: bool, driver: bool = False, alone: bool = False) -> Any:
-        """The old name of `read()` and `write()` (and the driver paths' units), kept while
-        the Store's `_tx` calls it."""
-        return self._unit(write, driver, alone)
-
     @contextmanager
     def _unit(self, write: bool, driver: bool, alone: bool) -> Iterator[Any]:
         """The one way a call gets its transaction; every read and write goes through it.
@@ -329,10 +324,6 @@ class Connector(ABC):
                     "block; nothing of it was committed"
                 )
             outer.commit()
-
-    def maintenance(self) -> AbstractContextManager[Any]:
-        """The old name of `outside_transaction()`, kept while the Store calls it."""
-        return self.outside_transaction()
 
     @contextmanager
     def outside_transaction(self) -> Iterator[Any]:

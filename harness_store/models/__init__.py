@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sqlalchemy import Table
 
-from ..schema.releases import RELEASES
+from ..releases import RELEASES
 from .accounting import ProviderCall
 from .agents import (
     AgentEvent,

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_names
 
 if TYPE_CHECKING:
+    from ..releases import indexes_at, own_indexes_at, revision_for
     from .backup import backup_name
     from .migrate import UpgradeReport, alembic_config, downgrade, script_location, upgrade
-    from .releases import indexes_at, own_indexes_at, revision_for
 
 LAZY = {
     "upgrade": "migrate",

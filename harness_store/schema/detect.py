@@ -29,7 +29,7 @@ from ..errors import (
     UpgradeRequiredError,
 )
 from ..formats import CHECKPOINT_FORMAT
-from .releases import (
+from ..releases import (
     HEAD,
     INDEXES,
     NEWEST_KNOWN_RELEASE,

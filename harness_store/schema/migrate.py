@@ -41,11 +41,11 @@ from ..connector import Lent, lend, translated
 from ..dialects import backend_for, backend_named
 from ..engine import make_engine, resolve_target, safe_url, sqlite_path, to_url
 from ..errors import MalformedStoreError, StoreError, StoreNotFoundError, UpgradeFailedError
+from ..releases import REVISIONS
 from .backup import discard, take_backup
 from .detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
 from .given_connection import given_connection
 from .preflight import is_disk_full, is_malformed, malformed_message, quick_check
-from .releases import REVISIONS
 
 if TYPE_CHECKING:
     from sqlalchemy import MetaData

@@ -21,6 +21,7 @@ from typing import Self, TypeVar
 from sqlalchemy import Column, Connection, Engine, MetaData, String, Table, insert
 from sqlalchemy.engine import URL
 
+from ..connector import Connector
 from ..dialects import backend_named
 from ..dialects.still import names_uri
 from ..engine import make_engine, read_only_url, to_url, where
@@ -28,10 +29,10 @@ from ..errors import InvalidValueError, StoreNotFoundError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
 from ..models.spend import SPEND_METADATA
+from ..releases import HEAD
 from ..schema.copy_marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
 from ..schema.detect import Diagnosis, check_sqlite_file, diagnose, read_revision, refuse_unreadable
 from ..schema.preflight import check_readable
-from ..schema.releases import HEAD
 from ..targets import Target, TargetLike
 from .accounting import AccountingMixin
 from .agents import AgentsMixin
@@ -40,7 +41,6 @@ from .arguments import checked_arguments
 from .arrow import ArrowMixin
 from .base import StoreBase
 from .check import CheckMixin
-from .connector import Connector
 from .export_reads import ExportReadsMixin
 from .journal import JournalMixin
 from .leases import Lease, LeasesMixin

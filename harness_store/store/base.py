@@ -26,12 +26,12 @@ from sqlalchemy.orm import configure_mappers
 from sqlalchemy.sql import ClauseElement
 
 from .. import models as m
+from ..connector import BlockState, Connector, SQLiteConnector, connector_for
+from ..connector.driver import DriverStatement as DriverStatement
 from ..dialects import Backend
 from ..dialects.base import WRITE_TRANSACTION as WRITE
 from ..errors import RunNotFoundError
 from .checkpoints import Checkpoints
-from .connector import BlockState, Connector, SQLiteConnector, connector_for
-from .driver import DriverStatement as DriverStatement
 from .kept_spend import SpendKeeper
 from .point_reads import compiled
 
@@ -63,7 +63,7 @@ class StoreBase:
         self._checkpoints = Checkpoints(
             engine,
             backend,
-            write=lambda: connector.unit(write=True),
+            write=connector.write,
             run_driver=connector.run_driver,
         )
         """The checkpoint path: this handle's leases, staged turns, and the checkpoint's
@@ -140,12 +140,12 @@ class StoreBase:
     def _read(self) -> Any:
         """A SQLAlchemy connection in the call's read transaction (the open block's, inside
         `transaction()`)."""
-        return self._connector.unit(write=False)
+        return self._connector.read()
 
     def _write(self) -> Any:
         """A SQLAlchemy connection in the call's write transaction (a savepoint of the open
         block, inside `transaction()`)."""
-        return self._connector.unit(write=True)
+        return self._connector.write()
 
     def _snapshot(self, *, typed: bool = False) -> AbstractContextManager[Connection]:
         """One read transaction in which every statement sees the same instant (a whole
@@ -187,7 +187,7 @@ class StoreBase:
     def _maintenance(self) -> AbstractContextManager[Any]:
         """A driver connection outside any transaction (`VACUUM`, the WAL switch);
         `TransactionOpenError` inside a block."""
-        return self._connector.maintenance()
+        return self._connector.outside_transaction()
 
     def _released(self) -> AbstractContextManager[None]:
         """The Store's connections given back for the body (an upgrade in place)."""

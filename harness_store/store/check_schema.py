@@ -16,8 +16,7 @@ from ..dialects import Backend, backend_for
 from ..dialects.postgresql import FORMAT_TABLE
 from ..models.spend import SPEND_TABLES
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
-from ..schema.detect import diagnose, read_tables, shape_items
-from ..schema.releases import (
+from ..releases import (
     HEAD,
     INDEXES,
     OWN_INDEXES,
@@ -32,6 +31,7 @@ from ..schema.releases import (
     own_indexes_at,
     release_of_revision,
 )
+from ..schema.detect import diagnose, read_tables, shape_items
 from .check_rows import model_table
 
 K = FindingKind

@@ -37,12 +37,12 @@ from sqlalchemy import (
 )
 
 from .. import models as m
+from ..connector.driver import DriverStatement
 from ..dialects import Backend
 from ..errors import InvalidValueError, LeaseConflictError
 from ..formats import i64, opt_text, u32
 from ..formats import text as check_text
 from ..records import AssistantTurn
-from .driver import DriverStatement
 
 STEP_COLUMNS = ("run_id", "step", "decision", "result", "prompt", "tool_call", "tokens")
 """The columns a step row is written with (the rest take upstream's defaults)."""

@@ -18,7 +18,7 @@ from sqlalchemy import BindParameter, Engine, bindparam, literal_column, null, s
 from sqlalchemy.sql import ClauseElement
 
 from .. import models as m
-from .driver import DriverStatement
+from ..connector.driver import DriverStatement
 
 RUN_ID: BindParameter[Any] = bindparam("run_id")
 """The run a point read is about."""

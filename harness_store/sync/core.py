@@ -32,9 +32,9 @@ from ..errors import (
 )
 from ..models import Base
 from ..models.sync import ORIGINS, SYNC_METADATA
+from ..releases import NEWEST_KNOWN_RELEASE
 from ..schema.detect import IGNORED_TABLES, check_sqlite_file, read_revision, read_tables
 from ..schema.preflight import is_malformed
-from ..schema.releases import NEWEST_KNOWN_RELEASE
 from ..store import Store, whole_snapshot
 from ..targets import Target
 from ..transfer.plan import BOOKKEEPING_TABLES
@@ -278,7 +278,7 @@ def prepare_dest(dest: Connector | Engine, url: URL) -> None:
 
 
 def _prepare(dest: Connector, url: URL) -> None:
-    from ..schema.releases import HEAD
+    from ..releases import HEAD
     from ..transfer import copy_in_progress
 
     with dest.snapshot() as conn:

@@ -82,6 +82,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import MalformedStoreError
+from ..releases import HEAD
 from ..schema.copy_marker import (
     COPY_MARKER,
     IncompleteCopyError,
@@ -90,7 +91,6 @@ from ..schema.copy_marker import (
     mark_unfinished,
 )
 from ..schema.preflight import is_malformed
-from ..schema.releases import HEAD
 from ..targets import Target
 from .plan import Plan, copied_columns, copied_tables, make_plan, opened, refuse_unknown
 from .reading import (

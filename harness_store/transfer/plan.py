@@ -18,8 +18,8 @@ from ..dialects import backend_named
 from ..dialects.postgresql import FORMAT_TABLE
 from ..engine import URL_ENV, safe_url, sqlite_path, where
 from ..errors import SchemaError, StoreError, UpgradeRequiredError
+from ..releases import NEWEST_KNOWN_RELEASE, SHAPES, STORE_RELEASE
 from ..schema.detect import Diagnosis, StoreKind, read_tables
-from ..schema.releases import NEWEST_KNOWN_RELEASE, SHAPES, STORE_RELEASE
 from .report import UnknownTablesError
 
 if TYPE_CHECKING:

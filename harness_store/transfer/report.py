@@ -9,7 +9,7 @@ from ..errors import CopyError as CopyError
 from ..errors import CopyVerificationError as CopyVerificationError
 from ..errors import TargetNotEmptyError as TargetNotEmptyError
 from ..errors import UnknownTablesError as UnknownTablesError
-from ..schema.releases import NEWEST_KNOWN_RELEASE
+from ..releases import NEWEST_KNOWN_RELEASE
 
 DEFAULT_BATCH_SIZE = 1000
 """Rows read and inserted per batch unless told otherwise."""

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from harness_store.releases import REVISIONS
 from harness_store.schema import migrate
-from harness_store.schema.releases import REVISIONS
 
 FIRST_READABLE = REVISIONS.index("0.13")
 OLDER_SAMPLED = ("0.1", "0.7", "0.12")

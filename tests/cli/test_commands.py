@@ -29,7 +29,7 @@ from support.shared import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 from harness_store import Store
 from harness_store.cli import read_only_url
 from harness_store.engine import to_url
-from harness_store.schema.releases import HEAD
+from harness_store.releases import HEAD
 
 Copy = Callable[[str], Path]
 

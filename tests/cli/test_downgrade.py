@@ -11,9 +11,9 @@ from support.shared import copy_fixture
 
 from harness_store import Store
 from harness_store.engine import make_engine, to_url
+from harness_store.releases import HEAD
 from harness_store.schema import migrate
 from harness_store.schema.detect import read_revision
-from harness_store.schema.releases import HEAD
 
 
 def revision_of(target: str) -> str | None:

@@ -13,7 +13,7 @@ from support.clirun import on_terminal, run_in_process
 from harness_store import Store
 from harness_store.cli import app
 from harness_store.records import ProviderCall, StepRecord, Usage
-from harness_store.schema.releases import NEWEST_KNOWN_RELEASE
+from harness_store.releases import NEWEST_KNOWN_RELEASE
 
 REPO = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

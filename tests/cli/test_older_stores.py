@@ -16,7 +16,7 @@ from harness_store import Store
 from harness_store.aio.methods import NOT_MIRRORED, access, public_methods
 from harness_store.errors import StoreError, UpgradeRequiredError
 from harness_store.records import PriceTable
-from harness_store.schema.releases import REVISIONS
+from harness_store.releases import REVISIONS
 
 from .conftest import CHAIN, DRIVER_WORDS, FIRST_READABLE, sampled
 

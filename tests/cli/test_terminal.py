@@ -16,7 +16,7 @@ from support.clirun import on_terminal, run_cli
 
 from harness_store import Store
 from harness_store.records import StepRecord
-from harness_store.schema.releases import HEAD
+from harness_store.releases import HEAD
 
 ANSI = "\x1b["
 

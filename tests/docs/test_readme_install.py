@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_store.schema.releases import HEAD
+from harness_store.releases import HEAD
 
 from .examples import REPO, blocks
 

@@ -24,7 +24,7 @@ from support.sqlite_files import connect, integrity_ok
 from harness_store import StepRecord, Store
 from harness_store.errors import StoreLockedError
 from harness_store.formats import BUSY_TIMEOUT_SECONDS
-from harness_store.schema.releases import HEAD, REVISIONS
+from harness_store.releases import HEAD, REVISIONS
 
 WRITERS = 4
 READERS = 2

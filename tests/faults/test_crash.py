@@ -34,7 +34,7 @@ from harness_store.formats import (
     MEMORY_MAX_ENTRY_CHARS,
     MEMORY_TRUNCATED,
 )
-from harness_store.schema.releases import HEAD
+from harness_store.releases import HEAD
 
 SEED = 20_240_611
 CHECKPOINT_KILLS = 16  # per synchronous mode: 32 in all

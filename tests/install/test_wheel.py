@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_store.schema.releases import HEAD
+from harness_store.releases import HEAD
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness_store.schema.releases import HEAD, STORE_RELEASE, revision_for
+from harness_store.releases import HEAD, STORE_RELEASE, revision_for
 
 
 def _parts(name: str) -> tuple[int, ...]:

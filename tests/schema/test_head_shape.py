@@ -33,8 +33,7 @@ from support.pg_databases import PG_ENV, fresh_pg_database
 from support.schema_shape import Shape, as_io_harness_leaves, differences, schema_shape
 from support.shared import FIXTURE_STORES, SHARED, copy_fixture
 
-from harness_store.schema import migrate
-from harness_store.schema.releases import (
+from harness_store.releases import (
     HEAD,
     RELEASE_NAMES,
     REVISIONS,
@@ -42,6 +41,7 @@ from harness_store.schema.releases import (
     UpstreamIndex,
     own_indexes_at,
 )
+from harness_store.schema import migrate
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -24,8 +24,8 @@ from sqlalchemy import Connection, Engine, create_engine, inspect, text
 from harness_store import Store
 from harness_store.engine import to_url
 from harness_store.errors import MigrationConnectionError
+from harness_store.releases import HEAD
 from harness_store.schema import migrate
-from harness_store.schema.releases import HEAD
 
 REPO = Path(__file__).resolve().parents[2]
 

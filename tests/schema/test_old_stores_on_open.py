@@ -25,7 +25,7 @@ from harness_store import (
     Store,
 )
 from harness_store.errors import UpgradeRequiredError
-from harness_store.schema.releases import HEAD
+from harness_store.releases import HEAD
 
 
 def sha256(path: Path) -> str:

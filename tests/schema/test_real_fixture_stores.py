@@ -33,7 +33,7 @@ from support import upstream_sql as up
 from harness_store import CHECKPOINT_FORMAT, RunStatus, StepRecord, Store
 from harness_store.errors import UpgradeRequiredError
 from harness_store.models.spend import USAGE_SUMS
-from harness_store.schema.releases import HEAD, RELEASES
+from harness_store.releases import HEAD, RELEASES
 
 Copy = Callable[[str], Path]
 

@@ -31,8 +31,8 @@ from harness_store.errors import (
     UnfinishedTransactionError,
     UpgradeFailedError,
 )
+from harness_store.releases import HEAD
 from harness_store.schema import migrate
-from harness_store.schema.releases import HEAD
 
 STEPS = 20_000
 

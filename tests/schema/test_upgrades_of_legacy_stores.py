@@ -26,8 +26,8 @@ from support.sqlite_files import connect, diagnose_file
 from harness_store import StepRecord, Store
 from harness_store.errors import ForeignDatabaseError, NewerFormatError, SchemaError
 from harness_store.models import HARNESS_INDEXES, UPSTREAM_TABLES
+from harness_store.releases import HEAD, RELEASE_NAMES, REVISIONS
 from harness_store.schema import migrate
-from harness_store.schema.releases import HEAD, RELEASE_NAMES, REVISIONS
 
 REPO = Path(__file__).resolve().parents[2]
 ALEMBIC = [sys.executable, "-m", "alembic", "-c", str(REPO / "alembic.ini")]

@@ -26,9 +26,7 @@ from sqlalchemy import create_engine, inspect, text
 from support import legacy
 from support.sqlite_files import connect, diagnose_file
 
-from harness_store.schema import migrate
-from harness_store.schema.detect import StoreKind
-from harness_store.schema.releases import (
+from harness_store.releases import (
     HEAD,
     INDEXES,
     RELEASE_NAMES,
@@ -38,6 +36,8 @@ from harness_store.schema.releases import (
     release,
     revision_for,
 )
+from harness_store.schema import migrate
+from harness_store.schema.detect import StoreKind
 
 REPO = Path(__file__).resolve().parents[2]
 ALEMBIC = [sys.executable, "-m", "alembic", "-c", str(REPO / "alembic.ini")]

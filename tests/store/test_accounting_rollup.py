@@ -25,8 +25,8 @@ from harness_store import AsyncStore, Price, PriceTable, PriceTier, ProviderCall
 from harness_store.models import ProviderCall as CallRow
 from harness_store.models import table_of
 from harness_store.models.spend import SPEND_TABLES
+from harness_store.releases import HEAD
 from harness_store.schema import migrate
-from harness_store.schema.releases import HEAD
 from harness_store.store.accounting import ROW_KEYS
 
 CALLS = table_of(CallRow)

@@ -20,8 +20,8 @@ from harness_store import Store
 from harness_store.engine import to_url
 from harness_store.records import ProviderCall, Usage
 from harness_store.records.health import FindingKind
+from harness_store.releases import HEAD, REVISIONS
 from harness_store.schema import migrate
-from harness_store.schema.releases import HEAD, REVISIONS
 
 from .checkkit import PRICES, kinds, lost_lease, plant, populated
 

@@ -12,7 +12,7 @@ from support.processes import Worker
 
 from harness_store import Store
 from harness_store.records.health import FindingKind
-from harness_store.schema.releases import HEAD
+from harness_store.releases import HEAD
 
 from .checkkit import kinds, plant, populated
 

@@ -65,11 +65,16 @@ def test_the_connectors_maintenance_refuses_inside_a_block_before_touching_anyth
     with Store.open(store_target) as store:
         with pytest.raises(Boom), store.transaction():
             store.start_run("goal", "out.txt")
-            with pytest.raises(TransactionOpenError), store._connector.maintenance() as driver:
+            with (
+                pytest.raises(TransactionOpenError),
+                store._connector.outside_transaction() as driver,
+            ):
                 ran.append(driver)
             raise Boom
         assert ran == []
         assert store.runs() == []
-        with store._connector.maintenance() as driver:  # outside a block: a driver connection
+        with (
+            store._connector.outside_transaction() as driver
+        ):  # outside a block: a driver connection
             ran.append(driver)
         assert len(ran) == 1

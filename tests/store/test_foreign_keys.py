@@ -14,7 +14,7 @@ from support.legacy import build_born_at
 from harness_store import StepRecord, Store, copy_store
 from harness_store.engine import make_engine
 from harness_store.errors import RunNotFoundError
-from harness_store.schema.releases import HEAD
+from harness_store.releases import HEAD
 
 
 def orphan_rows(path: Path) -> list[tuple[int, int]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness_store import Store
-from harness_store.schema.releases import HEAD
+from harness_store.releases import HEAD
 from support import legacy
 from support.sqlite_files import connect
 

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, inspect, text
 
 from harness_store.engine import to_url
+from harness_store.releases import revision_for
 from harness_store.schema import migrate
-from harness_store.schema.releases import revision_for
 
 Shape = dict[str, dict[str, Any]]
 

@@ -33,7 +33,7 @@ from harness_store.errors import (
     StoreNotFoundError,
     UpgradeRequiredError,
 )
-from harness_store.schema.releases import SHAPES, STORE_RELEASE
+from harness_store.releases import SHAPES, STORE_RELEASE
 from harness_store.transfer import (
     CopyError,
     CopyReport,

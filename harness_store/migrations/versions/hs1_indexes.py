@@ -16,8 +16,8 @@ Revises: 0.13
 
 from __future__ import annotations
 
+from harness_store.releases import OWN_INDEXES, OWN_INDEXES_ADDED
 from harness_store.schema.migration_ops import create_index, drop_index
-from harness_store.schema.releases import OWN_INDEXES, OWN_INDEXES_ADDED
 
 revision = "hs1"
 down_revision = "0.13"
@@ -28,7 +28,7 @@ INDEXES: tuple[tuple[str, str, list[str]], ...] = tuple(
     (name, index.table, list(index.columns))
     for name, index in OWN_INDEXES_ADDED[OWN_INDEXES].items()
 )
-"""The indexes, as `harness_store.schema.releases.OWN_INDEXES_ADDED` holds them."""
+"""The indexes, as `harness_store.releases.OWN_INDEXES_ADDED` holds them."""
 
 
 def upgrade() -> None:

@@ -5,7 +5,7 @@ release its shape matches before the chain runs. A store of 0.18 or later is sta
 `hs1`, so it never ran it: upgraded, it lacked nine of the indexes a new store has
 (`hs_runs_parent_run_id`, `hs_spawns_parent_run_id_step` and the seven `hs_…_run_id`), and tree
 aggregates and per-run reads scanned whole tables. This revision creates, each only where it is
-missing, every index `harness_store.schema.releases.own_indexes_at("hs3")` names, so every
+missing, every index `harness_store.releases.own_indexes_at("hs3")` names, so every
 path to the head — a new store, one walked up the chain, one detected at any release, torn,
 or taken down and up again — ends with the same indexes.
 
@@ -19,8 +19,8 @@ Revises: hs3
 
 from __future__ import annotations
 
+from harness_store.releases import OWN_SPEND, own_indexes_at
 from harness_store.schema.migration_ops import create_index
-from harness_store.schema.releases import OWN_SPEND, own_indexes_at
 
 revision = "hs4"
 down_revision = "hs3"

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..formats import CHECKPOINT_FORMAT
+from .formats import CHECKPOINT_FORMAT
 
 
 @dataclass(frozen=True)
