@@ -31,6 +31,10 @@ SINGLE_TARGET = 0.9
 """One task: at least this share of the sync Store's throughput from one thread."""
 LAG_TARGET = 0.005
 """The event loop's worst lag while 8 tasks checkpoint under FULL (seconds)."""
+BESIDE_THREADS_TARGET = 1.2
+"""The loop's worst delay with 8 AsyncStore tasks, at most this many times its worst delay
+beside 8 threads of the sync Store in the same process (the same work on threads, handing
+nothing back to the loop), round by round."""
 TICK = 0.001
 
 AsyncOp = Callable[[int, int], Awaitable[Any]]
@@ -205,6 +209,19 @@ async def measure(
         table.check(f"{label}: event-loop lag < 5 ms with {TASKS} tasks", worst < LAG_TARGET)
         if lag_target
         else "",
+    )
+    beside = statistics.median(a / t for a, t in zip(lags, lag_threads, strict=True))
+    table.add(
+        label,
+        f"event-loop lag, {TASKS} AsyncStore tasks ÷ beside {TASKS} sync Store threads",
+        "",
+        "",
+        f"{fmt_ratio(beside)} (median of the rounds' worst-delay ratios)",
+        f"≤ {BESIDE_THREADS_TARGET:.1f}×",
+        table.check(
+            f"{label}: event-loop lag ≤ {BESIDE_THREADS_TARGET}× beside sync Store threads",
+            beside <= BESIDE_THREADS_TARGET,
+        ),
     )
     for what, series in (
         (f"event-loop lag beside {TASKS} sync Store threads (worst)", lag_threads),
