@@ -142,3 +142,14 @@ def test_resume_point_is_one_statement(store_target: str, monkeypatch: pytest.Mo
         with statements_counted(store, monkeypatch) as sent:
             three_reads(store, run)
         assert len(sent) == 3, sent
+
+
+def test_resume_point_reads_a_store_of_an_older_release_read_only(fixture_copy: Any) -> None:
+    """A read-only Store on a store io-harness 0.22 wrote (no turn kinds yet): the same
+    answers as the three calls, run by run."""
+    path = fixture_copy("io-harness-0.22.0/populated")
+    with Store.open(path, read_only=True) as store:
+        for run in [*store.runs(), 99_999]:
+            answer = three_reads(store, run)
+            assert one_read(store, run) == answer
+        assert [three_reads(store, run)[0] for run in store.runs()] == ["ok"] * len(store.runs())
