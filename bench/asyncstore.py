@@ -31,6 +31,10 @@ SINGLE_TARGET = 0.9
 """One task: at least this share of the sync Store's throughput from one thread."""
 LAG_TARGET = 0.005
 """The event loop's worst lag while 8 tasks checkpoint under FULL (seconds)."""
+BESIDE_THREADS_TARGET = 1.2
+"""The loop's worst delay with 8 AsyncStore tasks, at most this many times its worst delay
+beside 8 threads of the sync Store in the same process (the same work on threads, handing
+nothing back to the loop), round by round."""
 TICK = 0.001
 
 AsyncOp = Callable[[int, int], Awaitable[Any]]
@@ -134,6 +138,7 @@ async def measure(
     lag_store_1: list[float] = []
     lag_threads: list[float] = []
     lag_idle: list[float] = []
+    lag_saver: list[float] = []
     variants: list[tuple[str, Callable[[], Awaitable[tuple[float, float]]]]] = [
         ("Store, 1 thread", lambda: _sync(sync_ops[:1], seconds)),
         ("AsyncStore, 1 task", lambda: drive_tasks(a_op, 1, seconds)),
@@ -158,6 +163,8 @@ async def measure(
                 lag_threads.append(lag)
             elif name == "idle loop":
                 lag_idle.append(lag)
+            elif name == f"{saver_name}, {TASKS} tasks":
+                lag_saver.append(lag)
             if name == "AsyncStore, 1 task":
                 lag_store_1.append(lag)
 
@@ -206,7 +213,31 @@ async def measure(
         if lag_target
         else "",
     )
+    beside = statistics.median(a / t for a, t in zip(lags, lag_threads, strict=True))
+    table.add(
+        label,
+        f"event-loop lag, {TASKS} AsyncStore tasks ÷ beside {TASKS} sync Store threads",
+        "",
+        "",
+        f"{fmt_ratio(beside)} (median of the rounds' worst-delay ratios)",
+        f"≤ {BESIDE_THREADS_TARGET:.1f}×",
+        table.check(
+            f"{label}: event-loop lag ≤ {BESIDE_THREADS_TARGET}× beside sync Store threads",
+            beside <= BESIDE_THREADS_TARGET,
+        ),
+    )
+    beside_saver = statistics.median(a / t for a, t in zip(lags, lag_saver, strict=True))
+    table.add(
+        label,
+        f"event-loop lag, {TASKS} AsyncStore tasks ÷ {TASKS} {saver_name} tasks",
+        "",
+        "",
+        f"{fmt_ratio(beside_saver)} (median of the rounds' worst-delay ratios)",
+        "",
+        "",
+    )
     for what, series in (
+        (f"event-loop lag, {TASKS} {saver_name} tasks (worst)", lag_saver),
         (f"event-loop lag beside {TASKS} sync Store threads (worst)", lag_threads),
         ("event-loop lag, idle loop (worst; the machine's own)", lag_idle),
     ):
@@ -325,6 +356,7 @@ async def driver_floor(table: Table, url: Any, cfg: Config) -> None:
         )
     sync_conn = psycopg.connect(info, autocommit=True)
     async_conn = await psycopg.AsyncConnection.connect(info, autocommit=True)
+    many: list[Any] = []
     try:
         sync_cursor, async_cursor = sync_conn.cursor(), async_conn.cursor()
 
@@ -334,13 +366,32 @@ async def driver_floor(table: Table, url: Any, cfg: Config) -> None:
         async def async_op(k: int, n: int) -> None:
             await async_cursor.execute(DRIVER_SQL, params[n % len(params)])
 
-        sync_rates, async_rates = [], []
+        for _ in range(TASKS):
+            many.append(await psycopg.AsyncConnection.connect(info, autocommit=True))
+        many_cursors = [conn.cursor() for conn in many]
+
+        async def async_many(k: int, n: int) -> None:
+            await many_cursors[k].execute(DRIVER_SQL, params[n % len(params)])
+
+        sync_rates, async_rates, many_lags = [], [], []
         for _ in range(rounds):
             sync_rates.append((await _sync([sync_op], seconds))[0])
             async_rates.append((await drive_tasks(async_op, 1, seconds))[0])
+            many_lags.append((await drive_tasks(async_many, TASKS, seconds))[1])
     finally:
         sync_conn.close()
         await async_conn.close()
+        for conn in many:
+            await conn.close()
+    table.add(
+        "PostgreSQL",
+        f"event-loop lag, {TASKS} psycopg async tasks, a connection each (worst)",
+        fmt_time(max(many_lags)),
+        "",
+        f"median of rounds {fmt_time(statistics.median(many_lags))}",
+        "",
+        "",
+    )
     for name, rates in (
         ("psycopg sync, 1 thread", sync_rates),
         ("psycopg async, 1 task", async_rates),

@@ -1,7 +1,7 @@
 """The peer table: the Store and AsyncStore beside LangGraph's SQLite savers and OpenAI Agents'
 `SQLiteSession`, on SQLite, each with its library's default durability, in one run.
 
-`python -m bench.peers [--rounds 3]`
+`python -m bench.peers [--rounds 3] [--pg URL [--single-writes [--bursts]]]`
 
 Per peer: write one step (µs per call, one writer), 8 writers (calls/s over all: threads for
 the sync peers, tasks for the async ones), read the latest state and read a whole history of
@@ -407,11 +407,105 @@ async def main_async(
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 
+class RawPeer(Peer):
+    """The Store's own single-write statement (a step row and its checkpoint event, one
+    statement in autocommit) sent through psycopg, on tables with primary keys only."""
+
+    name = "raw psycopg"
+
+    async def open(self) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(pg_conninfo(self.path), autocommit=True)
+        self.conn.execute(
+            "CREATE TABLE steps (id bigserial PRIMARY KEY, run_id bigint, step bigint, "
+            "decision text, result text, prompt text, tool_call text, tokens bigint)"
+        )
+        self.conn.execute(
+            "CREATE TABLE checkpoint_events (id bigserial PRIMARY KEY, run_id bigint, "
+            "step bigint, kind text, detail text)"
+        )
+
+    async def close(self) -> None:
+        self.conn.close()
+
+    def write(self, k: int, n: int) -> Any:
+        s = step_record(n + 1)
+        self.conn.execute(
+            "WITH step_row AS (INSERT INTO steps (run_id, step, decision, result, prompt, "
+            "tool_call, tokens) VALUES (%s, %s, %s, %s, %s, %s, %s)) INSERT INTO "
+            "checkpoint_events (run_id, step, kind, detail) VALUES (%s, %s, 'checkpoint', NULL)",
+            (k, s.step, s.decision, s.result, s.prompt, s.tool_call, s.tokens, k, s.step),
+        )
+
+
+async def single_writes(rounds: int, where: Callable[[str], Any], bursts: bool) -> None:
+    """One writer on PostgreSQL: the Store, `PostgresSaver` and the raw statement, alternated
+    in rounds of `SINGLE_CALLS` writes each (with `bursts`, each peer's writes followed by a
+    0.5 s burst of 8 writers, as the peer table runs them)."""
+    peers: list[Peer] = [StorePeer(where("single-store")), PgSaverPeer(where("single-saver")),
+                         RawPeer(where("single-raw"))]  # fmt: skip
+    opened: list[Peer] = []
+    try:
+        for peer in peers:
+            await peer.open()
+            opened.append(peer)
+        times: dict[str, list[float]] = {p.name: [] for p in peers}
+        written = 0
+        for r in range(rounds + 1):  # the first round warms up
+            for peer in peers:
+                took = await per_call(
+                    peer, lambda n, p=peer, b=written: p.write(0, b + n), SINGLE_CALLS
+                )
+                if r:
+                    times[peer.name].append(took)
+                if bursts and not isinstance(peer, RawPeer):
+                    await writers(peer, 0.5)
+            written += SINGLE_CALLS
+    finally:
+        for peer in opened:
+            await peer.close()
+    options = os.environ.get("PGOPTIONS", "")
+    print(f"PostgreSQL, one writer, {rounds} rounds of {SINGLE_CALLS} writes a peer"
+          f"{', each followed by a burst of 8 writers' if bursts else ''}; medians; "
+          f"load {os.getloadavg()[0]:.1f}; PGOPTIONS={options!r}")  # fmt: skip
+    print("| peer | write one step | Store ÷ peer (median of rounds; range) |")
+    print("|---|---|---|")
+    store = times["Store"]
+    for name, series in times.items():
+        ratios = [s / p for s, p in zip(store, series, strict=True)]
+        shown = "—" if name == "Store" else (
+            f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f}×)")  # fmt: skip
+        print(f"| {name} | {statistics.median(series) * 1e6:.0f} µs | {shown} |")
+
+
+SINGLE_CALLS = 200
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pg", help="a PostgreSQL server's SQLAlchemy URL: its peers instead")
+    parser.add_argument(
+        "--single-writes",
+        action="store_true",
+        help="with --pg: only one writer's writes, the Store beside PostgresSaver and the raw "
+        "statement (set PGOPTIONS='-c synchronous_commit=off' to take the commit's flush off)",
+    )
+    parser.add_argument(
+        "--bursts", action="store_true", help="with --single-writes: 8 writers after each peer"
+    )
     args = parser.parse_args()
+    if args.pg and args.single_writes:
+        with ExitStack() as stack:
+
+            def scratch(name: str) -> Any:
+                return stack.enter_context(
+                    pg_database(args.pg, f"hs_bench_{name.replace('-', '_')}")
+                )
+
+            asyncio.run(single_writes(args.rounds, scratch, args.bursts))
+        return
     if args.pg:
         with ExitStack() as stack:
 

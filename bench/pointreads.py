@@ -2,11 +2,12 @@
 driver.
 
 A 1,000-step run, finished. The resume sequence (`check_resumable`, `last_step`,
-`spent_tokens`) and `run_summary`, beside the same answers read with the raw driver on one
-connection (on SQLite: `PRAGMA user_version`, the run's kind and status, `MAX(step)`, the
-token sum; on PostgreSQL the same four statements in autocommit). Variants alternate in
-rounds; on SQLite the figure is CPU time (`time.process_time`: the client's work, as the
-file is in the page cache), on PostgreSQL wall time (round trips).
+`spent_tokens`; and the same answers in one read, `resume_point`) and `run_summary`, beside
+the same answers read with the raw driver on one connection (on SQLite: `PRAGMA
+user_version`, the run's kind and status, `MAX(step)`, the token sum; on PostgreSQL the same
+four statements in autocommit). Variants alternate in rounds; on SQLite the figure is CPU time
+(`time.process_time`: the client's work, as the file is in the page cache), on PostgreSQL wall
+time (round trips).
 """
 
 from __future__ import annotations
@@ -107,6 +108,9 @@ def measure(
         store.last_step(run_id)
         store.spent_tokens(run_id)
 
+    def store_resume_point() -> None:
+        store.resume_point(run_id)
+
     def raw_summary() -> None:
         cursor.execute(summary, one).fetchone()
 
@@ -125,6 +129,8 @@ def measure(
     out = []
     for name, raw_fn, store_fn, target in (
         ("resume (check_resumable, last_step, spent_tokens)", raw_resume, store_resume,
+         RESUME_TARGET[backend.name]),
+        ("resume in one read (resume_point)", raw_resume, store_resume_point,
          RESUME_TARGET[backend.name]),
         ("run_summary", raw_summary, store_summary, SUMMARY_TARGET),
     ):  # fmt: skip

@@ -460,6 +460,18 @@ class StoreMethods:
         result: None = await self._call(READ, "check_resumable", (run_id,), {})
         return result
 
+    async def resume_point(
+        self,
+        run_id: int,
+    ) -> tuple[int, int]:
+        """`check_resumable`, `last_step` and `spent_tokens` in one read: what a harness reads
+        before it resumes a run, as one statement (one round trip on PostgreSQL). Raises what
+        `check_resumable` raises; else returns (the highest step recorded, the run's durable
+        spend), each as its own method returns it.
+        """
+        result: tuple[int, int] = await self._call(READ, "resume_point", (run_id,), {})
+        return result
+
     async def record_run_policy(
         self,
         run_id: int,

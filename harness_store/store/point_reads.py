@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import BindParameter, Engine, bindparam, literal_column, null, select
+from sqlalchemy import BindParameter, Engine, Select, bindparam, literal_column, null, select
 from sqlalchemy.sql import ClauseElement
 
 from .. import models as m
@@ -41,7 +41,7 @@ def compiled(
     return statement
 
 
-def resumable(format_sql: str, has_turns: bool) -> ClauseElement:
+def resumable(format_sql: str, has_turns: bool) -> Select[Any]:
     """One row for `check_resumable`: the checkpoint format (`format_sql`, the backend's
     expression for it), and the run's turn kind, status and id (NULL when there is no run)."""
     r = m.Run
@@ -52,6 +52,17 @@ def resumable(format_sql: str, has_turns: bool) -> ClauseElement:
         turn,
         select(r.status).where(mine).scalar_subquery(),
         select(r.id).where(mine).scalar_subquery(),
+    )
+
+
+def resume_point(format_sql: str, has_turns: bool) -> ClauseElement:
+    """`resumable`'s row with the run's last step and spent tokens after it (`last_step`'s
+    and `spent_tokens`' statements as scalar subqueries): a resume's three reads as one."""
+    from .runs import last_step_of, tokens_of  # runs builds its reads from this module
+
+    return resumable(format_sql, has_turns).add_columns(
+        last_step_of(RUN_ID).scalar_subquery(),
+        tokens_of(RUN_ID, has_turns=has_turns).scalar_subquery(),
     )
 
 

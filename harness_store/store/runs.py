@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from .. import models as m
-from ..errors import InvalidValueError, ResumeError, RunNotFoundError
+from ..errors import InvalidValueError, ResumeError, RunNotFoundError, StoreError
 from ..formats import CHECKPOINT_FORMAT, SUCCESS_OUTCOME, i64, token_sum, u32, u64
 from ..formats import text as check_text
 from ..policy import PolicyFormatError, parse_policy, policy_document
@@ -29,6 +29,7 @@ from ..records import RunStatus, RunSummary, StepRecord
 from .base import StoreBase
 from .marks import pages, reads, writes
 from .point_reads import RUN_ID, resumable, run_status
+from .point_reads import resume_point as point_resume
 from .point_reads import run_summary as summary_of
 from .run_holds import hold_run
 
@@ -378,19 +379,23 @@ class RunsMixin(StoreBase):
         has_turns = self._has_columns("runs", "turn_kind")
         format_sql = self._format_column()
         row = self._point("resumable", resumable, format_sql, has_turns, run_id=run_id)[0]
-        version, turn, status, found = int(row[0] or 0), row[1], row[2], row[3]
-        if version > CHECKPOINT_FORMAT:
-            raise ResumeError(
-                f"checkpoint format {version} is newer than supported {CHECKPOINT_FORMAT}; "
-                "upgrade harness_store to resume this run"
-            )
-        if found is None:
-            raise ResumeError(f"no run with id {run_id} in the store")
-        if (turn, status) == (REPLY_TURN, "running"):
-            raise ResumeError(
-                f"run {run_id} is a conversational turn that was answering when it stopped; it "
-                "committed no step, so there is nothing to continue — take the turn again"
-            )
+        refuse_resume(run_id, row)
+
+    @reads
+    def resume_point(self, run_id: int) -> tuple[int, int]:
+        """`check_resumable`, `last_step` and `spent_tokens` in one read: what a harness reads
+        before it resumes a run, as one statement (one round trip on PostgreSQL). Raises what
+        `check_resumable` raises; else returns (the highest step recorded, the run's durable
+        spend), each as its own method returns it."""
+        has_turns = self._has_columns("runs", "turn_kind")
+        format_sql = self._format_column()
+        try:
+            row = self._point("resume_point", point_resume, format_sql, has_turns, run_id=run_id)
+        except StoreError:  # (SQLite's SUM overflowing) a refusal of the run comes first, as
+            self.check_resumable(run_id)  # when the three reads are made in turn
+            raise
+        refuse_resume(run_id, row[0])
+        return int(row[0][4]), token_sum(row[0][5])
 
     _format_table_seen = False
 
@@ -434,6 +439,24 @@ class RunsMixin(StoreBase):
             return parse_policy(document)
         except PolicyFormatError as exc:
             raise ResumeError(f"run {run_id} has an unreadable recorded policy: {exc}") from None
+
+
+def refuse_resume(run_id: int, row: Any) -> None:
+    """`check_resumable`'s refusals, from its row (the checkpoint format, the run's turn kind,
+    status and id)."""
+    version, turn, status, found = int(row[0] or 0), row[1], row[2], row[3]
+    if version > CHECKPOINT_FORMAT:
+        raise ResumeError(
+            f"checkpoint format {version} is newer than supported {CHECKPOINT_FORMAT}; "
+            "upgrade harness_store to resume this run"
+        )
+    if found is None:
+        raise ResumeError(f"no run with id {run_id} in the store")
+    if (turn, status) == (REPLY_TURN, "running"):
+        raise ResumeError(
+            f"run {run_id} is a conversational turn that was answering when it stopped; it "
+            "committed no step, so there is nothing to continue — take the turn again"
+        )
 
 
 __all__ = ["RunsMixin", "step_values"]

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,8 @@ HEAVY = (
     "harness_store.store",
     "harness_store.schema.detect",
     "harness_store.records.trace",
+    "harness_store.transfer",
+    "harness_store.schema.migrate",
 )
 """Packages a command that reads no store has no use for."""
 
@@ -81,3 +84,19 @@ def test_the_package_loads_no_record_module_until_one_is_used() -> None:
         "assert sorted(harness_store.RECORDS) == sorted(r.__all__)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_listing_a_store_at_head_loads_no_migration_machinery(tmp_path: Path) -> None:
+    """`runs` on a store at head opens it through the Store (models, detection), but Alembic,
+    the drivers of the other backend and the optional exporters stay unloaded: an upgrade is
+    what needs the chain."""
+    from harness_store import Store
+
+    path = tmp_path / "store.sqlite3"
+    with Store.open(str(path)) as store:
+        store.start_run("goal", "src/a.rs")
+    out, heavy = loaded(["runs", str(path)], {})
+    assert "goal" in out
+    unused = ("alembic", "psycopg", "pyarrow", "opentelemetry", "harness_store.transfer",
+              "harness_store.schema.migrate")  # fmt: skip
+    assert [m for m in heavy if m.split(".")[0] in unused or m.startswith(unused)] == []
