@@ -112,9 +112,10 @@ def test_a_terminated_copy_empties_its_target(
     assert run_cli("copy", big_source, target, timeout=600).returncode == 0
 
 
-STOP_INSIDE_THE_POOL = """
+STOP_INSIDE_SQLALCHEMY = """
 import os, signal, sqlite3, sys
 from sqlalchemy import event
+from sqlalchemy.engine import Engine
 from sqlalchemy.pool import Pool
 from harness_store.cli import main
 from harness_store.transfer import COPY_MARKER
@@ -131,32 +132,39 @@ def marked():
 
 seen_marker = False
 
-@event.listens_for(Pool, "reset")
-def stop_here(dbapi_connection, record, state):
+def stop_here(*args):
     global sent, seen_marker
     seen_marker = seen_marker or marked()
     if not sent and seen_marker and (marked() != after_commit):
         sent = True
         os.kill(os.getpid(), sig)
 
+event.listen(Engine, "begin", stop_here)  # a connection beginning a transaction
+event.listen(Pool, "reset", stop_here)  # a connection given back to the pool
+
 main(["copy", *sys.argv[4:]])
 """
-"""`harness-store copy` with a signal sent to itself while SQLAlchemy's pool resets one of
-the copy's connections: argv is the signal's name, the target, whether to wait until the
-rows are committed, then the copy's arguments."""
+"""`harness-store copy` with a signal sent to itself from inside SQLAlchemy: at the first
+transaction's begin, or connection's reset in the pool, that sees the unfinished-copy mark
+committed (or, waiting until the rows are committed, the first that sees it gone again). argv
+is the signal's name, the target, whether to wait until the rows are committed, then the copy's
+arguments. The copy's target keeps one connection from the mark to the rows' commit, so the
+first moment is the begin of the transaction the rows are written in; the second, the first
+begin or reset after that transaction's commit."""
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
-def test_a_stop_inside_the_pool_is_taken_at_the_next_batch(
+def test_a_stop_inside_sqlalchemy_is_taken_at_the_next_batch(
     big_source: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
-    """A stop arriving while the pool resets a connection (right after the unfinished-copy mark
-    is committed) is acted on at the copy's next batch: the pool is not interrupted, so it logs
-    nothing, and the target is emptied again."""
+    """A stop arriving inside SQLAlchemy (as the copy's connection begins the transaction of
+    its rows, right after the unfinished-copy mark is committed) is acted on at the copy's
+    next batch: SQLAlchemy is not interrupted, so nothing logs it, and the target is emptied
+    again."""
     target = tmp_path / "target.sqlite3"
     copying = [str(big_source), str(target), "--batch-size", "50"]
     done = subprocess.run(
-        [sys.executable, "-c", STOP_INSIDE_THE_POOL, sig.name, str(target), "0", *copying],
+        [sys.executable, "-c", STOP_INSIDE_SQLALCHEMY, sig.name, str(target), "0", *copying],
         capture_output=True,
         text=True,
         env=environ(),
@@ -177,7 +185,7 @@ def test_a_stop_after_the_commit_keeps_the_finished_copy(big_source: Path, tmp_p
     target = tmp_path / "target.sqlite3"
     copying = [str(big_source), str(target), "--json"]
     done = subprocess.run(
-        [sys.executable, "-c", STOP_INSIDE_THE_POOL, "SIGTERM", str(target), "1", *copying],
+        [sys.executable, "-c", STOP_INSIDE_SQLALCHEMY, "SIGTERM", str(target), "1", *copying],
         capture_output=True,
         text=True,
         env=environ(),
