@@ -5,6 +5,9 @@ connector's hot paths and in SQLAlchemy's asyncio adapter) hands the driver's co
 task, which awaits it on the loop and switches back with the answer. But a greenlet here
 serves one call after another, parked in between, instead of one made per call: making it
 cost more than the rest of a call's own work around its round trip.
+
+A call whose loop is closed under it stays parked in its greenlet, awaiting a driver coroutine
+that loop never resumes; the next loop's first call ends it (`recover`).
 """
 
 from __future__ import annotations
@@ -82,14 +85,10 @@ class Greenlets:
             pending, worker.pending = worker.pending, None
             if pending is not None:
                 _close_driver(pending)
-            signal = worker.throw(LoopClosedError("the event loop of this call was closed"))
-            while signal is not _DONE:
-                try:
-                    value = await signal
-                except BaseException:
-                    signal = worker.throw(*sys.exc_info())
-                else:
-                    signal = worker.switch(value)
+            # greenlet's own error (the dead loop ran on another thread) leaves the call
+            # parked, its connection already closed
+            with contextlib.suppress(Exception):
+                await _unwind(worker)
             worker.raised = worker.returned = None
             worker.gr_context = None
 
@@ -98,6 +97,20 @@ class Greenlets:
         idle, self._idle = self._idle, []
         for worker in idle:
             worker.throw(GreenletExit)
+
+
+async def _unwind(worker: _Worker) -> None:
+    """Unwind a parked call on this loop: `LoopClosedError` thrown where it awaits, and
+    whatever its handlers then await (on a closed connection, they fail at once) awaited
+    here."""
+    signal = worker.throw(LoopClosedError("the event loop of this call was closed"))
+    while signal is not _DONE:
+        try:
+            value = await signal
+        except BaseException:
+            signal = worker.throw(*sys.exc_info())
+        else:
+            signal = worker.switch(value)
 
 
 def _close_driver(pending: Any) -> None:

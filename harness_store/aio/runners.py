@@ -25,6 +25,10 @@ Store's engine), whose adapter awaits the same way.
 
 A cancelled call is all or nothing: on a thread it runs to its end (or never starts); on the
 loop the cancellation unwinds the call's transaction, which the database rolls back whole.
+
+A loop closed while a block is open (or a call is under way) never runs its task again: the
+runners hold the open blocks themselves, and the first call from another loop, or `close()`,
+rolls back those of closed loops (`_OpenBlocks`, `GreenletRunner._adopt`).
 """
 
 from __future__ import annotations
