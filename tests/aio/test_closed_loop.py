@@ -42,7 +42,20 @@ async def writer(store, i):
     await store.start_run(f"flight-{i}", "f")
 
 
+async def ended_by_run():
+    # asyncio.run ends when this returns: it cancels the tasks left and closes its loop
+    store = await AsyncStore.open(target)
+    entered = asyncio.Event()
+    asyncio.ensure_future(holder(store, entered, scenario == "run-nested"))
+    for i in range(8):
+        asyncio.ensure_future(writer(store, i))
+    await entered.wait()
+    return store
+
+
 def first_loop():
+    if scenario.startswith("run-"):
+        return asyncio.run(ended_by_run()), []
     loop = asyncio.new_event_loop()
     store = loop.run_until_complete(AsyncStore.open(target))
     entered = asyncio.Event()
@@ -97,12 +110,21 @@ the caller's tasks, printed whatever store they used; anything else on stderr is
 
 @pytest.mark.parametrize(
     "scenario",
-    ["block-collected", "block-kept", "nested-collected", "nested-kept", "in-flight"],
+    [
+        "block-collected",
+        "block-kept",
+        "nested-collected",
+        "nested-kept",
+        "in-flight",
+        "run-block",
+        "run-nested",
+    ],
 )
 def test_a_closed_loop_releases_what_its_calls_held(store_target: str, scenario: str) -> None:
     """A block left open by a closed loop (its coroutine finalized by the garbage collector,
-    or kept referenced and never finalized), nested or not, or calls still in flight: the
-    block rolls back, and a new loop's calls, blocks and `close()` go on."""
+    or kept referenced and never finalized), nested or not, or calls still in flight, or
+    `asyncio.run` ending with a block and writes under way: the block rolls back, and a new
+    loop's calls, blocks and `close()` go on."""
     child = child_python(SCENARIO, store_target, scenario)
     try:
         out, err = child.communicate(timeout=DEADLINE)
@@ -126,7 +148,20 @@ target, scenario = sys.argv[1], sys.argv[2]
 admin = to_url(target).set(drivername="postgresql").render_as_string(False)
 
 
+async def ended_by_run():
+    # asyncio.run ends when this returns: it cancels the tasks left and closes its loop
+    store = await AsyncStore.open(target)
+    entered = asyncio.Event()
+    asyncio.ensure_future(holder(store, entered, scenario == "run-nested"))
+    for i in range(8):
+        asyncio.ensure_future(writer(store, i))
+    await entered.wait()
+    return store
+
+
 def first_loop():
+    if scenario.startswith("run-"):
+        return asyncio.run(ended_by_run()), []
     loop = asyncio.new_event_loop()
     store = loop.run_until_complete(AsyncStore.open(target))
     run = loop.run_until_complete(store.start_run("locked", "f"))
