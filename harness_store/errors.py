@@ -212,3 +212,9 @@ class ArchiveRefusedError(InvalidValueError):
     itself, one of its side files (`-wal`, `-shm`, `-journal`, `-writers`) or a link to one of
     them, or it already holds a different row under an id the pruned rows carry (another
     store's runs). Raised before the batch it concerns is copied or deleted: no run is lost."""
+
+
+class LoopClosedError(StoreError):
+    """An `AsyncStore` call could not go on because the event loop it was made on was closed
+    under it: a `transaction()` block open when its loop closed was rolled back (nothing of it
+    was committed). The store itself goes on from another loop."""

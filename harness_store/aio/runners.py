@@ -25,15 +25,21 @@ Store's engine), whose adapter awaits the same way.
 
 A cancelled call is all or nothing: on a thread it runs to its end (or never starts); on the
 loop the cancellation unwinds the call's transaction, which the database rolls back whole.
+
+A loop closed while a block is open (or a call is under way) never runs its task again: the
+runners hold the open blocks themselves, and the first call from another loop, or `close()`,
+rolls back those of closed loops (`_OpenBlocks`, `GreenletRunner._adopt`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 import functools
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager
 from itertools import islice
@@ -41,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..connector.driver import LATE_ROUNDS
 from ..engine import sqlite_path
-from ..errors import StoreError
+from ..errors import LoopClosedError, StoreError
 from ..store import read_only_twin
 from ..store.base import block_state, restore_block_state
 from .lanes import Lanes, Outcome
@@ -74,8 +80,9 @@ class ThreadRunner:
         )
         self._reads = self._writes
         self._block = Lanes(1, f"{THREAD}-block")
-        self._turn = asyncio.Lock()
+        self._turn = _Turn()
         """Held by the task whose block is open on the block lane."""
+        self._open = _OpenBlocks()
         self._bound: contextvars.ContextVar[_Bound | None] = contextvars.ContextVar(
             "harness_store_bound", default=None
         )
@@ -118,6 +125,7 @@ class ThreadRunner:
         writer may commit it together with others."""
         if self._closed:
             raise StoreError("this Store is closed")
+        self._open.adopt(self._turn)
         bound = self._bound.get()
         if bound is not None:
             return bound.run, self.store, False
@@ -149,6 +157,9 @@ class ThreadRunner:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
+        if self._closed:
+            raise StoreError("this Store is closed")
+        self._open.adopt(self._turn)
         bound = self._bound.get()
         if bound is not None:  # nested: a savepoint, on the same lane
             block = self.store.transaction()
@@ -163,58 +174,88 @@ class ThreadRunner:
                 if began:
                     block.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
 
+            nested = _Opened(asyncio.get_running_loop(), bound, end_begun)
+            self._open.add(nested)
             try:
-                await bound.run(begin)
-            except BaseException:
-                # Cancelled while the savepoint was being opened: once it is, close it on the
-                # block's lane, before the outer block ends (the lane runs in order); left
-                # open, it would be ended by the garbage collector on whatever thread, on the
-                # connection another block is using by then.
-                bound.submit(end_begun)
-                raise
-            try:
-                yield
-            except BaseException as exc:
-                await bound.finish(functools.partial(block.__exit__, type(exc), exc, None))
-                raise
-            await bound.finish(functools.partial(block.__exit__, None, None, None))
+                try:
+                    await bound.run(begin)
+                except BaseException:
+                    # Cancelled while the savepoint was being opened: once it is, close it on
+                    # the block's lane, before the outer block ends (the lane runs in order);
+                    # left open, it would be ended by the garbage collector on whatever
+                    # thread, on the connection another block is using by then.
+                    self._open.abandon(nested)
+                    raise
+                async with self._ending(bound, block, nested):
+                    yield
+            finally:
+                self._open.abandon(nested)
             return
-        if self._closed:
-            raise StoreError("this Store is closed")
-        async with self._turn:
-            bound = _Bound(self._block)
-            block = self.store.transaction()
-            entered = False
+        bound = _Bound(self._block)
+        block = self.store.transaction()
+        entered = False
 
-            def enter() -> None:
-                nonlocal entered
-                block.__enter__()
-                entered = True
+        def enter() -> None:
+            nonlocal entered
+            block.__enter__()
+            entered = True
 
-            def abandon() -> None:
-                if entered:
-                    block.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
+        def abandon() -> None:
+            if entered:
+                block.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
 
+        opened = _Opened(asyncio.get_running_loop(), bound, abandon)
+        await self._turn.acquire(opened)
+        self._open.add(opened)
+        try:
             try:
                 await bound.run(enter)
             except BaseException:
                 # Cancelled while waiting for the write lock: once `enter` runs, end the
                 # block (the lane runs in order, so before the next block begins).
-                bound.submit(abandon)
+                self._open.abandon(opened)
                 raise
             token = self._bound.set(bound)
             try:
-                yield
-            except BaseException as exc:
-                self._bound.reset(token)
-                await bound.finish(functools.partial(block.__exit__, type(exc), exc, None))
+                async with self._ending(bound, block, opened):
+                    yield
+            finally:
+                with contextlib.suppress(ValueError):  # finalized in another context
+                    self._bound.reset(token)
+        finally:
+            self._open.abandon(opened)
+            self._turn.release(opened)
+
+    @asynccontextmanager
+    async def _ending(
+        self, bound: _Bound, block: AbstractContextManager[None], opened: _Opened
+    ) -> AsyncIterator[None]:
+        """The body of an open block, and its end on the block's lane: awaited when the body
+        ends on a live loop; queued without waiting when the block's coroutine is finalized
+        by the garbage collector (its loop was closed under it: nothing may be awaited then),
+        or when it was already ended for a closed loop."""
+        try:
+            yield
+        except BaseException as exc:
+            if isinstance(exc, GeneratorExit) or opened.ended:
+                self._open.abandon(opened)
                 raise
-            self._bound.reset(token)
-            await bound.finish(functools.partial(block.__exit__, None, None, None))
+            opened.ended = True
+            await bound.finish(functools.partial(block.__exit__, type(exc), exc, None))
+            raise
+        if opened.ended:
+            raise LoopClosedError(
+                "this transaction() block was rolled back: the event loop it was opened on "
+                "was closed while it was open"
+            )
+        opened.ended = True
+        await bound.finish(functools.partial(block.__exit__, None, None, None))
 
     async def aclose(self) -> None:
         """Close the stores on their own lanes (after the calls queued there), then end every
         lane's thread."""
+        if not self._closed:
+            self._open.adopt(self._turn)
         self._closed = True
         try:
             if self._target.store is not None:
@@ -225,6 +266,130 @@ class ThreadRunner:
             await self._block.aclose()
             await self._reads.aclose()
             await self._writes.aclose()
+
+
+class _Opened:
+    """A block (or nested savepoint) open on the block lane: the loop it was opened on, and
+    how to end it there should that loop be closed first."""
+
+    __slots__ = ("bound", "end", "ended", "loop")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, bound: _Bound, end: Callable[[], Any]
+    ) -> None:
+        self.loop = loop
+        self.bound = bound
+        self.end = end
+        self.ended = False
+        """Whether its end is queued on the lane (or done)."""
+
+
+class _OpenBlocks:
+    """The blocks open on the block lane, outermost first, held here (not only by their
+    tasks' coroutines) so that a block whose loop was closed under it can still be ended.
+
+    A task's block ends with the task; but a loop closed while the block is open never runs
+    the task again. Its block then still holds the store's write lock on the block lane, and
+    every later call would wait behind it for ever. So the first call from another loop (or
+    `close()`) ends, innermost first, every block whose loop is closed: a rollback queued on
+    the block's lane, where its connection is. A closed loop's coroutine finalized by the
+    garbage collector ends its own block the same way, without waiting."""
+
+    def __init__(self) -> None:
+        self._open: list[_Opened] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop the last call came from: only a call from another one looks further."""
+
+    def add(self, opened: _Opened) -> None:
+        self._open.append(opened)
+
+    def abandon(self, opened: _Opened) -> None:
+        """Forget `opened`, queueing its end on its lane unless that is done already (no
+        wait: safe from a finalizer)."""
+        with contextlib.suppress(ValueError):
+            self._open.remove(opened)
+        if not opened.ended:
+            opened.ended = True
+            opened.bound.submit(opened.end)
+
+    def adopt(self, turn: _Turn) -> None:
+        """On a call from a loop other than the last one's: end the blocks of closed loops,
+        innermost first, and pass their turn on."""
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return
+        self._loop = loop
+        for opened in reversed(self._open):
+            if opened.loop.is_closed():
+                self.abandon(opened)
+                turn.release(opened)
+        turn.release_closed()
+
+
+class _Turn:
+    """Which task's block is open on the block lane: one at a time, the others waiting on
+    their own loops in the order they came. Unlike `asyncio.Lock` it is bound to no loop, and
+    a waiter whose loop was closed is passed over, never handed the turn."""
+
+    def __init__(self) -> None:
+        self.holder: object | None = None
+        self._waiting: deque[tuple[object, asyncio.Future[None]]] = deque()
+
+    async def acquire(self, owner: object) -> None:
+        if self.holder is None and not self._waiting:
+            self.holder = owner
+            return
+        future = asyncio.get_running_loop().create_future()
+        waiting = (owner, future)
+        self._waiting.append(waiting)
+        try:
+            await future
+        except BaseException:
+            if self.holder is owner:  # handed the turn meanwhile: pass it on
+                self.release(owner)
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(waiting)
+            raise
+
+    def release(self, owner: object) -> None:
+        """Give the turn up, if `owner` holds it, to the first waiter on a live loop."""
+        if self.holder is not owner:
+            return
+        self.holder = None
+        while self._waiting:
+            owner, future = self._waiting.popleft()
+            if future.done() or future.get_loop().is_closed():
+                continue
+            self.holder = owner
+            try:
+                _wake(future)
+            except RuntimeError:  # its loop closed just now
+                self.holder = None
+                continue
+            return
+
+    def release_closed(self) -> None:
+        """Drop the waiters whose loop is closed."""
+        self._waiting = deque(each for each in self._waiting if not each[1].get_loop().is_closed())
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    """Hand `future` its result on its own loop (from it, or from another thread)."""
+    loop = future.get_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        future.set_result(None)
+    else:
+        loop.call_soon_threadsafe(_woken, future)
+
+
+def _woken(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class _Target:
@@ -358,13 +523,45 @@ class GreenletRunner:
         from .greenlets import Greenlets  # greenlet comes with the PostgreSQL extra
 
         self._greenlets = Greenlets()
+        self._open: list[_LoopBlock] = []
+        """The blocks open, outermost first (see `_adopt`)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop the last call came from: only a call from another one looks further."""
+
+    async def _here(self) -> None:
+        if asyncio.get_running_loop() is not self._loop:
+            await self._adopt()
+
+    async def _adopt(self) -> None:
+        """On a call from a loop other than the last one's: roll back, innermost first, every
+        block whose loop was closed while it was open, on this loop (its connection is idle in
+        its transaction: the loop's task never runs again to end it), and give the connection
+        back; one that cannot be rolled back is dropped, and the server rolls it back."""
+        self._loop = asyncio.get_running_loop()
+        await self._greenlets.recover()
+        orphans = [each for each in reversed(self._open) if each.loop.is_closed()]
+        for orphan in orphans:
+            orphan.ended = True
+            with contextlib.suppress(ValueError):
+                self._open.remove(orphan)
+        for orphan in orphans:
+            if not orphan.entered:
+                continue
+            end = functools.partial(
+                orphan.block.__exit__, LoopClosedError, LoopClosedError("closed loop"), None
+            )
+            with contextlib.suppress(Exception):
+                await self._greenlets.run(contextvars.Context().run, end)
 
     async def call(self, kind: str, name: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+        if asyncio.get_running_loop() is not self._loop:
+            await self._adopt()
         return await self._greenlets.run(getattr(self.store, name), *args, **kw)
 
     async def iterate(
         self, kind: str, name: str, page: int, args: tuple[Any, ...], kw: dict[str, Any]
     ) -> AsyncIterator[Any]:
+        await self._here()
         iterator = getattr(self.store, name)(*args, **kw)
         try:
             while True:
@@ -378,15 +575,40 @@ class GreenletRunner:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
+        await self._here()
         prior = block_state(self.store)
         block: AbstractContextManager[None] = self.store.transaction()
-        await self._greenlets.run(block.__enter__)
+        opened = _LoopBlock(asyncio.get_running_loop(), block)
+        self._open.append(opened)
         try:
-            yield
-        except BaseException as exc:
-            await self._end(block, exc, prior)
-            raise
-        await self._end(block, None, prior)
+            try:
+                await self._greenlets.run(block.__enter__)
+            except BaseException:
+                opened.ended = True
+                raise
+            opened.entered = True
+            try:
+                yield
+            except BaseException as exc:
+                if isinstance(exc, GeneratorExit) or opened.ended:
+                    # Finalized by the garbage collector, its loop closed: nothing may be
+                    # awaited here. The block is ended by the next call, from a live loop.
+                    self._loop = None
+                    raise
+                opened.ended = True
+                await self._end(block, exc, prior)
+                raise
+            if opened.ended:
+                raise LoopClosedError(
+                    "this transaction() block was rolled back: the event loop it was opened "
+                    "on was closed while it was open"
+                )
+            opened.ended = True
+            await self._end(block, None, prior)
+        finally:
+            if opened.ended:
+                with contextlib.suppress(ValueError):
+                    self._open.remove(opened)
 
     async def _end(
         self,
@@ -405,7 +627,21 @@ class GreenletRunner:
 
     async def aclose(self) -> None:
         try:
+            await self._here()
             await self._greenlets.run(self.store.close)
             await self.async_engine.dispose()
         finally:
             self._greenlets.close()
+
+
+class _LoopBlock:
+    """A block open on the loop: the loop, the Store's block, whether it was entered, and
+    whether its end is under way (or done)."""
+
+    __slots__ = ("block", "ended", "entered", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, block: AbstractContextManager[None]):
+        self.loop = loop
+        self.block = block
+        self.entered = False
+        self.ended = False
