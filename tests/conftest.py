@@ -69,6 +69,18 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return (os.cpu_count() or 1) + 1
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`slow_on(backend)`: mark that backend's half of a two-backend test `slow`, before the
+    tiers are selected (`-m 'not slow'`), so the default tier keeps the other half."""
+    for item in items:
+        for mark in item.iter_markers("slow_on"):
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            values = [v for p in params.values() for v in (p if isinstance(p, tuple) else (p,))]
+            if mark.args[0] in values:
+                item.add_marker(pytest.mark.slow)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Drop the pooled PostgreSQL databases of this process."""
     close_pools()

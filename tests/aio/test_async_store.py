@@ -199,6 +199,7 @@ def test_errors_are_the_stores_typed_errors(store_target: str) -> None:
     run(body)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_an_abandoned_async_iteration_holds_nothing(store_target: str) -> None:
     async def body() -> None:
         async with await AsyncStore.open(store_target) as store:
@@ -241,6 +242,7 @@ async def _cancel_at_random(store: AsyncStore, work: Awaitable[Any], rng: random
         await task
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_call_cancelled_at_a_random_point_is_all_or_nothing(store_target: str) -> None:
     rng = random.Random(18)
 
@@ -297,6 +299,7 @@ def test_an_iteration_cancelled_at_a_random_point_raises_only_the_cancellation(
     assert run(body) == {}
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_block_cancelled_at_a_random_point_is_all_or_nothing(store_target: str) -> None:
     rng = random.Random(1818)
 
@@ -331,6 +334,7 @@ def test_a_block_cancelled_at_a_random_point_is_all_or_nothing(store_target: str
         assert len(blocks) + len(probes) == len(runs)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_program_that_never_closes_its_store_still_exits_with_its_writes(
     store_target: str,
 ) -> None:

@@ -75,6 +75,7 @@ def file_times(directory: Path, table: str) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in dataset_files(directory, table)}
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_run_archived_in_place_is_exported_again(store_target: str, tmp_path: Path) -> None:
     directory = tmp_path / "ds"
     with Store.open(store_target) as store:
@@ -111,6 +112,7 @@ def test_a_run_archived_in_place_is_exported_again(store_target: str, tmp_path: 
         assert_dataset_is_the_store(store, directory)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_runs_pruned_since_the_last_export_leave_the_dataset(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -142,6 +144,7 @@ def test_runs_pruned_since_the_last_export_leave_the_dataset(
                     assert runs[0] not in data[column].to_pylist(), table
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_dataset_is_read_back_in_key_order(store_target: str, tmp_path: Path) -> None:
     directory = tmp_path / "ds"
     with Store.open(store_target) as store:
@@ -156,6 +159,7 @@ def test_a_dataset_is_read_back_in_key_order(store_target: str, tmp_path: Path) 
         assert read_dataset(directory, "steps").equals(store.arrow("steps"))
 
 
+@pytest.mark.slow_on("postgresql")
 def test_an_archive_of_a_run_whose_goal_was_empty_is_seen(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -170,6 +174,7 @@ def test_an_archive_of_a_run_whose_goal_was_empty_is_seen(
         assert_dataset_is_the_store(store, directory)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_on_a_synced_store_an_archived_run_is_written_again_with_its_origin(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -196,6 +201,7 @@ def test_on_a_synced_store_an_archived_run_is_written_again_with_its_origin(
         assert origin in origins
 
 
+@pytest.mark.slow_on("postgresql")
 def test_many_changed_runs_are_compared_a_list_at_a_time(
     store_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -36,6 +36,7 @@ def listed_files(directory: Path) -> set[str]:
     return {f["path"] for t in manifest["tables"].values() for f in t["files"]} | {MANIFEST, LOCK}
 
 
+@pytest.mark.slow_on("postgresql")
 def test_every_table_of_the_dataset_is_the_stores(written: Store, tmp_path: Path) -> None:
     report = export_parquet(written, tmp_path / "ds")
     assert {t.table for t in report.tables} == set(TABLES)
@@ -96,6 +97,7 @@ def duckdb_spend(directory: Path, prices: PriceTable, key: str) -> list[tuple[ob
     ).fetchall()
 
 
+@pytest.mark.slow_on("postgresql")
 def test_duckdb_reads_the_dataset_and_its_aggregates_equal_the_stores(
     written: Store, tmp_path: Path
 ) -> None:
@@ -137,6 +139,7 @@ def add_steps(store: Store, run: int, first: int, count: int) -> None:
     )  # fmt: skip
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_second_export_writes_only_what_changed(store_target: str, tmp_path: Path) -> None:
     directory = tmp_path / "ds"
     with Store.open(store_target) as store:
@@ -175,6 +178,7 @@ def test_a_second_export_writes_only_what_changed(store_target: str, tmp_path: P
         assert all_files(directory) == listed_files(directory)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_filters_of_an_export(store_target: str, tmp_path: Path) -> None:
     with Store.open(store_target) as store:
         runs = [store.start_run(f"goal {n}", "f.rs") for n in range(3)]
@@ -189,6 +193,7 @@ def test_filters_of_an_export(store_target: str, tmp_path: Path) -> None:
         assert set(read_manifest(tmp_path / "ds")["tables"]) == {"steps"}
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_synced_store_has_origins_and_its_dataset_holds_them_as_a_column(
     store_target: str, tmp_path: Path
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pyarrow as pa
+import pytest
 
 from harness_store import Store
 from harness_store.analytics import (
@@ -26,6 +27,7 @@ def prices(store: Store) -> PriceTable:
     return table
 
 
+@pytest.mark.slow_on("postgresql")
 def test_step_table_has_every_step_with_its_tokens_tool_and_calls(written: Store) -> None:
     table = step_table(written)
     assert table.num_rows == written.arrow("steps").num_rows

@@ -35,6 +35,7 @@ def assert_table_is_the_stores(store: Store, table: str) -> None:
         assert data.schema.field(name).type == ARROW_TYPES[kind], (table, name)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_every_table_of_a_store_written_through_every_method(written: Store) -> None:
     populated = [t for t in TABLES if written.arrow(t).num_rows]
     # The writers reach every table of the newest release.
@@ -43,6 +44,7 @@ def test_every_table_of_a_store_written_through_every_method(written: Store) -> 
         assert_table_is_the_stores(written, table)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_every_table_of_the_real_fixtures_upgraded(upgraded_fixture: Store) -> None:
     for table in TABLES:
         assert_table_is_the_stores(upgraded_fixture, table)

@@ -23,6 +23,7 @@ def out_json(*args: object) -> Any:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_person_approves_and_answers_from_the_shell(store_target: str) -> None:
     with Store.open(store_target) as store:
         run = store.start_run("g", "f")
@@ -52,6 +53,7 @@ def test_a_person_approves_and_answers_from_the_shell(store_target: str) -> None
         assert decided.verdict.correction == "smaller"
 
 
+@pytest.mark.slow_on("postgresql")
 def test_prune_asks_deletes_old_sessions_and_keeps_resumable_ones(store_target: str) -> None:
     with Store.open(store_target) as store:
         sessions = []
@@ -99,6 +101,7 @@ def test_a_run_prune_dry_run_on_an_older_release_names_the_upgrade(
     assert store.read_bytes() == digest
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_prune_that_copied_nothing_does_not_say_it_copied(
     store_target: str, tmp_path: Path
 ) -> None:

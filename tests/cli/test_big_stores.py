@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.clirun import COMMAND, environ, peak_rss_kib, step_store
+from support.tiers import sampled
 
 SMALL, LARGE = 20_000, 200_000
 
@@ -41,7 +42,9 @@ def first_line_while_running(*args: str | Path) -> str:
     return line
 
 
-@pytest.mark.parametrize("options", [[], ["--json"], ["--jsonl"]], ids=["text", "json", "jsonl"])
+@pytest.mark.parametrize(
+    "options", sampled([[], ["--json"], ["--jsonl"]], keep=1, ids=["text", "json", "jsonl"])
+)
 def test_trace_memory_does_not_grow_with_the_run(
     stores: tuple[Path, Path], options: list[str]
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
+import pytest
 from sqlalchemy import create_engine, text
 from support.clirun import run_in_process
 
@@ -52,6 +53,7 @@ def test_runs_tokens_and_steps_are_the_stores(store_target: str) -> None:
         assert printed[runs["reply"]]["tokens"] == 15
 
 
+@pytest.mark.slow_on("postgresql")
 def test_tree_totals_are_the_stores(store_target: str) -> None:
     runs = every_kind_of_run(store_target)
     ran = run_in_process("tree", store_target, str(runs["both"]), "--json")
@@ -84,6 +86,7 @@ def test_spend_is_the_stores(store_target: str) -> None:
         assert shown["groups"] == flat
 
 
+@pytest.mark.slow_on("postgresql")
 def test_trace_tokens_and_entries_are_the_stores(store_target: str) -> None:
     """Each kind of run's whole trace sums to `spent_tokens` (a reply turn's tokens are its
     provider calls'), in the JSON, the JSON Lines and the table alike; and the entries the
@@ -107,6 +110,7 @@ def test_trace_tokens_and_entries_are_the_stores(store_target: str) -> None:
         assert shown == spent[kind], (kind, table)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_inspect_runs_and_memory_listings_are_the_stores(store_target: str) -> None:
     """The rows per table `inspect` prints, the runs `runs` lists and the workspaces `memory`
     names are what the Store returns."""

@@ -49,6 +49,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_dry_run_says_exactly_what_would_go_and_changes_no_byte(store_target: str) -> None:
     runs = fill(store_target)
     file = Path(store_target)
@@ -71,6 +72,7 @@ def test_a_dry_run_says_exactly_what_would_go_and_changes_no_byte(store_target: 
         assert sorted(store.runs()) == runs[4:]
 
 
+@pytest.mark.slow_on("postgresql")
 def test_older_than_the_archive_file_and_statuses(tmp_path: Path, store_target: str) -> None:
     runs = fill(store_target)
     archive = tmp_path / "old-runs.sqlite3"
@@ -118,6 +120,7 @@ def test_older_than_the_archive_file_and_statuses(tmp_path: Path, store_target: 
         ["--runs", "--before", "2021-01-01"],  # no terminal, no --yes
     ],
 )
+@pytest.mark.slow_on("postgresql")
 def test_bad_input_is_a_usage_error_and_changes_nothing(store_target: str, args: list[str]) -> None:
     runs = fill(store_target)
     done = run_cli("prune", store_target, *args)
@@ -135,6 +138,7 @@ def test_a_long_prune_shows_progress_on_a_terminal(tmp_path: Path) -> None:
     assert "prune" in output and "deleted 4 runs" in output
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_dry_run_with_archive_reports_what_the_archive_would_clear(store_target: str) -> None:
     with Store.open(store_target, backup=False) as store:
         sessions = []

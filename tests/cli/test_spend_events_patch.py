@@ -45,6 +45,7 @@ def filled(store_target: str) -> dict[str, Any]:
     return {"target": store_target, "a": a, "b": b}
 
 
+@pytest.mark.slow_on("postgresql")
 def test_spend_by_model_day_and_run(filled: dict[str, Any], tmp_path: Path) -> None:
     target = filled["target"]
     prices = tmp_path / "prices.json"
@@ -66,6 +67,7 @@ def test_spend_by_model_day_and_run(filled: dict[str, Any], tmp_path: Path) -> N
     assert done.returncode == EXIT_USAGE and "inptu" in done.stderr
 
 
+@pytest.mark.slow_on("postgresql")
 def test_spend_answers_from_what_a_writable_store_kept(
     filled: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -91,6 +93,7 @@ def test_spend_answers_from_what_a_writable_store_kept(
     assert [g["cost_micros"] for g in other["groups"]] == [0, 0]
 
 
+@pytest.mark.slow_on("postgresql")
 def test_patch_prints_a_series_git_applies(filled: dict[str, Any], tmp_path: Path) -> None:
     patch = ok("patch", filled["target"], str(filled["a"]))
     assert patch.startswith("--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +1,2 @@\n")
@@ -102,12 +105,14 @@ def test_patch_prints_a_series_git_applies(filled: dict[str, Any], tmp_path: Pat
     assert run_cli("patch", filled["target"], "999").returncode == EXIT_NOT_FOUND
 
 
+@pytest.mark.slow_on("postgresql")
 def test_events_lists_the_backlog(filled: dict[str, Any]) -> None:
     lines = ok("events", filled["target"], "--json").splitlines()
     assert [json.loads(x)["event"] for x in lines] == ["started"]
     assert ok("events", filled["target"], "--since", "1") == ""
 
 
+@pytest.mark.slow_on("postgresql")
 def test_events_follow_is_a_live_tail(filled: dict[str, Any]) -> None:
     target, run = filled["target"], filled["a"]
     tail = subprocess.Popen(

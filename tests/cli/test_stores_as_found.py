@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from support.clirun import run_cli, step_store
 from support.sqlite_files import make_hot_journal
+from support.tiers import sampled
 
 READS = [
     ["inspect", "{db}"],
@@ -43,7 +44,7 @@ def side_files(path: Path) -> list[str]:
     return sorted(p.name for p in path.parent.iterdir() if p != path)
 
 
-@pytest.mark.parametrize("command", READS, ids=[c[0] for c in READS])
+@pytest.mark.parametrize("command", sampled(READS, keep=2, ids=[c[0] for c in READS]))
 def test_read_commands_leave_no_side_files(wal_store: Path, command: list[str]) -> None:
     done = run_cli(*read_args(command, wal_store))
     assert done.returncode == 0, done.stderr
@@ -83,7 +84,7 @@ def read_only_mount(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
         subprocess.run(["umount", "-l", str(mount)])
 
 
-@pytest.mark.parametrize("command", READS, ids=[c[0] for c in READS])
+@pytest.mark.parametrize("command", sampled(READS, keep=2, ids=[c[0] for c in READS]))
 def test_a_wal_store_on_read_only_media_is_readable(
     read_only_mount: Path, command: list[str]
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from support.processes import run_together, worker_argv
 
 from harness_store import Store
@@ -23,6 +24,7 @@ def race(target: str, *argvs: list[str]) -> list[list[Any]]:
     return [[json.loads(line) for line in out.splitlines()] for out in outputs]
 
 
+@pytest.mark.slow_on("postgresql")
 def test_concurrent_limited_memory_writes_keep_both_caps_and_evict_each_key_once(
     store_target: str,
 ) -> None:
@@ -44,6 +46,7 @@ def test_concurrent_limited_memory_writes_keep_both_caps_and_evict_each_key_once
     assert set(evicted).isdisjoint(e.key for e in kept)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_compare_and_set_head_moves_once_from_each_head_under_concurrent_writers(
     store_target: str,
 ) -> None:
@@ -68,6 +71,7 @@ def test_a_compare_and_set_head_moves_once_from_each_head_under_concurrent_write
     assert at == head and seen == len(moves) >= 1
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_queued_child_is_dequeued_by_exactly_one_of_several_consumers(
     store_target: str,
 ) -> None:

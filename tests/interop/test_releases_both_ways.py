@@ -21,6 +21,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from support.tiers import sampled
 
 from harness_store import Store
 
@@ -45,7 +46,7 @@ def check_no_errors(dump: dict[str, object]) -> None:
     assert refusals(dump) == []
 
 
-@pytest.mark.parametrize("release", CLASSIC, ids=ids(CLASSIC))
+@pytest.mark.parametrize("release", sampled(CLASSIC, keep=4, ids=ids(CLASSIC)))
 def test_upgrade_head_keeps_the_release_reading_writing_and_resuming_its_store(
     release: OracleRelease, tmp_path: Path, oracles: Oracles
 ) -> None:
@@ -76,7 +77,7 @@ def head_store(tmp_path_factory: pytest.TempPathFactory, oracles: Oracles) -> Pa
     return path
 
 
-@pytest.mark.parametrize("release", BELOW_HEAD, ids=ids(BELOW_HEAD))
+@pytest.mark.parametrize("release", sampled(BELOW_HEAD, keep=4, ids=ids(BELOW_HEAD)))
 def test_downgrade_gives_a_store_the_release_opens_reads_writes_and_resumes(
     release: OracleRelease, tmp_path: Path, oracles: Oracles, head_store: Path
 ) -> None:

@@ -65,6 +65,7 @@ def test_every_run_keyed_table_is_in_the_deletion_list() -> None:
     assert keyed - {name for name, _ in RUN_TABLES} == {"runs", "session_turns", "memory"}
 
 
+@pytest.mark.slow_on("postgresql")
 def test_deleting_a_session_of_upstream_runs_leaves_no_orphan_anywhere(
     tmp_path: Path, oracles: Oracles, store_target: str
 ) -> None:
@@ -88,6 +89,7 @@ def test_deleting_a_session_of_upstream_runs_leaves_no_orphan_anywhere(
         assert store.run_summary(3) is not None
 
 
+@pytest.mark.slow_on("postgresql")
 def test_sizes_and_archives_agree_with_upstreams_figures(
     tmp_path: Path, oracles: Oracles, store_target: str
 ) -> None:
@@ -119,6 +121,7 @@ def test_sizes_and_archives_agree_with_upstreams_figures(
 
 
 @pytest.mark.parametrize("status", ["running", "paused"])
+@pytest.mark.slow_on("postgresql")
 def test_a_sweep_keeps_sessions_that_can_still_resume(
     store: Store, store_target: str, status: str
 ) -> None:
@@ -146,6 +149,7 @@ def test_a_sweep_keeps_sessions_that_can_still_resume(
     assert store.session_root(new) == "/ws/2" and cut
 
 
+@pytest.mark.slow_on("postgresql")
 def test_store_size_and_compact_say_what_the_store_holds(store: Store) -> None:
     session = store.create_session("/ws")
     for _ in range(30):

@@ -25,6 +25,7 @@ def raw(store: Store, *columns: Any) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in conn.execute(select(*columns).order_by(key))]
 
 
+@pytest.mark.slow_on("postgresql")
 def test_mcp_millis_take_every_u64_and_store_upstreams_wrapped_value(store: Store) -> None:
     run = store.start_run("goal", "f")
     for value, _ in WRAPPED:
@@ -68,6 +69,7 @@ def test_stored_negatives_read_back_unsigned(store: Store) -> None:
 
 
 @pytest.mark.parametrize("value", [2**64, -1, 1.5])
+@pytest.mark.slow_on("postgresql")
 def test_u64_fields_refuse_what_u64_cannot_hold_and_write_nothing(store: Store, value: Any) -> None:
     run = store.start_run("goal", "f")
     store.record_context_event(run, ContextEvent.assembled(1, "d", 5))
@@ -112,6 +114,7 @@ REFUSED: dict[str, Any] = {
 
 
 @pytest.mark.parametrize("policy", REFUSED.values(), ids=REFUSED.keys())
+@pytest.mark.slow_on("postgresql")
 def test_record_run_policy_refuses_what_upstream_cannot_read_and_writes_nothing(
     store: Store, policy: Any
 ) -> None:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 from collections import Counter
 
+import pytest
 from support.processes import Worker
 
 from harness_store import Store
@@ -23,6 +24,7 @@ them children, over many of the follow's polls; enough that each kind is seen fi
 the follow runs, and few enough to stay quick on a loaded machine."""
 
 
+@pytest.mark.slow_on("postgresql")
 def test_follow_ships_every_finished_run_exactly_once(store_target: str) -> None:
     with Store.open(store_target) as store:
         before = store.start_run("finished before the follow", "/repo")

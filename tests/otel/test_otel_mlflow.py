@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.clirun import run_cli
 
 from harness_store import Store
@@ -77,6 +78,7 @@ def assert_tree_matches(store: Store, spans: list[Span]) -> dict[int, Span]:
     return runs
 
 
+@pytest.mark.slow_on("postgresql")
 def test_tree_in_mlflow_equals_the_store(store_target: str, mlflow: Mlflow) -> None:
     experiment = mlflow.experiment()
     with Store.open(store_target) as store:

@@ -75,6 +75,7 @@ def exported(store: Store, phoenix: Phoenix, project: str, **options: Any) -> li
     return phoenix.settled(project, report.spans)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_tree_in_phoenix_equals_the_store_and_exports_twice_the_same(
     store_target: str, phoenix: Phoenix, project: str
 ) -> None:

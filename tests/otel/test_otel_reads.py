@@ -14,6 +14,7 @@ from harness_store.otel.exporter import shown_url, walk_runs
 from .trees import build_tree
 
 
+@pytest.mark.slow_on("postgresql")
 def test_span_runs_pages_since_and_ids(store_target: str) -> None:
     with Store.open(store_target) as store:
         roles = build_tree(store)

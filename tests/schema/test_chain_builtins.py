@@ -35,6 +35,9 @@ __all__ = [
     "test_upgrade",
 ]
 
+pytestmark = pytest.mark.slow_on("postgresql")
+"""The PostgreSQL half walks the whole chain on a server, several times over: the slow tier's."""
+
 
 @pytest.fixture
 def alembic_config() -> Config:

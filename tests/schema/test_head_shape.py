@@ -95,6 +95,7 @@ def assert_head_shape(target: str) -> None:
 # --- both backends -------------------------------------------------------------------------
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_new_store_has_every_own_index(store_target: str) -> None:
     """The reference itself: a new store has each `hs_` index of the head."""
     migrate.upgrade(store_target, backup=False)
@@ -118,6 +119,7 @@ def own_indexes(target: str) -> dict[str, UpstreamIndex]:
     }
 
 
+@pytest.mark.slow_on("postgresql")
 def test_walked_up_the_chain_one_revision_at_a_time(store_target: str) -> None:
     """At each revision the store holds the `hs_` indexes `own_indexes_at` names (the facts
     `check` compares a store with), and at the end a new head store's schema."""
@@ -129,6 +131,7 @@ def test_walked_up_the_chain_one_revision_at_a_time(store_target: str) -> None:
 
 
 @pytest.mark.parametrize("release", sweep(SAMPLE, RELEASE_NAMES))
+@pytest.mark.slow_on("postgresql")
 def test_taken_down_to_a_release_and_up_again(store_target: str, release: str) -> None:
     migrate.upgrade(store_target, backup=False)
     migrate.downgrade(store_target, release, backup=False)

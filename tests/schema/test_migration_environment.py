@@ -142,6 +142,7 @@ def test_anything_else_handed_over_is_refused_by_name(real_store: Path, given: A
     assert sorted(p.name for p in real_store.parent.iterdir()) == ["runs.sqlite3"]
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_plain_connection_and_engine_still_work(store_target: str, real_store: Path) -> None:
     before = sha256(real_store)
     with scratch(store_target) as engine:

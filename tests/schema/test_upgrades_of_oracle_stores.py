@@ -25,6 +25,7 @@ from interop import oracles
 from sqlalchemy import create_engine, inspect, text
 from support import legacy
 from support.sqlite_files import connect, diagnose_file
+from support.tiers import sampled
 
 from harness_store.releases import (
     HEAD,
@@ -210,7 +211,7 @@ def round_trip(path: Path, name: str, head_shape: dict[str, Any]) -> None:
     assert objects(path) == before_objects
 
 
-@pytest.mark.parametrize("name", WITH_ORACLE)
+@pytest.mark.parametrize("name", sampled(WITH_ORACLE, keep=4))
 def test_fresh_store_of_release_round_trips(
     name: str, tmp_path: Path, head_shape: dict[str, Any]
 ) -> None:
@@ -220,7 +221,7 @@ def test_fresh_store_of_release_round_trips(
     round_trip(path, name, head_shape)
 
 
-@pytest.mark.parametrize("name", WITH_ORACLE)
+@pytest.mark.parametrize("name", sampled(WITH_ORACLE, keep=4))
 def test_walked_store_of_release_matches_fresh_and_round_trips(
     name: str,
     tmp_path: Path,
@@ -234,7 +235,7 @@ def test_walked_store_of_release_matches_fresh_and_round_trips(
     round_trip(path, name, head_shape)
 
 
-@pytest.mark.parametrize("name", WITH_ORACLE)
+@pytest.mark.parametrize("name", sampled(WITH_ORACLE, keep=4))
 def test_upgrade_to_a_release_gives_its_shape(
     name: str, tmp_path: Path, fresh_shapes: dict[str, dict[str, Any]]
 ) -> None:
@@ -295,7 +296,7 @@ TORN = [
 last."""
 
 
-@pytest.mark.parametrize(("name", "stop_after"), TORN)
+@pytest.mark.parametrize(("name", "stop_after"), sampled(TORN, keep=4, several=True))
 def test_torn_open_of_release_is_recognised_and_round_trips(
     name: str,
     stop_after: int,

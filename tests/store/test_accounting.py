@@ -132,6 +132,7 @@ def test_provider_calls_round_trip(store: Store) -> None:
     assert len(store.provider_calls(run)) == 2
 
 
+@pytest.mark.slow_on("postgresql")
 def test_spend_groupings_match_upstreams_row_by_row_pricing(store: Store) -> None:
     runs = calls_fixture(store)
     by_model = store.spend_by_model(PRICES)

@@ -98,6 +98,7 @@ def kept_rows(target: str) -> int:
         engine.dispose()
 
 
+@pytest.mark.slow_on("postgresql")
 def test_counters_answer_exactly_after_writes_updates_and_deletions(store_target: str) -> None:
     rng = random.Random(15)
     days = ["2026-09-01", "2026-09-02", "2026-09-30", "2026-10-01"]
@@ -136,6 +137,7 @@ def test_counters_answer_exactly_after_writes_updates_and_deletions(store_target
         assert_all_exact(store)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_retention_keeps_the_counters_right(store_target: str) -> None:
     rng = random.Random(58)
     with Store.open(store_target) as store:
@@ -173,6 +175,7 @@ def test_retention_keeps_the_counters_right(store_target: str) -> None:
         "2026-09-02 1'\\%_",  # quoted as a literal, never as a pattern
     ],
 )
+@pytest.mark.slow_on("postgresql")
 def test_since_mid_day_is_exact(store_target: str, since: str) -> None:
     rng = random.Random(7)
     with Store.open(store_target) as store:
@@ -187,6 +190,7 @@ def test_since_mid_day_is_exact(store_target: str, since: str) -> None:
         assert_all_exact(store, since)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_downgrade_drops_the_counters_and_upgrade_counts_again(store_target: str) -> None:
     rng = random.Random(3)
     days = ["2026-09-01", "2026-09-02"]
@@ -227,6 +231,7 @@ def test_a_read_only_store_answers_without_keeping(tmp_path: Path) -> None:
     assert kept_rows(str(path)) == 0
 
 
+@pytest.mark.slow_on("postgresql")
 def test_an_async_store_keeps_its_answers(store_target: str) -> None:
     """AsyncStore reads spend on its read-only twin (SQLite), so that it never queues behind
     writes; the answers it priced are still kept, through the writable store, so the next ask
@@ -249,6 +254,7 @@ def test_an_async_store_keeps_its_answers(store_target: str) -> None:
     engine.dispose()
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_read_only_store_answers_from_what_a_writable_one_kept(store_target: str) -> None:
     """A read-only Store (the CLI's) cannot keep answers, but it answers from those a writable
     one kept while their counters match: seen by marking the kept rows' cost, which a reader
@@ -280,6 +286,7 @@ def test_a_read_only_store_answers_from_what_a_writable_one_kept(store_target: s
             assert 424242 not in [s.cost_micros for s in want]
 
 
+@pytest.mark.slow_on("postgresql")
 def test_runs_answer_in_text_order_kept_and_priced_again_alike(store_target: str) -> None:
     """Runs 1 to 12 answer keyed "1", "10", "11", "12", "2", … (upstream's text order), from
     kept answers, after some runs changed (priced again among kept ones) and after one run
@@ -348,6 +355,7 @@ def test_io_harness_writes_into_a_migrated_store_are_counted(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("since", [None, "2026", "2026-13-45 11", "x"])
+@pytest.mark.slow_on("postgresql")
 def test_stamps_that_are_no_date_group_as_upstream_groups_them(
     store_target: str, since: str | None
 ) -> None:

@@ -95,6 +95,7 @@ def test_there_are_integer_cases_for_most_methods() -> None:
     assert len({name for name, _ in INTEGER_CASES}) > 100
 
 
+@pytest.mark.slow_on("postgresql")
 def test_every_integer_parameter_refuses_2_to_the_63_and_writes_nothing(opened: Store) -> None:
     run = opened.start_run("goal", "file.py")
     before = content_digest(opened)
@@ -141,6 +142,7 @@ def test_none_is_not_a_lease_generation_or_a_cursor(opened: Store) -> None:
         opened.events_after(0, "10")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_record_of_the_wrong_class_is_refused(opened: Store) -> None:
     run = opened.start_run("goal", "file.py")
     before = content_digest(opened)
@@ -157,6 +159,7 @@ def test_a_bool_is_not_an_id(opened: Store) -> None:
         opened.run_status(True)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow_on("postgresql")
 def test_valid_arguments_still_work(opened: Store) -> None:
     """The checks refuse only what does not fit: the ordinary calls go through."""
     run = opened.start_run("goal", "file.py")

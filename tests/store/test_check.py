@@ -139,6 +139,7 @@ DAMAGE: dict[
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
+@pytest.mark.slow_on("postgresql")
 def test_check_names_exactly_the_planted_damage(store_target: str, damage: str) -> None:
     store, runs = populated(store_target)
     statements, expected = DAMAGE[damage]
@@ -241,6 +242,7 @@ def test_repair_of_a_healthy_store_changes_no_byte(tmp_path: Path) -> None:
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 
+@pytest.mark.slow_on("postgresql")
 def test_every_chain_revision_is_healthy_and_names_planted_orphans(store_target: str) -> None:
     """A store grown revision by revision: at each, nothing is found; rows planted with
     foreign keys off (SQLite) or into tables without one (both) are named exactly, then taken
@@ -303,6 +305,7 @@ def test_a_stamp_above_the_shape_is_one_finding_naming_the_shapes_revision(
     assert report.release == "0.30"
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_stamp_below_the_shape_names_the_revision_it_is_at(store_target: str) -> None:
     store, _ = populated(store_target)
     with store:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from support.processes import Worker
 
 from harness_store import Store
@@ -44,6 +45,7 @@ def test_a_dropped_unique_index_over_duplicates_is_named_and_left_to_the_user(
     assert repaired.after == report
 
 
+@pytest.mark.slow_on("postgresql")
 def test_an_index_recreated_on_another_table_is_rebuilt(store_target: str) -> None:
     store, _ = populated(store_target)
     with store:
@@ -65,6 +67,7 @@ def test_a_view_is_named(store_target: str) -> None:
     assert report.findings[0].command == "DROP VIEW mine"
 
 
+@pytest.mark.slow_on("postgresql")
 def test_an_empty_alembic_version_is_named_with_the_stamp_to_write(store_target: str) -> None:
     """Before: healthy, while `harness-store upgrade` then failed on it."""
     store, _ = populated(store_target)
@@ -75,6 +78,7 @@ def test_an_empty_alembic_version_is_named_with_the_stamp_to_write(store_target:
     assert report.findings[0].command == f"alembic -x db=DB stamp {HEAD}"
 
 
+@pytest.mark.slow_on("postgresql")
 def test_check_beside_live_writers_sees_one_moment(store_target: str) -> None:
     """Before, on PostgreSQL: each statement of `check` saw another moment (READ COMMITTED),
     so a child started between the read of the run ids and the read of the trees was a false
@@ -104,6 +108,7 @@ def test_check_beside_live_writers_sees_one_moment(store_target: str) -> None:
             writer.kill()
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_missing_or_extra_own_index_is_named_and_the_missing_one_created(
     store_target: str,
 ) -> None:

@@ -21,6 +21,7 @@ K = FindingKind
 
 
 @pytest.mark.parametrize("last", [30_000_000, 2**63 - 1])
+@pytest.mark.slow_on("postgresql")
 def test_gaps_below_a_huge_step_number_are_counted_not_enumerated(
     store_target: str, last: int
 ) -> None:
@@ -45,6 +46,7 @@ def test_gaps_below_a_huge_step_number_are_counted_not_enumerated(
     assert len(gap.detail) < 500
 
 
+@pytest.mark.slow_on("postgresql")
 def test_gaps_are_named_as_ranges(store_target: str) -> None:
     store, runs = populated(store_target)
     root = runs["root"]
@@ -95,6 +97,7 @@ VALUES: dict[str, tuple[Callable[[dict[str, int]], list[str]], tuple[str, str], 
 
 
 @pytest.mark.parametrize("value", list(VALUES))
+@pytest.mark.slow_on("postgresql")
 def test_a_value_of_the_wrong_type_or_form_is_a_finding(store_target: str, value: str) -> None:
     statements, (kind, table), sqlite_only = VALUES[value]
     store, runs = populated(store_target)
@@ -109,6 +112,7 @@ def test_a_value_of_the_wrong_type_or_form_is_a_finding(store_target: str, value
     assert len(finding.rows) == 1 and "values" in report.checks
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_lease_with_stamps_that_are_no_time_is_named_and_refused_typed(store_target: str) -> None:
     """Before: called healthy, while `run_lease` and `acquire_lease` raised a bare
     ValueError. io-harness's own read of the row fails too (its `strftime` of the stamp is

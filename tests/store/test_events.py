@@ -115,6 +115,7 @@ with Store.open(sys.argv[1]) as st:
 """
 
 
+@pytest.mark.slow_on("postgresql")
 def test_follow_tails_events_another_process_writes_and_resumes(
     store: Store, store_target: str
 ) -> None:

@@ -45,6 +45,7 @@ def test_a_lease_is_acquired_renewed_and_released(store: Store, store_target: st
     assert store.run_lease(run) is None  # released: no row, anyone may acquire
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_taken_over_driver_checkpoints_nothing(store: Store, store_target: str) -> None:
     run = store.start_run("lost", "x")
     store.acquire_lease(run, 0)  # lapsed as soon as written
@@ -103,6 +104,7 @@ with Store.open(target) as st:
 what came of it, and lives on until its stdin ends."""
 
 
+@pytest.mark.slow_on("postgresql")
 def test_contending_processes_see_exactly_one_winner(store: Store, store_target: str) -> None:
     """Four processes, each with its store open, try at one `go`; every one stays alive until
     all have answered, so none can take over the lease of a winner that has already exited."""
@@ -161,6 +163,7 @@ with Store.open(target) as st:
 """
 
 
+@pytest.mark.slow_on("postgresql")
 def test_take_overs_under_a_running_driver_leave_no_late_step(
     store: Store, store_target: str
 ) -> None:

@@ -27,6 +27,7 @@ from harness_store.store.notes import TODO_MAX_ITEMS, TODO_TEXT_CAP
 WS = "/ws"
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_pinned_entry_refuses_a_write_and_keeps_no_restore_point_for_it(store: Store) -> None:
     run = store.start_run("g", "f")
     assert store.memory_write(WS, "k", "v1", run, 1, "decision") == MemoryWrite()

@@ -35,6 +35,7 @@ def set_started(target: str, runs: list[int], stamp: str) -> None:
 
 
 @pytest.mark.parametrize("before", MISREAD)
+@pytest.mark.slow_on("postgresql")
 def test_a_cutoff_in_a_form_it_would_be_misread_in_is_refused(
     store: Store, store_target: str, before: str
 ) -> None:
@@ -59,6 +60,7 @@ def test_a_cutoff_in_a_form_it_would_be_misread_in_is_refused(
         ("2026-11-15T10:00:00.000001Z", True),
     ],
 )
+@pytest.mark.slow_on("postgresql")
 def test_a_cutoff_is_compared_as_an_instant(
     store: Store, store_target: str, before: str, pruned: bool
 ) -> None:
@@ -100,6 +102,7 @@ def test_cutoff_values() -> None:
 
 
 @pytest.mark.parametrize("runs", [True, False])
+@pytest.mark.slow_on("postgresql")
 def test_the_command_refuses_a_misread_cutoff_or_age_with_one_line(
     store_target: str, runs: bool
 ) -> None:

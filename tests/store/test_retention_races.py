@@ -168,6 +168,7 @@ def test_a_lease_of_a_run_not_in_the_store_is_upstreams_and_check_names_it(
         assert store.run_lease(4242) is None
 
 
+@pytest.mark.slow_on("postgresql")
 def test_sweep_sessions_keeps_a_run_resumed_before_it_commits(store_target: str) -> None:
     """A resumer holds its transaction open (status set, lease taken, not committed) while a
     sweep in another process starts: the sweep waits for it and keeps the session."""

@@ -123,6 +123,7 @@ def names_a_run(name: str, row: tuple[str, ...], runs: set[int]) -> bool:
 @pytest.mark.parametrize(
     "use", ["lease", "approval", "question", "plan", "session", "paused", "running"]
 )
+@pytest.mark.slow_on("postgresql")
 def test_a_run_in_use_is_never_pruned_whatever_its_date(store_target: str, use: str) -> None:
     with Store.open(store_target, backup=False) as store:
         root = finished(store)
@@ -161,6 +162,7 @@ def test_keep_last_keeps_the_newest_trees_of_those_statuses(store_target: str) -
         assert store.prune_runs(before="2021-01-01", keep_last=0).run_ids == runs[3:]
 
 
+@pytest.mark.slow_on("postgresql")
 def test_spend_answers_stay_exact_after_a_prune(store_target: str) -> None:
     with Store.open(store_target, backup=False) as store:
         runs = [finished(store) for _ in range(4)]
@@ -188,6 +190,7 @@ def test_spend_answers_stay_exact_after_a_prune(store_target: str) -> None:
         {"before": "2021-01-01", "archive": "postgresql://x/y"},
     ],
 )
+@pytest.mark.slow_on("postgresql")
 def test_bad_arguments_are_refused_and_change_nothing(
     store_target: str, arguments: dict[str, Any]
 ) -> None:
@@ -200,6 +203,7 @@ def test_bad_arguments_are_refused_and_change_nothing(
         assert fingerprint(store_target) == before
 
 
+@pytest.mark.slow_on("postgresql")
 def test_batches_each_decide_again_and_report_progress(store_target: str) -> None:
     with Store.open(store_target, backup=False) as store:
         runs = [finished(store, steps=10) for _ in range(12)]

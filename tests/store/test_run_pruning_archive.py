@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import create_engine, select
 
 from harness_store import Store, copy_store
@@ -52,6 +53,7 @@ def source_of(upstream: Path, store_target: str) -> str:
     return store_target
 
 
+@pytest.mark.slow_on("postgresql")
 def test_the_archive_holds_exactly_the_pruned_rows_and_upstream_reads_it(
     tmp_path: Path, upstream_path: Path, oracles: Any, store_target: str
 ) -> None:
@@ -106,6 +108,7 @@ def fill(target: str, runs: int) -> None:
             store.finish_run(run, "success")
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_prune_killed_at_any_point_leaves_every_run_somewhere_whole(
     tmp_path: Path, store_target: str
 ) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, func, select
 from support.clirun import run_cli
+from support.tiers import sampled
 
 from harness_store import Store, errors
 from harness_store.models import Base
@@ -42,7 +43,7 @@ def count(path: Path, name: str) -> int:
 
 
 @pytest.mark.parametrize("side", SIDES)
-@pytest.mark.parametrize("link", [False, True])
+@pytest.mark.parametrize("link", sampled([False, True], keep=1, ids=["file", "link"]))
 def test_the_store_or_a_side_file_of_it_is_never_the_archive(
     tmp_path: Path, side: str, link: bool
 ) -> None:
@@ -68,6 +69,7 @@ def test_the_store_or_a_side_file_of_it_is_never_the_archive(
         assert len(store.steps(runs[0])) == 3
 
 
+@pytest.mark.slow_on("postgresql")
 def test_an_archive_of_another_store_is_never_overwritten(
     tmp_path: Path, store_target: str
 ) -> None:
@@ -94,6 +96,7 @@ def test_an_archive_of_another_store_is_never_overwritten(
     assert rows_by_run(archive) == archived
 
 
+@pytest.mark.slow_on("postgresql")
 def test_rows_of_another_store_under_the_same_ids_are_refused_not_raw(
     tmp_path: Path, store_target: str
 ) -> None:
@@ -121,6 +124,7 @@ def test_rows_of_another_store_under_the_same_ids_are_refused_not_raw(
     assert rows_by_run(archive) == archived and count(archive, "steps") == 9
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_prune_into_its_own_archive_again_adds_to_it(tmp_path: Path, store_target: str) -> None:
     archive = tmp_path / "archive.sqlite3"
     first = fill(store_target, 2)

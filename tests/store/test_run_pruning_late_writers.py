@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, select
 from support.processes import Worker
 
@@ -60,6 +61,7 @@ def race(target: str, archive: Path, mode: str, runs: list[int]) -> Worker:
     return writer
 
 
+@pytest.mark.slow_on("sqlite")
 def test_calls_acknowledged_during_an_archiving_prune_are_never_lost(
     tmp_path: Path, store_target: str
 ) -> None:
@@ -77,6 +79,7 @@ def test_calls_acknowledged_during_an_archiving_prune_are_never_lost(
     assert sorted(calls - kept_calls) == [] and sorted(events - kept_events) == []
 
 
+@pytest.mark.slow_on("sqlite")
 def test_a_child_started_while_its_tree_is_pruned_never_splits_the_tree(
     tmp_path: Path, store_target: str
 ) -> None:

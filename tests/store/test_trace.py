@@ -282,6 +282,7 @@ def test_a_batch_larger_than_one_statement_is_still_one_transaction_in_order(
     assert db.spent_tokens(run) == size * (size + 1) // 2
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_batch_of_large_steps_is_split_by_size_and_still_one_transaction(
     db: Store, db_target: str
 ) -> None:

@@ -39,6 +39,7 @@ def test_steps_across_pages_is_one_snapshot(
 
 
 @pytest.mark.parametrize("page", [0, -1])
+@pytest.mark.slow_on("postgresql")
 def test_iter_steps_with_no_page_size_is_a_typed_error(store: Store, page: int) -> None:
     run = store.start_run("goal", "out.txt")
     with pytest.raises(InvalidValueError):

@@ -72,6 +72,7 @@ def _write_history(store: Store) -> dict[str, Any]:
     return {"a": a, "b": b, "c1": c1, "gc": gc, "pending": pending, "obs": obs}
 
 
+@pytest.mark.slow_on("postgresql")
 def test_rows_read_back_with_upstreams_sql(db: Store, db_target: str) -> None:
     ids = _write_history(db)
     a, b, c1, gc = ids["a"], ids["b"], ids["c1"], ids["gc"]

@@ -153,6 +153,7 @@ def test_a_refusal_keeps_the_restore_point_an_earlier_write_took(store: Store) -
 # --- eviction (0.30 pins, 0.56 recalls) --------------------------------------------------------
 
 
+@pytest.mark.slow_on("postgresql")
 def test_eviction_ranks_by_recall_runs_then_last_recall_then_age_and_skips_pins(
     store: Store,
 ) -> None:
@@ -331,6 +332,7 @@ def test_checkpoint_step_of_a_caller_without_a_lease_is_0_13s(store: Store) -> N
 # --- the pin guard under concurrent writers (real processes) ---------------------------------
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_pin_holds_against_writers_in_other_processes(store: Store, store_target: str) -> None:
     """The pin check is part of the write statement, so once a pin commits no writer in any
     process overwrites the entry — not even one whose write was already in flight."""

@@ -55,6 +55,7 @@ HOSTILE: tuple[str, ...] = (
 MEGABYTE = ("0123456789abcdé🦀\n" * 62_500)[:1_000_000]
 
 
+@pytest.mark.slow_on("postgresql")
 def test_hostile_strings_round_trip_verbatim(db: Store, db_target: str) -> None:
     values = HOSTILE
     runs_before, before = len(db.runs()), counts(db_target)

@@ -65,6 +65,7 @@ def test_every_kind_of_entry_comes_back_in_trace_order(store: Store) -> None:
     assert sum(e.tokens or 0 for e in entries) == store.spent_tokens(run) == 300
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_window_of_steps_and_results_left_out(store: Store) -> None:
     run = a_run_of_every_kind(store)
     second = list(store.trace_entries(run, first_step=2))
@@ -100,6 +101,7 @@ def test_a_missing_run_is_refused_and_bad_steps_are_typed(store: Store) -> None:
         list(store.trace_entries(run, first_step=2**63))
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_reply_turns_calls_carry_its_tokens(store_target: str) -> None:
     """A reply turn (0.37) commits no steps: `spent_tokens` counts its provider calls, and so
     do its trace entries."""

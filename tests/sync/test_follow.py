@@ -116,6 +116,7 @@ def grow(path: Path, tag: str, steps: int) -> None:
         )
 
 
+@pytest.mark.slow_on("postgresql")
 def test_live_writers_are_followed_while_they_write(store_target: str, tmp_path: Path) -> None:
     sources = [tmp_path / "a.sqlite3", tmp_path / "b.sqlite3"]
     stop_file = tmp_path / "stop"
@@ -135,6 +136,7 @@ def test_live_writers_are_followed_while_they_write(store_target: str, tmp_path:
     assert summary["rows"] == sum(p["rows"] for p in passes)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_sigterm_sends_what_was_committed_then_exits_0(store_target: str, tmp_path: Path) -> None:
     src = tmp_path / "agent.sqlite3"
     write_source(src, runs=2)
@@ -149,6 +151,7 @@ def test_sigterm_sends_what_was_committed_then_exits_0(store_target: str, tmp_pa
     assert follower.events("summary")
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_source_that_appears_late_is_sent(store_target: str, tmp_path: Path) -> None:
     src = tmp_path / "later.sqlite3"
     follower = Follower([src], store_target)
@@ -165,6 +168,7 @@ def test_a_source_that_appears_late_is_sent(store_target: str, tmp_path: Path) -
     assert len(follower.events("waiting")) == len(follower.events("deleted")) == 1
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_source_replaced_by_an_older_backup_is_read_again(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -194,6 +198,7 @@ IDLE_WINDOW = 3.0
 on the machine can only make it look less often, never pass more."""
 
 
+@pytest.mark.slow_on("postgresql")
 def test_an_idle_follower_makes_no_pass(store_target: str, tmp_path: Path) -> None:
     src, stop_file = tmp_path / "agent.sqlite3", tmp_path / "stop"
     held = writer(src, stop_file, pace=200, most=30)  # then holds the store open, idle

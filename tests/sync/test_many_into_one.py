@@ -35,6 +35,7 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow_on("postgresql")
 def test_two_stores_mirror_and_a_second_sync_sends_nothing(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -54,6 +55,7 @@ def test_two_stores_mirror_and_a_second_sync_sends_nothing(
     assert mirror_problems(store_target, a) == [] and mirror_problems(store_target, b) == []
 
 
+@pytest.mark.slow_on("postgresql")
 def test_incremental_sync_sends_new_rows_updates_and_deletions(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -91,6 +93,7 @@ def test_incremental_sync_sends_new_rows_updates_and_deletions(
     assert sync([src], store_target).rows == 0
 
 
+@pytest.mark.slow_on("postgresql")
 def test_pruned_and_archived_runs_propagate(store_target: str, tmp_path: Path) -> None:
     """io-harness 0.58's `delete_session` deletes a session's runs and every row hanging off
     them; `archive_session` empties their text (the run's goal included). Both reach the
@@ -116,6 +119,7 @@ def test_pruned_and_archived_runs_propagate(store_target: str, tmp_path: Path) -
     assert sync([src], store_target).rows == 0
 
 
+@pytest.mark.slow_on("postgresql")
 def test_twenty_origins_with_colliding_ids_read_as_one_store(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -149,6 +153,7 @@ def test_twenty_origins_with_colliding_ids_read_as_one_store(
     assert sync(sources, store_target).rows == 0
 
 
+@pytest.mark.slow_on("postgresql")
 def test_concurrent_syncs_of_the_same_stores_take_turns(store_target: str, tmp_path: Path) -> None:
     """Two processes syncing the same new stores at once: each origin is registered once and
     nothing doubles (the second waits on the origin's row, or retries its registration)."""
@@ -244,6 +249,7 @@ def test_refusals(tmp_path: Path) -> None:
     assert isinstance(refused.value.refused[0].error, UpgradeRequiredError)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_oracle_store_of_every_table_mirrors(store_target: str, tmp_path: Path) -> None:
     """io-harness 0.66's own Store writes a store touching every table; two of them sync
     into one, and the second sync sends nothing."""
@@ -325,6 +331,7 @@ def test_command_syncs_reports_and_lists_origins(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fixture", ["io-harness-0.22.0/populated", "io-harness-0.29.0/aggregates"])
+@pytest.mark.slow_on("postgresql")
 def test_stores_of_older_releases_are_read_as_they_are(
     store_target: str, fixture_copy: Any, fixture: str
 ) -> None:

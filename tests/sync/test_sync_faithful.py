@@ -19,6 +19,7 @@ from harness_store.sync import SyncRefusedError, central_run, list_origins, sync
 from harness_store.transfer import UnknownTablesError
 
 
+@pytest.mark.slow_on("postgresql")
 def test_event_json_names_the_central_run(store_target: str, tmp_path: Path) -> None:
     a, b = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3"
     write_source(a, runs=1, tag="a")
@@ -40,6 +41,7 @@ def test_event_json_names_the_central_run(store_target: str, tmp_path: Path) -> 
     assert printed["run_id"] == central and printed["cursor"] == cursor
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_shadowed_memory_entry_reappears_when_its_shadow_is_deleted(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -61,6 +63,7 @@ def test_a_shadowed_memory_entry_reappears_when_its_shadow_is_deleted(
     assert held is not None and held.value == "make"
 
 
+@pytest.mark.slow_on("postgresql")
 def test_an_archive_propagates_when_the_goal_was_already_empty(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -84,6 +87,7 @@ def _future_source(path: Path) -> None:
         conn.execute("ALTER TABLE steps ADD COLUMN verdict_v67 TEXT")
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_source_of_a_newer_io_harness_is_refused_naming_what_it_has(
     store_target: str, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select
 from support.synccheck import mirror_problems, write_source
 
@@ -54,6 +55,7 @@ def grow(path: Path, run: int, steps: int) -> None:
         )
 
 
+@pytest.mark.slow_on("sqlite")
 def test_sigkill_at_random_points_then_resync_completes(store_target: str, tmp_path: Path) -> None:
     sources = []
     for n in range(4):
@@ -112,6 +114,7 @@ def consistent(dest: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_live_writer_is_read_as_a_snapshot_and_caught_up_next_time(
     store_target: str, tmp_path: Path
 ) -> None:

@@ -39,6 +39,7 @@ def restore(backup: Path, path: Path, how: str) -> None:
 
 @pytest.mark.parametrize("marked", [False, True], ids=["unmarked", "marked"])
 @pytest.mark.parametrize("how", ["in-place", "by-rename"])
+@pytest.mark.slow_on("postgresql")
 def test_a_restored_backup_is_read_again_and_mirrored_exactly(
     store_target: str, tmp_path: Path, how: str, marked: bool
 ) -> None:
@@ -69,6 +70,7 @@ def test_a_restored_backup_is_read_again_and_mirrored_exactly(
     assert mirror_problems(store_target, src) == []
 
 
+@pytest.mark.slow_on("postgresql")
 def test_the_command_says_the_source_was_read_again(store_target: str, tmp_path: Path) -> None:
     src = tmp_path / "agent.sqlite3"
     write_source(src, runs=1)

@@ -42,6 +42,7 @@ def damaged_store(path: Path) -> None:
             handle.write(b"\xde\xad\xbe\xef" * 256)
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_source_on_read_only_media_is_synced_and_copied(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -61,6 +62,7 @@ def test_a_source_on_read_only_media_is_synced_and_copied(
         assert len(store.runs()) == 4
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_synced_or_copied_source_keeps_no_side_files(store_target: str, tmp_path: Path) -> None:
     source = tmp_path / "agent.sqlite3"
     write_source(source, runs=2)
@@ -74,6 +76,7 @@ def test_a_synced_or_copied_source_keeps_no_side_files(store_target: str, tmp_pa
     assert side_files(source) == []
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_damaged_source_is_named_and_skipped_and_the_others_synced(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -95,6 +98,7 @@ def test_a_damaged_source_is_named_and_skipped_and_the_others_synced(
     assert "nothing new" in shown.stdout  # the others were read, and had nothing new
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_source_with_a_hot_journal_is_named_and_skipped_and_the_others_synced(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -114,6 +118,7 @@ def test_a_source_with_a_hot_journal_is_named_and_skipped_and_the_others_synced(
     assert hot.with_name(hot.name + "-journal").read_bytes() == journal
 
 
+@pytest.mark.slow_on("postgresql")
 def test_a_writer_that_opens_a_still_source_mid_sync_makes_it_read_again(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -149,6 +154,7 @@ def unfinished_copy(path: Path) -> None:
         conn.commit()
 
 
+@pytest.mark.slow_on("postgresql")
 def test_an_unfinished_copy_is_refused_as_one_by_sync_and_copy_as_by_every_reader(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -173,6 +179,7 @@ def test_an_unfinished_copy_is_refused_as_one_by_sync_and_copy_as_by_every_reade
     assert side_files(unfinished) == []
 
 
+@pytest.mark.slow_on("postgresql")
 def test_two_copies_of_one_marked_store_are_refused_together_and_warned_apart(
     store_target: str, tmp_path: Path
 ) -> None:

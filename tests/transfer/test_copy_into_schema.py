@@ -13,6 +13,7 @@ from harness_store import Store
 from harness_store.transfer import TargetNotEmptyError, copy_store
 
 
+@pytest.mark.slow_on("postgresql")
 def test_copy_into_a_freshly_upgraded_store_goes_ahead(store_target: str, tmp_path: Path) -> None:
     source = tmp_path / "agent.sqlite3"
     write_source(source, runs=2)
