@@ -49,7 +49,7 @@ from ..transfer.report import UnknownTablesError
 from ..transfer.target import create_like
 from . import origins
 from .apply import OriginSync
-from .origin_state import BATCH
+from .origin_state import BATCH, Carry
 from .report import (
     DuplicateOriginError,
     OriginReport,
@@ -339,13 +339,15 @@ def sync_source(
     batch_size: int,
     *,
     check_pages: bool = True,
+    carry: Carry | None = None,
 ) -> OriginReport:
     """One source's sync: read in one snapshot, written in one destination transaction (the
     pass `sync` makes of each source, and `follow` of a source that changed). `kept` is the
     source's Store when it is still open, else it is opened here; closed either way. Without
     `check_pages` the source's pages are quick-checked only when it is a new origin or read
     again in full, not when it only grew (a follower checks a file it checked a moment ago
-    only now and then: the check reads the whole file)."""
+    only now and then: the check reads the whole file). `carry` is what a follower keeps of
+    the source from pass to pass (`origin_state.Carry`)."""
     started = time.monotonic()
     path = _path_of(source)
     if mark and not dry_run:
@@ -361,7 +363,7 @@ def sync_source(
         for attempt in (1, 2, 3):
             try:
                 return _send(
-                    store, engine, path, dry_run, on_rows, batch_size, started, check_pages
+                    store, engine, path, dry_run, on_rows, batch_size, started, check_pages, carry
                 )
             except IntegrityError:
                 if attempt == 3:  # another sync registered this origin meanwhile: once more
@@ -405,12 +407,15 @@ def _send(
     batch_size: int,
     started: float,
     check_pages: bool = True,
+    carry: Carry | None = None,
 ) -> OriginReport:
     counts = TableCounts()
     with whole_snapshot(store) as src, engine.connect() as dst:
         src.execution_options(compiled_cache=SOURCE_STATEMENTS)
         have = _check_source(src, path)
         ident = origins.identify(path, origins.read_mark(src))
+        if carry is not None:
+            carry.claim(ident.mark)  # a follower refuses a mark another source carries
         dst.info[WRITE] = True
         transaction = dst.begin()
         try:
@@ -433,6 +438,7 @@ def _send(
                 check_pages=lambda: check_source_pages(src, str(path), "synced"),
             )
             work.check_growth = check_pages
+            work.carry = carry
             work.run()
             if origin.anchor is None and anchor is not None:
                 dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
