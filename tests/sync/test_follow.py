@@ -373,3 +373,50 @@ def test_a_source_that_comes_to_carry_anothers_mark_is_refused_and_the_other_fol
     assert follower.sent(twin) == 0
     assert follower.stop() == 0, follower.worker.stderr
     assert mirror_problems(store_target, original) == []
+
+
+def test_a_sync_of_the_source_between_two_passes_is_not_undone(
+    store_target: str, tmp_path: Path
+) -> None:
+    """A follower keeps a source's id maps from pass to pass. A `sync` of the same source in
+    between (another process's, here made while the follower waits in `on_event`) that reads
+    a restored backup again in full gives its runs new central ids: the next pass must see
+    that, not update and link to the ids of its own last pass (on PostgreSQL the new ids are
+    new numbers; SQLite gives the same ones again)."""
+    import threading
+
+    from harness_store.sync import FollowPass, follow, sync
+
+    src, backup = tmp_path / "agent.sqlite3", tmp_path / "agent.sqlite3.bak"
+    write_source(src, runs=1)
+    shutil.copyfile(src, backup)
+    grow(src, "before", 3)
+    stop, synced_between = threading.Event(), threading.Event()
+    guard = threading.Timer(DEADLINE, stop.set)
+    guard.start()
+
+    def on_event(event: object) -> None:
+        if not isinstance(event, FollowPass):
+            return
+        if synced_between.is_set():
+            stop.set()  # the pass after the other sync has committed
+        elif event.rows:
+            for side in ("-wal", "-shm"):
+                Path(f"{src}{side}").unlink(missing_ok=True)
+            shutil.copyfile(backup, src)  # restored: the next run reuses an id sent
+            with Store.open(src) as store:
+                run = store.start_run("goal after", "/src/after.rs")
+                store.checkpoint_steps(run, [StepRecord.new(1, "a1", "ok")])
+            assert sync([src], store_target).origins[0].reread  # new central ids
+            with Store.open(src) as store:  # then the run changes: the follower's to send
+                store.checkpoint_steps(run, [StepRecord.new(2, "a2", "ok")])
+                store.finish_run(run, "success")
+            synced_between.set()
+
+    try:
+        report = follow([src], store_target, stop=stop, on_event=on_event)
+    finally:
+        guard.cancel()
+    assert synced_between.is_set()
+    assert report.retries == 0  # no pass failed (on PostgreSQL a stale id breaks a link)
+    assert mirror_problems(store_target, src) == []
