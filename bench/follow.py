@@ -10,6 +10,10 @@ every 20 ms for new steps: a step's delay is when the observer first sees it min
 - 14a: 3 sources at 50 steps/s each, followed by one `sync --follow` process, side by side
   (same run, same sources' shape, a fresh database each) with one process running `sync` of
   the same 3 sources in a loop; the writers start once that process has made its first pass.
+  Each source starts new, and again holding `BIG_RUNS` runs of ten steps (a pass reads every
+  state row of its source, so its cost grows with them). With `HS_BENCH_BASELINE=DIR` (a
+  checkout of other code, e.g. `git worktree add DIR main`) a follower running that code is
+  a third variant, and the ratios of this code's delays and CPU to its are shown.
   Targets: follow's median delay ≤ 1 s, worst ≤ 3 s.
 - 14b: 1, 5 and 20 follower processes (one source each, into one centre). Catch-up: the
   followers start while their sources are away, and once each has said it waits, the stores
@@ -23,6 +27,7 @@ every 20 ms for new steps: a step's delay is when the observer first sees it min
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -68,6 +73,13 @@ while True:  # until SIGTERM
     print("synced", flush=True)
 """
 
+BASELINE = os.environ.get("HS_BENCH_BASELINE")
+"""A checkout whose code the `follow-baseline` variant runs (its `harness_store` first on the
+path), or None."""
+
+BIG_RUNS = 2_000
+"""Runs (of ten steps) each source of 14a's second half holds before it is written."""
+
 LOOK_BACK = 10.0
 """Seconds a pass's rows may take from their ids to their commit, for the observer."""
 
@@ -87,9 +99,14 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def python(*args: str) -> subprocess.Popen[str]:
+def python(*args: str, code: str | None = None) -> subprocess.Popen[str]:
+    """A Python process; with `code`, the `harness_store` of that checkout first."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([code, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return subprocess.Popen(
         [sys.executable, *args],
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
@@ -97,17 +114,20 @@ def python(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def follower(sources: list[Path], url: str) -> subprocess.Popen[str]:
+def follower(sources: list[Path], url: str, code: str | None = None) -> subprocess.Popen[str]:
     command = ["-m", "harness_store.cli", "sync", "--follow", *map(str, sources), url, "--json"]
-    return python(*command)
+    return python(*command, code=code)
 
 
 class Lines:
     """A process's stdout read by a thread (so its pipe never fills); an event per word."""
 
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
+    def __init__(self, proc: subprocess.Popen[str], sources: int = 1) -> None:
         self.proc = proc
+        self.sources = sources
         self.seen: dict[str, threading.Event] = {}
+        self.passed: set[str] = set()
+        """The sources a pass was made of (from `--json` lines)."""
         self.lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -121,6 +141,10 @@ class Lines:
             for word in ("synced", '"waiting"', '"pass"'):
                 if word in line:
                     self.event(word).set()
+            if line.startswith('{"event": "pass"'):
+                self.passed.add(json.loads(line)["source"])  # this thread's alone
+                if len(self.passed) >= self.sources:
+                    self.event("every source").set()
 
     def wait(self, word: str, timeout: float = 600) -> None:
         assert self.event(word).wait(timeout), f"no {word} from {self.proc.args}"
@@ -207,16 +231,34 @@ class Observer:
         self.thread.join(10)
 
 
-def prefilled(cfg: Config, name: str, steps: int) -> Path:
+def prefilled(cfg: Config, name: str, steps: int, per_run: int = 100) -> Path:
+    """A store holding `steps` steps in runs of `per_run` (built once into the cache)."""
+    import shutil
+
     from harness_store import Store
 
     path = cfg.work / f"{name}.sqlite3"
-    with Store.open(path, synchronous="off", backup=False) as store:
-        for first in range(1, steps + 1, 100):
-            run = store.start_run("bench", "src/parser.rs")
-            store.checkpoint_steps(run, step_records(1, min(100, steps - first + 1)))
-            store.finish_run(run, "success")
+    remove(path)
+    built = cfg.cache / f"follow-{steps}-{per_run}.sqlite3"
+    if not built.exists():
+        building = built.with_name(built.name + ".building")
+        building.parent.mkdir(parents=True, exist_ok=True)
+        building.unlink(missing_ok=True)
+        with Store.open(building, synchronous="off", backup=False) as store:
+            for first in range(1, steps + 1, per_run):
+                run = store.start_run("bench", "src/parser.rs")
+                store.checkpoint_steps(run, step_records(1, min(per_run, steps - first + 1)))
+                store.finish_run(run, "success")
+        os.replace(building, built)
+    shutil.copyfile(built, path)
     return path
+
+
+def remove(path: Path) -> None:
+    """A store and its side files: a `-wal` left beside a new file at the path would be
+    replayed onto it (a follower's read keeps them when it was open as the writer closed)."""
+    for suffix in ("", "-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
 
 
 def written(procs: list[subprocess.Popen[str]]) -> int:
@@ -240,23 +282,30 @@ def delays_row(table: Table, label: str, delays: list[float], cpu: float, second
     )
 
 
-def live_delay(cfg: Config, variant: str, seconds: float) -> tuple[list[float], float]:
-    """14a's one variant: 3 sources at 50 steps/s; the delays and the syncing process's CPU."""
+def live_delay(
+    cfg: Config, variant: str, seconds: float, runs: int = 0
+) -> tuple[list[float], float]:
+    """14a's one variant: 3 sources at 50 steps/s, each holding `runs` runs first; the delays
+    and the syncing process's CPU."""
     assert cfg.pg is not None
     with pg_database(cfg.pg, f"hs_bench_follow_{variant.replace('-', '_')}") as url:
         from harness_store import Store
 
         Store.open(url).close()
         dest = url.render_as_string(hide_password=False)
-        paths = [prefilled(cfg, f"live-{variant}-{n}", 1) for n in range(3)]
+        paths = [
+            prefilled(cfg, f"live-{variant}-{n}", max(1, runs * 10), 10 if runs else 100)
+            for n in range(3)
+        ]
         stop = cfg.work / f"stop-{variant}"
         observer = Observer(url)
-        if variant == "follow":
-            syncing = follower(paths, dest)
-            Lines(syncing).wait('"pass"')
+        if variant.startswith("follow"):
+            code = BASELINE if variant == "follow-baseline" else None
+            syncing = follower(paths, dest, code)
+            Lines(syncing, len(paths)).wait("every source", 1800)  # each one's first pass
         else:
             syncing = python("-c", LOOP, dest, *map(str, paths))
-            Lines(syncing).wait("synced")
+            Lines(syncing).wait("synced", 1800)
         with writers(paths, stop, 50) as procs:  # once the process is up and has synced
             start_cpu = cpu_seconds(syncing.pid)
             time.sleep(seconds)
@@ -266,38 +315,63 @@ def live_delay(cfg: Config, variant: str, seconds: float) -> tuple[list[float], 
         stop_all([syncing])
         observer.close()
         for p in paths:
-            p.unlink(missing_ok=True)
+            remove(p)
         return observer.delays, used
+
+
+LABELS = {
+    "follow": "sync --follow",
+    "follow-baseline": "sync --follow, baseline code",
+    "sync-loop": "sync in a loop",
+}
 
 
 def run(cfg: Config) -> list[Table]:
     if not cfg.pg:
         say("follow: skipped (needs --pg)")
         return []
+    return [live(cfg, 0), live(cfg, cfg.pick(BIG_RUNS, 500)), scale(cfg), idle(cfg)]
+
+
+def live(cfg: Config, runs: int) -> Table:
+    """14a: the variants side by side, rounds interleaved, sources holding `runs` runs."""
     seconds = cfg.pick(30.0, 8.0)
-    live = Table(
-        "14a. delay from a source's commit to the centre's, 3 sources × 50 steps/s",
+    held = f", each source holding {runs:,} runs first" if runs else ", new sources"
+    table = Table(
+        f"14a. delay from a source's commit to the centre's, 3 sources × 50 steps/s{held}",
         ["variant", "median", "p95", "worst", "CPU of one core"],
     )
-    results: dict[str, tuple[list[float], float]] = {}
-    for variant in ("follow", "sync-loop", "follow", "sync-loop")[: cfg.pick(4, 2)]:
-        say(f"follow: 14a {variant}")
-        delays, cpu = live_delay(cfg, variant, seconds)
-        before = results.get(variant, ([], 0.0))
-        results[variant] = (before[0] + delays, before[1] + cpu)
+    variants = ["follow", "sync-loop"] + (["follow-baseline"] if BASELINE else [])
     rounds = cfg.pick(2, 1)
-    for variant, (delays, cpu) in results.items():
-        label = "sync --follow" if variant == "follow" else "sync in a loop"
-        delays_row(live, label, delays, cpu, seconds * rounds)
-    follow_delays = sorted(results["follow"][0])
-    if follow_delays:
-        live.notes.append(
-            "targets: median ≤ 1 s "
-            + live.check("median", median(follow_delays) <= 1.0)
-            + ", worst ≤ 3 s "
-            + live.check("worst", follow_delays[-1] <= 3.0)
+    results: dict[str, tuple[list[float], float]] = {}
+    for r in range(rounds):
+        for variant in variants[r % len(variants) :] + variants[: r % len(variants)]:
+            say(f"follow: 14a {variant}{held}")
+            delays, cpu = live_delay(cfg, variant, seconds, runs)
+            before = results.get(variant, ([], 0.0))
+            results[variant] = (before[0] + delays, before[1] + cpu)
+    for variant in variants:
+        delays, cpu = results[variant]
+        delays_row(table, LABELS[variant], delays, cpu, seconds * rounds)
+    mine = sorted(results["follow"][0])
+    if BASELINE and mine and results["follow-baseline"][0]:
+        theirs = sorted(results["follow-baseline"][0])
+        table.notes.append(
+            "this code ÷ baseline: median "
+            f"{median(mine) / median(theirs):.2f}×, p95 "
+            f"{mine[int(len(mine) * 0.95)] / theirs[int(len(theirs) * 0.95)]:.2f}×, worst "
+            f"{mine[-1] / theirs[-1]:.2f}×, CPU "
+            f"{results['follow'][1] / max(results['follow-baseline'][1], 1e-9):.2f}× "
+            f"(baseline: {BASELINE})"
         )
-    return [live, scale(cfg), idle(cfg)]
+    if mine:
+        table.notes.append(
+            "targets: median ≤ 1 s "
+            + table.check("median" + held, median(mine) <= 1.0)
+            + ", worst ≤ 3 s "
+            + table.check("worst" + held, mine[-1] <= 3.0)
+        )
+    return table
 
 
 def scale(cfg: Config) -> Table:
@@ -357,7 +431,7 @@ def scale(cfg: Config) -> Table:
                 f"{median(used) / seconds * 100:.1f} %",
             )
         for p in paths:
-            p.unlink(missing_ok=True)
+            remove(p)
     table.notes.append(
         "catch-up: from the stores put in place (the followers already running) to the centre "
         "holding every row; sync rows/s: one `sync` of the same stores into a fresh database "

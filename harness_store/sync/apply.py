@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from sqlalchemy import ColumnElement, and_, bindparam, delete, func, insert, select, update
 
-from ..models.sync import IDS, MARKS
+from ..models.sync import IDS, MARKS, ORIGINS
 from .append_tables import AppendTables
-from .origin_state import ANCHOR_MARK, STATE_MARK, anchor_columns, chunks
+from .origin_state import ANCHOR_MARK, STATE_MARK, Carried, anchor_columns, chunks
 from .rows import digest, model_table, source_columns_of
 from .rules import RULES, RUNS, SESSIONS, TURNS
 from .state_tables import StateTables
@@ -34,8 +34,10 @@ class OriginSync(StateTables, AppendTables):
         is anything to write: a sync that finds nothing new reads only the tops of the append
         tables and the state tables, and spares the check's read of the whole file."""
         reason = None
+        carried = self.carry.take() if self.carry is not None else None
+        self.syncs = self._syncs() if self.carry is not None else 0
         if not self.fresh:
-            self._load()
+            self._load(carried)
             reason = self._rewound()
         self.tops = self._append_tops()
         read = {
@@ -64,14 +66,19 @@ class OriginSync(StateTables, AppendTables):
         for tbl in self.ids:
             self.maps.setdefault(tbl, {})
         # one query for the id maps of every table that changed (a table without a mark was
-        # never synced from this origin: it has no map to read)
+        # never synced from this origin: it has no map to read), unless they were carried
         changed = [
             table
             for table, (_, _, total) in read.items()
-            if table not in self.ids and self.hwm_loaded.get(STATE_MARK + table) != total
+            if table not in self.ids
+            and table not in self.whole
+            and self.hwm_loaded.get(STATE_MARK + table) != total
         ]
-        if changed and not self.fresh:
+        if self.fresh:
+            self.whole = {rule.table for rule in RULES}  # nothing central: every map is whole
+        elif changed:
             self._read_maps(IDS.c.tbl.in_(changed))
+            self.whole.update(changed)
         for rule in RULES:
             if rule.table not in self.have:
                 continue
@@ -84,6 +91,21 @@ class OriginSync(StateTables, AppendTables):
         if self.uncovered:
             self._uncover_shadowed()
         self._save()
+        if self.carry is not None:
+            self.carry.pending = self._carried()
+
+    def _syncs(self) -> int:
+        """The origin's sync count, this pass's included (its row is locked: exact)."""
+        return int(
+            self.dst.execute(
+                select(ORIGINS.c.syncs).where(ORIGINS.c.id == self.origin_id)
+            ).scalar_one()
+        )
+
+    def _carried(self) -> Carried:
+        """What this pass knew for the next one: every whole id map but memory's."""
+        maps = {t: m for t, m in self.maps.items() if t in self.whole and t != "memory"}
+        return Carried(self.origin_id, self.syncs, maps)
 
     def _rewound(self) -> str | None:
         """Why the source's history went back since the last sync (a backup restored over it,
@@ -172,10 +194,25 @@ class OriginSync(StateTables, AppendTables):
             delete(MARKS).where(MARKS.c.origin_id.in_(others), MARKS.c.tbl == STATE_MARK + "memory")
         )
 
-    def _load(self) -> None:
+    def _load(self, carried: Carried | None = None) -> None:
         """The id maps of the referenced tables (every sync needs them for links) and the
-        marks; other tables' maps are read only when their rows changed."""
-        self._read_maps(IDS.c.tbl.in_(list(self.ids)))
+        marks; other tables' maps are read only when their rows changed. The maps `carried`
+        from a follower's last pass are taken instead when no other pass of this origin
+        was committed since (its sync count is one more than that pass left)."""
+        if (
+            carried is not None
+            and carried.origin_id == self.origin_id
+            and carried.syncs + 1 == self.syncs
+        ):
+            self.maps = carried.maps
+            self.whole = set(carried.maps)
+            for tbl in self.ids:
+                self.ids[tbl] = {
+                    k: int(e[0]) for k, e in self.maps.get(tbl, {}).items() if e[0] is not None
+                }
+        else:
+            self._read_maps(IDS.c.tbl.in_(list(self.ids)))
+            self.whole = set(self.ids)
         marks = self.dst.execute(
             select(MARKS.c.tbl, MARKS.c.hwm).where(MARKS.c.origin_id == self.origin_id)
         )

@@ -49,7 +49,7 @@ from ..transfer.report import UnknownTablesError
 from ..transfer.target import create_like
 from . import origins
 from .apply import OriginSync
-from .origin_state import BATCH
+from .origin_state import BATCH, Carry
 from .report import (
     DuplicateOriginError,
     OriginReport,
@@ -353,16 +353,18 @@ def sync_source(
     batch_size: int,
     *,
     check_pages: bool = True,
+    carry: Carry | None = None,
 ) -> OriginReport:
     """One source's sync: read in one snapshot, written in one destination transaction (the
     pass `sync` makes of each source, and `follow` of a source that changed). `kept` is the
     source's Store when it is still open, else it is opened here; closed either way. Without
     `check_pages` the source's pages are quick-checked only when it is a new origin or read
     again in full, not when it only grew (a follower checks a file it checked a moment ago
-    only now and then: the check reads the whole file)."""
+    only now and then: the check reads the whole file). `carry` is what a follower keeps of
+    the source from pass to pass (`origin_state.Carry`)."""
     with _connector(dest) as connector:
         return _sync_source(
-            source, kept, connector, mark, dry_run, on_rows, batch_size, check_pages
+            source, kept, connector, mark, dry_run, on_rows, batch_size, check_pages, carry
         )
 
 
@@ -375,6 +377,7 @@ def _sync_source(
     on_rows: Callable[[int], None],
     batch_size: int,
     check_pages: bool,
+    carry: Carry | None = None,
 ) -> OriginReport:
     started = time.monotonic()
     path = _path_of(source)
@@ -390,7 +393,9 @@ def _sync_source(
     with _opened(source, kept) as store:
         for attempt in (1, 2, 3):
             try:
-                return _send(store, dest, path, dry_run, on_rows, batch_size, started, check_pages)
+                return _send(
+                    store, dest, path, dry_run, on_rows, batch_size, started, check_pages, carry
+                )
             except IntegrityError:
                 if attempt == 3:  # another sync registered this origin meanwhile: once more
                     raise
@@ -433,12 +438,15 @@ def _send(
     batch_size: int,
     started: float,
     check_pages: bool = True,
+    carry: Carry | None = None,
 ) -> OriginReport:
     counts = TableCounts()
     with whole_snapshot(store) as src:
         src.execution_options(compiled_cache=SOURCE_STATEMENTS)
         have = _check_source(src, path)
         ident = origins.identify(path, origins.read_mark(src))
+        if carry is not None:
+            carry.claim(ident.mark)  # a follower refuses a mark another source carries
         with dest.load(commit=not dry_run) as dst:
             now = now_stamp()
             first = src.execute(select_first_run()).first() if "runs" in have else None
@@ -459,6 +467,7 @@ def _send(
                 check_pages=lambda: check_source_pages(src, str(path), "synced"),
             )
             work.check_growth = check_pages
+            work.carry = carry
             work.run()
             if origin.anchor is None and anchor is not None:
                 dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))

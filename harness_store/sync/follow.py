@@ -9,7 +9,11 @@ older backup is read again in full, and one that is replaced by another store ge
 of its own, exactly as with `sync`. A slow source holds up only its own thread; at most
 `workers` passes run at once (one on a SQLite centre, which takes one writer at a time). Many
 followers into one centre wait on nothing but each origin's own row: each pass is one
-transaction, as long as its source's changes.
+transaction, as long as its source's changes. What a source's thread keeps from pass to pass
+is the id maps its last committed pass left (`origin_state.Carry`), taken only while no other
+sync of the origin came in between; and two sources carrying one origin mark are refused as
+`sync` refuses them, at the start (`DuplicateOriginError`) and, for a source that comes to
+carry another's mark later, at its pass (refused until its file changes).
 
 What a host does to a source is waited out, said once: a source not there yet, deleted, or
 refused (damaged, too old, of a newer io-harness, an unfinished transaction) is looked at
@@ -39,6 +43,7 @@ from sqlalchemy.engine import URL
 from ..dialects import backend_named
 from ..engine import make_engine, safe_url, to_url
 from ..errors import (
+    DuplicateOriginError,
     InvalidValueError,
     SchemaError,
     StoreAccessError,
@@ -46,9 +51,10 @@ from ..errors import (
     StoreNotFoundError,
 )
 from ..targets import Target
+from . import core
 from .core import SOURCE_REFUSALS, prepare_dest, sync_source
 from .follow_report import FollowEvent, FollowNotice, FollowPass, FollowReport, NoticeKind, OnEvent
-from .origin_state import BATCH
+from .origin_state import BATCH, Carry
 from .watch import SourceMark, source_mark
 
 INTERVAL = 0.05
@@ -157,6 +163,8 @@ class _Follower:
         self.failure: BaseException | None = None
         self.stopped_at: float | None = None
         self.dirty: set[int] = set()
+        self.marks: dict[int, str] = {}
+        """The origin mark each source carried at its last pass (by position)."""
         self.started_at = time.time()
         """Wall clock: what was committed before is counted from here."""
         self.engine = make_engine(dest)
@@ -167,6 +175,8 @@ class _Follower:
         started = time.monotonic()
         self.slots = threading.BoundedSemaphore(workers)
         self.count = len(targets)
+        self.targets = targets
+        core._close_all(core._refuse_shared_marks(targets))  # as `sync` refuses them
         threads = [
             threading.Thread(
                 target=self._watch, args=(at, target), name=f"hs-follow-{at}", daemon=True
@@ -231,6 +241,7 @@ class _Follower:
 
     def _follow_one(self, at: int, source: Target) -> None:
         assert source.path is not None  # `_sources` took file paths only
+        carry = Carry(lambda mark: self._claim(at, mark))
         last: SourceMark | None = None
         checked: tuple[tuple[int, int], float] | None = None  # file identity, when checked
         seen = False
@@ -257,7 +268,7 @@ class _Follower:
                 or checked[0] != now.identity
                 or time.monotonic() - checked[1] > PAGE_CHECK_EVERY
             )
-            outcome, text = self._pass(source, now, check=check)
+            outcome, text = self._pass(source, carry, now, check=check)
             if outcome == "sent":
                 if check:
                     checked = (now.identity, time.monotonic())
@@ -278,10 +289,27 @@ class _Follower:
         if self.failure is None and failures == 0:  # what was committed before the stop goes
             now = source_mark(source.path)
             if now is not None and now != last:
-                self._pass(source, now, final=True)
+                self._pass(source, carry, now, final=True)
 
     def _pass(
-        self, source: Target, before: SourceMark, *, final: bool = False, check: bool = True
+        self,
+        source: Target,
+        carry: Carry,
+        before: SourceMark,
+        *,
+        final: bool = False,
+        check: bool = True,
+    ) -> tuple[Outcome, str]:
+        """One pass over `source`; what `carry` holds is kept only when it committed."""
+        outcome = self._pass_once(source, carry, before, final=final, check=check)
+        if outcome[0] == "sent":
+            carry.committed()
+        else:
+            carry.failed()
+        return outcome
+
+    def _pass_once(
+        self, source: Target, carry: Carry, before: SourceMark, *, final: bool, check: bool
     ) -> tuple[Outcome, str]:
         with self.slots:
             if self.stop.is_set() and not final:
@@ -300,12 +328,13 @@ class _Follower:
                     self._on_rows,
                     self.batch_size,
                     check_pages=check,
+                    carry=carry,
                 )
             except _Stopped:
                 return "stopped", ""
             except StoreNotFoundError:
                 return "gone", ""
-            except SOURCE_REFUSALS as exc:
+            except (*SOURCE_REFUSALS, DuplicateOriginError) as exc:
                 return "refused", f"refused until it changes: {exc}"
             except Exception as exc:
                 return self._failed(exc)
@@ -327,6 +356,43 @@ class _Follower:
             with self.lock:
                 self.dirty.update(range(self.count))
         return "sent", ""
+
+    def _claim(self, at: int, mark: str | None) -> None:
+        """Refuse source `at` when it carries the origin mark another followed source
+        carried at its last pass and still carries (a copy of it: their runs would overwrite
+        each other centrally); else note that `at` carries `mark`."""
+        with self.lock:
+            if mark is None:
+                self.marks.pop(at, None)
+                return
+            holders = [o for o, m in self.marks.items() if m == mark and o != at]
+        for other in holders:
+            if self._carries(other, mark):
+                first, second = self.targets[other].where, self.targets[at].where
+                raise DuplicateOriginError(
+                    f"{first} and {second} carry the same origin mark {mark}: one is a copy of "
+                    "the other, and their runs would overwrite each other centrally. "
+                    f"{second} is not sent while {first} carries it; follow only one of them "
+                    "(the store still in use)"
+                )
+        with self.lock:
+            for other in holders:
+                if self.marks.get(other) == mark:
+                    del self.marks[other]  # no longer carries it
+            self.marks[at] = mark
+
+    def _carries(self, at: int, mark: str) -> bool:
+        """Whether source `at` carries `mark` now (read from its file)."""
+        try:
+            store = core._open_or_none(self.targets[at])
+        except Exception:
+            return False
+        if store is None:
+            return False
+        try:
+            return core.peek_mark(store) == mark
+        finally:
+            store.close()
 
     def _on_rows(self, rows: int) -> None:
         stopped = self.stopped_at

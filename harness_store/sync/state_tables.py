@@ -23,6 +23,10 @@ from .rows import (
 )
 from .rules import RUNS, Rule
 
+STATE_SELECTS: dict[tuple[str, tuple[str, ...]], str] = {}
+"""The SQL of each state table's read, by table and the columns the source has: compiled once
+for every pass (a follower makes many), as it has no parameters."""
+
 
 class StateTables(OriginState):
     """Sending the state tables of one origin."""
@@ -30,7 +34,12 @@ class StateTables(OriginState):
     def _read_state(self, rule: Rule) -> tuple[list[str], list[Any], int]:
         """A state table's column names, rows (in key order) and the hash of them all."""
         columns = source_columns(rule, self.have)
-        cursor = self._raw(source_select(rule, columns))
+        key = (rule.table, tuple(c.name for c in columns))
+        sql = STATE_SELECTS.get(key)
+        if sql is None:
+            statement = source_select(rule, columns)
+            sql = STATE_SELECTS[key] = str(statement.compile(dialect=self.src.dialect))
+        cursor = self._raw_sql(sql)
         names = [d[0] for d in cursor.description]
         rows = cursor.fetchall()
         return names, rows, digest(rows)

@@ -312,3 +312,116 @@ def test_an_on_event_that_raises_ends_follow_with_its_error(tmp_path: Path) -> N
     finally:
         guard.cancel()
     assert not gave_up.is_set()
+
+
+def marked_copies(tmp_path: Path) -> tuple[Path, Path]:
+    """A store given an origin mark (by a sync into a scratch centre) and a copy of it: two
+    files carrying one mark."""
+    from harness_store.sync import sync
+
+    original, twin = tmp_path / "agent.sqlite3", tmp_path / "agent-copy.sqlite3"
+    write_source(original, runs=1)
+    sync([original], tmp_path / "scratch.sqlite3", mark=True)
+    shutil.copyfile(original, twin)
+    return original, twin
+
+
+def origins_in(dest: str) -> int:
+    """How many origins the centre records (0 when it holds no sync's tables, or no file)."""
+    from sqlalchemy import inspect
+
+    from harness_store.engine import make_engine
+    from harness_store.models.sync import ORIGINS
+
+    if "://" not in dest and not Path(dest).exists():
+        return 0
+    engine = make_engine(dest)
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table(ORIGINS.name):
+                return 0
+            return len(conn.execute(ORIGINS.select()).all())
+    finally:
+        engine.dispose()
+
+
+def test_two_sources_carrying_one_origin_mark_are_refused_as_sync_refuses_them(
+    store_target: str, tmp_path: Path
+) -> None:
+    from support.clirun import run_cli
+
+    original, twin = marked_copies(tmp_path)
+    follower = Follower([original, twin], store_target)
+    code = follower.worker.finish(timeout=DEADLINE)
+    synced = run_cli("sync", original, twin, store_target)
+    assert code == synced.returncode != 0
+    lines = follower.worker.stderr.strip().splitlines()
+    assert len(lines) == 1 and "same origin mark" in lines[0], follower.worker.stderr
+    assert origins_in(store_target) == 0  # nothing was sent
+
+
+def test_a_source_that_comes_to_carry_anothers_mark_is_refused_and_the_other_followed(
+    store_target: str, tmp_path: Path
+) -> None:
+    original, twin = marked_copies(tmp_path)
+    twin.unlink()
+    follower = Follower([original, twin], store_target)
+    caught_up(store_target, original)
+    coming = tmp_path / "coming.sqlite3"  # a copy of the followed store, grown apart
+    shutil.copyfile(original, coming)
+    grow(coming, "copy", 4)
+    os.replace(coming, twin)
+    refused = follower.wait(lambda e: e["event"] == "refused" and e["source"] == str(twin))
+    assert "same origin mark" in refused["message"]
+    grow(original, "more", 3)  # the first holder of the mark is still followed
+    caught_up(store_target, original)
+    assert follower.sent(twin) == 0
+    assert follower.stop() == 0, follower.worker.stderr
+    assert mirror_problems(store_target, original) == []
+
+
+def test_a_sync_of_the_source_between_two_passes_is_not_undone(
+    store_target: str, tmp_path: Path
+) -> None:
+    """A follower keeps a source's id maps from pass to pass. A `sync` of the same source in
+    between (another process's, here made while the follower waits in `on_event`) that reads
+    a restored backup again in full gives its runs new central ids: the next pass must see
+    that, not update and link to the ids of its own last pass (on PostgreSQL the new ids are
+    new numbers; SQLite gives the same ones again)."""
+    import threading
+
+    from harness_store.sync import FollowPass, follow, sync
+
+    src, backup = tmp_path / "agent.sqlite3", tmp_path / "agent.sqlite3.bak"
+    write_source(src, runs=1)
+    shutil.copyfile(src, backup)
+    grow(src, "before", 3)
+    stop, synced_between = threading.Event(), threading.Event()
+    guard = threading.Timer(DEADLINE, stop.set)
+    guard.start()
+
+    def on_event(event: object) -> None:
+        if not isinstance(event, FollowPass):
+            return
+        if synced_between.is_set():
+            stop.set()  # the pass after the other sync has committed
+        elif event.rows:
+            for side in ("-wal", "-shm"):
+                Path(f"{src}{side}").unlink(missing_ok=True)
+            shutil.copyfile(backup, src)  # restored: the next run reuses an id sent
+            with Store.open(src) as store:
+                run = store.start_run("goal after", "/src/after.rs")
+                store.checkpoint_steps(run, [StepRecord.new(1, "a1", "ok")])
+            assert sync([src], store_target).origins[0].reread  # new central ids
+            with Store.open(src) as store:  # then the run changes: the follower's to send
+                store.checkpoint_steps(run, [StepRecord.new(2, "a2", "ok")])
+                store.finish_run(run, "success")
+            synced_between.set()
+
+    try:
+        report = follow([src], store_target, stop=stop, on_event=on_event)
+    finally:
+        guard.cancel()
+    assert synced_between.is_set()
+    assert report.retries == 0  # no pass failed (on PostgreSQL a stale id breaks a link)
+    assert mirror_problems(store_target, src) == []
