@@ -49,6 +49,7 @@ Set HARNESS_STORE_DEBUG=1 to see the traceback of an unexpected error.
 
 from __future__ import annotations
 
+from ..engine import read_only_url as read_only_url  # the one implementation, public here
 from . import (  # noqa: F401  (register commands)
     check,
     copy,
@@ -66,6 +67,5 @@ from . import (  # noqa: F401  (register commands)
     upgrade,
 )
 from .app import app, main
-from .reader import read_only_url
 
 __all__ = ["app", "main", "read_only_url"]

@@ -277,9 +277,8 @@ def _run_online(context: EnvironmentContext) -> None:
     path = sqlite_path(url)
     changing = _changes_revision(context)
     if path is not None:
-        check_sqlite_file(path)
-        if not path.exists() and not (changing and config.attributes.get(CREATE, True)):
-            raise StoreNotFoundError(f"no run store at {path}")
+        creating = changing and config.attributes.get(CREATE, True)
+        check_sqlite_file(path, missing=None if creating else "")
         if not path.parent.is_dir():
             raise StoreNotFoundError(f"cannot create a store at {path}: no directory {path.parent}")
     engine = make_engine(url)
