@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import URL
 
 from .dialects import backend_named
-from .dialects.sqlite import is_memory
 from .targets import TargetLike, url_of
+from .targets import safe_url as safe_url  # where a store's name is shown: `targets`
+from .targets import sqlite_path as sqlite_path
+from .targets import where as where
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -32,13 +33,6 @@ def to_url(target: TargetLike) -> URL:
 def resolve_target(explicit: str | None) -> URL:
     """`explicit`, else `$HARNESS_STORE_URL`, else `sqlite:///runs.sqlite3`."""
     return to_url(explicit or os.environ.get(URL_ENV) or DEFAULT_URL)
-
-
-def sqlite_path(url: URL) -> Path | None:
-    """The file behind a SQLite URL, or None for memory and for other backends."""
-    if url.get_backend_name() != "sqlite" or is_memory(url):
-        return None
-    return Path(str(url.database))
 
 
 def make_engine(
@@ -74,17 +68,6 @@ def make_async_engine(
     engine = create_async_engine(url, **options)
     backend.install_async(engine.sync_engine, synchronous=synchronous, busy_timeout=busy_timeout)
     return engine
-
-
-def safe_url(url: URL) -> str:
-    """The URL as text with any password hidden, for messages and logs."""
-    return url.render_as_string(hide_password=True)
-
-
-def where(url: URL) -> str:
-    """How messages name a store: its file, or its URL without the password."""
-    path = sqlite_path(url)
-    return str(path) if path is not None else safe_url(url)
 
 
 def read_only_url(target: TargetLike) -> URL:

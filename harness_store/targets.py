@@ -36,6 +36,25 @@ def url_of(target: str | os.PathLike[str] | URL | Target) -> URL:
     return URL.create("sqlite", database=str(Path(raw).expanduser().absolute()))
 
 
+def sqlite_path(url: URL) -> Path | None:
+    """The file behind a SQLite URL, or None for memory and for other backends."""
+    if url.get_backend_name() != "sqlite" or is_memory(url):
+        return None
+    return Path(str(url.database))
+
+
+def safe_url(url: URL) -> str:
+    """The URL as text with any password hidden, for messages and logs."""
+    return url.render_as_string(hide_password=True)
+
+
+def where(url: URL) -> str:
+    """How messages name a store: its file, or its URL without the password (the one way;
+    `Target.where` is this of the target's URL)."""
+    path = sqlite_path(url)
+    return str(path) if path is not None else safe_url(url)
+
+
 @dataclass(frozen=True)
 class Target:
     """A store target as parsed once (see the module docstring)."""
@@ -63,15 +82,12 @@ class Target:
         name = url.get_backend_name()
         backend_named(name)
         memory = name == "sqlite" and is_memory(url)
-        path = Path(str(url.database)) if name == "sqlite" and not memory else None
-        return cls(url, path, memory, bool(read_only))
+        return cls(url, sqlite_path(url), memory, bool(read_only))
 
     @property
     def where(self) -> str:
         """How messages name the store: its file, or its URL without the password."""
-        if self.path is not None:
-            return str(self.path)
-        return self.url.render_as_string(hide_password=True)
+        return where(self.url)
 
 
 TargetLike = str | os.PathLike[str] | URL | Target

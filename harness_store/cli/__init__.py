@@ -49,6 +49,12 @@ Set HARNESS_STORE_DEBUG=1 to see the traceback of an unexpected error.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ..engine import read_only_url as read_only_url
 from . import (  # noqa: F401  (register commands)
     check,
     copy,
@@ -66,6 +72,9 @@ from . import (  # noqa: F401  (register commands)
     upgrade,
 )
 from .app import app, main
-from .reader import read_only_url
 
 __all__ = ["app", "main", "read_only_url"]
+
+__getattr__ = lazy_names(__name__, {"read_only_url": ".engine"})  # harness_store.engine
+"""`read_only_url` is `engine.read_only_url` (the one implementation), imported on first use:
+the command's start-up loads no SQLAlchemy."""

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..transfer import CopyReport
 from .app import EPILOG, EXIT_OTHER, CliError, JsonOpt, app
 from .output import emit_json, note, progress_bars, stderr_console, stdout_console
-from .reader import check_file, parse_target
+from .reader import parse_target
 
 # --- copy --------------------------------------------------------------------------------
 
@@ -152,12 +152,14 @@ def copy_command(
     from rich.text import Text
 
     from ..engine import sqlite_path
+    from ..schema.detect import check_sqlite_file
 
     copy_store = load_copy_store()
     source_url, target_url = parse_target(source).url, parse_target(target).url
     source_path = sqlite_path(source_url)
     if source_path is not None:
-        check_file(source_path)  # a FIFO, socket, device or directory: refused before reading
+        # a missing file, a FIFO, socket, device or directory: refused before reading
+        check_sqlite_file(source_path, writable=False, missing="")
     console = stderr_console()
     with progress_bars(console, quiet=as_json) as bars, stop_at_next_batch() as stop:
         report = copy_store(

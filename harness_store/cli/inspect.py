@@ -25,7 +25,7 @@ def table_order(names: Iterable[str]) -> list[str]:
 
 def inspect_document(reader: Reader) -> dict[str, Any]:
     """Everything `inspect` reports, as one JSON-ready mapping."""
-    from ..dialects.still import in_wal_mode
+    from ..dialects.still import WAL_SUFFIX, beside, in_wal_mode
     from ..engine import safe_url, sqlite_path
     from ..releases import HEAD
     from ..schema.detect import StoreKind, read_revision
@@ -41,7 +41,7 @@ def inspect_document(reader: Reader) -> dict[str, Any]:
         if path is not None and in_wal_mode(path):
             journal = "wal"  # an immutable open reports its own mode, not the file's
         size = path.stat().st_size if path is not None else store.database_bytes()
-    wal = path.with_name(path.name + "-wal") if path is not None else None
+    wal = beside(path, WAL_SUFFIX) if path is not None else None
     return {
         "store": safe_url(reader.url),
         "path": str(path) if path is not None else None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import SchemaError, StoreNotFoundError, UnfinishedTransactionError
+from ..errors import SchemaError, UnfinishedTransactionError
 from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
@@ -98,54 +98,23 @@ def shown(db: str) -> str:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
+    from ..targets import safe_url
+
     try:
-        return repr(make_url(db).render_as_string(hide_password=True))
+        return repr(safe_url(make_url(db)))
     except (ArgumentError, ValueError):
         return "the URL given" if "@" in db else repr(db)
 
 
-def check_file(path: Path) -> None:
-    """Refuse a path that is no SQLite store before SQLite opens it; a read-only file is fine."""
-    if not path.exists():
-        raise StoreNotFoundError(f"no run store at {path}")
-    from ..schema.detect import check_sqlite_file
-
-    check_sqlite_file(path, writable=False)
-
-
-def hot_journal(path: Path) -> bool:
-    """Whether a rollback journal beside `path` holds an unfinished transaction (SQLite calls
-    it "hot"): only a connection that can write rolls it back, so a read-only one fails."""
-    journal = path.with_name(path.name + "-journal")
-    try:
-        with journal.open("rb") as handle:
-            return any(handle.read(28))
-    except OSError:
-        return False
-
-
-def refuse_hot_journal(path: Path, url: URL) -> None:
-    """Explain, instead of SQLite's "attempt to write a readonly database", a store left with
-    an unfinished transaction by a crash."""
-    if hot_journal(path):
-        raise CliError(
-            EXIT_NOT_A_STORE,
-            f"{path} has an unfinished transaction (its -journal file was left by a crash); "
-            f"reading it needs that rolled back first: run {suggest('upgrade', url)} or open "
-            "it with anything that writes (nothing was changed)",
-        )
-
-
-def read_only_url(url: URL) -> URL:
-    """The same store, opened so that no statement can write to it."""
-    from ..engine import read_only_url as engine_read_only_url
-
-    try:
-        return engine_read_only_url(url)
-    except ValueError as exc:
-        raise CliError(
-            EXIT_USAGE, "an in-memory SQLite database holds no store; give a file"
-        ) from exc
+def unfinished_transaction_error(path: Path, url: URL) -> CliError:
+    """What the command says, instead of SQLite's "attempt to write a readonly database",
+    of a store left with an unfinished transaction by a crash (`preflight.check_readable`)."""
+    return CliError(
+        EXIT_NOT_A_STORE,
+        f"{path} has an unfinished transaction (its -journal file was left by a crash); "
+        f"reading it needs that rolled back first: run {suggest('upgrade', url)} or open "
+        "it with anything that writes (nothing was changed)",
+    )
 
 
 class Replaced:
@@ -188,12 +157,11 @@ class Reader:
 def diagnosed(conn: Connection, url: URL, *, shape: bool = True) -> Diagnosis:
     """What the store on `conn` is; an unfinished copy is refused."""
     from ..engine import where
-    from ..schema.copy_marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
+    from ..schema.copy_marker import refuse_unfinished_copy
     from ..schema.detect import diagnose
 
     found = diagnose(conn, shape=shape)
-    if copy_in_progress(conn):
-        raise IncompleteCopyError(incomplete_copy_message(where(url)))
+    refuse_unfinished_copy(conn, where(url))
     return found
 
 
@@ -203,12 +171,18 @@ def look(db: str) -> Diagnosis:
     needs to say what it found, and it may be older than the Store reads."""
     from ..connector import connector_at
     from ..dialects.still import names_uri
+    from ..engine import read_only_url
+    from ..schema.detect import check_sqlite_file
+    from ..schema.preflight import check_readable
 
     target = parse_target(db, read_only=True)
     url, path = target.url, target.path
     if path is not None and not names_uri(url):
-        check_file(path)
-        refuse_hot_journal(path, url)
+        check_sqlite_file(path, writable=False, missing="")
+        try:
+            check_readable(path)
+        except UnfinishedTransactionError:
+            raise unfinished_transaction_error(path, url) from None
     with connector_at(read_only_url(url)) as connector, connector.read() as conn:
         return diagnosed(conn, url, shape=False)
 
@@ -233,8 +207,7 @@ def open_reader(db: str, *, require_readable: bool = True, shape: bool = False) 
         )
     except UnfinishedTransactionError:
         assert target.path is not None  # only a SQLite file has a rollback journal
-        refuse_hot_journal(target.path, target.url)
-        raise
+        raise unfinished_transaction_error(target.path, target.url) from None
     with store:
         reader = Reader(store, target.url, found, replaced)
         if require_readable:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..schema.migrate import UpgradeReport
 from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .output import emit_json, stderr_console, visible
-from .reader import hot_journal, look, parse_target, suggest
+from .reader import look, parse_target, suggest
 
 # --- upgrade -----------------------------------------------------------------------------
 
@@ -62,6 +62,7 @@ def upgrade_command(
     from ..engine import sqlite_path, where
     from ..releases import REVISIONS
     from ..schema.migrate import upgrade
+    from ..schema.preflight import unfinished_transaction
 
     destination = chain_revision(to, head=True)
     url = parse_target(db).url
@@ -72,7 +73,7 @@ def upgrade_command(
         if not path.parent.is_dir():
             raise StoreNotFoundError(f"cannot create a store at {path}: no directory {path.parent}")
         say(f"found: no store at {path}; creating one at {destination}")
-    elif path is not None and hot_journal(path):
+    elif path is not None and unfinished_transaction(path):
         say(
             f"found: {path} has an unfinished transaction (a rollback journal left by a crash); "
             "the upgrade rolls it back first"

@@ -43,22 +43,23 @@ from .base import (
     DrivingJoin,
     WriteQueue,
 )
-from .sqlite_queue import SQLITE_BUSY, SQLITE_LOCKED, SQLiteWriteQueue, begin_immediate
+from .sqlite_codes import (
+    SQLITE_BUSY,
+    SQLITE_CANTOPEN,
+    SQLITE_CONSTRAINT_FOREIGNKEY,
+    SQLITE_CORRUPT,
+    SQLITE_LOCKED,
+    SQLITE_NOTADB,
+    SQLITE_READONLY,
+    error_code,
+)
+from .sqlite_queue import SQLiteWriteQueue, begin_immediate
 from .still import file_uri, install_still_reads, names_uri, still_read_outdated
-
-SQLITE_CORRUPT = 11
-"""SQLite's result code for a damaged page ("database disk image is malformed")."""
 
 WRITE = WRITE_TRANSACTION
 """The old name of `dialects.base.WRITE_TRANSACTION` (kept while `store/base.py` imports it)."""
 
 SYNCHRONOUS = ("off", "normal", "full", "extra")
-
-SQLITE_READONLY = 8
-SQLITE_CANTOPEN = 14
-SQLITE_NOTADB = 26
-SQLITE_CONSTRAINT_FOREIGNKEY = 787
-"""Result codes (https://sqlite.org/rescode.html); Python's sqlite3 reports extended codes."""
 
 
 @compiles(DrivingJoin, "sqlite")
@@ -260,11 +261,10 @@ class SQLiteBackend(Backend):
 
     def translate_error(self, exc: BaseException) -> StoreError | None:
         """From SQLite's (extended) result code, never its message."""
-        exc = getattr(exc, "orig", None) or exc  # a SQLAlchemy error: its driver error
-        code = getattr(exc, "sqlite_errorcode", None)
-        if not isinstance(code, int):
+        code = error_code(exc)
+        if code is None:
             return None
-        message = str(exc)
+        message = str(getattr(exc, "orig", None) or exc)  # a SQLAlchemy error: its driver's
         if code == SQLITE_CONSTRAINT_FOREIGNKEY:
             return RunNotFoundError(
                 "a step names a run that is not in the store (steps.run_id REFERENCES "

@@ -7,10 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from .sqlite_codes import SQLITE_READONLY_ROLLBACK, error_code
 from .still import file_uri
-
-SQLITE_READONLY_ROLLBACK = 8 | (3 << 8)
-"""The extended code a read-only connection gets when a hot journal needs rolling back."""
 
 
 def backup_copy(path: Path, partial: Path) -> None:
@@ -39,7 +37,7 @@ def blocked_by_hot_journal(path: Path) -> bool:
     try:
         conn.execute("PRAGMA schema_version").fetchall()
     except sqlite3.Error as exc:
-        return getattr(exc, "sqlite_errorcode", None) == SQLITE_READONLY_ROLLBACK
+        return error_code(exc) == SQLITE_READONLY_ROLLBACK
     finally:
         conn.close()
     return False

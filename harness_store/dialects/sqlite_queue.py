@@ -19,10 +19,7 @@ from typing import Any
 
 from ..errors import StoreLockedError
 from .base import WriteQueue
-
-SQLITE_BUSY = 5
-SQLITE_LOCKED = 6
-"""The primary result codes of "another connection holds the lock" (https://sqlite.org/rescode.html)."""
+from .sqlite_codes import SQLITE_BUSY, SQLITE_LOCKED, primary_code
 
 QUEUE_SUFFIX = "-writers"
 """The side file whose `flock` orders harness_store's writers to one database file. It exists
@@ -100,8 +97,7 @@ def close_queue_file(fd: int, path: Path) -> None:
 
 def is_busy(exc: BaseException) -> bool:
     """Whether a driver error is SQLite's "another connection holds the lock" (BUSY, LOCKED)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return isinstance(code, int) and (code & 0xFF) in (SQLITE_BUSY, SQLITE_LOCKED)
+    return primary_code(exc) in (SQLITE_BUSY, SQLITE_LOCKED)
 
 
 def locked_error(timeout: float) -> StoreLockedError:

@@ -30,7 +30,19 @@ from urllib.parse import quote, unquote
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import URL
 
-SIDE_SUFFIXES = ("-wal", "-shm")
+WAL_SUFFIX = "-wal"
+SHM_SUFFIX = "-shm"
+SIDE_SUFFIXES = (WAL_SUFFIX, SHM_SUFFIX)
+"""The files SQLite keeps beside a WAL store while a connection has it open."""
+
+JOURNAL_SUFFIX = "-journal"
+"""The rollback journal SQLite keeps beside a store in its pre-WAL modes, while it writes."""
+
+
+def beside(path: Path, suffix: str) -> Path:
+    """The side file `suffix` names beside the store at `path` (`<store>-wal`, …)."""
+    return path.with_name(path.name + suffix)
+
 
 STILL_FILE = "hs_still_file"
 """Pool-entry `info` key: the path of the file this connection reads with `immutable=1`, and
@@ -52,7 +64,7 @@ def file_mark(path: Path) -> FileMark | None:
 
 def side_files(path: Path) -> list[Path]:
     """The `-wal` and `-shm` files SQLite keeps beside a WAL store while it is open."""
-    return [path.with_name(path.name + suffix) for suffix in SIDE_SUFFIXES]
+    return [beside(path, suffix) for suffix in SIDE_SUFFIXES]
 
 
 def in_wal_mode(path: Path) -> bool:

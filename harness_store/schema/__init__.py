@@ -34,12 +34,13 @@ LAZY = {
     "UpgradeReport": "migrate",
     "alembic_config": "migrate",
     "script_location": "migrate",
-    "revision_for": "releases",
-    "own_indexes_at": "releases",
-    "indexes_at": "releases",
+    "revision_for": ".releases",
+    "own_indexes_at": ".releases",
+    "indexes_at": ".releases",
     "backup_name": "backup",
 }
-"""Where each public name lives; `migrate` brings Alembic, which detection and the Store's
+"""Where each public name lives, relative to this package (`.releases`: the package's
+`releases`, below the schema); `migrate` brings Alembic, which detection and the Store's
 reads of the release facts do not need."""
 
 

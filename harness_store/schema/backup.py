@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..dialects.sqlite_files import backup_copy
+from ..dialects.still import JOURNAL_SUFFIX, beside
 from ..errors import UpgradeFailedError
 from .preflight import is_disk_full
 
@@ -40,9 +41,8 @@ def take_backup(path: Path, label: str) -> Path:
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             partial.unlink()
-        for leftover in (partial.with_name(partial.name + "-journal"),):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            beside(partial, JOURNAL_SUFFIX).unlink()
         if isinstance(exc, Exception) and (is_disk_full(exc) or isinstance(exc, OSError)):
             raise UpgradeFailedError(
                 f"{path}: the upgrade failed while writing the backup {destination.name} "

@@ -35,6 +35,13 @@ def incomplete_copy_message(shown: str) -> str:
     )
 
 
+def refuse_unfinished_copy(conn: Connection, shown: str) -> None:
+    """Refuse a database left by a killed `copy_store` (schema, no rows), named `shown`:
+    nothing may read it as a store or write into it (`IncompleteCopyError`)."""
+    if copy_in_progress(conn):
+        raise IncompleteCopyError(incomplete_copy_message(shown))
+
+
 def marker_table() -> Table:
     """The marker as a table to create or drop."""
     return Table(COPY_MARKER, MetaData(), Column("source", String(2000)))

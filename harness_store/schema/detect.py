@@ -20,12 +20,14 @@ from pathlib import Path
 from sqlalchemy import Connection, inspect
 
 from ..dialects import backend_for
+from ..dialects.still import WAL_SUFFIX, beside
 from ..errors import (
     ForeignDatabaseError,
     NewerFormatError,
     NotADatabaseError,
     SchemaError,
     StoreAccessError,
+    StoreNotFoundError,
     UpgradeRequiredError,
 )
 from ..formats import CHECKPOINT_FORMAT
@@ -312,15 +314,20 @@ def special_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def check_sqlite_file(path: Path, *, writable: bool = True) -> None:
-    """Refuse, before SQLite touches it, a path that cannot be a run store.
+def check_sqlite_file(path: Path, *, writable: bool = True, missing: str | None = None) -> None:
+    """Refuse, before SQLite touches it, a path that cannot be a run store: the one check of
+    a store file every opener makes (`Store.open`, the read-only open, the upgrade, sync's
+    sources, the command's copy).
 
     A directory, a FIFO, socket or device, a file that is not SQLite, and a truncated store raise
     `NotADatabaseError` (a 0-byte file passes: it is an empty database); when `writable`, a
     file without write permission raises `StoreAccessError`. The file is only read. A
-    missing path passes: creating a store there is the caller's decision.
+    missing path raises `StoreNotFoundError` ("no run store at PATH", then `missing`) when
+    `missing` is given; else it passes: creating a store there is the caller's decision.
     """
     if not path.exists():
+        if missing is not None:
+            raise StoreNotFoundError(f"no run store at {path}{missing}")
         return
     mode = path.stat().st_mode
     if stat.S_ISDIR(mode):
@@ -341,7 +348,7 @@ def check_sqlite_file(path: Path, *, writable: bool = True) -> None:
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")
     header_valid = header[24:28] == header[92:96]
-    wal = path.with_name(path.name + "-wal")
+    wal = beside(path, WAL_SUFFIX)
     if header_valid and pages and size < pages * page_size and not wal.exists():
         raise NotADatabaseError(
             f"{path} is a truncated SQLite database: {size} bytes, but its header "

@@ -129,12 +129,7 @@ def upgrade(
     """Upgrade the store at `target` to `revision`, creating it when absent unless
     `create=False`; see the module docstring for the steps. `on_message` gets each line of
     the report as it happens (the first is `found: …`, before anything is changed)."""
-    config = alembic_config(target, backup=backup, create=create)
-    report = UpgradeReport(safe_url(to_url(target)), on_message=on_message)
-    config.attributes[REPORT] = report
-    with _RUNNING, _typed_errors(target):
-        command.upgrade(config, revision)
-    return report
+    return _run(command.upgrade, target, revision, backup, create, on_message)
 
 
 def downgrade(
@@ -146,11 +141,24 @@ def downgrade(
 ) -> UpgradeReport:
     """Downgrade the store at `target` to `revision` (a release name such as "0.7"), after a
     backup like an upgrade's: a downgrade drops the data of the releases above `revision`."""
-    config = alembic_config(target, backup=backup, create=False)
+    return _run(command.downgrade, target, revision, backup, False, on_message)
+
+
+def _run(
+    step: Callable[[Config, str], None],
+    target: str | URL,
+    revision: str,
+    backup: bool,
+    create: bool,
+    on_message: Callable[[str], None] | None,
+) -> UpgradeReport:
+    """Alembic's `upgrade` or `downgrade` command on the store at `target`, one at a time in
+    this process, its errors typed; what it found and did."""
+    config = alembic_config(target, backup=backup, create=create)
     report = UpgradeReport(safe_url(to_url(target)), on_message=on_message)
     config.attributes[REPORT] = report
     with _RUNNING, _typed_errors(target):
-        command.downgrade(config, revision)
+        step(config, revision)
     return report
 
 
@@ -277,9 +285,8 @@ def _run_online(context: EnvironmentContext) -> None:
     path = sqlite_path(url)
     changing = _changes_revision(context)
     if path is not None:
-        check_sqlite_file(path)
-        if not path.exists() and not (changing and config.attributes.get(CREATE, True)):
-            raise StoreNotFoundError(f"no run store at {path}")
+        creating = changing and config.attributes.get(CREATE, True)
+        check_sqlite_file(path, missing=None if creating else "")
         if not path.parent.is_dir():
             raise StoreNotFoundError(f"cannot create a store at {path}: no directory {path.parent}")
     engine = make_engine(url)

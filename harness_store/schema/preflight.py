@@ -12,13 +12,16 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
+from ..dialects.sqlite_codes import (
+    SQLITE_CORRUPT,
+    SQLITE_FULL,
+    SQLITE_IOERR,
+    SQLITE_NOTADB,
+    primary_code,
+)
 from ..dialects.sqlite_files import blocked_by_hot_journal
+from ..dialects.still import JOURNAL_SUFFIX, beside
 from ..errors import MalformedStoreError, UnfinishedTransactionError
-
-SQLITE_FULL = 13
-SQLITE_IOERR = 10
-SQLITE_CORRUPT = 11
-SQLITE_NOTADB = 26
 
 PG_DISK_FULL = "53100"
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
@@ -29,26 +32,24 @@ UNFINISHED = (
 )
 
 
-def journal_of(path: Path) -> Path:
-    """The rollback journal SQLite keeps beside a store in its pre-WAL modes."""
-    return path.with_name(path.name + "-journal")
+def unfinished_transaction(path: Path) -> bool:
+    """Whether a hot rollback journal beside `path` (left by a process killed while writing)
+    stops a read-only open from reading it: only a write connection can roll it back."""
+    journal = beside(path, JOURNAL_SUFFIX)
+    if not path.is_file() or not journal.is_file() or journal.stat().st_size == 0:
+        return False
+    return blocked_by_hot_journal(path)
 
 
 def check_readable(path: Path) -> None:
-    """Raise `UnfinishedTransactionError` when a hot rollback journal beside `path` stops a
-    read-only open from reading it (only a write connection can roll the journal back)."""
-    journal = journal_of(path)
-    if not path.is_file() or not journal.is_file() or journal.stat().st_size == 0:
-        return
-    if blocked_by_hot_journal(path):
+    """Raise `UnfinishedTransactionError` when `unfinished_transaction(path)`."""
+    if unfinished_transaction(path):
         raise UnfinishedTransactionError(f"{path}: {UNFINISHED}")
 
 
 def is_malformed(exc: BaseException) -> bool:
     """Whether a driver error says the file's pages are damaged or not a database."""
-    orig = getattr(exc, "orig", exc)
-    code = getattr(orig, "sqlite_errorcode", None)
-    return code is not None and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB)
+    return primary_code(exc) in (SQLITE_CORRUPT, SQLITE_NOTADB)
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -58,8 +59,7 @@ def is_disk_full(exc: BaseException) -> bool:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         orig = getattr(current, "orig", None) or current
-        code = getattr(orig, "sqlite_errorcode", None)
-        if code is not None and code & 0xFF in (SQLITE_FULL, SQLITE_IOERR):
+        if primary_code(orig) in (SQLITE_FULL, SQLITE_IOERR):
             return True
         if getattr(orig, "sqlstate", None) == PG_DISK_FULL:
             return True
@@ -69,24 +69,37 @@ def is_disk_full(exc: BaseException) -> bool:
     return False
 
 
-def quick_check(conn: Connection, where: str) -> None:
-    """Run `PRAGMA quick_check` (SQLite) and raise `MalformedStoreError` unless it says ok."""
+def damage_found(conn: Connection) -> str | None:
+    """What `PRAGMA quick_check` (SQLite) says is wrong with the database on `conn` (its first
+    three complaints, and how many more), or None when it says ok. A file too damaged for the
+    check to run is named by the driver's error."""
     try:
         rows = [str(r[0]) for r in conn.exec_driver_sql("PRAGMA quick_check(5)")]
     except Exception as exc:
         if is_malformed(exc):
-            raise MalformedStoreError(malformed_message(where, str(exc))) from None
+            return str(exc)
         raise
-    if rows != ["ok"]:
-        lines = [ln for row in rows for ln in row.splitlines() if not ln.startswith("***")]
-        shown = "; ".join(lines[:3]) + (f"; … ({len(lines) - 3} more)" if len(lines) > 3 else "")
-        raise MalformedStoreError(malformed_message(where, shown))
+    if rows == ["ok"]:
+        return None
+    lines = [ln for row in rows for ln in row.splitlines() if not ln.startswith("***")]
+    return "; ".join(lines[:3]) + (f"; … ({len(lines) - 3} more)" if len(lines) > 3 else "")
 
 
-def malformed_message(where: str, detail: str) -> str:
-    """What a person reads about a damaged store."""
-    return (
-        f"{where} is a damaged SQLite database (PRAGMA quick_check: {detail}); it cannot be "
-        "upgraded, and nothing was changed or backed up. Recover its rows with the sqlite3 "
-        "shell's `.recover` into a new file, or restore a backup"
+def quick_check(conn: Connection, where: str, action: str | None = None) -> None:
+    """Raise `MalformedStoreError` (`malformed_message`) unless `PRAGMA quick_check` of the
+    store on `conn` says ok: a store to upgrade, or (`action`) a source to be synced or copied."""
+    detail = damage_found(conn)
+    if detail is not None:
+        raise MalformedStoreError(malformed_message(where, detail, action))
+
+
+def malformed_message(where: str, detail: str, action: str | None = None) -> str:
+    """What a person reads about a damaged store: one to upgrade, or (`action`: what was not
+    done with it, e.g. "synced") a source of a sync or copy."""
+    head = f"{where} is a damaged SQLite database (PRAGMA quick_check: {detail}); "
+    recover = (
+        "Recover its rows with the sqlite3 shell's `.recover` into a new file, or restore a backup"
     )
+    if action is not None:
+        return f"{head}nothing of it was {action}. {recover}, and use that instead"
+    return f"{head}it cannot be upgraded, and nothing was changed or backed up. {recover}"

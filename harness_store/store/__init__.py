@@ -25,12 +25,12 @@ from ..connector import Connector
 from ..dialects import backend_named
 from ..dialects.still import names_uri
 from ..engine import make_engine, read_only_url, to_url, where
-from ..errors import InvalidValueError, StoreNotFoundError, UpgradeRequiredError
+from ..errors import InvalidValueError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
 from ..models.spend import SPEND_METADATA
 from ..releases import HEAD
-from ..schema.copy_marker import IncompleteCopyError, copy_in_progress, incomplete_copy_message
+from ..schema.copy_marker import refuse_unfinished_copy
 from ..schema.detect import Diagnosis, check_sqlite_file, diagnose, read_revision, refuse_unreadable
 from ..schema.preflight import check_readable
 from ..targets import Target, TargetLike
@@ -166,12 +166,10 @@ class Store(
         path = parsed.path
         report = None
         if path is not None:
-            check_sqlite_file(path)
+            check_sqlite_file(
+                path, missing=None if upgrade else " (open with upgrade=True to create one)"
+            )
             if not path.exists():
-                if not upgrade:
-                    raise StoreNotFoundError(
-                        f"no run store at {path} (open with upgrade=True to create one)"
-                    )
                 from ..schema.migrate import upgrade as run_upgrade
 
                 report = run_upgrade(parsed.url, backup=False)
@@ -196,7 +194,7 @@ class Store(
 
     def _ensure_schema(self, *, upgrade: bool, backup: bool) -> None:
         with self._read() as conn:
-            refuse_unfinished_copy(conn, self.url)
+            refuse_unfinished_copy(conn, where(self.url))
             # A newer checkpoint format at head opens, as upstream opens it; only resuming
             # its runs is refused (`check_resumable`).
             at_head = read_revision(conn) == HEAD
@@ -252,9 +250,7 @@ def open_read_only(
     if parsed.memory:
         raise InvalidValueError("an in-memory store cannot be opened read-only")
     if path is not None and not names_uri(url):
-        if not path.exists():
-            raise StoreNotFoundError(f"no run store at {path}")
-        check_sqlite_file(path, writable=False)
+        check_sqlite_file(path, writable=False, missing="")
         check_readable(path)  # a hot journal: say so, not "readonly database"
     opened = read_only_url(url)
     engine = make_engine(opened)
@@ -264,7 +260,7 @@ def open_read_only(
     try:
         with store._read() as conn:
             found = diagnose(conn, shape=shape, refuse_newer_format=refuse_newer_format)
-            refuse_unfinished_copy(conn, url)
+            refuse_unfinished_copy(conn, shown)
         if refuse:
             refuse_unreadable(found, shown, upgrade_command or f"`harness-store upgrade {shown}`")
     except BaseException:
@@ -289,13 +285,6 @@ def whole_snapshot(store: StoreBase) -> AbstractContextManager[Connection]:
     """One read transaction on `store`'s connector in which every statement sees the same
     instant (`Connector.snapshot`): sync's and copy's reads of a whole source."""
     return store._snapshot()
-
-
-def refuse_unfinished_copy(conn: Connection, url: URL) -> None:
-    """Refuse a database left by a killed `copy_store` (schema, no rows): nothing may read
-    it as a store or write into it."""
-    if copy_in_progress(conn):
-        raise IncompleteCopyError(incomplete_copy_message(where(url)))
 
 
 def create_head_schema(conn: Connection) -> None:

@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 
 from .. import models as m
+from ..dialects.sqlite_codes import SQLITE_ERROR, error_code
 from ..errors import IntegerOverflowError, StoreError
 from ..formats import i64, opt_text, opt_u64, u32, u64
 from ..formats import text as check_text
@@ -286,12 +287,8 @@ def _sum_overflowed(exc: StoreError) -> bool:
     error."""
     if isinstance(exc, IntegerOverflowError):
         return True
-    cause = getattr(exc.__cause__, "orig", None) or exc.__cause__  # SQLAlchemy's: the driver's
-    return type(exc) is StoreError and getattr(cause, "sqlite_errorcode", None) == SQLITE_ERROR
-
-
-SQLITE_ERROR = 1
-"""SQLite's generic result code (`SQLITE_ERROR`)."""
+    cause = exc.__cause__
+    return type(exc) is StoreError and cause is not None and error_code(cause) == SQLITE_ERROR
 
 
 ROW_KEYS: dict[str, Callable[..., str]] = {

@@ -23,6 +23,8 @@ from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import delete, func, insert, select
 
+from ..dialects.sqlite_queue import QUEUE_SUFFIX
+from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 from ..errors import ArchiveRefusedError, InvalidValueError
 from ..models.spend import PRICED_RUNS, SPEND_RUNS
 from ..records import Pruned
@@ -41,7 +43,7 @@ from .session_retention import (
     tally,
 )
 
-SIDE_FILES = ("-wal", "-shm", "-journal", "-writers")
+SIDE_FILES = (*SIDE_SUFFIXES, JOURNAL_SUFFIX, QUEUE_SUFFIX)
 """The files beside a SQLite store that belong to it: an archive is never one of them."""
 
 PRUNABLE_STATUSES = frozenset({"completed", "failed"})
@@ -327,7 +329,7 @@ class RunPruningMixin(OlderStoreMixin):
             raise InvalidValueError(f"the archive {path} is a directory")
         mine = own_file(self.url)
         if mine is not None:
-            for own in [mine, *(mine.with_name(mine.name + side) for side in SIDE_FILES)]:
+            for own in [mine, *(beside(mine, side) for side in SIDE_FILES)]:
                 if own == path or (own.exists() and path.exists() and os.path.samefile(own, path)):
                     what = "the store pruned" if own == mine else f"the store's {own.name}"
                     raise ArchiveRefusedError(

@@ -27,7 +27,6 @@ from ..errors import (
     MalformedStoreError,
     SchemaError,
     StoreError,
-    StoreNotFoundError,
     UnfinishedTransactionError,
 )
 from ..models import Base
@@ -256,9 +255,7 @@ def _source(source: Source) -> Target:
             f"sync reads SQLite store files; {parsed.where} is not one (a PostgreSQL store is "
             "already central: copy it with `harness-store copy` instead)"
         )
-    if not path.exists():
-        raise StoreNotFoundError(f"no run store at {path}; nothing to sync")
-    check_sqlite_file(path, writable=False)
+    check_sqlite_file(path, writable=False, missing="; nothing to sync")
     return parsed
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection
 
 from ..errors import MalformedStoreError, StoreError
-from ..schema.preflight import is_malformed
+from ..schema.preflight import is_malformed, malformed_message, quick_check
 from ..targets import Target
 
 if TYPE_CHECKING:
@@ -66,24 +66,10 @@ def no_writer_on(store: Store, conn: Connection) -> Callable[[], None]:
     return check
 
 
-def malformed_source_message(shown: str, detail: str, action: str) -> str:
-    """What a person reads about a damaged source of a sync or copy."""
-    return (
-        f"{shown} is a damaged SQLite database (PRAGMA quick_check: {detail}); nothing of it "
-        f"was {action}. Recover its rows with the sqlite3 shell's `.recover` into a new file, "
-        "or restore a backup, and use that instead"
-    )
+malformed_source_message = malformed_message
+"""What a person reads about a damaged source (`preflight.malformed_message` with the action
+not done with it, e.g. "synced")."""
 
-
-def check_source_pages(conn: Connection, shown: str, action: str) -> None:
-    """`PRAGMA quick_check` on a source, before any of its rows is read: a damaged one raises
-    `MalformedStoreError` naming it (`action`: what was not done with it, e.g. "synced")."""
-    try:
-        rows = [str(r[0]) for r in conn.exec_driver_sql("PRAGMA quick_check(5)")]
-    except Exception as exc:
-        if is_malformed(exc):
-            raise MalformedStoreError(malformed_source_message(shown, str(exc), action)) from None
-        raise
-    if rows != ["ok"]:
-        lines = [ln for row in rows for ln in row.splitlines() if not ln.startswith("***")]
-        raise MalformedStoreError(malformed_source_message(shown, "; ".join(lines[:3]), action))
+check_source_pages = quick_check
+"""`PRAGMA quick_check` on a source, before any of its rows is read: a damaged one raises
+`MalformedStoreError` naming it (`preflight.quick_check` with the action not done)."""

@@ -14,6 +14,7 @@ from sqlalchemy import MetaData, inspect
 from sqlalchemy.engine import URL
 
 from ..dialects import backend_named
+from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 from ..engine import sqlite_path, where
 from ..schema.copy_marker import COPY_MARKER, IncompleteCopyError, incomplete_copy_message
 from ..schema.detect import check_sqlite_file
@@ -21,7 +22,7 @@ from .plan import BOOKKEEPING_TABLES, Plan, count, opened
 from .report import TargetNotEmptyError
 from .tables import compare
 
-SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+SQLITE_SIDE_FILES = (*SIDE_SUFFIXES, JOURNAL_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def empty_again(url: URL, before: TargetBefore) -> None:
     """Put a target whose copy failed back as it was: no tables (or no file at all)."""
     path = sqlite_path(url)
     if path is not None and not before.file_existed:
-        for candidate in (path, *(Path(f"{path}{suffix}") for suffix in SQLITE_SIDE_FILES)):
+        for candidate in (path, *(beside(path, suffix) for suffix in SQLITE_SIDE_FILES)):
             with suppress(FileNotFoundError):
                 candidate.unlink()
         return

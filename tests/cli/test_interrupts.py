@@ -13,29 +13,46 @@ import pytest
 from support.clirun import default_signals, environ, run_cli, step_store
 
 SIGINT_AT_RESET = """
-import os, signal, sys
+import os, signal, sys, traceback
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
 from harness_store.cli import main
 
-resets, at = 0, int(sys.argv[1])
+resets, at, moment = 0, int(sys.argv[1]), sys.argv[2]
 
 @event.listens_for(Pool, "reset")
 def interrupt_here(dbapi_connection, record, state):
     global resets
     resets += 1
     if resets == at:
+        calls = [f.name for f in traceback.extract_stack() if "harness_store" in f.filename]
+        with open(moment, "w") as out:  # the package's calls the reset came from
+            out.write(" ".join(calls))
         os.kill(os.getpid(), signal.SIGINT)
 
-main(sys.argv[2:])
+main(sys.argv[3:])
 """
 """`harness-store ARGS…` with Ctrl-C sent to itself at the pool's `at`-th connection reset:
-argv is `at`, then the command's arguments."""
+argv is `at`, the file to write the moment into (the names of the package's calls the reset
+came from), then the command's arguments."""
+
+MOMENTS = {
+    1: ("prepare_dest", ("open", "upgrade")),
+    2: ("open", ("upgrade",)),
+    3: ("upgrade", ()),
+    5: ("sync_source", ("prepare_dest", "upgrade")),
+}
+"""What each reset of a sync into a new central store is, as (a call it comes from, calls it
+does not): 1, the look at the destination giving its connection back before `Store.open`;
+2, `Store.open` giving its connections back before its upgrade; 3, the upgrade giving its
+connection back once it committed; 5, the source's read-only Store closed once the origin's
+rows are committed. A change that moves the resets fails here, rather than leaving the tests
+to send their signal at other moments than these."""
 
 
-def interrupted(at: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
+def interrupted(at: int, moment: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", SIGINT_AT_RESET, str(at), *map(str, args)],
+        [sys.executable, "-c", SIGINT_AT_RESET, str(at), str(moment), *map(str, args)],
         capture_output=True,
         text=True,
         env=environ(),
@@ -44,12 +61,16 @@ def interrupted(at: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("at", [1, 2, 3])
+@pytest.mark.parametrize("at", sorted(MOMENTS))
 def test_ctrl_c_inside_the_pool_ends_a_sync_without_a_traceback(tmp_path: Path, at: int) -> None:
     source = step_store(tmp_path / "a.sqlite3", 200)
     central = tmp_path / "central.sqlite3"
-    done = interrupted(at, "sync", source, central)
+    moment = tmp_path / "moment"
+    done = interrupted(at, moment, "sync", source, central)
     assert (done.returncode, done.stderr) == (130, "")
+    calls = moment.read_text().split()
+    inside, not_inside = MOMENTS[at]
+    assert inside in calls and not set(not_inside) & set(calls), calls
     again = run_cli("sync", source, central, "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads(run_cli("inspect", central, "--json").stdout)["tables"]["steps"] == 200

@@ -17,7 +17,7 @@ import harness_store.schema as schema
 
 @pytest.mark.parametrize("name", schema.__all__)
 def test_a_public_name_is_its_module_own(name: str) -> None:
-    defined_in = import_module(f"harness_store.schema.{schema.LAZY[name]}")
+    defined_in = import_module(f".{schema.LAZY[name]}", "harness_store.schema")
     assert getattr(schema, name) is getattr(defined_in, name)
 
 
