@@ -245,6 +245,13 @@ class Backend(ABC):
         assert driver is not None
         return driver.execute(str(compiled), params)
 
+    def driver_text(self, conn: Connection, sql: str) -> Any:
+        """Run a SELECT given as SQL text without parameters (compiled once by its caller) on
+        `conn`'s own driver connection, as `driver_rows` does; the driver's cursor."""
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        return driver.execute(sql)
+
     def still_read_outdated(self, conn: Connection) -> bool:
         """Whether `conn` reads a file as unchanging (SQLite's `immutable=1`) that a writer
         has since opened, so that it must be replaced to see the writer's commits."""

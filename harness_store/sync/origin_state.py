@@ -181,9 +181,7 @@ class OriginState:
     def _raw_sql(self, sql: str) -> Any:
         """Run a SELECT given as SQL text without parameters on the source's own driver
         connection (as `_raw`), compiled once for every pass."""
-        driver = self.src.connection.driver_connection
-        assert driver is not None
-        return driver.execute(sql)
+        return backend_named(self.src.dialect.name).driver_text(self.src, sql)
 
     def _raw(self, statement: Any) -> Any:
         """Run a SELECT on the source's own driver connection (inside the snapshot's
