@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from support import legacy
 
 from harness_store.releases import REVISIONS
 from harness_store.schema import migrate
@@ -130,3 +131,26 @@ def pg_chain(pg_server_url: str, request: pytest.FixtureRequest) -> Iterator[dic
     """Revision → a PostgreSQL database at it, for the revisions the session's tests ask for;
     or skip without a server."""
     yield from build_pg_chain(pg_server_url, collected_revisions(request.session))
+
+
+@pytest.fixture
+def torn(tmp_path: Path) -> Path:
+    """A store whose 0.7 open was killed midway (0.6 complete, part of 0.7)."""
+    path = tmp_path / "torn.sqlite3"
+    legacy.build_torn(path, "0.7", legacy.torn_points("0.7")[0])
+    return path
+
+
+@pytest.fixture
+def born_05(tmp_path: Path) -> Path:
+    path = tmp_path / "born-0.5.sqlite3"
+    legacy.build_born_at(path, "0.5")
+    return path
+
+
+@pytest.fixture
+def born_013(tmp_path: Path) -> Path:
+    """An untracked store as io-harness 0.13 leaves it, full of awkward text."""
+    path = tmp_path / "born-0.13.sqlite3"
+    legacy.build_born_at(path, "0.13")
+    return path

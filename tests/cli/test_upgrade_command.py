@@ -1,0 +1,86 @@
+"""`harness-store upgrade` on the real fixtures and legacy stores: backups, step by step, release
+names, torn and read-only stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness_store.releases import HEAD
+
+from .commandkit import (
+    EXIT_USAGE,
+    Copy,
+    as_json,
+    digest,
+    fails,
+    ok,
+)
+
+# --- upgrade -----------------------------------------------------------------------------
+
+
+def backups(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(path.name + ".*.bak"))
+
+
+@pytest.mark.parametrize("name", ["io-harness-0.22.0/populated", "io-harness-0.29.0/aggregates"])
+def test_upgrade_fixture_backs_up_and_reaches_head(fixture_copy: Copy, name: str) -> None:
+    path = fixture_copy(name)
+    before = as_json("inspect", path)
+    out = ok("upgrade", path)
+    (backup,) = backups(path)
+    release = "0.22" if "0.22.0" in name else "0.28"
+    assert f"backup: {backup}" in out and f"stamped at {release}" in out and f"now at {HEAD}" in out
+    after = as_json("inspect", path)
+    assert after["revision"] == HEAD and after["at_head"] is True
+    for table, count in before["tables"].items():
+        assert after["tables"][table] == count
+    assert set(after["tables"]) - set(before["tables"]) >= {"tool_attempts", "run_leases"}
+    kept = as_json("inspect", backup)
+    assert kept["revision"] is None and kept["tables"] == before["tables"]
+    again = ok("upgrade", path)
+    assert f"already at {HEAD}; nothing changed" in again
+    assert backups(path) == [backup]
+    assert as_json("runs", path) == as_json("runs", backup)
+
+
+def test_upgrade_legacy_step_by_step(born_05: Path) -> None:
+    report = as_json("upgrade", born_05, "--to", "0.9")
+    assert (report["before"], report["after"], report["stamped"]) == ("0.5", "0.9", "0.5")
+    assert report["backup"] and Path(report["backup"]).exists()
+    assert as_json("inspect", born_05)["revision"] == "0.9"
+    before = digest(born_05)
+    assert "upgrade never goes down" in fails(EXIT_USAGE, "upgrade", born_05, "--to", "0.3")
+    assert digest(born_05) == before
+    out = ok("upgrade", born_05, "--no-backup")
+    assert f"0.9 → {HEAD}" in out and "backup: none (--no-backup)" in out
+    assert len(backups(born_05)) == 1
+    doc = as_json("inspect", born_05)
+    assert (doc["revision"], doc["journal_mode"], doc["user_version"]) == (HEAD, "wal", 7)
+    assert as_json("runs", born_05)
+
+
+def test_upgrade_to_a_release_name_lands_on_its_revision(born_05: Path) -> None:
+    """`--to` takes io-harness release names too: 0.40 changed no schema, so it means 0.37."""
+    report = as_json("upgrade", born_05, "--to", "0.40", "--no-backup")
+    assert (report["before"], report["after"]) == ("0.5", "0.37")
+    assert "newer than 0.66" in fails(EXIT_USAGE, "upgrade", born_05, "--to", "0.67")
+
+
+def test_upgrade_torn_store(torn: Path) -> None:
+    out = ok("upgrade", torn)
+    assert "torn open of 0.7" in out and f"now at {HEAD}" in out
+    assert backups(torn)
+    assert as_json("inspect", torn)["revision"] == HEAD
+
+
+def test_read_only_file_is_read_but_not_upgraded(born_05: Path, born_013: Path) -> None:
+    for path in (born_05, born_013):
+        path.chmod(0o444)
+    assert as_json("runs", born_013)
+    before = digest(born_05)
+    assert as_json("inspect", born_05)["shape_revision"] == "0.5"
+    assert "read-only" in fails(1, "upgrade", born_05, said="found: io-harness 0.5 store")
+    assert digest(born_05) == before and backups(born_05) == []
