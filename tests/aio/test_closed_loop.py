@@ -18,7 +18,20 @@ from support.processes import child_python
 DEADLINE = 120.0
 """Seconds a scenario may take before it counts as hung: far beyond its second or two."""
 
-SCENARIO = r"""
+AGAIN = """
+async def again():
+    await store.start_run("after", "f")
+    async with store.transaction():
+        await store.start_run("after-block", "f")
+    await store.close()
+
+
+asyncio.run(again())
+"""
+"""The scenarios' second loop: a call, a block and `close()` on the store the first left."""
+
+SCENARIO = (
+    r"""
 import asyncio, gc, sys
 from sqlalchemy import text
 from harness_store import AsyncStore, Store
@@ -87,18 +100,28 @@ store, kept = first_loop()
 gc.collect()  # the dead loop's coroutines (unless kept) are finalized here
 
 
-async def again():
-    await store.start_run("after", "f")
-    async with store.transaction():
-        await store.start_run("after-block", "f")
-    await store.close()
-
-
-asyncio.run(again())
-with Store.open(target) as sync, sync.engine.connect() as conn:
+"""
+    + AGAIN
+    + r"""with Store.open(target) as sync, sync.engine.connect() as conn:
     goals = sorted({goal for (goal,) in conn.execute(text("SELECT goal FROM runs"))})
 print("goals", " ".join(goal for goal in goals if not goal.startswith("flight-")))
 """
+)
+
+
+def ran(script: str, target: str, scenario: str) -> tuple[str, str]:
+    """The scenario's stdout and stderr, after checking it ended well within `DEADLINE`
+    (a store that hangs after its loop closed fails the test, never the suite)."""
+    child = child_python(script, target, scenario)
+    try:
+        out, err = child.communicate(timeout=DEADLINE)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        pytest.fail(f"the store hung after its loop was closed\n{out}\n{err}")
+    assert child.returncode == 0, err
+    return out, err
+
 
 OWN_TASK = re.compile(
     r"Task was destroyed but it is pending!\ntask: <Task [^\n]*"
@@ -125,19 +148,13 @@ def test_a_closed_loop_releases_what_its_calls_held(store_target: str, scenario:
     or kept referenced and never finalized), nested or not, or calls still in flight, or
     `asyncio.run` ending with a block and writes under way: the block rolls back, and a new
     loop's calls, blocks and `close()` go on."""
-    child = child_python(SCENARIO, store_target, scenario)
-    try:
-        out, err = child.communicate(timeout=DEADLINE)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        out, err = child.communicate()
-        pytest.fail(f"the store hung after its loop was closed\n{out}\n{err}")
-    assert child.returncode == 0, err
+    out, err = ran(SCENARIO, store_target, scenario)
     assert out.splitlines()[-1] == "goals after after-block"  # nothing of the open block
     assert OWN_TASK.sub("", err) == ""
 
 
-WAITING = r"""
+WAITING = (
+    r"""
 import asyncio, gc, sys
 import psycopg
 from sqlalchemy import text
@@ -148,20 +165,7 @@ target, scenario = sys.argv[1], sys.argv[2]
 admin = to_url(target).set(drivername="postgresql").render_as_string(False)
 
 
-async def ended_by_run():
-    # asyncio.run ends when this returns: it cancels the tasks left and closes its loop
-    store = await AsyncStore.open(target)
-    entered = asyncio.Event()
-    asyncio.ensure_future(holder(store, entered, scenario == "run-nested"))
-    for i in range(8):
-        asyncio.ensure_future(writer(store, i))
-    await entered.wait()
-    return store
-
-
 def first_loop():
-    if scenario.startswith("run-"):
-        return asyncio.run(ended_by_run()), []
     loop = asyncio.new_event_loop()
     store = loop.run_until_complete(AsyncStore.open(target))
     run = loop.run_until_complete(store.start_run("locked", "f"))
@@ -196,15 +200,9 @@ store, run, kept = first_loop()
 gc.collect()
 
 
-async def again():
-    await store.start_run("after", "f")
-    async with store.transaction():
-        await store.start_run("after-block", "f")
-    await store.close()
-
-
-asyncio.run(again())
-with psycopg.connect(admin, autocommit=True) as look:
+"""
+    + AGAIN
+    + r"""with psycopg.connect(admin, autocommit=True) as look:
     for _ in range(3000):  # a closed socket's session ends soon after: poll, 30 s at most
         (sessions,) = look.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
@@ -218,6 +216,7 @@ with Store.open(target) as sync, sync.engine.connect() as conn:
     goals = sorted(goal for (goal,) in conn.execute(text("SELECT goal FROM runs")))
     print("goals", " ".join(goals), sync.status(run))
 """
+)
 
 
 @pytest.mark.parametrize("scenario", ["block", "block-kept", "alone"])
@@ -229,14 +228,7 @@ def test_postgresql_a_call_waiting_on_the_server_when_its_loop_closes(
     The next loop closes that connection (the server rolls back what was open on it) and
     unwinds the call: nothing of the block is kept, a new loop's calls go on, and once the
     store is closed no session of it is left on the server."""
-    child = child_python(WAITING, pg_url, scenario)
-    try:
-        out, err = child.communicate(timeout=DEADLINE)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        out, err = child.communicate()
-        pytest.fail(f"the store hung after its loop was closed\n{out}\n{err}")
-    assert child.returncode == 0, err
+    out, err = ran(WAITING, pg_url, scenario)
     assert "sessions 0" in out.splitlines()
     # Nothing of the block; a lone write in flight committed whole or not at all.
     statuses = ("running", "alone") if scenario == "alone" else ("running",)

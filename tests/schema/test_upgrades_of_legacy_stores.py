@@ -152,20 +152,17 @@ def legacy_user_version(release: str) -> int:
 
 
 @pytest.mark.parametrize("release", legacy.RELEASES)
-def test_store_born_at_release_upgrades(
-    release: str, tmp_path: Path, head_shapes: dict[str, Any]
+@pytest.mark.parametrize(
+    ("history", "seed"), [("born", 1), ("grown", 2)], ids=["born", "grown-release-by-release"]
+)
+def test_store_of_release_upgrades(
+    release: str, history: str, seed: int, tmp_path: Path, head_shapes: dict[str, Any]
 ) -> None:
+    """A store io-harness left at `release`, made by that release alone (`born`) or by each
+    release before it in turn (`grown`), upgrades to head."""
     path = tmp_path / "runs.sqlite3"
-    written = legacy.build_born_at(path, release, seed=1)
-    check_upgrade(path, release, written, head_shapes)
-
-
-@pytest.mark.parametrize("release", legacy.RELEASES)
-def test_store_grown_release_by_release_upgrades(
-    release: str, tmp_path: Path, head_shapes: dict[str, Any]
-) -> None:
-    path = tmp_path / "runs.sqlite3"
-    written = legacy.build_lineage(path, release, seed=2)
+    build = legacy.build_born_at if history == "born" else legacy.build_lineage
+    written = build(path, release, seed=seed)
     check_upgrade(path, release, written, head_shapes)
 
 
@@ -289,16 +286,23 @@ def test_real_store_is_stamped_at_its_release_and_nothing_of_it_altered(
         conn.close()
 
 
+def refused_unchanged(path: Path, error: type[Exception], match: str) -> str:
+    """Check that upgrading `path` raises `error` (`match`) and leaves its bytes as they were;
+    their digest."""
+    digest = sha256(path)
+    with pytest.raises(error, match=match):
+        migrate.upgrade(path)
+    assert sha256(path) == digest
+    return digest
+
+
 def test_store_with_newer_checkpoint_format_is_refused_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "runs.sqlite3"
     legacy.build_born_at(path, "0.13")
     conn = connect(path)
     conn.execute("PRAGMA user_version = 8")
     conn.close()
-    digest = sha256(path)
-    with pytest.raises(NewerFormatError, match="checkpoint format 8"):
-        migrate.upgrade(path)
-    assert sha256(path) == digest
+    digest = refused_unchanged(path, NewerFormatError, "checkpoint format 8")
     result = subprocess.run([*ALEMBIC, "-x", f"db={path}", "upgrade", "head"],
                             capture_output=True, text=True, check=False)  # fmt: skip
     assert result.returncode != 0 and "NewerFormatError" in result.stderr
@@ -311,10 +315,7 @@ def test_foreign_database_is_refused_unchanged(tmp_path: Path) -> None:
     conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
     conn.execute("INSERT INTO invoices (total) VALUES (9.5)")
     conn.close()
-    digest = sha256(path)
-    with pytest.raises(ForeignDatabaseError, match="not an io-harness run store"):
-        migrate.upgrade(path)
-    assert sha256(path) == digest
+    refused_unchanged(path, ForeignDatabaseError, "not an io-harness run store")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.sqlite3"]
 
 

@@ -3,6 +3,8 @@ would leave it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import create_engine, text
 
 from harness_store import Store
@@ -60,3 +62,12 @@ def lost_lease(run_id: int) -> str:
         "INSERT INTO run_leases (run_id, owner, generation, acquired_at, renewed_at, ttl_secs) "
         f"VALUES ({run_id}, 'pid-1', 1, {stamp}, {stamp}, 60)"
     )
+
+
+def checked_after(target: str, *statements: str) -> Any:
+    """The `check` report of a populated store (`populated`) after `statements` were run on it
+    as another writer would (`plant`)."""
+    store, _ = populated(target)
+    with store:
+        plant(store, *statements)
+        return store.check()

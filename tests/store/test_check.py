@@ -23,7 +23,7 @@ from harness_store.records.health import FindingKind
 from harness_store.releases import HEAD, REVISIONS
 from harness_store.schema import migrate
 
-from .checkkit import PRICES, kinds, lost_lease, plant, populated
+from .checkkit import PRICES, checked_after, kinds, lost_lease, plant, populated
 
 K = FindingKind
 
@@ -307,10 +307,7 @@ def test_a_stamp_above_the_shape_is_one_finding_naming_the_shapes_revision(
 
 @pytest.mark.slow_on("postgresql")
 def test_a_stamp_below_the_shape_names_the_revision_it_is_at(store_target: str) -> None:
-    store, _ = populated(store_target)
-    with store:
-        plant(store, "UPDATE alembic_version SET version_num = '0.22'")
-        report = store.check()
+    report = checked_after(store_target, "UPDATE alembic_version SET version_num = '0.22'")
     assert kinds(report) == [("stamp", "alembic_version", ("0.22",))]
     assert report.findings[0].command == f"alembic -x db=DB stamp {HEAD}"
 

@@ -15,7 +15,7 @@ from harness_store import Store
 from harness_store.records.health import FindingKind
 from harness_store.releases import HEAD
 
-from .checkkit import kinds, plant, populated
+from .checkkit import checked_after, kinds, plant, populated
 
 K = FindingKind
 
@@ -59,10 +59,7 @@ def test_an_index_recreated_on_another_table_is_rebuilt(store_target: str) -> No
 
 
 def test_a_view_is_named(store_target: str) -> None:
-    store, _ = populated(store_target)
-    with store:
-        plant(store, "CREATE VIEW mine AS SELECT id FROM runs")
-        report = store.check()
+    report = checked_after(store_target, "CREATE VIEW mine AS SELECT id FROM runs")
     assert kinds(report) == [("unknown_view", "mine", ("mine",))]
     assert report.findings[0].command == "DROP VIEW mine"
 
@@ -70,10 +67,7 @@ def test_a_view_is_named(store_target: str) -> None:
 @pytest.mark.slow_on("postgresql")
 def test_an_empty_alembic_version_is_named_with_the_stamp_to_write(store_target: str) -> None:
     """Before: healthy, while `harness-store upgrade` then failed on it."""
-    store, _ = populated(store_target)
-    with store:
-        plant(store, "DELETE FROM alembic_version")
-        report = store.check()
+    report = checked_after(store_target, "DELETE FROM alembic_version")
     assert [(f.kind, f.table) for f in report.findings] == [(K.STAMP, "alembic_version")]
     assert report.findings[0].command == f"alembic -x db=DB stamp {HEAD}"
 

@@ -9,12 +9,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, update
-from support.rows import execute
+from support.rows import make_reply, provider_call
 from support.upstream_sql import set_user_version
 
 from harness_store import CHECKPOINT_FORMAT, StepRecord, Store
-from harness_store import models as m
 
 
 def three_reads(store: Any, run_id: int) -> tuple[str, Any]:
@@ -32,19 +30,6 @@ def one_read(store: Any, run_id: int) -> tuple[str, Any]:
         return "ok", store.resume_point(run_id)
     except Exception as exc:
         return type(exc).__name__, str(exc)
-
-
-def provider_call(store: Store, run_id: int, total: int | None) -> None:
-    execute(
-        store,
-        insert(m.ProviderCall).values(
-            run_id=run_id, step=0, attempt=1, provider="p", total_tokens=total, latency_ms=5
-        ),
-    )
-
-
-def make_reply(store: Store, run_id: int) -> None:
-    execute(store, update(m.Run).where(m.Run.id == run_id).values(turn_kind="reply"))
 
 
 def test_resume_point_answers_as_check_resumable_last_step_and_spent_tokens(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, insert, select, update
-from support.rows import execute
+from support.rows import execute, make_reply, provider_call
 
 from harness_store import ResumeError, StepRecord, Store
 from harness_store import models as m
@@ -243,19 +243,6 @@ def test_finish_run_awaiting_plan_pauses_the_run_without_a_summary(store: Store)
 
 
 # --- reply turns (0.37) ------------------------------------------------------------------------
-
-
-def provider_call(store: Store, run_id: int, total: int | None) -> None:
-    execute(
-        store,
-        insert(m.ProviderCall).values(
-            run_id=run_id, step=0, attempt=1, provider="p", total_tokens=total, latency_ms=5
-        ),
-    )
-
-
-def make_reply(store: Store, run_id: int) -> None:
-    execute(store, update(m.Run).where(m.Run.id == run_id).values(turn_kind="reply"))
 
 
 def test_a_reply_turn_spends_its_provider_calls_not_its_steps(store: Store) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select, update
 
 from harness_store import Store
+from harness_store import models as m
 
 
 def count(store: Store, model: Any, **where: Any) -> int:
@@ -23,3 +24,18 @@ def execute(store: Store, statement: Any) -> None:
     """One statement of test setup, committed (what another io-harness process would write)."""
     with store.engine.begin() as conn:
         conn.execute(statement)
+
+
+def provider_call(store: Store, run_id: int, total: int | None) -> None:
+    """A provider call of `run_id` with `total_tokens` (None: a call that reported none)."""
+    execute(
+        store,
+        insert(m.ProviderCall).values(
+            run_id=run_id, step=0, attempt=1, provider="p", total_tokens=total, latency_ms=5
+        ),
+    )
+
+
+def make_reply(store: Store, run_id: int) -> None:
+    """Make `run_id` a reply turn (0.37's `turn_kind`), as io-harness's session code does."""
+    execute(store, update(m.Run).where(m.Run.id == run_id).values(turn_kind="reply"))
