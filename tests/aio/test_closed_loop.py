@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 from support.processes import child_python
+from support.tiers import sampled
 
 DEADLINE = 120.0
 """Seconds a scenario may take before it counts as hung: far beyond its second or two."""
@@ -133,15 +134,18 @@ the caller's tasks, printed whatever store they used; anything else on stderr is
 
 @pytest.mark.parametrize(
     "scenario",
-    [
-        "block-collected",
-        "block-kept",
-        "nested-collected",
-        "nested-kept",
-        "in-flight",
-        "run-block",
-        "run-nested",
-    ],
+    sampled(
+        [
+            "block-collected",
+            "block-kept",
+            "nested-collected",
+            "nested-kept",
+            "in-flight",
+            "run-block",
+            "run-nested",
+        ],
+        keep=4,
+    ),
 )
 def test_a_closed_loop_releases_what_its_calls_held(store_target: str, scenario: str) -> None:
     """A block left open by a closed loop (its coroutine finalized by the garbage collector,
@@ -219,7 +223,7 @@ with Store.open(target) as sync, sync.engine.connect() as conn:
 )
 
 
-@pytest.mark.parametrize("scenario", ["block", "block-kept", "alone"])
+@pytest.mark.parametrize("scenario", sampled(["block", "block-kept", "alone"], keep=2))
 def test_postgresql_a_call_waiting_on_the_server_when_its_loop_closes(
     pg_url: str, scenario: str
 ) -> None:

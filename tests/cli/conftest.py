@@ -28,7 +28,7 @@ SAMPLE = ("0.1", "0.13", "0.37", "0.65", REVISIONS[-1])
 the newest upstream release and head. The `slow` tier sweeps all of `CHAIN`."""
 
 
-def sampled(revisions: Iterable[str]) -> list[Any]:
+def sampled_revisions(revisions: Iterable[str]) -> list[Any]:
     """`revisions` as parameters, those outside `SAMPLE` marked `slow`."""
     return [pytest.param(r, marks=() if r in SAMPLE else pytest.mark.slow, id=r) for r in revisions]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from support.shared import FIXTURE_STORES
+from support.tiers import sampled
 
 from .commandkit import (
     Copy,
@@ -19,7 +20,7 @@ from .commandkit import (
 # --- inspect -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", FIXTURE_STORES)
+@pytest.mark.parametrize("name", sampled(FIXTURE_STORES, keep=2))
 def test_inspect_fixture_names_its_release_and_is_unchanged(fixture_copy: Copy, name: str) -> None:
     path = fixture_copy(name)
     release = "0.22" if "0.22.0" in name else "0.28"  # 0.29 changed no schema

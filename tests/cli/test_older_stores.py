@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from support.clirun import Ran, run_in_process
 from support.shared import FIXTURE_STORES, copy_fixture
+from support.tiers import sampled
 
 from harness_store import Store
 from harness_store.aio.methods import NOT_MIRRORED, access, public_methods
@@ -18,7 +19,7 @@ from harness_store.errors import StoreError, UpgradeRequiredError
 from harness_store.records import PriceTable
 from harness_store.releases import REVISIONS
 
-from .conftest import CHAIN, DRIVER_WORDS, FIRST_READABLE, sampled
+from .conftest import CHAIN, DRIVER_WORDS, FIRST_READABLE, sampled_revisions
 
 READS = frozenset(
     name
@@ -108,7 +109,7 @@ def method_outcomes(target: str) -> dict[str, str]:
     return outcomes
 
 
-@pytest.mark.parametrize("revision", sampled(CHAIN))
+@pytest.mark.parametrize("revision", sampled_revisions(CHAIN))
 def test_read_commands_at_every_revision(
     revision: str, sqlite_chain: dict[str, str], request: pytest.FixtureRequest
 ) -> None:
@@ -126,7 +127,7 @@ def test_read_commands_at_every_revision(
     assert command_outcomes(pg_chain[revision]) == on_sqlite
 
 
-@pytest.mark.parametrize("revision", sampled(r for r in CHAIN if readable(r)))
+@pytest.mark.parametrize("revision", sampled_revisions(r for r in CHAIN if readable(r)))
 def test_store_reads_at_every_revision(
     revision: str, sqlite_chain: dict[str, str], request: pytest.FixtureRequest
 ) -> None:
@@ -140,7 +141,7 @@ def test_store_reads_at_every_revision(
     assert method_outcomes(pg_chain[revision]) == on_sqlite
 
 
-@pytest.mark.parametrize("fixture", FIXTURE_STORES)
+@pytest.mark.parametrize("fixture", sampled(FIXTURE_STORES, keep=2))
 def test_real_release_stores(fixture: str, tmp_path: Path) -> None:
     """The real io-harness 0.22 and 0.29 stores: every read command exits 0 (each of them
     holds the 0.13 schema), every Store read answers — but the exporters' reads (the trace

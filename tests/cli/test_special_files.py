@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.clirun import environ
+from support.tiers import sampled
 
 COMMANDS: tuple[tuple[str, ...], ...] = (
     ("inspect", "{db}"),
@@ -79,7 +80,9 @@ def run_many(lines: list[list[str]]) -> list[dict[str, object]]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
-@pytest.mark.parametrize("kind", ["fifo", "socket", "device", "directory", "missing"])
+@pytest.mark.parametrize(
+    "kind", sampled(["fifo", "socket", "device", "directory", "missing"], keep=3)
+)
 def test_every_command_refuses_at_once(
     kind: str, special_paths: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from support import legacy
 from support.pg_databases import fresh_pg_database
 from support.shared import FIXTURE_STORES, FIXTURES, in_newest_memory_order
+from support.tiers import sampled
 
 import harness_store as hs
 from harness_store import StepRecord, Store
@@ -168,7 +169,7 @@ def check_report(report: CopyReport, expected: dict[str, list[tuple[Any, ...]]])
 # --- whole stores, there and back ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", FIXTURE_STORES)
+@pytest.mark.parametrize("name", sampled(FIXTURE_STORES, keep=2))
 def test_fixture_store_round_trips_through_postgresql(
     name: str, fixture_copy: Callable[[str], Path], pg_url: str, tmp_path: Path
 ) -> None:
@@ -204,7 +205,7 @@ def test_fixture_store_round_trips_through_postgresql(
     assert digest(original) == source_digest
 
 
-@pytest.mark.parametrize("name", FIXTURE_STORES)
+@pytest.mark.parametrize("name", sampled(FIXTURE_STORES, keep=2))
 def test_store_answers_the_same_on_the_postgresql_copy(
     name: str, fixture_copy: Callable[[str], Path], pg_url: str
 ) -> None:
