@@ -366,7 +366,9 @@ class Follower:
             self.on_send(self.exporter.report)
 
     def poll(self) -> None:
-        """One look at the store: ship what finished since the last look."""
+        """One look at the store: ship what finished since the last look. The watched runs
+        are read after each page of newer runs and shipped before it, so a run that finished
+        before a newer one started goes out ahead of it."""
         store, now = self.store, time.monotonic()
         while True:
             page = store.span_runs(after=self.high)
@@ -375,21 +377,26 @@ class Follower:
                     for skipped in range(self.high + 1, min(run.id, self.high + GAP_LIMIT)):
                         self.gaps[skipped] = now
                 self.high = run.id
+            self._ship_watched()
+            for run in page:
                 self._ship(run)
             if len(page) < RUN_PAGE:
                 break
-        watched = sorted(self.live | set(self.gaps))
-        seen: set[int] = set()
-        for i in range(0, len(watched), RUN_PAGE):
-            for run in store.span_runs(run_ids=watched[i : i + RUN_PAGE]):
-                seen.add(run.id)
-                self.gaps.pop(run.id, None)
-                self._ship(run)
-        self.live &= seen  # a run pruned meanwhile is no longer watched
         for skipped, since in list(self.gaps.items()):
             if now - since > GAP_PATIENCE:
                 del self.gaps[skipped]
         self.exporter.report.last_run_id = self.high
+
+    def _ship_watched(self) -> None:
+        """Read the runs seen running and the skipped ids; ship those now finished."""
+        watched = sorted(self.live | set(self.gaps))
+        seen: set[int] = set()
+        for i in range(0, len(watched), RUN_PAGE):
+            for run in self.store.span_runs(run_ids=watched[i : i + RUN_PAGE]):
+                seen.add(run.id)
+                self.gaps.pop(run.id, None)
+                self._ship(run)
+        self.live &= seen  # a run pruned meanwhile is no longer watched
 
 
 def follow(
@@ -412,7 +419,8 @@ def follow(
     is no longer `running`, and each run of `running` (runs already known to be running, as an
     export's `running`) once it finishes. `after` None: from now, the store's newest run, with
     every run running now. Every run that finishes is shipped exactly once, whether or not its
-    writer recorded events. The store is read every `interval` seconds; memory holds only the
+    writer recorded events, and a run that finished before a newer one started is shipped
+    ahead of it. The store is read every `interval` seconds; memory holds only the
     runs seen running and not yet finished. `on_send` is called after each run shipped."""
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,

@@ -34,6 +34,8 @@ class Sink:
     counts: Counter[bytes] = field(default_factory=Counter)
     spans: dict[bytes, dict[str, Any]] = field(default_factory=dict)
     requests: int = 0
+    arrivals: list[int] = field(default_factory=list)
+    """Run ids in the order their `invoke_agent` spans arrived."""
     paths: list[str] = field(default_factory=list)
     """The request targets as sent (a request through a proxy names the whole URL)."""
     slow_after: int | None = None
@@ -108,6 +110,8 @@ class Sink:
                         self.spans[span.span_id] = {
                             "name": span.name, "trace_id": span.trace_id, **attributes
                         }  # fmt: skip
+                        if attributes.get("gen_ai.operation.name") == "invoke_agent":
+                            self.arrivals.append(attributes["harness.run.id"])
         self.got_request.set()
 
     def total(self) -> int:

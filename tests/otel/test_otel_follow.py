@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from collections import Counter
 
 import pytest
 from support.processes import Worker
 
 from harness_store import Store
+from harness_store.otel import ExportReport, follow
 
 from .sink import Sink
 from .test_otel_cli import CLI
@@ -58,3 +60,36 @@ def test_follow_ships_every_finished_run_exactly_once(store_target: str) -> None
     assert set(sink.counts.values()) == {1}, "a span was sent twice"
     # each run: its own span, a chat span and a tool span; the sentinel: its own span
     assert sink.total() == 3 * (1 + len(finished)) + 1
+
+
+def test_a_run_finished_before_another_started_is_shipped_before_it(store_target: str) -> None:
+    """Runs watched since the follow began that finish before newer runs start are shipped
+    ahead of those, even when one look finds them all: so a reader that stops once the newest
+    run has arrived (as a test waiting for its sentinel, or an operator's Ctrl-C) has them."""
+    with Store.open(store_target) as store:
+        left = [store.start_run(f"running when the follow starts {n}", "/repo") for n in (1, 2)]
+        for run in left:
+            write_run(store, run, 1, "m")
+        after = store.last_run() or 0
+        for run in left:  # all before the follow's first look
+            store.finish_run(run, "success")
+        newer = []
+        for n in range(2):
+            run = store.start_run(f"started after {n}", "/repo")
+            write_run(store, run, 1, "m")
+            store.finish_run(run, "success")
+            newer.append(run)
+    sink, stop = Sink.start(), threading.Event()
+
+    def sent(report: ExportReport) -> None:
+        if report.runs == len(left) + len(newer):
+            stop.set()
+
+    try:
+        with Store.open(store_target, read_only=True) as reader:
+            report = follow(reader, endpoint=sink.url, after=after, running=left,
+                            interval=0.05, stop=stop, on_send=sent)  # fmt: skip
+    finally:
+        sink.stop()
+    assert report.runs == len(left) + len(newer)
+    assert sink.arrivals == [*left, *newer]
