@@ -1,6 +1,6 @@
-"""What the command's subprocess tests share: running a command that must succeed or fail
-(one line, the documented exit code), and reading a store's bytes and rows without the
-package."""
+"""What the command's tests share: running a command that must succeed or fail (one line,
+the documented exit code; in this process, as what it says is the point, not its process),
+and reading a store's bytes and rows without the package."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
-from support.clirun import run_cli
+from support.clirun import run_in_process
 from support.shared import FIXTURES
 
 from harness_store.cli import read_only_url
@@ -28,7 +28,7 @@ EXIT_USAGE, EXIT_NOT_A_STORE, EXIT_LOCKED, EXIT_NOT_FOUND = 2, 3, 4, 5
 
 def ok(*args: str | Path) -> str:
     """Run a command that must succeed; its stdout, checked to be plain text."""
-    done = run_cli(*args)
+    done = run_in_process(*args)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr
     return done.stdout
@@ -41,7 +41,7 @@ def as_json(*args: str | Path) -> Any:
 def fails(code: int, *args: str | Path, said: str = "") -> str:
     """Run a command that must fail with `code`: one line on stderr, no traceback, and on
     stdout nothing but `said` (`upgrade` says what it found before it starts)."""
-    done = run_cli(*args)
+    done = run_in_process(*args)
     assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     lines = done.stderr.splitlines()

@@ -29,8 +29,8 @@ def test_downgrade_reports_backs_up_and_lands(store_target: str) -> None:
     with Store.open(store_target) as store:
         store.start_run("kept", "task.md")
     ran = run_in_process("downgrade", store_target, "--to", "0.22", "--json")
-    assert ran.code == 0, ran
-    report = json.loads(ran.out)
+    assert ran.returncode == 0, ran
+    report = json.loads(ran.stdout)
     assert (report["before"], report["after"], report["changed"]) == (HEAD, "0.22", True)
     assert revision_of(store_target) == "0.22"
     if "://" not in store_target:
@@ -39,7 +39,7 @@ def test_downgrade_reports_backs_up_and_lands(store_target: str) -> None:
     else:
         assert report["backup"] is None
     again = run_in_process("downgrade", store_target, "--to", "0.22")
-    assert again.code == 0 and "nothing to do" in again.out, again
+    assert again.returncode == 0 and "nothing to do" in again.stdout, again
     with Store.open(store_target, read_only=True) as store:
         assert store.runs() == [1]
 
@@ -47,26 +47,26 @@ def test_downgrade_reports_backs_up_and_lands(store_target: str) -> None:
 def test_each_direction_names_the_other(store_target: str) -> None:
     migrate.upgrade(store_target, "0.22", backup=False)
     up = run_in_process("downgrade", store_target, "--to", "0.30")
-    assert up.code == 2, up
-    assert "harness-store upgrade" in up.err and "--to 0.30`" in up.err
+    assert up.returncode == 2, up
+    assert "harness-store upgrade" in up.stderr and "--to 0.30`" in up.stderr
     migrate.upgrade(store_target, "0.30", backup=False)
     down = run_in_process("upgrade", store_target, "--to", "0.22")
-    assert down.code == 2, down
-    assert "harness-store downgrade" in down.err and "--to 0.22`" in down.err
+    assert down.returncode == 2, down
+    assert "harness-store downgrade" in down.stderr and "--to 0.22`" in down.stderr
     assert revision_of(store_target) == "0.30"
 
 
 def test_downgrade_refuses_what_is_not_there(tmp_path: Path) -> None:
     missing = run_in_process("downgrade", tmp_path / "none.sqlite3", "--to", "0.22")
-    assert missing.code == 3, missing
+    assert missing.returncode == 3, missing
     assert not (tmp_path / "none.sqlite3").exists()
     unknown = run_in_process("downgrade", tmp_path / "none.sqlite3", "--to", "0.99")
-    assert unknown.code == 2, unknown
+    assert unknown.returncode == 2, unknown
 
 
 def test_approve_on_an_old_store_names_the_shell_command(tmp_path: Path) -> None:
     db = copy_fixture("io-harness-0.22.0/deferred-approval", tmp_path)
     ran = run_in_process("approve", db, "1")
-    assert ran.code == 3, ran
-    assert "harness-store upgrade" in ran.err
-    assert "upgrade=True" not in ran.err
+    assert ran.returncode == 3, ran
+    assert "harness-store upgrade" in ran.stderr
+    assert "upgrade=True" not in ran.stderr

@@ -26,18 +26,18 @@ def command_names() -> list[str]:
 
 def test_exit_codes_once_in_the_top_level_help_and_completion_on() -> None:
     top = run_in_process("--help")
-    assert top.out.count("Exit codes") == 1
-    assert "--install-completion" in top.out
+    assert top.stdout.count("Exit codes") == 1
+    assert "--install-completion" in top.stdout
     for name in command_names():
         sub = run_in_process(name, "--help")
-        assert sub.code == 0, (name, sub)
-        assert "Exit codes" not in sub.out, name
+        assert sub.returncode == 0, (name, sub)
+        assert "Exit codes" not in sub.stdout, name
 
 
 def test_the_versions_it_names_are_true() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert f"0.1 → {NEWEST_KNOWN_RELEASE}" in project["description"]
-    inspect_help = " ".join(run_in_process("inspect", "--help").out.split())
+    inspect_help = " ".join(run_in_process("inspect", "--help").stdout.split())
     assert f"newer than {NEWEST_KNOWN_RELEASE}" in inspect_help
     assert "newer than 0.13" not in inspect_help
 

@@ -44,8 +44,8 @@ def every_kind_of_run(target: str) -> dict[str, int]:
 def test_runs_tokens_and_steps_are_the_stores(store_target: str) -> None:
     runs = every_kind_of_run(store_target)
     ran = run_in_process("runs", store_target, "--all", "--json")
-    assert ran.code == 0, ran
-    printed = {row["run_id"]: row for row in json.loads(ran.out)}
+    assert ran.returncode == 0, ran
+    printed = {row["run_id"]: row for row in json.loads(ran.stdout)}
     with Store.open(store_target, read_only=True) as store:
         for kind, run in runs.items():
             assert printed[run]["tokens"] == store.spent_tokens(run), kind
@@ -57,10 +57,10 @@ def test_runs_tokens_and_steps_are_the_stores(store_target: str) -> None:
 def test_tree_totals_are_the_stores(store_target: str) -> None:
     runs = every_kind_of_run(store_target)
     ran = run_in_process("tree", store_target, str(runs["both"]), "--json")
-    assert ran.code == 0, ran
+    assert ran.returncode == 0, ran
     with Store.open(store_target, read_only=True) as store:
         nodes = {n.run_id: n for n in store.tree(runs["both"])}
-        document = json.loads(ran.out)
+        document = json.loads(ran.stdout)
     shown = {n["run_id"]: n for n in document["nodes"]}
     assert set(shown) == set(nodes)
     for run_id, node in nodes.items():
@@ -78,8 +78,8 @@ def test_spend_is_the_stores(store_target: str) -> None:
         }
     for by, rows in expected.items():
         ran = run_in_process("spend", store_target, "--by", by, "--json")
-        assert ran.code == 0, ran
-        shown = json.loads(ran.out)
+        assert ran.returncode == 0, ran
+        shown = json.loads(ran.stdout)
         flat = [{"key": r["key"], "calls": r["calls"], **r["usage"],
                  "cost_micros": r["cost_micros"], "unpriced_calls": r["unpriced_calls"]}
                 for r in rows]  # fmt: skip
@@ -97,14 +97,14 @@ def test_trace_tokens_and_entries_are_the_stores(store_target: str) -> None:
         entries = {kind: list(store.trace_entries(run)) for kind, run in runs.items()}
     assert spent["reply"] == 15
     for kind, run in runs.items():
-        document = json.loads(run_in_process("trace", store_target, str(run), "--json").out)
+        document = json.loads(run_in_process("trace", store_target, str(run), "--json").stdout)
         assert document["tokens"] == spent[kind], kind
         assert document["entries"] == [
             {"type": e.kind, "step": e.step, **e.fields} for e in entries[kind]
         ], kind
-        lines = run_in_process("trace", store_target, str(run), "--jsonl").out.splitlines()
+        lines = run_in_process("trace", store_target, str(run), "--jsonl").stdout.splitlines()
         assert json.loads(lines[-1])["tokens"] == spent[kind], kind
-        table = run_in_process("trace", store_target, str(run)).out.splitlines()[1:]
+        table = run_in_process("trace", store_target, str(run)).stdout.splitlines()[1:]
         shown = sum(int(c.replace(",", "")) for c in (row.split()[2] for row in table[1:])
                     if c.replace(",", "").isdigit())  # fmt: skip
         assert shown == spent[kind], (kind, table)
@@ -123,13 +123,13 @@ def test_inspect_runs_and_memory_listings_are_the_stores(store_target: str) -> N
         total = store.count_runs()
         workspaces = store.memory_workspaces()
         journal = store.journal_mode()
-    inspected = json.loads(run_in_process("inspect", store_target, "--json").out)
+    inspected = json.loads(run_in_process("inspect", store_target, "--json").stdout)
     assert inspected["tables"] == counts
     if journal is not None:  # a SQLite file: its mode as the file says (still read: wal)
         assert inspected["journal_mode"] in (journal, "wal")
-    shown = json.loads(run_in_process("runs", store_target, "--all", "--json").out)
+    shown = json.loads(run_in_process("runs", store_target, "--all", "--json").stdout)
     assert [r["run_id"] for r in shown] == [r.run_id for r in listed] and len(shown) == total
     for row, run in zip(shown, listed, strict=True):
         assert (row["status"], row["goal"], row["success"]) == (run.status, run.goal, run.success)
     other = run_in_process("memory", store_target, "/nowhere")
-    assert all(w in other.out + other.err for w in workspaces)
+    assert all(w in other.stdout + other.stderr for w in workspaces)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
-from support.clirun import Ran, run_in_process
+from support.clirun import run_in_process
 from support.shared import FIXTURE_STORES, copy_fixture
 from support.tiers import sampled
 
@@ -53,14 +54,14 @@ def readable(revision: str) -> bool:
     return revision in REVISIONS[FIRST_READABLE:]
 
 
-def outcome_of(ran: Ran) -> int:
+def outcome_of(ran: CompletedProcess[str]) -> int:
     """A command's exit code, after checking that what it said is no driver error and that a
     refusal names the upgrade."""
-    assert not DRIVER_WORDS.search(ran.err), ran.err
-    assert ran.code in (0, 3), ran
-    if ran.code == 3:
-        assert "harness-store upgrade" in ran.err, ran.err
-    return ran.code
+    assert not DRIVER_WORDS.search(ran.stderr), ran.stderr
+    assert ran.returncode in (0, 3), ran
+    if ran.returncode == 3:
+        assert "harness-store upgrade" in ran.stderr, ran.stderr
+    return ran.returncode
 
 
 def command_outcomes(db: str) -> dict[str, int]:
@@ -160,7 +161,7 @@ def test_events_and_patch_on_a_022_store_say_what_it_has(tmp_path: Path) -> None
     run's edits as comment lines, as for any edit without a hunk."""
     db = copy_fixture("io-harness-0.22.0/populated", tmp_path)
     events = run_in_process("events", db, "--json")
-    assert events.code == 0, events
+    assert events.returncode == 0, events
     with Store.open(db, read_only=True) as store:
         edits = store.edits(1)
         assert store.events_after(0, 10) == []
@@ -168,6 +169,6 @@ def test_events_and_patch_on_a_022_store_say_what_it_has(tmp_path: Path) -> None
         expected_patch = store.patch(1)
     assert all(e.hunk is None for e in edits)
     patch = run_in_process("patch", db, "1")
-    assert patch.code == 0, patch
-    assert patch.out.strip() == expected_patch.strip()
-    assert patch.out.count("no hunk stored") == len(edits)
+    assert patch.returncode == 0, patch
+    assert patch.stdout.strip() == expected_patch.strip()
+    assert patch.stdout.count("no hunk stored") == len(edits)

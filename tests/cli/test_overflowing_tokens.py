@@ -42,10 +42,10 @@ def test_a_reply_turn_past_the_limit_shows_overflow_and_its_calls_total(store_ta
             with pytest.raises(StoreError):
                 store.spent_tokens(run)
     ran = run_in_process("runs", store_target, "--json")
-    assert ran.code == 0, ran.err
-    printed = {row["run_id"]: row for row in json.loads(ran.out)}
+    assert ran.returncode == 0, ran.stderr
+    printed = {row["run_id"]: row for row in json.loads(ran.stdout)}
     for run in (reply, stepped):
         assert printed[run]["tokens_overflow"] is True
         assert printed[run]["tokens"] == 2 * HALF
     table = run_in_process("runs", store_target)
-    assert table.out.count("overflow") == 2
+    assert table.stdout.count("overflow") == 2

@@ -69,7 +69,7 @@ def test_read_commands_leave_no_side_files(args: tuple[str, ...], tmp_path: Path
     before = sorted(p.name for p in tmp_path.iterdir())
     assert not {"runs.sqlite3-wal", "runs.sqlite3-shm"} & set(before), before
     ran = run_in_process(*(a.format(db=db) for a in args))
-    assert ran.code == 0, ran
+    assert ran.returncode == 0, ran
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
@@ -83,10 +83,10 @@ def test_runs_origin_takes_a_relative_path(tmp_path: Path, monkeypatch: pytest.M
     central = tmp_path / "central.sqlite3"
     monkeypatch.chdir(tmp_path)
     synced = run_in_process("sync", "sources/a.sqlite3", central)
-    assert synced.code == 0, synced
+    assert synced.returncode == 0, synced
     by_absolute = run_in_process("runs", central, "--origin", source, "--json")
-    assert by_absolute.code == 0, by_absolute
+    assert by_absolute.returncode == 0, by_absolute
     by_relative = run_in_process("runs", central, "--origin", "sources/a.sqlite3", "--json")
-    assert by_relative.code == 0, by_relative
-    assert by_relative.out == by_absolute.out
-    assert '"goal": "from a"' in by_relative.out
+    assert by_relative.returncode == 0, by_relative
+    assert by_relative.stdout == by_absolute.stdout
+    assert '"goal": "from a"' in by_relative.stdout

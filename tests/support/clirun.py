@@ -14,7 +14,6 @@ import subprocess
 import sys
 import termios
 from contextlib import redirect_stderr, redirect_stdout
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,30 +61,30 @@ def run_cli(
     )
 
 
-@dataclass(frozen=True)
-class Ran:
-    """One run of the command in this process: its exit code and what it wrote."""
-
-    code: int
-    out: str
-    err: str
-
-
-def run_in_process(*args: object) -> Ran:
-    """`harness-store ARGS…` in this process, as `main` runs it (errors as one line, since
-    `HARNESS_STORE_DEBUG` is set aside for the call)."""
+def run_in_process(
+    *args: object, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`harness-store ARGS…` in this process, as `main` runs it: with the environment a
+    `run_cli` child gets (`environ(env)`, so errors are one line and nothing changes how
+    output is drawn), restored afterwards. For tests of what the command says and does; a
+    test of the process itself (signals, exit at a closed pipe, start-up, what reaches a
+    terminal) runs it with `run_cli`. The result is shaped as `run_cli`'s."""
     out, err = io.StringIO(), io.StringIO()
     code = 0
-    debug = os.environ.pop("HARNESS_STORE_DEBUG", None)
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(environ(env))
     try:
         with redirect_stdout(out), redirect_stderr(err):
             main([str(a) for a in args])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     finally:
-        if debug is not None:
-            os.environ["HARNESS_STORE_DEBUG"] = debug
-    return Ran(code, out.getvalue(), err.getvalue())
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(
+        [*COMMAND, *map(str, args)], code, out.getvalue(), err.getvalue()
+    )
 
 
 def on_terminal(*args: str | Path, columns: int = 80) -> tuple[int, str]:
