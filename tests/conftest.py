@@ -69,6 +69,30 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return (os.cpu_count() or 1) + 1
 
 
+SHARED_SCOPES = {
+    "tests/otel/test_otel_phoenix.py": "phoenix",
+    "tests/otel/test_otel_cli.py": "phoenix",
+    "tests/otel/test_otel_tool_calls.py": "phoenix",
+}
+"""Modules `loadscope` sends to one worker together: those reading spans back from Phoenix,
+so the suite starts one Phoenix server (20-40 s of CPU each) rather than one per worker."""
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadscope` with the groups of `SHARED_SCOPES`: a grouped module's tests are one
+    unit of work with the group's other modules (xdist's own `loadfile` is built the same way,
+    on `_split_scope`)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedScopes(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return SHARED_SCOPES.get(nodeid.split("::", 1)[0]) or super()._split_scope(nodeid)
+
+    return SharedScopes(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`slow_on(backend)`: mark that backend's half of a two-backend test `slow`, before the
