@@ -8,6 +8,7 @@ own on that server (`DatabasePool`). Without the variable they skip, saying how 
 
 from __future__ import annotations
 
+import compileall
 import os
 import shutil
 import subprocess
@@ -61,6 +62,16 @@ def pg_server_url() -> str:
 def pg_url(pg_server_url: str) -> Iterator[str]:
     """An empty PostgreSQL database for this test alone (see `DatabasePool`)."""
     yield from fresh_pg_database(pg_server_url)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte-compile the package and the tests once, before any worker starts, as an install
+    leaves a package. Where `PYTHONDONTWRITEBYTECODE` is set (as on CI's machines) nothing
+    else writes the cache, and every process a test starts (the command, worker scripts)
+    would compile each module it imports again: about 0.17 s of CPU a process."""
+    if not hasattr(config, "workerinput"):
+        for tree in (REPO / "harness_store", REPO / "tests"):
+            compileall.compile_dir(tree, quiet=1)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
