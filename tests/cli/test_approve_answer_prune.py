@@ -1,24 +1,22 @@
-"""`harness-store approve/answer` and `size/prune/compact` on both backends, as real
-subprocesses: what they change, their refusals and exit codes, confirmation without a terminal."""
+"""`harness-store approve/answer` and `size/prune/compact` on both backends: what they change,
+their refusals and exit codes (run in this process), and confirmation without a terminal (a
+real subprocess with nothing on its stdin)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import FIXTURE_STORES, copy_fixture
-from support.clirun import run_cli
+from support.clirun import run_cli, run_in_process
 
 from harness_store import Plan, PlanStep, Question, Store
 
-COMMAND = [sys.executable, "-m", "harness_store.cli"]
-
 
 def out_json(*args: object) -> Any:
-    done = run_cli(*args, "--json")
+    done = run_in_process(*args, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -31,19 +29,21 @@ def test_a_person_approves_and_answers_from_the_shell(store_target: str) -> None
         second = store.put_pending(run, 1, "write", "x.txt")
         q = store.put_question(run, 2, Question("Which db?", None, ["sqlite", "pg"]))
         plan = store.put_plan(run, 3, Plan([PlanStep("port")]))
-    assert run_cli("answer", store_target, run, "mysql").returncode == 2  # not a choice
+    assert run_in_process("answer", store_target, run, "mysql").returncode == 2  # not a choice
     assert out_json("answer", store_target, run, "pg", "--by", "alice")["answered"] is True
-    assert run_cli("answer", store_target, run, "pg").returncode == 5  # nothing open any more
+    assert (
+        run_in_process("answer", store_target, run, "pg").returncode == 5
+    )  # nothing open any more
     assert out_json("approve", store_target, run, "--id", first, "--deny")["decided"] == [
         {"request": first, "decision": "deny", "decided": True}
     ]
-    done = run_cli("approve", store_target, run)
+    done = run_in_process("approve", store_target, run)
     assert done.returncode == 0 and f"request {second} of run {run}: approve" in done.stdout
-    assert run_cli("approve", store_target, run).returncode == 5
-    assert run_cli("approve", store_target, run, "--revise", "x").returncode == 2
+    assert run_in_process("approve", store_target, run).returncode == 5
+    assert run_in_process("approve", store_target, run, "--revise", "x").returncode == 2
     revised = out_json("approve", store_target, run, "--plan", "--revise", "smaller")
     assert revised["decided"] == [{"plan": plan, "decision": "revise", "decided": True}]
-    assert run_cli("approve", store_target, 999, "--plan").returncode == 5
+    assert run_in_process("approve", store_target, 999, "--plan").returncode == 5
     with Store.open(store_target) as store:
         assert [p.resolved for p in store.pending_for_run(run)] == ["deny", "approve"]
         answered = store.question(q)
@@ -68,7 +68,9 @@ def test_prune_asks_deletes_old_sessions_and_keeps_resumable_ones(store_target: 
     assert (dry["sessions"], dry["refused"], dry["dry_run"]) == (2, [sessions[1]], True)
     refused = run_cli("prune", store_target, "--before", "9999-01-01")
     assert refused.returncode == 2 and "--yes" in refused.stderr
-    assert run_cli("prune", store_target, "--before", "last tuesday", "--yes").returncode == 2
+    assert (
+        run_in_process("prune", store_target, "--before", "last tuesday", "--yes").returncode == 2
+    )
     size = out_json("size", store_target)
     assert (size["sessions"], size["runs"]) == (3, 3)
     done = out_json("prune", store_target, "--before", "9999-01-01", "--yes")
@@ -94,7 +96,7 @@ def test_a_run_prune_dry_run_on_an_older_release_names_the_upgrade(
     run says to upgrade (exit 3, one line), never a driver error, and changes no byte."""
     store = copy_fixture(name, tmp_path)
     digest = store.read_bytes()
-    done = run_cli("prune", store, "--runs", "--before", "9999-01-01", "--dry-run")
+    done = run_in_process("prune", store, "--runs", "--before", "9999-01-01", "--dry-run")
     assert done.returncode == 3, done
     assert "harness-store upgrade" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert "Error" not in done.stderr
@@ -109,7 +111,7 @@ def test_a_prune_that_copied_nothing_does_not_say_it_copied(
         store.finish_run(store.start_run("new", "plan.toml"), "success")
     archive = tmp_path / "archive.sqlite3"
     for dry in ([], ["--dry-run"]):
-        done = run_cli(
+        done = run_in_process(
             "prune",
             store_target,
             "--runs",

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.clirun import COMMAND, environ, peak_rss_kib, step_store
+from support.clirun import COMMAND, environ, peak_rss_kib, run_in_process, step_store
 from support.tiers import sampled
 
 SMALL, LARGE = 20_000, 200_000
@@ -67,9 +67,7 @@ def test_trace_jsonl_is_one_document_a_line_and_ends_with_totals(
     stores: tuple[Path, Path],
 ) -> None:
     small, _ = stores
-    done = subprocess.run(
-        [*COMMAND, "trace", small, "1", "--jsonl"], capture_output=True, text=True, env=environ()
-    )
+    done = run_in_process("trace", small, "1", "--jsonl")
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert lines[0]["type"] == "run" and lines[0]["goal"] == "the long run"
@@ -85,9 +83,7 @@ def test_trace_jsonl_is_one_document_a_line_and_ends_with_totals(
 
 def test_trace_json_streamed_is_one_document(stores: tuple[Path, Path]) -> None:
     small, _ = stores
-    done = subprocess.run(
-        [*COMMAND, "trace", small, "1", "--json"], capture_output=True, text=True, env=environ()
-    )
+    done = run_in_process("trace", small, "1", "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["run_id"] == 1 and doc["tokens"] == SMALL
@@ -98,12 +94,7 @@ def test_trace_json_streamed_is_one_document(stores: tuple[Path, Path]) -> None:
 def test_trace_window(stores: tuple[Path, Path], as_json: bool) -> None:
     small, _ = stores
     args = ["trace", small, "1", "--from-step", "100", "--to-step", "199", "--limit", "30"]
-    done = subprocess.run(
-        [*COMMAND, *map(str, args), *(["--jsonl"] if as_json else [])],
-        capture_output=True,
-        text=True,
-        env=environ(),
-    )
+    done = run_in_process(*args, *(["--jsonl"] if as_json else []))
     assert done.returncode == 0, done.stderr
     if as_json:
         entries = [json.loads(line) for line in done.stdout.splitlines()[1:-1]]
@@ -118,14 +109,12 @@ def test_runs_defaults_to_the_newest_50_and_says_how_many_more(
     stores: tuple[Path, Path],
 ) -> None:
     small, _ = stores
-    done = subprocess.run([*COMMAND, "runs", small], capture_output=True, text=True, env=environ())
+    done = run_in_process("runs", small)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [int(line.split()[0]) for line in lines[1:]] == list(range(1_200, 1_150, -1))
     assert done.stderr == "50 runs shown; 1,150 more (--limit N or --all)\n"
-    every = subprocess.run(
-        [*COMMAND, "runs", small, "--all", "--json"], capture_output=True, text=True, env=environ()
-    )
+    every = run_in_process("runs", small, "--all", "--json")
     rows = json.loads(every.stdout)
     assert [row["run_id"] for row in rows] == list(range(1_200, 0, -1))
     assert rows[-1]["steps"] == SMALL and rows[-1]["tokens"] == SMALL

@@ -1,5 +1,5 @@
-"""`harness-store check` as a user runs it: a real process on real stores, its exit code,
-its text and JSON, and `--repair` with its backup."""
+"""`harness-store check` on real stores: its exit code, its text and JSON, and `--repair` with
+its backup (run in this process; a real process where another one holds the store's lock)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import copy_fixture
 from sqlalchemy import create_engine
 from store.checkkit import lost_lease, populated
-from support.clirun import COMMAND, environ
+from support.clirun import run_cli, run_in_process
 from support.processes import Worker
 from support.tiers import sampled
 
@@ -21,20 +21,12 @@ from harness_store.cli.check import EXIT_UNHEALTHY
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COMMAND, "check", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=environ(),
-        timeout=120,
-    )
+    return run_in_process("check", *args)
 
 
 def upgraded_fixture(tmp_path: Path) -> Path:
     path = copy_fixture("io-harness-0.22.0/populated", tmp_path)
-    done = subprocess.run(
-        [*COMMAND, "upgrade", str(path), "--no-backup"], capture_output=True, env=environ()
-    )
+    done = run_in_process("upgrade", path, "--no-backup")
     assert done.returncode == 0, done.stderr
     return path
 
@@ -192,9 +184,7 @@ def test_a_damaged_page_is_a_finding_and_refused_by_the_reads(
     assert repaired.returncode == EXIT_UNHEALTHY, repaired.stderr
     assert json.loads(repaired.stdout)["repaired"] == []
     assert json.loads(repaired.stdout)["backup"] is None
-    listed = subprocess.run(
-        [*COMMAND, "runs", str(path)], capture_output=True, text=True, env=environ(), timeout=120
-    )
+    listed = run_in_process("runs", path)
     if listed.returncode != 0:  # a read that does not touch the page may still answer
         assert listed.returncode == 3, listed.stderr
         assert "damaged" in listed.stderr and "Error" not in listed.stderr
@@ -223,7 +213,7 @@ def test_a_repair_that_fails_names_its_backup(tmp_path: Path) -> None:
     holder = Worker.script("lock_holder.py", path, 120)
     try:
         holder.wait_line("locked")
-        done = run(path, "--repair")
+        done = run_cli("check", path, "--repair", timeout=120)
     finally:
         holder.kill()
     assert done.returncode == 4, done.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support import legacy
-from support.clirun import run_cli
+from support.clirun import run_cli, run_in_process
 from support.tiers import sampled
 
 from .commandkit import (
@@ -80,7 +80,7 @@ def test_usage_errors_are_exit_2(fixture_copy: Copy) -> None:
     assert "not a usable store path or URL" in fails(EXIT_USAGE, "runs", "nosuchdb://x/y")
     assert "newer than 0.66" in fails(EXIT_USAGE, "upgrade", path, "--to", "0.99")
     assert "unknown revision" in fails(EXIT_USAGE, "upgrade", path, "--to", "latest")
-    done = run_cli("tree", path, "one")
+    done = run_in_process("tree", path, "one")
     assert done.returncode == EXIT_USAGE and "Traceback" not in done.stderr
 
 
@@ -93,6 +93,8 @@ def test_usage_errors_are_exit_2(fixture_copy: Copy) -> None:
     ],
 )
 def test_a_password_is_never_printed(url: str) -> None:
+    # In its own process: a failed connection is explained from the command line it was
+    # started with (`sys.argv`), which this process's is not.
     done = run_cli("runs", url)
     assert done.returncode in (1, EXIT_USAGE) and "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) == 1

@@ -1,5 +1,5 @@
-"""The `harness-store` command, driven for real (a subprocess against real stores): the
-command itself, its PostgreSQL stores and `copy`."""
+"""The `harness-store` command against real stores (run in this process; the installed script
+as a real process): the command itself, its PostgreSQL stores and `copy`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
-from support.clirun import run_cli
+from support.clirun import run_in_process
 
 from harness_store import Store
 from harness_store.releases import HEAD
@@ -54,7 +54,7 @@ def test_postgresql_store_read_only_and_password_hidden(pg_url: str) -> None:
         child = store.start_child_run("child goal", "f", root, 1)
         store.memory_put("ws", "k", "v", root, 1)
         store.finish_run(child, "success")
-    done = run_cli("inspect", url)
+    done = run_in_process("inspect", url)
     assert "s3cr3t-pw" not in done.stdout + done.stderr
     if done.returncode == 0:
         assert "***" in done.stdout and f"{HEAD} (stamped)" in done.stdout
@@ -74,7 +74,7 @@ def test_copy_sqlite_to_sqlite(fixture_copy: Copy, tmp_path: Path) -> None:
     source = fixture_copy("io-harness-0.22.0/interrupted")
     before = digest(source)
     target = tmp_path / "copied.sqlite3"
-    done = run_cli("copy", source, target, "--batch-size", "2", "--skip-unknown-tables")
+    done = run_in_process("copy", source, target, "--batch-size", "2", "--skip-unknown-tables")
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr
     assert "runs: 3/3 rows" in done.stderr and "steps: 4/4 rows" in done.stderr
@@ -91,7 +91,7 @@ def test_copy_sqlite_to_sqlite(fixture_copy: Copy, tmp_path: Path) -> None:
 def test_copy_progress_on_a_terminal(fixture_copy: Copy, tmp_path: Path) -> None:
     pytest.importorskip("harness_store.transfer")
     source = fixture_copy("io-harness-0.22.0/populated")
-    done = run_cli(
+    done = run_in_process(
         "copy",
         source,
         tmp_path / "copied.sqlite3",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 from support import legacy
-from support.clirun import COMMAND, environ, run_cli
+from support.clirun import COMMAND, environ, run_in_process
 
 from harness_store.schema.migrate import upgrade
 
@@ -25,7 +25,7 @@ def error_line(done: subprocess.CompletedProcess[str], code: int) -> str:
 
 def test_a_password_with_an_at_sign_leaks_nothing() -> None:
     url = "postgresql://someone:pa@ss@w0rd-tail@nohost.invalid:5432/db"
-    done = run_cli("runs", url)
+    done = run_in_process("runs", url)
     line = error_line(done, 2)
     assert "w0rd-tail" not in done.stderr and "ss@" not in done.stderr
     assert "%40" in line  # says how to write it
@@ -34,7 +34,7 @@ def test_a_password_with_an_at_sign_leaks_nothing() -> None:
 def test_a_suggested_command_is_pasteable_without_the_password(pg_url: str) -> None:
     upgrade(pg_url, "0.5", backup=False)
     secret = make_url(pg_url).set(password="s3cr3t-pw").render_as_string(hide_password=False)
-    line = error_line(run_cli("runs", secret), 3)
+    line = error_line(run_in_process("runs", secret), 3)
     assert "s3cr3t-pw" not in line
     commands = line.split("`")[1::2]
     assert commands == ['harness-store upgrade "$HARNESS_STORE_URL"'], line
@@ -53,7 +53,7 @@ def test_a_suggested_command_is_pasteable_without_the_password(pg_url: str) -> N
 def test_a_suggested_path_is_quoted_for_the_shell(tmp_path: Path) -> None:
     path = tmp_path / "my runs; (old).sqlite3"
     legacy.build_born_at(path, "0.5")
-    line = error_line(run_cli("runs", path), 3)
+    line = error_line(run_in_process("runs", path), 3)
     command = line.split("`")[1]
     done = subprocess.run(
         [
@@ -77,7 +77,7 @@ def test_hostile_names_are_escaped_in_error_lines(tmp_path: Path) -> None:
         conn.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, goal TEXT)")
         conn.commit()
     for command in ("runs", "inspect", "upgrade"):
-        done = run_cli(command, path)
+        done = run_in_process(command, path)
         assert done.returncode == 3, done.stderr
         assert "\x1b" not in done.stderr and "\u202e" not in done.stderr
         assert "\\x1b[2J" in done.stderr and "\\u202e" in done.stderr

@@ -79,17 +79,13 @@ def test_runs_at_80_columns_keeps_every_id(wide_store: Path) -> None:
 
 def test_spend_by_model_fits_80_columns_on_a_real_store(tmp_path: Path) -> None:
     """On a terminal and piped (where nothing is cut) alike, at `COLUMNS=80`."""
-    import subprocess
-
     from conftest import copy_fixture
-    from support.clirun import COMMAND, environ
 
     path = copy_fixture("io-harness-0.29.0/aggregates", tmp_path)
     Store.open(path).close()  # upgraded
     code, out = on_terminal("spend", path, "--by", "model", columns=80)
     assert code == 0, out
-    piped = subprocess.run([*COMMAND, "spend", str(path), "--by", "model"], capture_output=True,
-                           text=True, env=environ({"COLUMNS": "80"}), timeout=300)  # fmt: skip
+    piped = run_in_process("spend", path, "--by", "model", env={"COLUMNS": "80"})
     assert piped.returncode == 0, piped.stderr
     for shown in (ANSI.sub("", out), piped.stdout):
         assert "fixture-model" in shown

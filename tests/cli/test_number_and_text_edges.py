@@ -10,7 +10,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from support.clirun import run_cli
+from support.clirun import run_in_process
 
 from harness_store import Store
 from harness_store.records import StepRecord
@@ -45,19 +45,22 @@ def three_runs(tmp_path: Path) -> Path:
     ],
 )
 def test_out_of_range_arguments_are_usage_errors(three_runs: Path, args: list[str]) -> None:
-    done = run_cli(*(str(three_runs) if a == "{db}" else a for a in args))
+    done = run_in_process(*(str(three_runs) if a == "{db}" else a for a in args))
     assert done.returncode == 2, (done.returncode, done.stderr)
     assert "Traceback" not in done.stderr and "OverflowError" not in done.stderr
     assert done.stdout == ""
 
 
 def test_a_run_whose_tokens_overflow_does_not_hide_the_others(three_runs: Path) -> None:
-    done = run_cli("runs", three_runs)
+    done = run_in_process("runs", three_runs)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()[1:]
     assert [line.split()[0] for line in lines] == ["3", "2", "1"]
     assert "overflow" in lines[1] and "overflow" not in lines[0] + lines[2]
-    rows = {row["run_id"]: row for row in json.loads(run_cli("runs", three_runs, "--json").stdout)}
+    rows = {
+        row["run_id"]: row
+        for row in json.loads(run_in_process("runs", three_runs, "--json").stdout)
+    }
     assert rows[2]["tokens"] == 2**63 and rows[2]["tokens_overflow"] is True
     assert rows[1]["tokens"] == rows[3]["tokens"] == 20
     assert rows[1]["tokens_overflow"] is False
@@ -69,10 +72,10 @@ def test_invalid_utf8_in_one_step_is_shown_replaced(three_runs: Path) -> None:
             "UPDATE steps SET decision = CAST(X'626164ff6279746573' AS TEXT) "
             "WHERE run_id = 1 AND step = 2"
         )
-    done = run_cli("trace", three_runs, "1")
+    done = run_in_process("trace", three_runs, "1")
     assert done.returncode == 0, done.stderr
     assert "bad\ufffdbytes" in done.stdout and "   1  step" in done.stdout
     assert "not UTF-8" in done.stderr and "U+FFFD" in done.stderr
-    lines = run_cli("trace", three_runs, "1", "--jsonl").stdout.splitlines()
+    lines = run_in_process("trace", three_runs, "1", "--jsonl").stdout.splitlines()
     assert json.loads(lines[-1])["invalid_utf8_values"] == 1
     assert any(json.loads(line).get("decision") == "bad\ufffdbytes" for line in lines)

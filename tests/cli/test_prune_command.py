@@ -6,23 +6,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import update
-from support.clirun import on_terminal, run_cli
+from support.clirun import on_terminal, run_cli, run_in_process
 
 from harness_store import Store
 from harness_store import models as m
 from harness_store.records import StepRecord
 
-CLI = [sys.executable, "-m", "harness_store.cli"]
-
 
 def out_json(*args: str | Path) -> Any:
-    done = run_cli(*args, "--json")
+    done = run_in_process(*args, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -107,6 +104,11 @@ def test_older_than_the_archive_file_and_statuses(tmp_path: Path, store_target: 
         assert len(kept.steps(runs[0])) == 3
 
 
+ASKS = ["--runs", "--before", "2021-01-01"]
+"""A prune that asks (no `--yes`): without a terminal it is refused. It reads its stdin, so it
+runs in a process of its own with nothing there; the other refusals come before any question."""
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -117,13 +119,13 @@ def test_older_than_the_archive_file_and_statuses(tmp_path: Path, store_target: 
         ["--runs", "--before", "2021-01-01", "--status", "running"],
         ["--runs", "--before", "2021-01-01", "--archive"],
         ["--before", "2021-01-01", "--keep-last", "2"],
-        ["--runs", "--before", "2021-01-01"],  # no terminal, no --yes
+        ASKS,  # no terminal, no --yes
     ],
 )
 @pytest.mark.slow_on("postgresql")
 def test_bad_input_is_a_usage_error_and_changes_nothing(store_target: str, args: list[str]) -> None:
     runs = fill(store_target)
-    done = run_cli("prune", store_target, *args)
+    done = (run_cli if args == ASKS else run_in_process)("prune", store_target, *args)
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr and done.stderr.strip()
     with Store.open(store_target, backup=False) as store:

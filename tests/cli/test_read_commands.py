@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from support import legacy
-from support.clirun import run_cli
+from support.clirun import run_in_process
 from support.shared import in_newest_memory_order
 
 from harness_store import Store
@@ -112,7 +112,7 @@ def test_runs_filter_by_status(fixture_copy: Copy) -> None:
     assert [r["run_id"] for r in paused] == [facts["run_id"]]
     assert paused[0]["outcome"] == facts["outcome"] and paused[0]["duration_ms"] is None
     assert as_json("runs", path, "--status", "running") == []
-    done = run_cli("runs", path, "--status", "running")
+    done = run_in_process("runs", path, "--status", "running")
     assert done.returncode == 0 and done.stdout == "" and "no runs" in done.stderr
 
 
@@ -154,7 +154,7 @@ def test_tree_matches_the_fixture(fixture_copy: Copy, release: str) -> None:
 
 
 def test_tree_on_a_terminal_is_drawn_by_rich(fixture_copy: Copy) -> None:
-    done = run_cli(
+    done = run_in_process(
         "tree", fixture_copy("io-harness-0.22.0/interrupted"), "1", env={"FORCE_COLOR": "1"}
     )
     assert done.returncode == 0
@@ -242,7 +242,7 @@ def test_memory_matches_the_aggregates_fixture(fixture_copy: Copy) -> None:
     out = ok("memory", path, workspace)
     for key in facts["composition"]["memory_keys"]:
         assert key in out
-    done = run_cli("memory", path, "/elsewhere")
+    done = run_in_process("memory", path, "/elsewhere")
     assert done.returncode == 0 and done.stdout == ""
     assert "no memory entries" in done.stderr and workspace in done.stderr
     assert as_json("memory", path, "/elsewhere")["entries"] == []

@@ -1,5 +1,5 @@
-"""`harness-store spend`, `events [--follow]` and `patch`, run as a user runs them, on SQLite
-and PostgreSQL."""
+"""`harness-store spend`, `events [--follow]` and `patch` on SQLite and PostgreSQL: what they
+say (run in this process), and `--follow` as a live process beside a writer."""
 
 from __future__ import annotations
 
@@ -17,16 +17,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from support.clirun import COMMAND, environ, run_cli
+from support.clirun import COMMAND, environ, run_in_process
 
 from harness_store import Edit, PriceTable, ProviderCall, RunEvent, Store, Usage
 from harness_store.cli.app import EXIT_NOT_FOUND, EXIT_USAGE
 
-
-def ok(*args: str | Path) -> str:
-    done = run_cli(*args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+from .commandkit import ok
 
 
 @pytest.fixture
@@ -63,7 +59,7 @@ def test_spend_by_model_day_and_run(filled: dict[str, Any], tmp_path: Path) -> N
     later = json.loads(ok("spend", target, "--since", "2999-01-01", "--json"))
     assert later["groups"] == []
     prices.write_text(json.dumps({"as_of": "x", "prices": {"m": {"inptu": 1}}}))
-    done = run_cli("spend", target, "--prices", prices)
+    done = run_in_process("spend", target, "--prices", prices)
     assert done.returncode == EXIT_USAGE and "inptu" in done.stderr
 
 
@@ -102,7 +98,7 @@ def test_patch_prints_a_series_git_applies(filled: dict[str, Any], tmp_path: Pat
         (tmp_path / "p.diff").write_text(patch)
         subprocess.run(["git", "apply", "p.diff"], cwd=tmp_path, check=True, timeout=60)
         assert (tmp_path / "f.txt").read_text() == "one\n2\n"
-    assert run_cli("patch", filled["target"], "999").returncode == EXIT_NOT_FOUND
+    assert run_in_process("patch", filled["target"], "999").returncode == EXIT_NOT_FOUND
 
 
 @pytest.mark.slow_on("postgresql")

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.clirun import run_cli, step_store
+from support.clirun import run_in_process, step_store
 from support.sqlite_files import make_hot_journal
 from support.tiers import sampled
 
@@ -46,13 +46,15 @@ def side_files(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("command", sampled(READS, keep=2, ids=[c[0] for c in READS]))
 def test_read_commands_leave_no_side_files(wal_store: Path, command: list[str]) -> None:
-    done = run_cli(*read_args(command, wal_store))
+    done = run_in_process(*read_args(command, wal_store))
     assert done.returncode == 0, done.stderr
     assert side_files(wal_store) == []
 
 
 def test_inspect_of_a_closed_wal_store_says_wal(wal_store: Path) -> None:
-    assert json.loads(run_cli("inspect", wal_store, "--json").stdout)["journal_mode"] == "wal"
+    assert (
+        json.loads(run_in_process("inspect", wal_store, "--json").stdout)["journal_mode"] == "wal"
+    )
 
 
 @pytest.fixture(params=["closed", "copied-live"])
@@ -88,7 +90,7 @@ def read_only_mount(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
 def test_a_wal_store_on_read_only_media_is_readable(
     read_only_mount: Path, command: list[str]
 ) -> None:
-    done = run_cli(*read_args(command, read_only_mount))
+    done = run_in_process(*read_args(command, read_only_mount))
     assert done.returncode == 0, done.stderr
 
 
@@ -97,7 +99,7 @@ def test_a_hot_journal_is_explained_to_read_commands(tmp_path: Path, command: li
     path = tmp_path / "crashed.sqlite3"
     make_hot_journal(path)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    done = run_cli(*read_args(command, path))
+    done = run_in_process(*read_args(command, path))
     assert done.returncode == 3, done.stderr
     assert "unfinished transaction" in done.stderr and "harness-store upgrade" in done.stderr
     assert "readonly database" not in done.stderr
