@@ -123,8 +123,9 @@ def one_line(message: str) -> str:
     return " ".join(first.split())
 
 
-def classify(exc: BaseException) -> tuple[int, str]:
-    """The exit code and one-line message for an error (see the module docstring)."""
+def classify(exc: BaseException, argv: Sequence[str] = ()) -> tuple[int, str]:
+    """The exit code and one-line message for an error (see the module docstring); `argv`,
+    the command's arguments, names the server a failed connection was meant for."""
     import sqlite3
 
     from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
@@ -134,10 +135,10 @@ def classify(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, CliError):
         return exc.code, str(exc)
     if isinstance(exc, DBAPIError) and exc.orig is not None:
-        return classify(exc.orig)
+        return classify(exc.orig, argv)
     for cause in causes(exc):
         if type(cause).__module__.startswith("psycopg"):
-            unreached = unreachable_server(cause)
+            unreached = unreachable_server(cause, argv)
             if unreached is not None:
                 return EXIT_OTHER, unreached
     if isinstance(exc, StoreLockedError):
@@ -151,15 +152,15 @@ def classify(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, sqlite3.Error):
         typed = backend_named("sqlite").translate_error(exc)
         if typed is not None:
-            return classify(typed)  # "not a database" too, by its result code
+            return classify(typed, argv)  # "not a database" too, by its result code
         return EXIT_OTHER, f"SQLite error: {exc}"
     if type(exc).__module__.startswith("psycopg"):
-        unreached = unreachable_server(exc)
+        unreached = unreachable_server(exc, argv)
         if unreached is not None:
             return EXIT_OTHER, unreached
         typed = backend_named("postgresql").translate_error(exc)
         if typed is not None:
-            return classify(typed)
+            return classify(typed, argv)
         return EXIT_OTHER, f"PostgreSQL error: {exc}"
     if isinstance(exc, ArgumentError | NoSuchModuleError):
         return EXIT_USAGE, str(exc)
@@ -210,15 +211,15 @@ def server_of(argv: Sequence[str]) -> tuple[str, int, str] | None:
     return None
 
 
-def unreachable_server(exc: BaseException, argv: Sequence[str] | None = None) -> str | None:
-    """A failed PostgreSQL connection said as what it is — no such database, an unknown
-    host, a refused connection — or None when it is none of these (the password is never
-    part of it)."""
+def unreachable_server(exc: BaseException, argv: Sequence[str]) -> str | None:
+    """A failed PostgreSQL connection to the server `argv` names said as what it is — no such
+    database, an unknown host, a refused connection — or None when it is none of these (the
+    password is never part of it)."""
     import socket
 
     if type(exc).__name__ != "OperationalError" or getattr(exc, "sqlstate", None):
         return None
-    found = server_of(sys.argv[1:] if argv is None else argv)
+    found = server_of(argv)
     if found is None:
         return None
     host, port, _ = found
@@ -232,7 +233,7 @@ def unreachable_server(exc: BaseException, argv: Sequence[str] | None = None) ->
         return f"the server at {host}:{port} refused the connection (is PostgreSQL running there?)"
     except OSError as err:
         return f"cannot reach {host}:{port}: {err.strerror or err}"
-    if missing_database(sys.argv[1:] if argv is None else argv):
+    if missing_database(argv):
         return f"the database {found[2]!r} does not exist on {host}:{port}; create it first"
     return None
 
@@ -283,10 +284,10 @@ def secrets_in(argv: Sequence[str]) -> list[str]:
     return sorted(set(found), key=len, reverse=True)
 
 
-def scrubbed(message: str, argv: Sequence[str] | None = None) -> str:
-    """`message` with any password given on the command line cut out (a last guard: a driver
-    may quote the URL it was given)."""
-    for secret in secrets_in(sys.argv[1:] if argv is None else argv):
+def scrubbed(message: str, argv: Sequence[str]) -> str:
+    """`message` with any password given among the command's arguments `argv` cut out (a last
+    guard: a driver may quote the URL it was given)."""
+    for secret in secrets_in(argv):
         message = message.replace(secret, "(password hidden)")
     return message
 
@@ -340,22 +341,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the command; turn every error into one line on stderr and its exit code. Output
     into a pipe its reader closed ends the command quietly, exit 0, as `… | head` expects;
     Ctrl-C, where the command does not handle it itself, ends it with exit 130 and nothing on
-    stderr."""
+    stderr. `argv`: the arguments (default: the process's); errors are explained from them."""
     library = logging.getLogger("sqlalchemy")
     if not os.environ.get(DEBUG_ENV) and LIBRARY_LOGS not in library.handlers:
         library.addHandler(LIBRARY_LOGS)
+    args = list(argv) if argv is not None else sys.argv[1:]
     stdout = sys.stdout
     sys.stdout = PipeGuard(stdout)
     try:
-        app(args=list(argv) if argv is not None else None, prog_name="harness-store")
+        app(args=args, prog_name="harness-store")
     except OutputClosed:
         close_quietly(stdout)
         sys.exit(0)
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             raise
-        code, message = classify(exc)
-        sys.stderr.write(f"harness-store: error: {visible(scrubbed(one_line(message)))}\n")
+        code, message = classify(exc, args)
+        sys.stderr.write(f"harness-store: error: {visible(scrubbed(one_line(message), args))}\n")
         sys.exit(code)
     finally:
         sys.stdout = stdout

