@@ -1,4 +1,6 @@
-"""`harness-store export parquet` as a person runs it: a real process on a real store."""
+"""`harness-store export parquet` as a person runs it, on a real store: what it says and
+writes run in this process (`run_in_process`); what reaches a terminal, and a missing extra
+(an import state of a new process), in a process of its own."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support.clirun import COMMAND, environ, on_terminal
+from support.clirun import environ, on_terminal, run_in_process
 
 from harness_store import StepRecord, Store
 from harness_store.analytics.dataset import read_dataset, read_manifest
@@ -19,9 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*COMMAND, *map(str, args)], capture_output=True, text=True, env=environ(), timeout=300
-    )
+    return run_in_process(*args)
 
 
 def small_store(path: Path) -> list[int]:
