@@ -281,52 +281,28 @@ def test_oracle_store_of_every_table_mirrors(store_target: str, tmp_path: Path) 
 
 def test_command_syncs_reports_and_lists_origins(tmp_path: Path) -> None:
     import json
-    import subprocess
 
-    from support.clirun import COMMAND, environ, on_terminal
+    from support.clirun import on_terminal, run_in_process
 
     a, b, dest = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3", tmp_path / "dest.sqlite3"
     write_source(a, runs=1, tag="a")
     write_source(b, runs=1, tag="b")
-    done = subprocess.run(
-        [*COMMAND, "sync", str(a), str(b), str(dest)],
-        capture_output=True,
-        text=True,
-        env=environ(),
-    )
+    done = run_in_process("sync", a, b, dest)
     assert done.returncode == 0, done.stderr
     assert "synced 2 stores" in done.stdout and done.stdout.count("(new origin)") == 2
-    again = subprocess.run(
-        [*COMMAND, "sync", str(a), str(b), str(dest), "--json"],
-        capture_output=True,
-        text=True,
-        env=environ(),
-    )
+    again = run_in_process("sync", a, b, dest, "--json")
     assert json.loads(again.stdout)["rows"] == 0
-    listed = subprocess.run(
-        [*COMMAND, "origins", str(dest), "--json"], capture_output=True, text=True, env=environ()
-    )
+    listed = run_in_process("origins", dest, "--json")
     assert [o["path"] for o in json.loads(listed.stdout)] == [str(a), str(b)]
-    only_b = subprocess.run(
-        [*COMMAND, "runs", str(dest), "--origin", str(b), "--json"],
-        capture_output=True,
-        text=True,
-        env=environ(),
-    )
+    only_b = run_in_process("runs", dest, "--origin", b, "--json")
     assert [r["run_id"] for r in json.loads(only_b.stdout)] == origin_runs(dest, str(b))[::-1]
-    unknown = subprocess.run(
-        [*COMMAND, "runs", str(dest), "--origin", "nope"], capture_output=True, text=True
-    )
+    unknown = run_in_process("runs", dest, "--origin", "nope")
     assert unknown.returncode == 2 and "nope" in unknown.stderr
     code, screen = on_terminal("sync", a, b, dest)
     assert code == 0 and "stores" in screen and "nothing new" in screen
-    usage = subprocess.run([*COMMAND, "sync", str(dest)], capture_output=True, text=True)
+    usage = run_in_process("sync", dest)
     assert usage.returncode == 2
-    missing = subprocess.run(
-        [*COMMAND, "sync", str(tmp_path / "nope.sqlite3"), str(dest)],
-        capture_output=True,
-        text=True,
-    )
+    missing = run_in_process("sync", tmp_path / "nope.sqlite3", dest)
     assert missing.returncode == 3 and "nope.sqlite3" in missing.stderr
 
 

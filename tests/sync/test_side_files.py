@@ -75,16 +75,17 @@ def test_side_files_keep_the_stores_mode_and_group(tmp_path: Path) -> None:
         store.start_run("first", "/x")
     os.chmod(path, 0o660)
     os.chown(path, -1, GROUP)
-    held = writer(path)
+    previous = os.umask(0o022)  # a writer's umask would make its new files 0o644
     try:
-        assert held.stdout is not None and held.stdout.readline() == "open\n"
-        for suffix in ("-wal", "-shm", "-writers"):
-            side = path.with_name(path.name + suffix)
-            assert mode_of(side) == 0o660, suffix
-            assert side.stat().st_gid == GROUP, suffix
+        with Store.open(path) as store:  # a writer with the store open, as in another process
+            run = store.start_run("held", "/x")
+            store.checkpoint_steps(run, [StepRecord.new(1, "d", "ok")])
+            for suffix in ("-wal", "-shm", "-writers"):
+                side = path.with_name(path.name + suffix)
+                assert mode_of(side) == 0o660, suffix
+                assert side.stat().st_gid == GROUP, suffix
     finally:
-        held.communicate("\n", timeout=60)
-    assert held.returncode == 0
+        os.umask(previous)
 
 
 def test_the_writers_file_goes_with_the_last_writer(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from support.clirun import run_cli
+from support.clirun import run_in_process
 from support.synccheck import add_session, mirror_problems, write_source
 
 from harness_store import StepRecord, Store
@@ -34,7 +34,7 @@ def test_event_json_names_the_central_run(store_target: str, tmp_path: Path) -> 
     with Store.open(store_target, read_only=True) as store:
         ((cursor, event),) = store.events_since(central, 0, 10)
     assert event.run_id == central and event.fields["goal"] == "goal B"
-    shown = run_cli("events", store_target, "--run", str(central), "--json")
+    shown = run_in_process("events", store_target, "--run", str(central), "--json")
     assert shown.returncode == 0, shown.stderr
     lines = [json.loads(line) for line in shown.stdout.splitlines() if line.strip()]
     printed = lines[0] if isinstance(lines[0], dict) else lines[0][0]
@@ -100,7 +100,7 @@ def test_a_source_of_a_newer_io_harness_is_refused_naming_what_it_has(
     assert "future_things (1 rows)" in str(left_out.error)
     assert "steps.verdict_v67" in str(left_out.error)
     assert list_origins(store_target) == []
-    shown = run_cli("sync", future, store_target)
+    shown = run_in_process("sync", future, store_target)
     assert shown.returncode != 0
     assert "future_things (1 rows)" in shown.stderr + shown.stdout
     assert "steps.verdict_v67" in shown.stderr + shown.stdout

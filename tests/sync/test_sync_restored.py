@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.clirun import run_cli
+from support.clirun import run_in_process
 from support.synccheck import mirror_problems, row_count, write_source
 
 from harness_store import StepRecord, Store
@@ -64,7 +64,7 @@ def test_a_restored_backup_is_read_again_and_mirrored_exactly(
         source_runs = len(store.runs())
     assert row_count(store_target, Run) == source_runs + 2  # other's 1 root + 1 child
     assert len(list_origins(store_target)) == 2
-    again = run_cli("sync", src, store_target)
+    again = run_in_process("sync", src, store_target)
     assert again.returncode == 0, again.stderr
     assert "nothing new" in again.stdout
     assert mirror_problems(store_target, src) == []
@@ -77,10 +77,10 @@ def test_the_command_says_the_source_was_read_again(store_target: str, tmp_path:
     backup = tmp_path / "agent.sqlite3.bak"
     shutil.copyfile(src, backup)
     grow(src, "later", 4)
-    assert run_cli("sync", src, store_target).returncode == 0
+    assert run_in_process("sync", src, store_target).returncode == 0
     restore(backup, src, "in-place")
     grow(src, "restored", 2)
-    shown = run_cli("sync", src, store_target)
+    shown = run_in_process("sync", src, store_target)
     assert shown.returncode == 0, shown.stderr
     assert "read again in full" in shown.stdout and "steps" in shown.stdout
     assert mirror_problems(store_target, src) == []

@@ -11,7 +11,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from support.clirun import run_cli
+from support.clirun import run_in_process
 from support.sqlite_files import make_hot_journal
 from support.synccheck import mirror_problems, write_source
 
@@ -71,7 +71,7 @@ def test_a_synced_or_copied_source_keeps_no_side_files(store_target: str, tmp_pa
     assert side_files(source) == []
     copy_store(source, tmp_path / "copy.sqlite3")
     assert side_files(source) == []
-    shown = run_cli("sync", source, store_target)
+    shown = run_in_process("sync", source, store_target)
     assert shown.returncode == 0, shown.stderr
     assert side_files(source) == []
 
@@ -92,7 +92,7 @@ def test_a_damaged_source_is_named_and_skipped_and_the_others_synced(
     assert mirror_problems(store_target, first) == []
     assert mirror_problems(store_target, last) == []
     assert len(list_origins(store_target)) == 2
-    shown = run_cli("sync", first, broken, last, store_target)
+    shown = run_in_process("sync", first, broken, last, store_target)
     assert shown.returncode == 3
     assert str(broken) in shown.stderr and "damaged" in shown.stderr
     assert "nothing new" in shown.stdout  # the others were read, and had nothing new
@@ -189,9 +189,9 @@ def test_two_copies_of_one_marked_store_are_refused_together_and_warned_apart(
     shutil.copyfile(original, twin)
     with pytest.raises(DuplicateOriginError, match="same origin mark"):
         sync([original, twin], store_target)
-    shown = run_cli("sync", original, twin, store_target)
+    shown = run_in_process("sync", original, twin, store_target)
     assert shown.returncode != 0 and "same origin mark" in shown.stderr
     later = sync([twin], store_target)
     assert any(str(original) in w for w in later.origins[0].warnings)
-    warned = run_cli("sync", original, store_target)
+    warned = run_in_process("sync", original, store_target)
     assert warned.returncode == 0 and "warning" in warned.stderr
