@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import update
-from support.clirun import run_cli
+from support.clirun import run_in_process
 
 from harness_store import Store
 from harness_store import models as m
@@ -112,14 +112,16 @@ def test_the_command_refuses_a_misread_cutoff_or_age_with_one_line(
         store.record_turn(session, None, made[0], "hi")
     unit = ["--runs"] if runs else []
     for cutoff in [["--before", "20260101"], ["--before", "2026-W01-1"]]:
-        done = run_cli("prune", store_target, *unit, *cutoff, "--yes")
+        done = run_in_process("prune", store_target, *unit, *cutoff, "--yes")
         assert done.returncode == 2, done
         assert "2026-01-31T12:00:00" in done.stderr and len(done.stderr.splitlines()) == 1
-    done = run_cli("prune", store_target, *unit, "--older-than", "99999999999999d", "--yes")
+    done = run_in_process("prune", store_target, *unit, "--older-than", "99999999999999d", "--yes")
     assert done.returncode == 2 and "year 1" in done.stderr, done
     assert len(done.stderr.splitlines()) == 1
     # An offset is honoured: 12:00 at +05:00 is 07:00 UTC, before the runs and the session.
-    done = run_cli("prune", store_target, *unit, "--before", "2026-11-15T12:00:00+05:00", "--yes")
+    done = run_in_process(
+        "prune", store_target, *unit, "--before", "2026-11-15T12:00:00+05:00", "--yes"
+    )
     assert done.returncode == 0, done.stderr
     with Store.open(store_target, backup=False) as store:
         assert sorted(store.runs()) == made

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, func, select
-from support.clirun import run_cli
+from support.clirun import run_in_process
 from support.tiers import sampled
 
 from harness_store import Store, errors
@@ -58,7 +58,7 @@ def test_the_store_or_a_side_file_of_it_is_never_the_archive(
             with pytest.raises(errors.ArchiveRefusedError):
                 store.prune_runs(before="9999-01-01", archive=named, dry_run=dry_run)
         assert sorted(store.runs()) == runs
-    done = run_cli(
+    done = run_in_process(
         "prune", source, "--runs", "--before", "9999-01-01", "--archive-to", named, "--yes"
     )
     assert done.returncode == 2, done
@@ -88,7 +88,7 @@ def test_an_archive_of_another_store_is_never_overwritten(
             store.prune_runs(before="9999-01-01", archive=archive)
         assert sorted(store.runs()) == b_runs
     assert rows_by_run(archive) == archived
-    done = run_cli(
+    done = run_in_process(
         "prune", store_target, "--runs", "--before", "9999-01-01", "--archive-to", archive, "--yes"
     )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done
