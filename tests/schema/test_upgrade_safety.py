@@ -19,6 +19,7 @@ import pytest
 from alembic import command
 from sqlalchemy import create_engine, text
 from support import legacy
+from support.clirun import run_in_process
 from support.processes import Worker, alembic_argv, wait_for_file
 from support.sqlite_files import connect
 
@@ -236,10 +237,9 @@ def test_a_noop_upgrade_waits_for_no_writer(tmp_path: Path, how: str) -> None:
     holder.execute("BEGIN IMMEDIATE")
     try:
         if how == "alembic":
-            argv = alembic_argv(path)
+            done = subprocess.run(alembic_argv(path), capture_output=True, text=True, timeout=60)
         else:
-            argv = [sys.executable, "-m", "harness_store.cli", "upgrade", str(path)]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            done = run_in_process("upgrade", path)
     finally:
         holder.execute("ROLLBACK")
         holder.close()
