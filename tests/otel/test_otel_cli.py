@@ -1,15 +1,15 @@
-"""`harness-store export otlp` run as a user runs it (a real subprocess) against a real Phoenix:
-the export, a refusing or unreachable receiver, `--follow` on a store another process writes,
-and a central PostgreSQL store synced from two SQLite stores."""
+"""`harness-store export otlp` run as a user runs it against a real Phoenix: the export and a
+refusing or unreachable receiver (the command in this process, as `main` runs it), `--follow`
+in a process of its own on a store another process writes, and a central PostgreSQL store
+synced from two SQLite stores."""
 
 from __future__ import annotations
 
 import hashlib
 import signal
-import sys
 from pathlib import Path
 
-from support.clirun import run_cli
+from support.clirun import COMMAND, run_in_process
 from support.processes import Worker
 
 from harness_store import Store
@@ -21,7 +21,6 @@ from .conftest import Phoenix, free_port
 from .test_otel_phoenix import assert_matches_store, by_operation
 from .trees import build_tree, write_run
 
-CLI = [sys.executable, "-m", "harness_store.cli"]
 SECRET = "Bearer hs-very-secret-token"
 
 
@@ -39,8 +38,8 @@ def test_cli_export_reaches_phoenix(tmp_path: Path, phoenix: Phoenix, project: s
     with Store.open(path) as store:
         build_tree(store)
     before = fingerprint(path)
-    done = run_cli("export", "otlp", str(path), "--endpoint", phoenix.url, "--project", project,
-                   "--header", f"Authorization={SECRET}")  # fmt: skip
+    done = run_in_process("export", "otlp", str(path), "--endpoint", phoenix.url,
+                          "--project", project, "--header", f"Authorization={SECRET}")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("sent 22 spans of 4 runs (9 chat, 9 tool) to http://127.0.0.1")
     spans = phoenix.settled(project, 22)
@@ -55,8 +54,8 @@ def test_unreachable_receiver_is_one_line_with_the_url(tmp_path: Path) -> None:
         build_tree(store)
     before = fingerprint(path)
     url = f"http://127.0.0.1:{free_port()}"
-    done = run_cli("export", "otlp", str(path), "--endpoint", url, "--timeout", "2",
-                   "--header", f"Authorization={SECRET}")  # fmt: skip
+    done = run_in_process("export", "otlp", str(path), "--endpoint", url, "--timeout", "2",
+                          "--header", f"Authorization={SECRET}")  # fmt: skip
     assert done.returncode == 1
     assert done.stderr.startswith(f"harness-store: error: cannot reach the OTLP receiver at {url}")
     assert done.stderr.count("\n") == 1
@@ -70,8 +69,8 @@ def test_refusing_receiver_names_the_url_and_status(tmp_path: Path, phoenix: Pho
         build_tree(store)
     before = fingerprint(path)
     url = phoenix.url + "/v1/no-such-endpoint"
-    done = run_cli("export", "otlp", str(path), "--endpoint", url, "--timeout", "5",
-                   "--header", f"Authorization={SECRET}")  # fmt: skip
+    done = run_in_process("export", "otlp", str(path), "--endpoint", url, "--timeout", "5",
+                          "--header", f"Authorization={SECRET}")  # fmt: skip
     assert done.returncode == 1
     assert done.stderr.startswith(
         f"harness-store: error: the OTLP receiver at {url} refused the spans: HTTP 4"
@@ -85,7 +84,7 @@ def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
     Store.open(path).close()
     for args in (["--endpoint", "ftp://x"], ["--endpoint", "http://h", "--since", "soon"],
                  ["--endpoint", "http://h", "--header", "novalue"]):  # fmt: skip
-        done = run_cli("export", "otlp", str(path), *args)
+        done = run_in_process("export", "otlp", str(path), *args)
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("harness-store: error: ")
 
@@ -98,7 +97,7 @@ def test_follow_ships_runs_as_they_finish(tmp_path: Path, phoenix: Phoenix, proj
         store.finish_run(done_before, "success")
         live = store.start_run("still going when the export starts", "/repo")
         store.put_event(RunEvent(live, 1, "step_started"))
-    follower = Worker([*CLI, "export", "otlp", str(path), "--endpoint", phoenix.url,
+    follower = Worker([*COMMAND, "export", "otlp", str(path), "--endpoint", phoenix.url,
                        "--project", project, "--follow"])  # fmt: skip
     try:
         first = follower.wait_line("", timeout=120)

@@ -11,13 +11,13 @@ import threading
 from collections import Counter
 
 import pytest
+from support.clirun import COMMAND as CLI
 from support.processes import Worker
 
 from harness_store import Store
 from harness_store.otel import ExportReport, follow
 
 from .sink import Sink
-from .test_otel_cli import CLI
 from .trees import write_run
 
 RUNS = 40
