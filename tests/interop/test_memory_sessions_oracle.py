@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.clirun import run_cli
+from support.clirun import run_in_process
 
 from harness_store import PendingQuestion, Plan, PlanStep, PlanVerdict, Store
 
@@ -145,7 +145,7 @@ def test_the_shell_commands_answer_what_upstream_left_open_and_upstream_reads_it
         plan = store.put_plan(1, 4, Plan([PlanStep.new("port")]))
 
     def cli(*args: object) -> None:
-        done = run_cli(*args)
+        done = run_in_process(*args)
         assert done.returncode == 0, done.stderr
 
     cli("answer", path, 1, "yes, go on", "--by", "carol")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.clirun import run_cli
+from support.clirun import run_in_process
 from support.synccheck import write_source
 
 from harness_store import Store
@@ -17,9 +17,9 @@ from harness_store.transfer import TargetNotEmptyError, copy_store
 def test_copy_into_a_freshly_upgraded_store_goes_ahead(store_target: str, tmp_path: Path) -> None:
     source = tmp_path / "agent.sqlite3"
     write_source(source, runs=2)
-    built = run_cli("upgrade", store_target)
+    built = run_in_process("upgrade", store_target)
     assert built.returncode == 0, built.stderr
-    copied = run_cli("copy", source, store_target)
+    copied = run_in_process("copy", source, store_target)
     assert copied.returncode == 0, copied.stderr
     with Store.open(store_target, read_only=True) as store, Store.open(source) as src:
         assert store.runs() == src.runs()
