@@ -6,6 +6,7 @@ Everything else builds on those names, so a side file or a code is never known t
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "harness_store"
@@ -22,17 +23,25 @@ KNOWN: dict[str, str] = {
 """Modules that still spell a suffix themselves: module -> why."""
 
 
+@cache
+def spellings() -> dict[str, set[str]]:
+    """Every whole string and every name of an attribute read in the package: the modules
+    (relative to the package) where it stands. The package is parsed once for all checks."""
+    where: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        module = path.relative_to(PACKAGE).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                where.setdefault(node.value, set()).add(module)
+            elif isinstance(node, ast.Attribute):
+                where.setdefault(node.attr, set()).add(module)
+    return where
+
+
 def places(found: str) -> set[str]:
     """The modules (relative to the package) where `found` stands as a whole string, or
     as the name of an attribute read."""
-    where = set()
-    for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            literal = isinstance(node, ast.Constant) and node.value == found
-            attribute = isinstance(node, ast.Attribute) and node.attr == found
-            if literal or attribute:
-                where.add(path.relative_to(PACKAGE).as_posix())
-    return where
+    return set(spellings().get(found, ()))
 
 
 def test_the_side_files_suffixes_are_spelled_in_one_place() -> None:
