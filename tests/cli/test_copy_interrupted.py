@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, inspect, text
-from support.clirun import COMMAND, default_signals, environ, run_cli, step_store
+from support.clirun import COMMAND, environ, run_cli, step_store
+from support.processes import default_signals
 from support.shared import FIXTURES
 
 from harness_store import Store

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.clirun import default_signals, environ, run_cli, step_store
+from support.clirun import environ, run_cli, step_store
+from support.processes import default_signals
 
 SIGINT_AT_RESET = """
 import os, signal, sys, traceback

@@ -8,7 +8,6 @@ import fcntl
 import io
 import os
 import pty
-import signal
 import struct
 import subprocess
 import sys
@@ -23,14 +22,6 @@ from harness_store.records import StepRecord
 
 COLOUR_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "COLUMNS")
 COMMAND = [sys.executable, "-m", "harness_store.cli"]
-
-
-def default_signals() -> None:
-    """A child's `preexec_fn`: Ctrl-C and hangups delivered as at a terminal. A shell running
-    the suite as a background job, or under `nohup`, starts its children with SIGINT or SIGHUP
-    ignored, which the command (rightly) keeps."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def environ(extra: dict[str, str] | None = None) -> dict[str, str]:

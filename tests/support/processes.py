@@ -25,6 +25,14 @@ REPO = WORKERS.parents[1]
 ALEMBIC_INI = REPO / "alembic.ini"
 
 
+def default_signals() -> None:
+    """A child's `preexec_fn`: Ctrl-C and hangups delivered as at a terminal. A shell running
+    the suite as a background job, or under `nohup`, starts its children with SIGINT or SIGHUP
+    ignored, which the command (rightly) keeps."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def alembic_argv(path: Path | str, *extra: str) -> list[str]:
     """The real `alembic -c alembic.ini -x db=PATH … upgrade head` command line."""
     alembic = Path(sys.executable).with_name("alembic")
@@ -43,6 +51,7 @@ class Worker:
             stderr=subprocess.PIPE,
             cwd=cwd,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=default_signals,
         )
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
