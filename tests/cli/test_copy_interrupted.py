@@ -20,6 +20,7 @@ from sqlalchemy import create_engine, inspect, text
 from support.clirun import COMMAND, environ, run_cli, step_store
 from support.processes import default_signals
 from support.shared import FIXTURES
+from support.tiers import sampled
 
 from harness_store import Store
 from harness_store.dialects.postgresql import UPGRADE_LOCK
@@ -100,7 +101,9 @@ def test_resume_continues_a_killed_copy(big_source: Path, tmp_path: Path) -> Non
         assert store.last_step(1) == 150_000
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+@pytest.mark.parametrize(
+    "sig", sampled([signal.SIGTERM, signal.SIGHUP], keep=1, ids=["TERM", "HUP"])
+)  # one handler
 def test_a_terminated_copy_empties_its_target(
     big_source: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
@@ -154,7 +157,9 @@ first moment is the begin of the transaction the rows are written in; the second
 begin or reset after that transaction's commit."""
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+@pytest.mark.parametrize(
+    "sig", sampled([signal.SIGINT, signal.SIGTERM], keep=1, ids=["INT", "TERM"])
+)  # one handler
 def test_a_stop_inside_sqlalchemy_is_taken_at_the_next_batch(
     big_source: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURE_STORES, copy_fixture
 from sqlalchemy import create_engine
+from support.tiers import spread
 
 from harness_store import Store
 from harness_store.engine import to_url
@@ -242,17 +243,28 @@ def test_repair_of_a_healthy_store_changes_no_byte(tmp_path: Path) -> None:
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 
+SAMPLED_REVISIONS = [REVISIONS[i] for i in sorted(spread(len(REVISIONS), 8))]
+"""The default tier's stops along the chain (the slow tier stops at every revision)."""
+
+
+@pytest.mark.parametrize(
+    "stops",
+    [SAMPLED_REVISIONS, pytest.param(REVISIONS, marks=pytest.mark.slow)],
+    ids=["sampled", "every"],
+)
 @pytest.mark.slow_on("postgresql")
-def test_every_chain_revision_is_healthy_and_names_planted_orphans(store_target: str) -> None:
-    """A store grown revision by revision: at each, nothing is found; rows planted with
-    foreign keys off (SQLite) or into tables without one (both) are named exactly, then taken
-    out again before the next revision."""
+def test_every_chain_revision_is_healthy_and_names_planted_orphans(
+    store_target: str, stops: list[str]
+) -> None:
+    """A store grown along the chain, stopping at each revision of `stops`: at each, nothing
+    is found; rows planted with foreign keys off (SQLite) or into tables without one (both)
+    are named exactly, then taken out again before the next stop."""
     from harness_store.cli.reader import open_reader
 
     engine = create_engine(to_url(store_target))
     sqlite = engine.dialect.name == "sqlite"
     try:
-        for revision in REVISIONS:
+        for revision in stops:
             migrate.upgrade(store_target, revision, backup=False)
             with open_reader(store_target, require_readable=False) as reader:
                 report = reader.store.check()
