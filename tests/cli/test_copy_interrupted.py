@@ -14,6 +14,7 @@ import sys
 import time
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, inspect, text
@@ -65,6 +66,12 @@ def copy_stopped_by(source: Path, target: Path, sig: signal.Signals) -> subproce
     return proc
 
 
+def stop_signals(*names: str) -> list[Any]:
+    """The signals as parameters: the first in the default tier, the others in the slow tier
+    (copy takes every stop signal at one handler)."""
+    return sampled([signal.Signals[f"SIG{n}"] for n in names], keep=1, ids=list(names))
+
+
 def test_a_killed_copy_is_refused_everywhere_until_replaced(
     big_source: Path, tmp_path: Path
 ) -> None:
@@ -101,9 +108,7 @@ def test_resume_continues_a_killed_copy(big_source: Path, tmp_path: Path) -> Non
         assert store.last_step(1) == 150_000
 
 
-@pytest.mark.parametrize(
-    "sig", sampled([signal.SIGTERM, signal.SIGHUP], keep=1, ids=["TERM", "HUP"])
-)  # one handler
+@pytest.mark.parametrize("sig", stop_signals("TERM", "HUP"))
 def test_a_terminated_copy_empties_its_target(
     big_source: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
@@ -157,9 +162,7 @@ first moment is the begin of the transaction the rows are written in; the second
 begin or reset after that transaction's commit."""
 
 
-@pytest.mark.parametrize(
-    "sig", sampled([signal.SIGINT, signal.SIGTERM], keep=1, ids=["INT", "TERM"])
-)  # one handler
+@pytest.mark.parametrize("sig", stop_signals("INT", "TERM"))
 def test_a_stop_inside_sqlalchemy_is_taken_at_the_next_batch(
     big_source: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
