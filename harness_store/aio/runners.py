@@ -162,23 +162,12 @@ class ThreadRunner:
         self._open.adopt(self._turn)
         bound = self._bound.get()
         if bound is not None:  # nested: a savepoint, on the same lane
-            block = self.store.transaction()
-            began = False
-
-            def begin() -> None:
-                nonlocal began
-                block.__enter__()
-                began = True
-
-            def end_begun() -> None:
-                if began:
-                    block.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
-
-            nested = _Opened(asyncio.get_running_loop(), bound, end_begun)
+            savepoint = _Entry(self.store.transaction())
+            nested = _Opened(asyncio.get_running_loop(), bound, savepoint.abandon)
             self._open.add(nested)
             try:
                 try:
-                    await bound.run(begin)
+                    await bound.run(savepoint.enter)
                 except BaseException:
                     # Cancelled while the savepoint was being opened: once it is, close it on
                     # the block's lane, before the outer block ends (the lane runs in order);
@@ -186,30 +175,19 @@ class ThreadRunner:
                     # thread, on the connection another block is using by then.
                     self._open.abandon(nested)
                     raise
-                async with self._ending(bound, block, nested):
+                async with self._ending(bound, savepoint.block, nested):
                     yield
             finally:
                 self._open.abandon(nested)
             return
         bound = _Bound(self._block)
-        block = self.store.transaction()
-        entered = False
-
-        def enter() -> None:
-            nonlocal entered
-            block.__enter__()
-            entered = True
-
-        def abandon() -> None:
-            if entered:
-                block.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
-
-        opened = _Opened(asyncio.get_running_loop(), bound, abandon)
+        entry = _Entry(self.store.transaction())
+        opened = _Opened(asyncio.get_running_loop(), bound, entry.abandon)
         await self._turn.acquire(opened)
         self._open.add(opened)
         try:
             try:
-                await bound.run(enter)
+                await bound.run(entry.enter)
             except BaseException:
                 # Cancelled while waiting for the write lock: once `enter` runs, end the
                 # block (the lane runs in order, so before the next block begins).
@@ -217,7 +195,7 @@ class ThreadRunner:
                 raise
             token = self._bound.set(bound)
             try:
-                async with self._ending(bound, block, opened):
+                async with self._ending(bound, entry.block, opened):
                     yield
             finally:
                 with contextlib.suppress(ValueError):  # finalized in another context
@@ -266,6 +244,26 @@ class ThreadRunner:
             await self._block.aclose()
             await self._reads.aclose()
             await self._writes.aclose()
+
+
+class _Entry:
+    """A `Store.transaction()` block entered on its lane (`enter`), and ended as cancelled
+    (`abandon`) only if it was entered: a block cancelled or finalized before its lane ran it
+    has nothing to end."""
+
+    __slots__ = ("block", "entered")
+
+    def __init__(self, block: AbstractContextManager[None]) -> None:
+        self.block = block
+        self.entered = False
+
+    def enter(self) -> None:
+        self.block.__enter__()
+        self.entered = True
+
+    def abandon(self) -> None:
+        if self.entered:
+            self.block.__exit__(asyncio.CancelledError, asyncio.CancelledError(), None)
 
 
 class _Opened:
