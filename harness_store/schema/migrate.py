@@ -34,6 +34,7 @@ from alembic.config import Config
 from alembic.operations.ops import AlterColumnOp, ModifyTableOps
 from alembic.runtime.environment import EnvironmentContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
@@ -246,7 +247,20 @@ def configure_logging(config: Config) -> None:
 
 
 def run_environment(context: EnvironmentContext) -> None:
-    """The body of `migrations/env.py`."""
+    """The body of `migrations/env.py`. Run by Alembic's own command line, a store's error —
+    a driver's typed first — is told as Alembic tells its own: one `FAILED:` line and no
+    traceback (`--raiseerr` shows it); called from code, errors leave as they are."""
+    if context.config.cmd_opts is None:
+        _run_environment(context)
+        return
+    try:
+        with _typed_errors(_target(context)):
+            _run_environment(context)
+    except StoreError as exc:
+        raise CommandError(" ".join(str(exc).split())) from exc
+
+
+def _run_environment(context: EnvironmentContext) -> None:
     if context.is_offline_mode():
         _run_offline(context)
     else:

@@ -20,7 +20,7 @@ from alembic import command
 from sqlalchemy import create_engine, text
 from support import legacy
 from support.clirun import run_in_process
-from support.processes import Worker, alembic_argv, wait_for_file
+from support.processes import Worker, alembic_argv, alembic_fails, wait_for_file
 from support.sqlite_files import connect
 
 from harness_store import Store
@@ -427,9 +427,9 @@ def test_damaged_store_is_refused_before_any_backup(tmp_path: Path, how: str) ->
     path = damaged_store(tmp_path / "runs.sqlite3")
     digest = sha256(path)
     if how == "alembic":
-        done = subprocess.run(alembic_argv(path), capture_output=True, text=True, timeout=120)
-        assert done.returncode != 0
-        assert "MalformedStoreError" in done.stderr.strip().splitlines()[-1], done.stderr
+        with pytest.raises(MalformedStoreError) as raised:
+            Store.open(path)
+        alembic_fails(alembic_argv(path), str(raised.value))
     else:
         with pytest.raises(MalformedStoreError, match="quick_check") as raised:
             migrate.upgrade(path) if how == "migrate.upgrade" else Store.open(path)

@@ -39,6 +39,16 @@ def alembic_argv(path: Path | str, *extra: str) -> list[str]:
     return [str(alembic), "-c", str(ALEMBIC_INI), "-x", f"db={path}", *extra, "upgrade", "head"]
 
 
+def alembic_fails(argv: Sequence[str], message: str) -> None:
+    """Alembic's command line `argv` failed with `message` on its one `FAILED:` line, as it
+    tells its own errors (exit status 255), with no traceback."""
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    said = done.stdout + done.stderr
+    assert done.returncode == 255, said[-3000:]
+    assert "Traceback" not in said, said[-3000:]
+    assert f"FAILED: {' '.join(message.split())}" in done.stdout.splitlines(), said[-3000:]
+
+
 class Worker:
     """A running worker script (or any command) whose stdout lines are collected as they come."""
 
