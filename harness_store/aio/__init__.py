@@ -9,7 +9,7 @@ group calls with `async with store.transaction():`.
 On PostgreSQL the calls run natively on the event loop (psycopg's async driver: its
 `AsyncConnection` awaited straight from each call's greenlet on the hot paths, under
 SQLAlchemy's asyncio engine for the rest); on SQLite on at most four named threads, writes
-batched into shared commits and reads on a read-only twin of the file (see `runners`). Errors
+batched into shared commits and reads on a read-only twin of the file (see `thread_runner`). Errors
 are the Store's typed errors.
 """
 
@@ -35,8 +35,9 @@ from ..store.stream import FOLLOW_BATCH, follow_limit
 from ..targets import TargetLike
 from .generated import StoreMethods
 from .lanes import Lanes
+from .loop_runner import GreenletRunner
 from .methods import WRITE
-from .runners import THREAD, GreenletRunner, ThreadRunner
+from .thread_runner import THREAD, ThreadRunner
 
 __all__ = ["AsyncLease", "AsyncStore"]
 
