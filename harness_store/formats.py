@@ -19,6 +19,9 @@ CHECKPOINT_FORMAT = 7
 SUCCESS_OUTCOME = "success"
 """The one outcome string that means the run did what it was asked."""
 
+REPLY_TURN = "reply"
+"""`runs.turn_kind` of a session turn that answered rather than acted (0.37)."""
+
 MEMORY_MAX_ENTRIES = 64
 """Most entries one workspace's memory may hold."""
 

@@ -43,6 +43,7 @@ from ..errors import InvalidValueError, LeaseConflictError
 from ..formats import i64, opt_text, u32
 from ..formats import text as check_text
 from ..records import AssistantTurn
+from .lease_rows import lease_conflict
 
 STEP_COLUMNS = ("run_id", "step", "decision", "result", "prompt", "tool_call", "tokens")
 """The columns a step row is written with (the rest take upstream's defaults)."""
@@ -244,8 +245,6 @@ class Checkpoints:
         ).scalar()
         if current is not None and int(current) == generation:
             return None
-        from .leases import lease_conflict  # the rare path: who holds it now, for the error
-
         return lease_conflict(conn, self._backend, run_id)
 
     # --- what this handle holds ----------------------------------------------------------

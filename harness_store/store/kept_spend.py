@@ -22,9 +22,10 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Select, and_, inspect, select, true
+from sqlalchemy.sql import ClauseElement
 
 from ..dialects import Backend
 from ..errors import StoreAccessError, StoreLockedError
@@ -32,9 +33,6 @@ from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USA
 from ..records import PriceTable, Spend, Usage
 from ..records.accounting import spend_from_row
 from .price_sql import fingerprint, priced_rows, priced_statement
-
-if TYPE_CHECKING:
-    from .base import StoreBase
 
 BIG = 2**63 - 1
 """The largest value a kept answer's BIGINT column holds (a group past it is not kept)."""
@@ -53,6 +51,19 @@ class KeepsThrough(Protocol):
     def backend(self) -> Backend: ...
 
     def _write(self) -> AbstractContextManager[Connection]: ...
+
+
+class Spending(KeepsThrough, Protocol):
+    """A Store, as far as answering spend needs it: its reads, and whether and where it may
+    keep what it priced."""
+
+    _spend_keeper: SpendKeeper
+
+    def _read(self) -> Any: ...
+
+    def _fetch(self, conn: Connection, statement: ClauseElement) -> list[Any]: ...
+
+    def _may_write(self) -> bool: ...
 
 
 class SpendKeeper:
@@ -121,7 +132,7 @@ def next_day(day: str) -> str | None:
         return None
 
 
-def spend(store: StoreBase, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
+def spend(store: Spending, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
     """The answer of `spend_by_<by>` (model, day or run) from the counters; a run window
     (`since` with `by="run"`) is not kept per run and goes the plain way."""
     fp = fingerprint(prices)
@@ -150,7 +161,7 @@ def spend(store: StoreBase, prices: PriceTable, since: str | None, by: str) -> l
     return out
 
 
-def _fetch(store: StoreBase, conn: Connection, statement: Select[Any]) -> list[Any]:
+def _fetch(store: Spending, conn: Connection, statement: Select[Any]) -> list[Any]:
     """The rows of a statement as plain tuples, read on the unit's driver connection through
     the connector: a run's kept answer is a row, and building a SQLAlchemy `Row` for each of
     100,000 costs more than reading them."""
@@ -163,7 +174,7 @@ def _kept_columns(table: Any) -> list[Any]:
 
 
 def _days(
-    store: StoreBase,
+    store: Spending,
     conn: Connection,
     prices: PriceTable,
     fp: str,
@@ -228,13 +239,13 @@ def _priced(
 Made = TypeVar("Made")
 
 
-def _spend_by_run(store: StoreBase, prices: PriceTable, fp: str) -> list[Spend]:
+def _spend_by_run(store: Spending, prices: PriceTable, fp: str) -> list[Spend]:
     """Spend per run: `run_rows` built straight into records."""
     return run_rows(store, prices, fp, spend_from_row, _KEY)
 
 
 def run_rows(
-    store: StoreBase,
+    store: Spending,
     prices: PriceTable,
     fp: str,
     make: Callable[..., Made],
@@ -305,6 +316,6 @@ def _price_runs(
     return out
 
 
-def _keep(store: StoreBase, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
+def _keep(store: Spending, fp: str, keep: list[tuple[Any, Group, int, Values]]) -> None:
     if store._may_write():  # not inside a read-only transaction
         store._spend_keeper.keep(store, fp, keep)

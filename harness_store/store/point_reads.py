@@ -14,14 +14,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import BindParameter, Engine, Select, bindparam, literal_column, null, select
+from sqlalchemy import (
+    BindParameter,
+    Engine,
+    Select,
+    bindparam,
+    case,
+    func,
+    literal_column,
+    null,
+    select,
+)
 from sqlalchemy.sql import ClauseElement
 
 from .. import models as m
 from ..connector.driver import DriverStatement
+from ..formats import REPLY_TURN
 
 RUN_ID: BindParameter[Any] = bindparam("run_id")
 """The run a point read is about."""
+
+RunKey = int | BindParameter[Any]
+"""A run id, or the parameter of a statement compiled once (`RUN_ID`)."""
 
 Key = tuple[str, str, str, str, tuple[Any, ...]]
 """(dialect name, driver, paramstyle, read, the shape it was built for)."""
@@ -58,12 +72,29 @@ def resumable(format_sql: str, has_turns: bool) -> Select[Any]:
 def resume_point(format_sql: str, has_turns: bool) -> ClauseElement:
     """`resumable`'s row with the run's last step and spent tokens after it (`last_step`'s
     and `spent_tokens`' statements as scalar subqueries): a resume's three reads as one."""
-    from .runs import last_step_of, tokens_of  # runs builds its reads from this module
-
     return resumable(format_sql, has_turns).add_columns(
         last_step_of(RUN_ID).scalar_subquery(),
         tokens_of(RUN_ID, has_turns=has_turns).scalar_subquery(),
     )
+
+
+def last_step_of(run_id: RunKey) -> Select[int]:
+    """`MAX(step)` of a run, 0 without steps: its progress (retries share a step number)."""
+    return select(func.coalesce(func.max(m.Step.step), 0)).where(m.Step.run_id == run_id)
+
+
+def tokens_of(run_id: RunKey, *, has_turns: bool = True) -> Select[int]:
+    """What a run spent, as upstream counts it since 0.37: a reply turn (`turn_kind` 'reply')
+    commits no steps, so its provider calls' `total_tokens`; any other run, `SUM(tokens)` of
+    its steps. 0 when there is nothing to sum. A store from before 0.37 (`has_turns` false,
+    read-only) has no reply turns: its steps."""
+    by_steps = select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
+    if not has_turns:
+        return by_steps
+    calls = m.ProviderCall
+    reply = select(m.Run.turn_kind).where(m.Run.id == run_id).scalar_subquery() == REPLY_TURN
+    by_calls = select(func.coalesce(func.sum(calls.total_tokens), 0)).where(calls.run_id == run_id)
+    return select(case((reply, by_calls.scalar_subquery()), else_=by_steps.scalar_subquery()))
 
 
 def run_lease(now_sql: str) -> ClauseElement:

@@ -6,9 +6,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from sqlalchemy import (
-    BindParameter,
     Select,
-    case,
     func,
     insert,
     inspect,
@@ -22,13 +20,13 @@ from sqlalchemy import (
 
 from .. import models as m
 from ..errors import InvalidValueError, ResumeError, RunNotFoundError, StoreError
-from ..formats import CHECKPOINT_FORMAT, SUCCESS_OUTCOME, i64, token_sum, u32, u64
+from ..formats import CHECKPOINT_FORMAT, REPLY_TURN, SUCCESS_OUTCOME, i64, token_sum, u32, u64
 from ..formats import text as check_text
 from ..policy import PolicyFormatError, parse_policy, policy_document
 from ..records import RunStatus, RunSummary, StepRecord
 from .base import StoreBase
 from .marks import pages, reads, writes
-from .point_reads import RUN_ID, resumable, run_status
+from .point_reads import RUN_ID, last_step_of, resumable, run_status, tokens_of
 from .point_reads import resume_point as point_resume
 from .point_reads import run_summary as summary_of
 from .run_holds import hold_run
@@ -38,12 +36,6 @@ STEP_PAGE = 1000
 
 PAUSING_OUTCOMES = frozenset({"awaiting_approval", "awaiting_plan"})
 """Outcomes that leave a run waiting for a person: paused, no summary (the plan gate's 0.31)."""
-
-RunKey = int | BindParameter[Any]
-"""A run id, or the parameter of a statement compiled once (`point_reads.RUN_ID`)."""
-
-REPLY_TURN = "reply"
-"""`runs.turn_kind` of a session turn that answered rather than acted (0.37)."""
 
 
 def step_values(run_id: int, step: StepRecord) -> dict[str, Any]:
@@ -67,25 +59,6 @@ def steps_of(run_id: int) -> Select[int, str, str, str, str, int, int]:
         .where(s.run_id == run_id)
         .order_by(s.step, s.id)
     )
-
-
-def last_step_of(run_id: RunKey) -> Select[int]:
-    """`MAX(step)` of a run, 0 without steps: its progress (retries share a step number)."""
-    return select(func.coalesce(func.max(m.Step.step), 0)).where(m.Step.run_id == run_id)
-
-
-def tokens_of(run_id: RunKey, *, has_turns: bool = True) -> Select[int]:
-    """What a run spent, as upstream counts it since 0.37: a reply turn (`turn_kind` 'reply')
-    commits no steps, so its provider calls' `total_tokens`; any other run, `SUM(tokens)` of
-    its steps. 0 when there is nothing to sum. A store from before 0.37 (`has_turns` false,
-    read-only) has no reply turns: its steps."""
-    by_steps = select(func.coalesce(func.sum(m.Step.tokens), 0)).where(m.Step.run_id == run_id)
-    if not has_turns:
-        return by_steps
-    calls = m.ProviderCall
-    reply = select(m.Run.turn_kind).where(m.Run.id == run_id).scalar_subquery() == REPLY_TURN
-    by_calls = select(func.coalesce(func.sum(calls.total_tokens), 0)).where(calls.run_id == run_id)
-    return select(case((reply, by_calls.scalar_subquery()), else_=by_steps.scalar_subquery()))
 
 
 def _last_step() -> Select[int]:

@@ -29,7 +29,7 @@ from sqlalchemy.sql.sqltypes import LargeBinary, String
 
 from .. import models as m
 from ..records import Archived, Pruned, SessionSize, StoreSize
-from .leases import lease_row
+from .lease_rows import lease_row
 from .marks import maintains, reads, writes
 from .older import OlderStoreMixin
 

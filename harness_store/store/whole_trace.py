@@ -18,11 +18,10 @@ from sqlalchemy import Select, null, select
 
 from .. import models as m
 from ..errors import RunNotFoundError
-from ..formats import i64
+from ..formats import REPLY_TURN, i64
 from ..records import RunHeader, TraceEntry
 from .marks import pages, reads
 from .older import OlderStoreMixin
-from .runs import REPLY_TURN
 
 TRACE_PAGE = 1000
 """Rows fetched at a time from each of the trace's cursors."""
