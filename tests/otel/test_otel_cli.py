@@ -6,6 +6,7 @@ synced from two SQLite stores."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import signal
 from pathlib import Path
 
@@ -61,6 +62,23 @@ def test_unreachable_receiver_is_one_line_with_the_url(tmp_path: Path) -> None:
     assert done.stderr.count("\n") == 1
     assert "secret" not in done.stderr + done.stdout and "Traceback" not in done.stderr
     assert fingerprint(path) == before
+
+
+def test_the_command_leaves_a_callers_logging_as_it_found_it(tmp_path: Path) -> None:
+    """The command quiets the OTLP exporter's own log lines (it reports delivery itself) only
+    while it runs: a program calling `main` keeps its logging as it was."""
+    path = tmp_path / "runs.sqlite3"
+    with Store.open(path) as store:
+        build_tree(store)
+    exporter = logging.getLogger("opentelemetry.exporter.otlp.proto.http")
+    exporter.setLevel(logging.INFO)
+    try:
+        url = f"http://127.0.0.1:{free_port()}"
+        done = run_in_process("export", "otlp", str(path), "--endpoint", url, "--timeout", "2")
+        assert done.returncode == 1, done.stderr
+        assert exporter.level == logging.INFO
+    finally:
+        exporter.setLevel(logging.NOTSET)
 
 
 def test_refusing_receiver_names_the_url_and_status(tmp_path: Path, phoenix: Phoenix) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,6 +21,20 @@ if TYPE_CHECKING:
 
 EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http"
 """The SDK exporter logs each failed batch itself; the command reports the failure once."""
+
+
+@contextmanager
+def exporter_quiet() -> Iterator[None]:
+    """The OTLP exporter's own log lines silenced while the command runs (the command says
+    what was delivered itself), and its level as it was after: a program calling `main`
+    keeps its logging."""
+    logger = logging.getLogger(EXPORTER_LOGGER)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def parse_headers(values: list[str]) -> dict[str, str]:
@@ -129,36 +145,36 @@ def otlp_command(
         stamp = since_stamp(since) if since is not None else None
     except InvalidValueError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
-    logging.getLogger(EXPORTER_LOGGER).setLevel(logging.CRITICAL)
-    console = stdout_console()
-    if not follow:
+    with exporter_quiet():
+        console = stdout_console()
+        if not follow:
+            with open_reader(db) as reader:
+                report = export(
+                    reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
+                    include_content=include_content, prices=table, project=project,
+                    timeout=timeout, identity=identity,
+                )  # fmt: skip
+            console.print(summary(report), highlight=False, soft_wrap=True)
+            return
+        # A live store: the read-only Store sees other processes' writes, also those of a
+        # writer that opens a still file after it (`dialects.still`).
         with open_reader(db) as reader:
             report = export(
                 reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
-                include_content=include_content, prices=table, project=project, timeout=timeout,
-                identity=identity,
+                include_content=include_content, prices=table, project=project,
+                timeout=timeout, identity=identity, finished_only=True,
             )  # fmt: skip
-        console.print(summary(report), highlight=False, soft_wrap=True)
-        return
-    # A live store: the read-only Store sees other processes' writes, also those of a writer
-    # that opens a still file after it (`dialects.still`).
-    with open_reader(db) as reader:
-        report = export(
-            reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
-            include_content=include_content, prices=table, project=project, timeout=timeout,
-            identity=identity, finished_only=True,
-        )  # fmt: skip
-        console.print(summary(report), highlight=False, soft_wrap=True)
+            console.print(summary(report), highlight=False, soft_wrap=True)
 
-        def shipped(done: ExportReport) -> None:
-            console.print(summary(done), highlight=False, soft_wrap=True)
+            def shipped(done: ExportReport) -> None:
+                console.print(summary(done), highlight=False, soft_wrap=True)
 
-        try:
-            follow_runs(
-                reader.store, endpoint=endpoint, after=report.last_run_id,
-                running=report.running, headers=headers, include_content=include_content,
-                prices=table, project=project, timeout=timeout, identity=identity,
-                on_send=shipped,
-            )  # fmt: skip
-        except KeyboardInterrupt:
-            return
+            try:
+                follow_runs(
+                    reader.store, endpoint=endpoint, after=report.last_run_id,
+                    running=report.running, headers=headers, include_content=include_content,
+                    prices=table, project=project, timeout=timeout, identity=identity,
+                    on_send=shipped,
+                )  # fmt: skip
+            except KeyboardInterrupt:
+                return
