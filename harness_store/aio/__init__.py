@@ -27,7 +27,7 @@ from sqlalchemy.engine import URL
 
 from ..dialects import backend_named
 from ..engine import make_async_engine, read_only_url, to_url
-from ..errors import StoreError
+from ..errors import StoreConnectionError, StoreError
 from ..formats import i64
 from ..records import RunEvent
 from ..store import Store
@@ -159,12 +159,15 @@ class AsyncStore(StoreMethods):
         batch: int = FOLLOW_BATCH,
         stop: threading.Event | None = None,
     ) -> AsyncIterator[tuple[int, RunEvent]]:
-        """`Store.follow` as an async iterator: the same polls, waiting with `asyncio.sleep`
-        (no thread is held between polls)."""
+        """`Store.follow` as an async iterator: the same polls (one lost with its connection
+        made once more), waiting with `asyncio.sleep` (no thread is held between polls)."""
         limit = follow_limit(interval, batch)
         position = await self.event_cursor() if cursor is None else i64(cursor, "cursor")
         while stop is None or not stop.is_set():
-            rows = await self.events_after(position, limit, run_id)
+            try:
+                rows = await self.events_after(position, limit, run_id)
+            except StoreConnectionError:
+                rows = await self.events_after(position, limit, run_id)  # a read: safe to repeat
             for row in rows:
                 yield row
                 position = row[0]

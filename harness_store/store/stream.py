@@ -14,7 +14,7 @@ from sqlalchemy import Select, func, insert, select
 
 from .. import models as m
 from ..dialects.base import DrivingJoin
-from ..errors import InvalidValueError, StoreError
+from ..errors import InvalidValueError, StoreConnectionError, StoreError
 from ..formats import i64, u32
 from ..formats import text as check_text
 from ..records import RunEvent
@@ -165,11 +165,15 @@ class StreamMixin(OlderStoreMixin):
         busy loop; each poll is its own short read, so no lock or snapshot is held between
         polls) and drains a backlog in `batch`-sized reads without waiting. Ends when the
         caller stops iterating (`break`, `close()`), or when `stop` is set — the wait wakes at
-        once."""
+        once. A poll whose connection to the server is lost (a terminated session) is made
+        once more on a new connection; lost again, `StoreConnectionError` ends the follow."""
         limit = follow_limit(interval, batch)
         position = self.event_cursor() if cursor is None else i64(cursor, "cursor")
         while stop is None or not stop.is_set():
-            rows = self.events_after(position, limit, run_id)
+            try:
+                rows = self.events_after(position, limit, run_id)
+            except StoreConnectionError:
+                rows = self.events_after(position, limit, run_id)  # a read: safe to repeat
             for row in rows:
                 yield row
                 position = row[0]

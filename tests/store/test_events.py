@@ -1,6 +1,7 @@
 """The durable event stream on both backends: `events_since` exclusive with one global cursor,
 `tree_events_since` interleaving one tree (and seeking it on SQLite), and `follow` tailing what
-another process writes, without spinning while idle."""
+another process writes, without spinning while idle, and on PostgreSQL outliving a session
+terminated in the middle of a poll."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 from support.processes import child_python
 
 from harness_store import (
@@ -19,6 +20,7 @@ from harness_store import (
     Store,
 )
 from harness_store import models as m
+from harness_store.engine import make_engine
 from harness_store.errors import InvalidValueError
 
 # --- the event stream ------------------------------------------------------------------------
@@ -167,3 +169,62 @@ def test_follow_does_not_spin_while_idle(store: Store) -> None:
     assert len(polls) == 3  # the stop set during a poll ends the loop without another
     gaps = [later - earlier for earlier, later in itertools.pairwise(polls)]
     assert all(gap >= interval / 2 for gap in gaps), gaps  # one poll per interval, no busy loop
+
+
+@pytest.mark.parametrize("store_target", ["postgresql"], indirect=True)
+def test_follow_outlives_a_session_terminated_mid_poll(store: Store, store_target: str) -> None:
+    """A poll waiting on the server when its session is terminated (an administrator's
+    `pg_terminate_backend`, a pooler's restart) is tried again on a new connection: the
+    follow goes on and sees what is written after, through both APIs. The poll is held on a
+    table lock so that the termination falls inside it."""
+    run = store.start_run("live", "x")
+    first = store.put_event(RunEvent.new(run, 0, "started", goal="g", provider="p"))
+    seen: list[int] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def tail() -> None:
+        try:
+            for cursor, _event in store.follow(0, interval=0.05, stop=stop):
+                seen.append(cursor)
+        except BaseException as exc:
+            errors.append(exc)
+
+    follower = threading.Thread(target=tail)
+    follower.start()
+    admin = make_engine(store_target)
+    try:
+        wait_until(lambda: seen == [first] or bool(errors))
+        with admin.connect() as conn:
+            conn.execute(text("LOCK TABLE run_events IN ACCESS EXCLUSIVE MODE"))
+            waiting = text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND query LIKE '%run_events%' "
+                "AND pid <> pg_backend_pid()"
+            )
+
+            def poll_waits() -> bool:
+                conn.execute(text("SELECT pg_stat_clear_snapshot()"))
+                return conn.execute(waiting).scalar() is not None
+
+            wait_until(poll_waits)
+            pid = conn.execute(waiting).scalar()
+            assert conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar()
+            conn.rollback()
+        with Store.open(store_target) as writer:
+            second = writer.put_event(RunEvent.new(run, 1, "stalled"))
+        wait_until(lambda: second in seen or bool(errors))
+    finally:
+        stop.set()
+        follower.join(30)
+        admin.dispose()
+    assert errors == []
+    assert seen == [first, second]
+
+
+def wait_until(done: Any, timeout: float = 30.0) -> None:
+    """Poll `done()` every 20 ms until it is true; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
