@@ -19,7 +19,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
-from ..errors import ExportError, InvalidValueError, RunNotFoundError
+from ..errors import ExportError, InvalidValueError, RunNotFoundError, StoreConnectionError
 from ..records import PriceTable
 from ..store import Store
 from ..store.export_reads import RUN_PAGE, RunRows, SpanRun
@@ -369,9 +369,9 @@ class Follower:
         """One look at the store: ship what finished since the last look. The watched runs
         are read after each page of newer runs and shipped before it, so a run that finished
         before a newer one started goes out ahead of it."""
-        store, now = self.store, time.monotonic()
+        now = time.monotonic()
         while True:
-            page = store.span_runs(after=self.high)
+            page = self._read(after=self.high)
             for run in page:
                 if run.id - self.high > 1 and len(self.gaps) < GAP_LIMIT:
                     for skipped in range(self.high + 1, min(run.id, self.high + GAP_LIMIT)):
@@ -392,11 +392,19 @@ class Follower:
         watched = sorted(self.live | set(self.gaps))
         seen: set[int] = set()
         for i in range(0, len(watched), RUN_PAGE):
-            for run in self.store.span_runs(run_ids=watched[i : i + RUN_PAGE]):
+            for run in self._read(run_ids=watched[i : i + RUN_PAGE]):
                 seen.add(run.id)
                 self.gaps.pop(run.id, None)
                 self._ship(run)
         self.live &= seen  # a run pruned meanwhile is no longer watched
+
+    def _read(self, *, after: int = 0, run_ids: list[int] | None = None) -> list[SpanRun]:
+        """`span_runs`, read once more on a new connection when the first read's connection
+        is lost (a terminated session); lost again, the error ends the follow."""
+        try:
+            return self.store.span_runs(after=after, run_ids=run_ids)
+        except StoreConnectionError:  # a read: safe to repeat
+            return self.store.span_runs(after=after, run_ids=run_ids)
 
 
 def follow(

@@ -1,7 +1,8 @@
 """`export otlp --follow` beside a real writer process, on both backends, counted at a loopback
 receiver that keeps every copy: each run that finishes during the follow is shipped exactly
 once, whether its writer recorded `run_events` (as io-harness's loop does) or none (as the
-Store's own `start_run`/`finish_run`)."""
+Store's own `start_run`/`finish_run`), and on PostgreSQL a session terminated in the middle of a
+look does not end the follow."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import threading
 from collections import Counter
 
 import pytest
+from sqlalchemy import text
 from support.clirun import COMMAND as CLI
 from support.processes import Worker
 
 from harness_store import Store
+from harness_store.engine import make_engine
 from harness_store.otel import ExportReport, follow
 
 from .sink import Sink
@@ -93,3 +96,56 @@ def test_a_run_finished_before_another_started_is_shipped_before_it(store_target
         sink.stop()
     assert report.runs == len(left) + len(newer)
     assert sink.arrivals == [*left, *newer]
+
+
+@pytest.mark.parametrize("store_target", ["postgresql"], indirect=True)
+def test_follow_outlives_a_session_terminated_mid_look(store_target: str) -> None:
+    """A look at the store waiting on the server when its session is terminated is read
+    again on a new connection: the follow goes on and ships the run finished after. The look
+    is held on a table lock so that the termination falls inside it."""
+    with Store.open(store_target) as store:
+        first = store.start_run("finished first", "/repo")
+        write_run(store, first, 1, "m")
+        store.finish_run(first, "success")
+    sink, stop = Sink.start(), threading.Event()
+    errors: list[BaseException] = []
+
+    def ship() -> None:
+        try:
+            with Store.open(store_target, read_only=True) as reader:
+                follow(reader, endpoint=sink.url, after=0, interval=0.05, stop=stop)
+        except BaseException as exc:
+            errors.append(exc)
+
+    follower = threading.Thread(target=ship)
+    follower.start()
+    admin = make_engine(store_target)
+    try:
+        assert sink.wait_for(lambda: first in sink.run_ids() or bool(errors), timeout=60)
+        with admin.connect() as conn:
+            conn.execute(text("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE"))
+            waiting = text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+
+            def look_waits() -> bool:
+                conn.execute(text("SELECT pg_stat_clear_snapshot()"))
+                return conn.execute(waiting).scalar() is not None
+
+            assert sink.wait_for(look_waits, timeout=60), "the follow's look never waited"
+            pid = conn.execute(waiting).scalar()
+            assert conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar()
+            conn.rollback()
+        with Store.open(store_target) as store:
+            second = store.start_run("finished after", "/repo")
+            write_run(store, second, 1, "m")
+            store.finish_run(second, "success")
+        assert sink.wait_for(lambda: second in sink.run_ids() or bool(errors), timeout=60)
+    finally:
+        stop.set()
+        follower.join(60)
+        admin.dispose()
+        sink.stop()
+    assert errors == []
+    assert sink.arrivals == [first, second]
