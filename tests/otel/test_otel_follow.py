@@ -12,12 +12,11 @@ import threading
 from collections import Counter
 
 import pytest
-from sqlalchemy import text
 from support.clirun import COMMAND as CLI
+from support.pg_databases import terminate_inside_a_read
 from support.processes import Worker
 
 from harness_store import Store
-from harness_store.engine import make_engine
 from harness_store.otel import ExportReport, follow
 
 from .sink import Sink
@@ -119,24 +118,9 @@ def test_follow_outlives_a_session_terminated_mid_look(store_target: str) -> Non
 
     follower = threading.Thread(target=ship)
     follower.start()
-    admin = make_engine(store_target)
     try:
         assert sink.wait_for(lambda: first in sink.run_ids() or bool(errors), timeout=60)
-        with admin.connect() as conn:
-            conn.execute(text("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE"))
-            waiting = text(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            )
-
-            def look_waits() -> bool:
-                conn.execute(text("SELECT pg_stat_clear_snapshot()"))
-                return conn.execute(waiting).scalar() is not None
-
-            assert sink.wait_for(look_waits, timeout=60), "the follow's look never waited"
-            pid = conn.execute(waiting).scalar()
-            assert conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar()
-            conn.rollback()
+        terminate_inside_a_read(store_target, "runs")
         with Store.open(store_target) as store:
             second = store.start_run("finished after", "/repo")
             write_run(store, second, 1, "m")
@@ -145,7 +129,6 @@ def test_follow_outlives_a_session_terminated_mid_look(store_target: str) -> Non
     finally:
         stop.set()
         follower.join(60)
-        admin.dispose()
         sink.stop()
     assert errors == []
     assert sink.arrivals == [first, second]

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select
+from support.pg_databases import terminate_inside_a_read
 from support.processes import child_python
 
 from harness_store import (
@@ -20,7 +21,6 @@ from harness_store import (
     Store,
 )
 from harness_store import models as m
-from harness_store.engine import make_engine
 from harness_store.errors import InvalidValueError
 
 # --- the event stream ------------------------------------------------------------------------
@@ -192,32 +192,15 @@ def test_follow_outlives_a_session_terminated_mid_poll(store: Store, store_targe
 
     follower = threading.Thread(target=tail)
     follower.start()
-    admin = make_engine(store_target)
     try:
         wait_until(lambda: seen == [first] or bool(errors))
-        with admin.connect() as conn:
-            conn.execute(text("LOCK TABLE run_events IN ACCESS EXCLUSIVE MODE"))
-            waiting = text(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND query LIKE '%run_events%' "
-                "AND pid <> pg_backend_pid()"
-            )
-
-            def poll_waits() -> bool:
-                conn.execute(text("SELECT pg_stat_clear_snapshot()"))
-                return conn.execute(waiting).scalar() is not None
-
-            wait_until(poll_waits)
-            pid = conn.execute(waiting).scalar()
-            assert conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar()
-            conn.rollback()
+        terminate_inside_a_read(store_target, "run_events")
         with Store.open(store_target) as writer:
             second = writer.put_event(RunEvent.new(run, 1, "stalled"))
         wait_until(lambda: second in seen or bool(errors))
     finally:
         stop.set()
         follower.join(30)
-        admin.dispose()
     assert errors == []
     assert seen == [first, second]
 

@@ -4,6 +4,7 @@ process (`DatabasePool`), on the server `$HARNESS_STORE_PG_URL` names."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,3 +165,32 @@ def close_pools() -> None:
     """Drop every pooled database of this process."""
     while POOLS:
         POOLS.popitem()[1].close()
+
+
+def terminate_inside_a_read(url: str, table: str, timeout: float = 60.0) -> None:
+    """Hold `table` of the database at `url` under an exclusive lock until another session
+    waits on it, terminate that session inside its wait, then let go: a connection lost in the
+    middle of a statement, at a moment the test chooses."""
+    from harness_store.engine import make_engine
+
+    admin = make_engine(url)
+    waiting = text(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    )
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+            deadline = time.monotonic() + timeout
+            while True:
+                # pg_stat_activity is read once per transaction: look from a fresh snapshot
+                conn.execute(text("SELECT pg_stat_clear_snapshot()"))
+                pid = conn.execute(waiting).scalar()
+                if pid is not None:
+                    break
+                assert time.monotonic() < deadline, f"no session waited on {table}"
+                time.sleep(0.02)
+            assert conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar()
+            conn.rollback()
+    finally:
+        admin.dispose()
