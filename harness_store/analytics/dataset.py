@@ -37,7 +37,9 @@ import pyarrow.dataset as ds
 
 from ..arrow.schema import TABLES, shape_of
 from ..errors import InvalidValueError
+from ..file_modes import FileModes
 from ..store.arrow import arrow_schema, count_rows, is_synced, run_marks
+from ..targets import sqlite_path
 from .changes import Replaced, replace_changed_runs, touched_runs
 from .files import TEMPORARY, Generation, flush, flush_directory
 from .lock import exclusive
@@ -110,8 +112,9 @@ def export_parquet(
     marks = run_marks(store)  # a store to upgrade is refused before anything is created
     synced = is_synced(store)
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
-    with exclusive(root):
+    modes = FileModes.of(sqlite_path(store.url))
+    modes.make_directories(root)
+    with exclusive(root, modes):
         manifest = read_manifest(root)
         clear_leftovers(root, manifest)
         filters = {"since": since, "runs": run_ids}
@@ -119,7 +122,7 @@ def export_parquet(
         previous = intact_tables(root, manifest) if current else {}
         generation = int(manifest.get("generation", 0)) + 1
         known = manifest.get("run_marks") if current else None
-        run = _Run(store, root, names, filters, synced, marks)
+        run = _Run(store, root, modes, names, filters, synced, marks)
         return run.export(previous, touched_runs(known, marks), generation, progress)
 
 
@@ -129,6 +132,7 @@ class _Run:
 
     store: Store
     root: Path
+    modes: FileModes
     names: list[str]
     filters: dict[str, Any]
     synced: bool
@@ -143,7 +147,7 @@ class _Run:
     ) -> ExportReport:
         store, root, names = self.store, self.root, self.names
         since, run_ids = self.filters["since"], self.filters["runs"]
-        writer = Generation(root, generation)
+        writer = Generation(root, generation, self.modes)
         report = ExportReport(str(root), generation)
         entries: dict[str, Any] = dict(previous)
         try:
@@ -167,7 +171,7 @@ class _Run:
             "run_marks": self.marks,
             "tables": entries,
         }
-        _write_manifest(root, new_manifest)
+        _write_manifest(root, new_manifest, self.modes)
         clear_leftovers(root, new_manifest)
         if progress is not None:
             progress("", len(names), len(names), 0)
@@ -300,9 +304,10 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
     return manifest
 
 
-def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
+def _write_manifest(root: Path, manifest: dict[str, Any], modes: FileModes) -> None:
     path = root / MANIFEST
     temporary = path.with_name(path.name + TEMPORARY)
+    modes.create_file(temporary)
     temporary.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
     flush(temporary)
     os.replace(temporary, path)

@@ -18,16 +18,20 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..file_modes import FileModes
+
 TEMPORARY = ".tmp"
 """The suffix of a file written but not yet renamed into place."""
 
 
 class Generation:
-    """The files one export writes: under temporary names until `publish` renames them."""
+    """The files one export writes: under temporary names until `publish` renames them, each
+    with `modes` (the store's)."""
 
-    def __init__(self, root: Path, generation: int) -> None:
+    def __init__(self, root: Path, generation: int, modes: FileModes) -> None:
         self.root = root
         self.generation = generation
+        self.modes = modes
         self.pending: list[Path] = []
         self.count = 0
 
@@ -88,8 +92,9 @@ class Generation:
         counted[0] += batch.num_rows
 
     def _open(self, path: Path, schema: pa.Schema) -> pq.ParquetWriter:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.modes.make_directories(path.parent)
         temporary = path.with_name(path.name + TEMPORARY)
+        self.modes.create_file(temporary)  # the writer opens it, keeping its mode
         self.pending.append(path)
         return pq.ParquetWriter(temporary, schema, compression="zstd")
 

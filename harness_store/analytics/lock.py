@@ -12,15 +12,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import DatasetBusyError
+from ..file_modes import FileModes
 
 LOCK = "_export.lock"
 
 
 @contextmanager
-def exclusive(root: Path) -> Iterator[None]:
-    """Hold `root`'s export lock, or `DatasetBusyError` at once when another export holds it."""
+def exclusive(root: Path, modes: FileModes) -> Iterator[None]:
+    """Hold `root`'s export lock (created with `modes`), or `DatasetBusyError` at once when
+    another export holds it."""
     path = root / LOCK
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    descriptor = modes.open_file(path, os.O_RDWR)
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)

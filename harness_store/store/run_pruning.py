@@ -26,6 +26,7 @@ from sqlalchemy import delete, func, insert, select
 from ..dialects.sqlite_queue import QUEUE_SUFFIX
 from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 from ..errors import ArchiveRefusedError, InvalidValueError
+from ..file_modes import FileModes
 from ..models.spend import PRICED_RUNS, SPEND_RUNS
 from ..records import Pruned
 from .cutoff import Cutoff
@@ -339,8 +340,11 @@ class RunPruningMixin(OlderStoreMixin):
         return path
 
     def _open_archive(self, path: Path) -> Any:
+        """The archive store, a new one created as private as the store pruned."""
         from . import Store
 
+        if not path.exists():
+            FileModes.of(own_file(self.url)).create_file(path)
         return Store.open(path, backup=False)
 
     def _admit(self, source: Any, runs: Sequence[int]) -> None:
