@@ -21,9 +21,6 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
-
-# Helpers live in `support`; the names below stay importable from here for modules that still
-# import them from `conftest`.
 from support.pg_databases import (
     PG_ENV,
     PG_SKIP,
@@ -31,6 +28,10 @@ from support.pg_databases import (
     fresh_pg_database,
     store_location,
 )
+
+# Helpers live in `support`; the names below stay importable from here for modules that still
+# import them from `conftest`.
+from support.provided import unavailable
 from support.shared import (  # noqa: F401
     FIXTURE_STORES,
     FIXTURES,
@@ -54,7 +55,7 @@ def pg_server_url() -> str:
     """The PostgreSQL server URL from the environment, or skip."""
     url = os.environ.get(PG_ENV)
     if not url:
-        pytest.skip(PG_SKIP)
+        unavailable(PG_SKIP)
     return url
 
 

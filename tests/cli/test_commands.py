@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 from support.clirun import run_in_process
+from support.provided import unavailable
 
 from harness_store import Store
 from harness_store.releases import HEAD
@@ -38,7 +39,7 @@ def test_help_names_every_command_and_the_exit_codes() -> None:
 def test_installed_script_runs() -> None:
     script = Path(sys.executable).parent / "harness-store"
     if not script.exists():
-        pytest.skip("the harness-store script is not installed (pip install -e .)")
+        unavailable("the harness-store script is not installed (pip install -e .)")
     done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "inspect" in done.stdout
 

@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 from support.clirun import COMMAND, environ, run_cli, step_store
 from support.processes import default_signals
-from support.shared import FIXTURES
+from support.shared import FIXTURES, fixture_missing
 from support.tiers import sampled
 
 from harness_store import Store
@@ -309,7 +309,7 @@ def test_newer_tables_are_named_unless_skipped(tmp_path: Path) -> None:
     """A table no release up to 0.66 has (an io-harness newer than this package) is named."""
     fixture = FIXTURES / "io-harness-0.22.0" / "populated.sqlite3"
     if not fixture.exists():
-        pytest.skip(f"fixture {fixture} is not available")
+        fixture_missing(fixture)
     source = tmp_path / "newer.sqlite3"
     source.write_bytes(fixture.read_bytes())
     Store.open(source, backup=False).close()  # the whole 0.66 schema, plus the table below

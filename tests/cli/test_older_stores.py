@@ -121,10 +121,7 @@ def test_read_commands_at_every_revision(
     if not readable(revision):
         answered = {c for c, code in on_sqlite.items() if code == 0}
         assert answered == {"inspect {db}", "origins {db}"}
-    try:
-        pg_chain = request.getfixturevalue("pg_chain")
-    except pytest.skip.Exception:
-        return
+    pg_chain = request.getfixturevalue("pg_chain")  # without a server: skipped, not passed
     assert command_outcomes(pg_chain[revision]) == on_sqlite
 
 
@@ -135,10 +132,7 @@ def test_store_reads_at_every_revision(
     """Every public read of a read-only Store answers or raises a typed error; the same on
     PostgreSQL."""
     on_sqlite = method_outcomes(sqlite_chain[revision])
-    try:
-        pg_chain = request.getfixturevalue("pg_chain")
-    except pytest.skip.Exception:
-        return
+    pg_chain = request.getfixturevalue("pg_chain")  # without a server: skipped, not passed
     assert method_outcomes(pg_chain[revision]) == on_sqlite
 
 

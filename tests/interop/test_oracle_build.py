@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.provided import unavailable
 from support.shared import SHARED
 
 from .oracles import manifest, restore_links
@@ -19,7 +20,7 @@ SOURCE = SHARED / "oracle"
 @pytest.fixture
 def source_copy(tmp_path: Path) -> Path:
     if not (SOURCE / "build.sh").exists():
-        pytest.skip(f"no oracle source at {SOURCE}")
+        unavailable(f"no oracle source at {SOURCE}")
     copy = tmp_path / "oracle"
     shutil.copytree(SOURCE, copy, symlinks=True, ignore=shutil.ignore_patterns("target"))
     return copy

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.provided import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 PHOENIX_ENV = "HS_PHOENIX_PYTHON"
@@ -52,13 +53,6 @@ def receiver_python(variable: str, venv: str, module: str) -> str | None:
 def phoenix_python() -> str | None:
     """The interpreter that can run Phoenix, or None."""
     return receiver_python(PHOENIX_ENV, ".venv-phoenix", "phoenix.server.main")
-
-
-def missing(message: str) -> None:
-    """A receiver is not installed: fail under CI, else skip."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def free_port() -> int:
@@ -123,7 +117,7 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
     """One Phoenix server for the whole session."""
     python = phoenix_python()
     if python is None:
-        missing(f"Arize Phoenix is not installed: set {PHOENIX_ENV} to a Python that has "
+        unavailable(f"Arize Phoenix is not installed: set {PHOENIX_ENV} to a Python that has "
                 "arize-phoenix, or build .venv-phoenix as .ci/run does")  # fmt: skip
         return
     work = tmp_path_factory.mktemp("phoenix")
@@ -225,7 +219,7 @@ def mlflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mlflow]:
     """One MLflow tracking server for the whole session, on a temporary SQLite backend store."""
     python = receiver_python(MLFLOW_ENV, ".venv-mlflow", "mlflow.server")
     if python is None:
-        missing(f"MLflow is not installed: set {MLFLOW_ENV} to a Python that has mlflow, or "
+        unavailable(f"MLflow is not installed: set {MLFLOW_ENV} to a Python that has mlflow, or "
                 "build .venv-mlflow as .ci/run does")  # fmt: skip
         return
     work = tmp_path_factory.mktemp("mlflow")

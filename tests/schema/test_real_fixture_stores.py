@@ -29,6 +29,7 @@ import pytest
 from conftest import FIXTURE_STORES, FIXTURES, in_newest_memory_order
 from support import legacy
 from support import upstream_sql as up
+from support.shared import fixture_missing
 
 from harness_store import CHECKPOINT_FORMAT, RunStatus, StepRecord, Store
 from harness_store.errors import UpgradeRequiredError
@@ -41,7 +42,7 @@ Copy = Callable[[str], Path]
 def expected(name: str) -> dict[str, Any]:
     path = FIXTURES / f"{name}.json"
     if not path.exists():
-        pytest.skip(f"fixture {path} is not available")
+        fixture_missing(path)
     data: dict[str, Any] = json.loads(path.read_text())
     return data
 
@@ -496,7 +497,7 @@ def test_reading_an_original_fixture_leaves_no_file_beside_it() -> None:
     name = "io-harness-0.29.0/aggregates"
     source = FIXTURES / f"{name}.sqlite3"
     if not source.exists():
-        pytest.skip(f"fixture {source} is not available")
+        fixture_missing(source)
     beside = [source.with_name(source.name + suffix) for suffix in ("-wal", "-shm")]
     before = [p.exists() for p in beside]
     in_newest_memory_order(name, "/any/workspace", [])

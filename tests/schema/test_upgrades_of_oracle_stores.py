@@ -24,6 +24,7 @@ from conftest import FIXTURES, SHARED
 from interop import oracles
 from sqlalchemy import create_engine, inspect, text
 from support import legacy
+from support.shared import fixture_missing
 from support.sqlite_files import connect, diagnose_file
 from support.tiers import sampled
 
@@ -373,7 +374,7 @@ def test_real_upstream_store_is_detected_at_its_release_and_round_trips(
 ) -> None:
     source = SHARED_FIXTURES / f"{fixture}.sqlite3"
     if not source.exists():
-        pytest.skip(f"fixture {source} is not available (set HARNESS_SHARED)")
+        fixture_missing(source)
     name, at = FIXTURE_RELEASES[fixture]
     path = tmp_path / "runs.sqlite3"
     path.write_bytes(source.read_bytes())

@@ -9,11 +9,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
+
+from .provided import unavailable
 
 PG_ENV = "HARNESS_STORE_PG_URL"
 PG_SKIP = (
@@ -157,7 +158,7 @@ def store_location(backend: str, sqlite_path: Path) -> Iterator[str]:
         return
     server = os.environ.get(PG_ENV)
     if not server:
-        pytest.skip(PG_SKIP)
+        unavailable(PG_SKIP)
     yield from fresh_pg_database(server)
 
 

@@ -9,9 +9,9 @@ import sqlite3
 import stat
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-import pytest
+from .provided import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("HARNESS_SHARED", REPO.parent / "shared"))
@@ -25,11 +25,16 @@ FIXTURE_STORES = (
 )
 
 
+def fixture_missing(source: Path) -> NoReturn:
+    """A shared fixture store is not here: skip locally, fail under CI (see `provided`)."""
+    unavailable(f"the fixture {source} is not available (set HARNESS_SHARED to the shared folder)")
+
+
 def copy_fixture(name: str, directory: Path) -> Path:
     """A writable copy of a shared fixture store (the originals must never change)."""
     source = FIXTURES / f"{name}.sqlite3"
     if not source.exists():
-        pytest.skip(f"fixture {source} is not available")
+        fixture_missing(source)
     target = directory / (name.replace("/", "-") + ".sqlite3")
     shutil.copyfile(source, target)
     target.chmod(target.stat().st_mode | stat.S_IWUSR | stat.S_IRUSR)
