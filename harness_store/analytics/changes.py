@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ..arrow.compute import filled
@@ -39,12 +38,17 @@ CHUNK = 500
 """Runs compared at a time (one `IN (…)` list of the store's read)."""
 
 
-def touched_runs(known: dict[str, str] | None, marks: dict[str, str]) -> set[int] | None:
+def touched_runs(known: pa.Table | None, marks: pa.Table) -> set[int] | None:
     """The runs whose mark changed or that are gone since the last export (`known`, None for
-    a dataset written before marks were kept: then every run may have changed)."""
+    a dataset whose marks are not at hand: then every run may have changed). Both tables are
+    `run_marks`'s (`run_id`, `mark`)."""
     if known is None:
         return None
-    return {int(run) for run, mark in known.items() if marks.get(run) != mark}
+    at = pc.index_in(known["run_id"], value_set=marks["run_id"])
+    now = pc.take(marks["mark"], at)  # null where the run is gone
+    same = cast("pa.ChunkedArray[pa.BooleanScalar]", pc.equal(known["mark"], now))
+    changed = known.filter(pc.invert(same.fill_null(pa.scalar(False))))  # gone: null: changed
+    return {int(run) for run in changed["run_id"].to_pylist() if run is not None}
 
 
 @dataclass
@@ -85,6 +89,8 @@ def replace_changed_runs(
         return unchanged
     key = shape.key[0]
     paths = [str(writer.root / f["path"]) for f in files]
+    import pyarrow.dataset as ds  # here: it loads pandas, ~40 MiB an export seldom needs
+
     dataset = ds.dataset(paths, format="parquet")
     changed: set[int] = set()
     before = count = 0

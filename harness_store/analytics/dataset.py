@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from ..arrow.schema import TABLES, shape_of
 from ..errors import InvalidValueError
@@ -48,10 +48,12 @@ if TYPE_CHECKING:
     from ..store import Store
 
 MANIFEST = "_manifest.json"
-MANIFEST_FORMAT = 2
-"""Format 2: every file holds its table's columns (1: a synced store's in Hive partitions by
-origin, without the column; a format-1 dataset is written again whole)."""
-FORMATS = (1, MANIFEST_FORMAT)
+MANIFEST_FORMAT = 3
+"""Format 3: the run marks in a Parquet file the manifest names (2: in the manifest itself, a
+JSON object as large as the store's runs; 1: a synced store's files in Hive partitions by
+origin, without the column). A dataset of an earlier format is written again whole."""
+FORMATS = (1, 2, MANIFEST_FORMAT)
+MARKS_FILE = re.compile(r"^_run_marks-\d+\.parquet$")
 PART = re.compile(r"^part-\d+-\d+\.parquet$")
 
 Progress = Callable[[str, int, int, int], None]
@@ -121,9 +123,10 @@ def export_parquet(
         current = manifest.get("format") == MANIFEST_FORMAT and manifest.get("filters") == filters
         previous = intact_tables(root, manifest) if current else {}
         generation = int(manifest.get("generation", 0)) + 1
-        known = manifest.get("run_marks") if current else None
+        known = _known_marks(root, manifest) if current else None
         run = _Run(store, root, modes, names, filters, synced, marks)
-        return run.export(previous, touched_runs(known, marks), generation, progress)
+        kept = manifest["run_marks"] if known is not None and known.equals(marks) else None
+        return run.export(previous, touched_runs(known, marks), generation, progress, kept)
 
 
 @dataclass
@@ -136,7 +139,7 @@ class _Run:
     names: list[str]
     filters: dict[str, Any]
     synced: bool
-    marks: dict[str, str]
+    marks: pa.Table
 
     def export(
         self,
@@ -144,7 +147,10 @@ class _Run:
         touched: set[int] | None,
         generation: int,
         progress: Progress | None,
+        kept_marks: str | None,
     ) -> ExportReport:
+        """Write the tables, then the marks (unless `kept_marks` names the last export's file
+        of the same marks), then the manifest."""
         store, root, names = self.store, self.root, self.names
         since, run_ids = self.filters["since"], self.filters["runs"]
         writer = Generation(root, generation, self.modes)
@@ -159,6 +165,7 @@ class _Run:
                 entries[name] = _not_empty(store, writer, name, entry)
                 report.tables.append(result)
                 tick(result.rows)
+            marks_file = kept_marks or writer.write_marks(self.marks)
             writer.publish()
         except BaseException:
             writer.discard()
@@ -168,7 +175,7 @@ class _Run:
             "generation": generation,
             "synced": self.synced,
             "filters": self.filters,
-            "run_marks": self.marks,
+            "run_marks": marks_file,
             "tables": entries,
         }
         _write_manifest(root, new_manifest, self.modes)
@@ -314,9 +321,19 @@ def _write_manifest(root: Path, manifest: dict[str, Any], modes: FileModes) -> N
     flush_directory(root)
 
 
+def _known_marks(root: Path, manifest: dict[str, Any]) -> pa.Table | None:
+    """The run marks of the export `manifest` describes; None when its file is gone (then
+    every run may have changed)."""
+    name = manifest.get("run_marks")
+    if not isinstance(name, str) or not MARKS_FILE.match(name) or not (root / name).is_file():
+        return None
+    return pq.read_table(root / name)
+
+
 def clear_leftovers(root: Path, manifest: dict[str, Any]) -> None:
     """Delete the dataset files the manifest does not list (a killed or replaced export's):
-    only files named as an export names them, inside the tables' directories."""
+    only files named as an export names them, inside the tables' directories, and run marks
+    files beside the manifest."""
     listed = {
         entry["path"]
         for table in manifest.get("tables", {}).values()
@@ -333,6 +350,11 @@ def clear_leftovers(root: Path, manifest: dict[str, Any]) -> None:
         for partition in directory.iterdir():
             if partition.is_dir() and not any(partition.iterdir()):
                 partition.rmdir()
+    for path in root.glob("_run_marks-*"):
+        if MARKS_FILE.match(path.name.removesuffix(TEMPORARY)) and path.name != manifest.get(
+            "run_marks"
+        ):
+            path.unlink()
     (root / (MANIFEST + TEMPORARY)).unlink(missing_ok=True)
 
 
@@ -350,5 +372,7 @@ def read_dataset(directory: str | os.PathLike[str], table: str) -> pa.Table:
     """`table` of the dataset at `directory` as one Arrow table, in key order as
     `Store.arrow` returns it (the files its manifest lists)."""
     files = dataset_files(directory, table)
+    import pyarrow.dataset as ds  # on first use: it loads pandas
+
     dataset = ds.dataset([str(f) for f in files], format="parquet")
     return dataset.to_table().sort_by([(k, "ascending") for k in shape_of(table).key])

@@ -22,6 +22,8 @@ from ..file_modes import FileModes
 
 TEMPORARY = ".tmp"
 """The suffix of a file written but not yet renamed into place."""
+MARKS = "_run_marks-{generation:06d}.parquet"
+"""The name of a generation's run marks (`run_marks`), beside the manifest that lists it."""
 
 
 class Generation:
@@ -97,6 +99,17 @@ class Generation:
         self.modes.create_file(temporary)  # the writer opens it, keeping its mode
         self.pending.append(path)
         return pq.ParquetWriter(temporary, schema, compression="zstd")
+
+    def write_marks(self, marks: pa.Table) -> str:
+        """Write the store's run marks (`run_marks`) as this generation's marks file; its path
+        relative to the root, for the manifest."""
+        relative = MARKS.format(generation=self.generation)
+        path = self.root / relative
+        temporary = path.with_name(path.name + TEMPORARY)
+        self.modes.create_file(temporary)
+        self.pending.append(path)
+        pq.write_table(marks, temporary, compression="zstd")
+        return relative
 
     def drop(self, entries: list[dict[str, Any]]) -> None:
         """Forget files written for a table that turned out unchanged."""

@@ -217,38 +217,63 @@ def count_rows(
     return counts[0] - sum(counts[1:])
 
 
-def run_marks(store: ArrowMixin) -> dict[str, str]:
-    """A short digest of each run's own row and its session turns' rows, by run id (as
-    text): what an archive (a run's words emptied) or a prune (the run gone) shows in. An
-    incremental export compares them with the last export's to find the runs whose rows
-    it wrote may have changed since (`analytics.changes`)."""
-    import hashlib
+def run_marks(store: ArrowMixin) -> pa.Table:
+    """A short digest of each run's own row and its session turns' rows (`run_id`, `mark`,
+    ordered by run id): what an archive (a run's words emptied) or a prune (the run gone)
+    shows in. An incremental export compares them with the last export's to find the runs
+    whose rows it wrote may have changed since (`analytics.changes`).
 
+    Sixteen bytes a run, in two flat arrays, whatever the store's size: the runs are read in
+    id order, then the turns in run order, each run's turns folded into its mark in place."""
+    import bisect
+    import hashlib
+    from array import array
+
+    import pyarrow as pa
     from sqlalchemy import select
 
     from .. import models as m
 
+    def digest(*parts: bytes) -> int:
+        return int.from_bytes(hashlib.blake2b(b"".join(parts), digest_size=8).digest())
+
     runs = m.Base.metadata.tables["runs"]
     turns = m.Base.metadata.tables["session_turns"]
-    texts: dict[int, list[str]] = {}
     of_runs = select(*runs.columns).order_by(runs.c.id)
     of_turns = select(
         turns.c.run_id, turns.c.id, turns.c.prompt, turns.c.reply, turns.c.outcome
-    ).order_by(turns.c.id)
+    ).order_by(turns.c.run_id, turns.c.id)
     for statement in (of_runs, of_turns):
         store._refuse_missing(statement)  # a store of an older release: say to upgrade it
+    ids, marks = array("q"), array("Q")
     with store._read() as conn:
         for rows in store._stream(conn, of_runs, BATCH_ROWS):
             for row in rows:
-                texts[int(row[0])] = [repr(tuple(row))]
+                ids.append(int(row[0]))
+                marks.append(digest(repr(tuple(row)).encode()))
+
+        def fold(run: int, turns: bytes) -> None:
+            at = bisect.bisect_left(ids, run)
+            if at < len(ids) and ids[at] == run:
+                marks[at] = digest(marks[at].to_bytes(8), turns)
+
+        run: int | None = None
+        folded = b""
         for rows in store._stream(conn, of_turns, BATCH_ROWS):
             for row in rows:
-                if int(row[0]) in texts:
-                    texts[int(row[0])].append(repr(tuple(row)))
-    return {
-        str(run): hashlib.blake2b("\n".join(parts).encode(), digest_size=8).hexdigest()
-        for run, parts in texts.items()
-    }
+                if row[0] != run:
+                    if run is not None:
+                        fold(run, folded)
+                    run, folded = int(row[0]), b""
+                folded = digest(folded, repr(tuple(row)).encode()).to_bytes(8)
+        if run is not None:
+            fold(run, folded)
+    return pa.table(
+        {
+            "run_id": pa.Array.from_buffers(pa.int64(), len(ids), [None, pa.py_buffer(ids)]),
+            "mark": pa.Array.from_buffers(pa.uint64(), len(marks), [None, pa.py_buffer(marks)]),
+        }
+    )
 
 
 def pa_select(schema: pa.Schema, columns: list[str]) -> pa.Schema:

@@ -33,7 +33,8 @@ def all_files(directory: Path) -> set[str]:
 
 def listed_files(directory: Path) -> set[str]:
     manifest = read_manifest(directory)
-    return {f["path"] for t in manifest["tables"].values() for f in t["files"]} | {MANIFEST, LOCK}
+    files = {f["path"] for t in manifest["tables"].values() for f in t["files"]}
+    return files | {MANIFEST, LOCK, manifest["run_marks"]}
 
 
 @pytest.mark.slow_on("postgresql")

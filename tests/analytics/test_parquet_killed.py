@@ -89,5 +89,5 @@ def test_a_killed_export_leaves_the_previous_dataset_and_the_next_completes_it(
         manifest = read_manifest(directory)
         listed = {f["path"] for t in manifest["tables"].values() for f in t["files"]}
         on_disk = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
-        kept = {MANIFEST, LOCK}  # the lock file stays by design (analytics.lock)
+        kept = {MANIFEST, LOCK, manifest["run_marks"]}  # the lock file stays (analytics.lock)
         assert on_disk == listed | kept, f"leftovers of a killed export (seed {seed})"
