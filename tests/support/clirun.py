@@ -63,8 +63,9 @@ def run_in_process(
     out, err = io.StringIO(), io.StringIO()
     code = 0
     saved = dict(os.environ)
+    child = environ(env)  # read before clearing: the child's is the test's, less the colours
     os.environ.clear()
-    os.environ.update(environ(env))
+    os.environ.update(child)
     try:
         with redirect_stdout(out), redirect_stderr(err):
             main([str(a) for a in args])
