@@ -87,6 +87,8 @@ BENCHMARKS = (
     Benchmark("check", "check", "check beside PRAGMA integrity_check",
               "docs/guides/health.md: How long it takes"),
     Benchmark("otlp", "otlp", "13", "docs/guides/otel.md: Figures", postgresql="SQLite only"),
+    Benchmark("scale", "scale", "17, 17b", f"{BENCH}: A year's size",
+              postgresql="SQLite only"),
     Benchmark("parquet", "parquet", "Parquet export, its peak memory, incremental export",
               "docs/guides/analysis.md: Figures"),
 )  # fmt: skip
