@@ -123,18 +123,37 @@ def check_kind(kind: str) -> str:
     return kind
 
 
-def eviction_candidates(workspace: str) -> Any:
-    """A workspace's entries in upstream's eviction order (0.56): key, length, pinned."""
+def eviction_candidates(workspace: str, *columns: str) -> Any:
+    """A workspace's entries in upstream's eviction order (0.56), as `columns` (by default
+    key, length, pinned). Over an alias of the table, so that a DELETE of memory can take
+    its rows from this SELECT without SQLAlchemy correlating the two."""
     # A Core alias, not `orm.aliased`: that would configure every mapper on the first put.
-    mem, recall = m.Memory, m.table_of(m.MemoryRecall).alias("recall")
-    of_entry = (recall.c.workspace == mem.workspace, recall.c.key == mem.key)
+    mem = m.table_of(m.Memory).alias("entry")
+    recall = m.table_of(m.MemoryRecall).alias("recall")
+    of_entry = (recall.c.workspace == mem.c.workspace, recall.c.key == mem.c.key)
     runs = select(func.count(distinct(recall.c.run_id))).where(*of_entry).scalar_subquery()
     last_recall = select(func.max(recall.c.at)).where(*of_entry).scalar_subquery()
-    return (
-        select(mem.key, func.length(mem.value), mem.pinned)
-        .where(mem.workspace == workspace)
-        .order_by(runs, last_recall.asc().nulls_first(), mem.created_at, mem.id)
+    shown = (
+        [mem.c[c] for c in columns]
+        if columns
+        else [mem.c.key, func.length(mem.c.value), mem.c.pinned]
     )
+    return (
+        select(*shown)
+        .where(mem.c.workspace == workspace)
+        .order_by(runs, last_recall.asc().nulls_first(), mem.c.created_at, mem.c.id)
+    )
+
+
+def eviction(workspace: str, keep: str, count: int) -> Any:
+    """The DELETE of the first `count` entries of `workspace` that may go, in eviction order
+    (never `keep` nor a pinned one), returning their keys: one statement whose parameters
+    are the same few however many entries go (PostgreSQL's driver sends at most 65,535)."""
+    mem = m.table_of(m.Memory)
+    doomed = eviction_candidates(workspace, "id").limit(count)
+    entry = doomed.selected_columns.id.table
+    doomed = doomed.where(entry.c.key != keep, func.coalesce(entry.c.pinned, 0) != 1)
+    return delete(mem).where(mem.c.id.in_(doomed)).returning(mem.c.key)
 
 
 def memory_entry(
@@ -219,10 +238,12 @@ class MemoryMixin(OlderStoreMixin):
             evicted.append(entry_key)
             count -= 1
             chars -= max(int(length), 0)
-        if evicted:
-            mem = m.Memory
-            conn.execute(delete(mem).where(mem.workspace == workspace, mem.key.in_(evicted)))
-        return evicted
+        if not evicted:
+            return []
+        gone = set(conn.execute(eviction(workspace, keep, len(evicted))).scalars())
+        # what the DELETE took, in the order read (the same rows, unless a recall recorded
+        # meanwhile reordered them)
+        return [entry_key for entry_key, _, _ in entries if entry_key in gone]
 
     @reads
     def memory_similar(self, workspace: str, key: str, value: str) -> MemoryEntry | None:
