@@ -102,6 +102,13 @@ class StoreConnectionError(StoreError, ConnectionError):
         self.may_have_committed = may_have_committed
 
 
+class StatementRefusedError(StoreError):
+    """The database driver refused a statement before sending it (PostgreSQL's protocol
+    carries at most 65,535 parameters in one statement): nothing reached the server, the
+    connection is intact, and the call's transaction was rolled back, so nothing changed.
+    The same call fails the same way again; it is no lost connection to retry."""
+
+
 class LeaseConflictError(StoreError):
     """Another driver holds the run's lease (io-harness 0.62's `Error::Conflict`): an acquire
     refused while a live owner's lease is unlapsed, or a renewal or leased checkpoint after a

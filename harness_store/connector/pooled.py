@@ -128,7 +128,7 @@ class PooledConnector(Connector):
             return rows
         except Exception as exc:
             reusable = failed = self.backend.connection_idle(held.driver)
-            self.raise_typed(exc)
+            self.raise_on(held.driver, exc)
         finally:
             self._kept.give(held, reusable, failed=failed)
 
@@ -160,7 +160,7 @@ class PooledConnector(Connector):
             reusable = True
         except Exception as exc:
             reusable = failed = self.backend.connection_idle(held.driver)
-            self.raise_typed(exc, may_have_committed=alone)
+            self.raise_on(held.driver, exc, may_have_committed=alone)
         finally:
             self._kept.give(held, reusable, failed=failed)
         return True
