@@ -33,7 +33,7 @@ import copy
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, NoReturn
@@ -268,6 +268,8 @@ class Connector(ABC):
                         self._active.set(None, False)
                     if not commit:
                         own.rollback()
+                    elif write:
+                        self.commit(own.commit)
             finally:
                 if orphans:
                     conn.info.pop(KEEP_ORPHANS, None)
@@ -323,7 +325,7 @@ class Connector(ABC):
                     "the transaction was aborted by the server after an error inside the "
                     "block; nothing of it was committed"
                 )
-            outer.commit()
+            self.commit(outer.commit)
 
     @contextmanager
     def outside_transaction(self) -> Iterator[Any]:
@@ -406,6 +408,20 @@ class Connector(ABC):
         return dbapi_connection.cursor()
 
     # --- errors --------------------------------------------------------------------------
+
+    def commit(self, commit: Callable[[], Any]) -> None:
+        """Run a write transaction's COMMIT (`commit`). A connection lost now cannot say
+        whether the server received COMMIT and kept the write: it leaves as
+        `StoreConnectionError` with `may_have_committed` True, so no caller retries a write
+        the server may hold. Any other error leaves as it is."""
+        try:
+            commit()
+        except Exception as exc:
+            typed = self.typed(exc)
+            if not isinstance(typed, StoreConnectionError):
+                raise
+            typed.may_have_committed = True
+            raise typed from exc
 
     @contextmanager
     def translated(self) -> Iterator[None]:
