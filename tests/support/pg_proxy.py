@@ -13,7 +13,7 @@ import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from sqlalchemy.engine import make_url
 
@@ -75,10 +75,8 @@ class PgProxy:
         self.listener.close()
         with self._lock:
             for sock in self._sockets:
-                try:
+                with suppress(OSError):
                     sock.close()
-                except OSError:
-                    pass
 
     def _accept(self) -> None:
         while True:
