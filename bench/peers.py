@@ -15,9 +15,11 @@ call, tokens):
   msgpack blob) with its metadata (JSON), one row of `checkpoints`;
 - SQLiteSession: one conversation item (the step as a JSON object), one row of
   `agent_messages`.
-What "latest state" returns: the Store the last step's number (`last_step`, what a resume
-continues from), a saver the latest checkpoint deserialised (`get_tuple`), a session its last
-item (`get_items(limit=1)`). A whole history: `steps()`, `list()`, `get_items()`.
+What "latest state" returns, the same content for each: the Store the last step's record
+(`last_step_record`: the step's number, decision, result, prompt, tool call and tokens, what
+a resuming agent reads), a saver the latest checkpoint deserialised (`get_tuple`: the same
+step as its channel values), a session its last item (`get_items(limit=1)`: the same step as
+one JSON item). A whole history: `steps()`, `list()`, `get_items()`.
 """
 
 from __future__ import annotations
@@ -123,7 +125,7 @@ class StorePeer(Peer):
         self.store.checkpoint_step(self.runs[k], step_record(n + 1))
 
     def latest(self) -> Any:
-        return self.store.last_step(self.runs[-1])
+        return self.store.last_step_record(self.runs[-1])
 
     def history(self) -> Any:
         return self.store.steps(self.runs[-1])
@@ -150,7 +152,7 @@ class AsyncStorePeer(StorePeer):
         return self.astore.checkpoint_step(self.runs[k], step_record(n + 1))
 
     def latest(self) -> Any:
-        return self.astore.last_step(self.runs[-1])
+        return self.astore.last_step_record(self.runs[-1])
 
     def history(self) -> Any:
         return self.astore.steps(self.runs[-1])

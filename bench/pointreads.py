@@ -2,7 +2,9 @@
 driver.
 
 A 1,000-step run, finished. The resume sequence (`check_resumable`, `last_step`,
-`spent_tokens`; and the same answers in one read, `resume_point`) and `run_summary`, beside
+`spent_tokens`; and the same answers in one read, `resume_point`), `run_summary`, and one
+step's record (`step(run, n)`, `last_step_record(run)`: the content a resuming agent reads,
+beside the driver's own SELECT of the same row), beside
 the same answers read with the raw driver on one connection (on SQLite: `PRAGMA
 user_version`, the run's kind and status, `MAX(step)`, the token sum; on PostgreSQL the same
 four statements in autocommit). Variants alternate in rounds; on SQLite the figure is CPU time
@@ -24,6 +26,9 @@ RESUME_TARGET = {"SQLite": 5.0, "PostgreSQL": 3.0}
 PostgreSQL)."""
 SUMMARY_TARGET = 5.0
 """`run_summary`: at most this many times the raw driver's."""
+STEP_TARGET = {"SQLite": 3.0, "PostgreSQL": 1.5}
+"""A one-step record (`step`, `last_step_record`): at most this many times the driver's own
+SELECT (CPU on SQLite, wall on PostgreSQL)."""
 STEPS = 1_000
 
 FORMAT = {
@@ -37,6 +42,9 @@ SUMMARY = (
     "SELECT run_id, outcome, success, steps, tokens, duration_ms, finished_at "
     "FROM run_outcomes WHERE run_id = ?"
 )
+RECORD = "SELECT step, decision, result, prompt, tool_call, tokens FROM steps WHERE run_id = ?"
+STEP = f"{RECORD} AND step = ? ORDER BY step DESC, id DESC LIMIT 1"
+LAST_RECORD = f"{RECORD} ORDER BY step DESC, id DESC LIMIT 1"
 
 
 def run(cfg: Config) -> list[Table]:
@@ -92,10 +100,11 @@ def measure(
     clock: Callable[[], float] = time.process_time if backend is SQLITE else time.perf_counter
     cursor = raw.cursor()
     one = (run_id,)
-    fmt, run_sql, last, tokens, summary = (
+    fmt, run_sql, last, tokens, summary, step_sql, last_record = (
         backend.sql(s) if s != FORMAT[backend.name] else s
-        for s in (FORMAT[backend.name], RUN, LAST, TOKENS, SUMMARY)
+        for s in (FORMAT[backend.name], RUN, LAST, TOKENS, SUMMARY, STEP, LAST_RECORD)
     )
+    middle = (run_id, STEPS // 2)
 
     def raw_resume() -> None:
         cursor.execute(fmt).fetchone()
@@ -117,6 +126,18 @@ def measure(
     def store_summary() -> None:
         store.run_summary(run_id)
 
+    def raw_step() -> None:
+        cursor.execute(step_sql, middle).fetchone()
+
+    def store_step() -> None:
+        store.step(run_id, STEPS // 2)
+
+    def raw_last_record() -> None:
+        cursor.execute(last_record, one).fetchone()
+
+    def store_last_record() -> None:
+        store.last_step_record(run_id)
+
     def per_call(fn: Callable[[], None]) -> Callable[[], float]:
         def timed() -> float:
             start = clock()
@@ -133,6 +154,9 @@ def measure(
         ("resume in one read (resume_point)", raw_resume, store_resume_point,
          RESUME_TARGET[backend.name]),
         ("run_summary", raw_summary, store_summary, SUMMARY_TARGET),
+        ("one step's record (step)", raw_step, store_step, STEP_TARGET[backend.name]),
+        ("the last step's record (last_step_record)", raw_last_record, store_last_record,
+         STEP_TARGET[backend.name]),
     ):  # fmt: skip
         times = interleaved([("raw", per_call(raw_fn)), ("store", per_call(store_fn))], rounds)
         out.append((name, median(times["raw"]), median(times["store"]), target))

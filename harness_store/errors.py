@@ -88,18 +88,27 @@ class StoreConnectionError(StoreError, ConnectionError):
     """The connection to the database was lost during a call (a server restart,
     `pg_terminate_backend`, a network cut).
 
-    `may_have_committed` says whether a retry is safe. It is False when the call ran inside a
-    transaction (a `Store.transaction()` block, or any Store call that opens its own BEGIN):
-    the server rolls back an unfinished transaction when its connection goes, so nothing of it
-    was kept. It is True when the lost statement was its own commit (a checkpoint written in
-    autocommit outside a transaction block): the server may have committed it before the
-    connection went, so check (e.g. `last_step`) before writing it again. The Store drops the
-    dead connection; the next call gets a fresh one.
+    `may_have_committed` says whether a retry is safe. It is True whenever the server may have
+    received the call's COMMIT: the connection went while a transaction's COMMIT was on its
+    way or its reply was (any write, or the end of a `Store.transaction()` block), or the lost
+    statement was its own commit (a checkpoint written in autocommit outside a block). The
+    server may then have kept the write, so check (e.g. `last_step`, `provider_calls`) before
+    writing it again. It is False when the connection went before any COMMIT was sent (inside
+    a block, or in the middle of a call's own transaction): the server rolls back an
+    unfinished transaction when its connection goes, so nothing of it was kept. The Store
+    drops the dead connection; the next call gets a fresh one.
     """
 
     def __init__(self, message: str, *, may_have_committed: bool = False) -> None:
         super().__init__(message)
         self.may_have_committed = may_have_committed
+
+
+class StatementRefusedError(StoreError):
+    """The database driver refused a statement before sending it (PostgreSQL's protocol
+    carries at most 65,535 parameters in one statement): nothing reached the server, the
+    connection is intact, and the call's transaction was rolled back, so nothing changed.
+    The same call fails the same way again; it is no lost connection to retry."""
 
 
 class LeaseConflictError(StoreError):

@@ -506,6 +506,36 @@ class StoreMethods:
 
     # TraceMixin: harness_store/store/trace.py
 
+    async def step(
+        self,
+        run_id: int,
+        step: int,
+    ) -> StepRecord | None:
+        """The record of step `step` of a run, or None when the run has none: the last row
+        written under that number, as `steps` lists it last (a retry's row comes before its
+        checkpoint's). A point read: one statement, compiled once per process.
+        """
+        result: StepRecord | None = await self._call(
+            READ,
+            "step",
+            (
+                run_id,
+                step,
+            ),
+            {},
+        )
+        return result
+
+    async def last_step_record(
+        self,
+        run_id: int,
+    ) -> StepRecord | None:
+        """The record of the run's highest step (`last_step`'s number), what an agent resuming
+        the run reads first; None when it has no steps. A point read, as `step`.
+        """
+        result: StepRecord | None = await self._call(READ, "last_step_record", (run_id,), {})
+        return result
+
     async def record_sandbox_event(
         self,
         e: SandboxEvent,

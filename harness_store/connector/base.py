@@ -33,7 +33,7 @@ import copy
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, NoReturn
@@ -268,6 +268,8 @@ class Connector(ABC):
                         self._active.set(None, False)
                     if not commit:
                         own.rollback()
+                    elif write:
+                        self.commit(own.commit)
             finally:
                 if orphans:
                     conn.info.pop(KEEP_ORPHANS, None)
@@ -323,7 +325,7 @@ class Connector(ABC):
                     "the transaction was aborted by the server after an error inside the "
                     "block; nothing of it was committed"
                 )
-            outer.commit()
+            self.commit(outer.commit)
 
     @contextmanager
     def outside_transaction(self) -> Iterator[Any]:
@@ -365,9 +367,12 @@ class Connector(ABC):
         belongs to, as plain tuples: for reads of many rows, where building a SQLAlchemy
         `Row` for each costs more than reading them. Parameters are bound, never inlined."""
         sql, params = _bound(conn, statement)
-        cursor = self.driver_cursor(conn.connection.dbapi_connection)
+        dbapi_connection = conn.connection.dbapi_connection
+        cursor = self.driver_cursor(dbapi_connection)
         try:
             return list(cursor.execute(sql, params).fetchall())
+        except Exception as exc:
+            self.raise_on(dbapi_connection, exc)
         finally:
             cursor.close()
 
@@ -379,9 +384,13 @@ class Connector(ABC):
         for reads too large to hold at once (an Arrow export). One batch is held at a time:
         SQLite steps its cursor, PostgreSQL reads through a server-side cursor."""
         sql, params = _bound(conn, statement)
-        cursor = self._streaming_cursor(conn.connection.dbapi_connection)
+        dbapi_connection = conn.connection.dbapi_connection
+        cursor = self._streaming_cursor(dbapi_connection)
         try:
-            cursor.execute(sql, params)
+            try:
+                cursor.execute(sql, params)
+            except Exception as exc:
+                self.raise_on(dbapi_connection, exc)
             while batch := cursor.fetchmany(batch_rows):
                 yield batch
         finally:
@@ -400,6 +409,20 @@ class Connector(ABC):
 
     # --- errors --------------------------------------------------------------------------
 
+    def commit(self, commit: Callable[[], Any]) -> None:
+        """Run a write transaction's COMMIT (`commit`). A connection lost now cannot say
+        whether the server received COMMIT and kept the write: it leaves as
+        `StoreConnectionError` with `may_have_committed` True, so no caller retries a write
+        the server may hold. Any other error leaves as it is."""
+        try:
+            commit()
+        except Exception as exc:
+            typed = self.typed(exc)
+            if not isinstance(typed, StoreConnectionError):
+                raise
+            typed.may_have_committed = True
+            raise typed from exc
+
     @contextmanager
     def translated(self) -> Iterator[None]:
         """Turn driver errors into typed `StoreError`s (locked, read-only, …)."""
@@ -410,23 +433,40 @@ class Connector(ABC):
         except Exception as exc:
             self.raise_typed(exc)
 
-    def raise_typed(self, exc: Exception, *, may_have_committed: bool = False) -> NoReturn:
+    def raise_typed(
+        self,
+        exc: Exception,
+        *,
+        may_have_committed: bool = False,
+        connection_intact: bool | None = None,
+    ) -> NoReturn:
         """Raise `exc` as its typed `StoreError`, or unchanged when it is no database error.
 
-        `may_have_committed` is true only for a statement that was its own commit: a lost
-        connection then cannot say whether the server kept it."""
+        `may_have_committed` is true for a statement that was its own commit and for a
+        transaction's COMMIT: the server may have received it, and a lost connection then
+        cannot say whether the server kept it. `connection_intact`: the state of the driver
+        connection the statement ran on, when the caller ran it there itself (see
+        `translated`)."""
         if isinstance(exc, StoreError):
             raise exc
-        typed = self.typed(exc)
+        typed = self.typed(exc, connection_intact=connection_intact)
         if typed is None:
             raise exc
         if isinstance(typed, StoreConnectionError):
             typed.may_have_committed = may_have_committed
         raise typed from exc
 
-    def typed(self, exc: Exception) -> StoreError | None:
+    def raise_on(
+        self, dbapi_connection: Any, exc: Exception, *, may_have_committed: bool = False
+    ) -> NoReturn:
+        """`raise_typed` for an error a statement run straight on `dbapi_connection` raised,
+        told by that connection's state whether it was lost (see `translated`)."""
+        intact = self.backend.connection_intact(dbapi_connection)
+        self.raise_typed(exc, may_have_committed=may_have_committed, connection_intact=intact)
+
+    def typed(self, exc: Exception, *, connection_intact: bool | None = None) -> StoreError | None:
         """The `StoreError` for a database error, or None for an error that is not one."""
-        typed = translated(self.backend, exc)
+        typed = translated(self.backend, exc, connection_intact=connection_intact)
         if typed is not None:
             return typed
         orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
@@ -451,12 +491,26 @@ class Connector(ABC):
         return StoreError(f"not committed: {type(exc).__name__}: {exc}")
 
 
-def translated(backend: Backend, exc: BaseException) -> StoreError | None:
+def translated(
+    backend: Backend, exc: BaseException, *, connection_intact: bool | None = None
+) -> StoreError | None:
     """The typed `StoreError` the backend's error code (SQLite's result code, PostgreSQL's
     SQLSTATE) of a driver error names, or None: the one translation of the package's database
-    errors (a SQLAlchemy error is translated by its driver error)."""
+    errors (a SQLAlchemy error is translated by its driver error).
+
+    Where the code says nothing (psycopg's `OperationalError` without SQLSTATE: no answer of
+    the server's), the connection's state does: `connection_intact` when the caller ran the
+    statement on the driver itself; for a SQLAlchemy error raised by a statement, whether
+    SQLAlchemy found its connection lost (`connection_invalidated`, from the driver's own
+    closed and broken flags); otherwise unknown, taken as lost."""
     orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
-    return backend.translate_error(orig)
+    if connection_intact is None:
+        connection_intact = (
+            isinstance(exc, DBAPIError)
+            and exc.statement is not None
+            and not exc.connection_invalidated
+        )
+    return backend.translate_error(orig, connection_intact=connection_intact)
 
 
 def _bound(conn: Connection, statement: ClauseElement) -> tuple[str, Any]:

@@ -95,7 +95,10 @@ class PooledConnector(Connector):
             except BaseException:
                 pooled.rollback()
                 raise
-            pooled.commit()
+            if write:
+                self.commit(pooled.commit)
+            else:
+                pooled.commit()
 
     def _streaming_cursor(self, dbapi_connection: Any) -> Any:
         """On PostgreSQL a named (server-side) cursor, so `stream` fetches batch by batch
@@ -128,7 +131,7 @@ class PooledConnector(Connector):
             return rows
         except Exception as exc:
             reusable = failed = self.backend.connection_idle(held.driver)
-            self.raise_typed(exc)
+            self.raise_on(held.driver, exc)
         finally:
             self._kept.give(held, reusable, failed=failed)
 
@@ -146,7 +149,7 @@ class PooledConnector(Connector):
         if held is None:
             return False
         alone = len(work) == 1 and not many
-        reusable = failed = False
+        reusable = failed = committing = False
         try:
             cursor = held.cursor
             if alone:
@@ -157,10 +160,11 @@ class PooledConnector(Connector):
                     run = cursor.executemany if many else cursor.execute
                     for statement, params in work:
                         run(statement.sql, params)
+                    committing = True  # the block's end sends COMMIT
             reusable = True
         except Exception as exc:
             reusable = failed = self.backend.connection_idle(held.driver)
-            self.raise_typed(exc, may_have_committed=alone)
+            self.raise_on(held.driver, exc, may_have_committed=alone or committing)
         finally:
             self._kept.give(held, reusable, failed=failed)
         return True

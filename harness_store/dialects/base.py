@@ -211,8 +211,12 @@ class Backend(ABC):
     def check_memory_key(self, workspace: str, key: str) -> None:  # noqa: B027 - no limit
         """Refuse a memory (workspace, key) this backend's unique index cannot hold."""
 
-    def translate_error(self, exc: BaseException) -> StoreError | None:
-        """Map a driver error to a typed `StoreError`, or None to let it through unchanged."""
+    def translate_error(
+        self, exc: BaseException, *, connection_intact: bool = False
+    ) -> StoreError | None:
+        """Map a driver error to a typed `StoreError`, or None to let it through unchanged.
+        `connection_intact`: the connection the statement ran on was found open and whole
+        after the error (the connector knows; a caller that does not leaves it False)."""
         return None
 
     def write_queue(self, url: URL, *, busy_timeout: float | None = None) -> WriteQueue:
@@ -230,6 +234,12 @@ class Backend(ABC):
 
     def connection_idle(self, dbapi_connection: Any) -> bool:
         """Whether a kept driver connection is open and idle after a failed call (reusable)."""
+        return True
+
+    def connection_intact(self, dbapi_connection: Any) -> bool:
+        """Whether a driver connection is still open and whole after a failed statement (its
+        own state, no round trip): what tells a statement the driver refused from a lost
+        connection where the driver's error says neither."""
         return True
 
     def driver_rows(self, conn: Connection, statement: Any) -> Any:

@@ -23,6 +23,7 @@ from ..errors import (
     IntegerOverflowError,
     InvalidValueError,
     RunNotFoundError,
+    StatementRefusedError,
     StoreAccessError,
     StoreConnectionError,
     StoreError,
@@ -244,8 +245,14 @@ class PostgreSQLBackend(Backend):
                 f"memory(workspace, key) holds at most {MEMORY_KEY_BYTES} (SQLite has no limit)"
             )
 
-    def translate_error(self, exc: BaseException) -> StoreError | None:
-        """From psycopg's SQLSTATE (and the violated constraint's name), never its message."""
+    def translate_error(
+        self, exc: BaseException, *, connection_intact: bool = False
+    ) -> StoreError | None:
+        """From psycopg's SQLSTATE (and the violated constraint's name), its error type and
+        the connection's state, never its message. An `OperationalError` without SQLSTATE is
+        no answer of the server's: a lost connection, unless the connection is still intact
+        (`connection_intact`), when libpq refused to send the statement (more than 65,535
+        parameters)."""
         exc = getattr(exc, "orig", None) or exc  # a SQLAlchemy error: its driver error
         if not type(exc).__module__.startswith("psycopg"):
             return None
@@ -265,6 +272,10 @@ class PostgreSQLBackend(Backend):
                     f"runs(id), as upstream): {message}"
                 )
         lost = sqlstate is None and type(exc).__name__ == "OperationalError"
+        if lost and connection_intact:
+            return StatementRefusedError(
+                f"the driver refused the statement before sending it; nothing changed: {message}"
+            )
         if lost and getattr(getattr(exc, "pgconn", None), "backend_pid", None) == 0:
             # no server process ever served it: a connection refused at its start (an
             # unknown role, a failed login), said with the server's own reason
@@ -320,6 +331,10 @@ class PostgreSQLBackend(Backend):
         if dbapi_connection.closed or dbapi_connection.broken:
             return False
         return getattr(dbapi_connection.info.transaction_status, "name", None) == "IDLE"
+
+    def connection_intact(self, dbapi_connection: Any) -> bool:
+        """psycopg's own view (an asyncio adapter's too): neither closed nor broken."""
+        return not (dbapi_connection.closed or dbapi_connection.broken)
 
     def transaction_aborted(self, dbapi_connection: Any) -> bool:
         """psycopg's view of the connection: a transaction in error can only roll back."""

@@ -259,7 +259,9 @@ class SQLiteBackend(Backend):
     def shares_memory(self, engine: Engine) -> bool:
         return is_memory(engine.url)
 
-    def translate_error(self, exc: BaseException) -> StoreError | None:
+    def translate_error(
+        self, exc: BaseException, *, connection_intact: bool = False
+    ) -> StoreError | None:
         """From SQLite's (extended) result code, never its message."""
         code = error_code(exc)
         if code is None:

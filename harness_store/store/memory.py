@@ -36,6 +36,11 @@ from .point_reads import memory_entry as point_entry
 FACT = "fact"
 DECISION = "decision"
 
+_ENTRY = m.table_of(m.Memory).alias("entry")
+"""The memory table under another name, as eviction reads it: a Core alias (`orm.aliased`
+would configure every mapper on the first put), so that a DELETE of memory can take its rows
+from a SELECT of the entries without SQLAlchemy correlating the two."""
+
 # `ON CONFLICT … DO NOTHING` is upstream's `INSERT OR IGNORE` in a form SQLite and PostgreSQL
 # both parse; the unique index memory_snapshots_entry is the first-write-per-run guard.
 _SNAPSHOT_TEXT = text(
@@ -123,18 +128,38 @@ def check_kind(kind: str) -> str:
     return kind
 
 
-def eviction_candidates(workspace: str) -> Any:
-    """A workspace's entries in upstream's eviction order (0.56): key, length, pinned."""
-    # A Core alias, not `orm.aliased`: that would configure every mapper on the first put.
-    mem, recall = m.Memory, m.table_of(m.MemoryRecall).alias("recall")
-    of_entry = (recall.c.workspace == mem.workspace, recall.c.key == mem.key)
+def _in_eviction_order(workspace: str, *shown: Any) -> Any:
+    """`shown` (columns of `_ENTRY`) of a workspace's entries in upstream's eviction order
+    (0.56): fewest distinct recalling runs, oldest last recall (never recalled first), then
+    `created_at`, then `id`."""
+    entry, recall = _ENTRY, m.table_of(m.MemoryRecall).alias("recall")
+    of_entry = (recall.c.workspace == entry.c.workspace, recall.c.key == entry.c.key)
     runs = select(func.count(distinct(recall.c.run_id))).where(*of_entry).scalar_subquery()
     last_recall = select(func.max(recall.c.at)).where(*of_entry).scalar_subquery()
     return (
-        select(mem.key, func.length(mem.value), mem.pinned)
-        .where(mem.workspace == workspace)
-        .order_by(runs, last_recall.asc().nulls_first(), mem.created_at, mem.id)
+        select(*shown)
+        .where(entry.c.workspace == workspace)
+        .order_by(runs, last_recall.asc().nulls_first(), entry.c.created_at, entry.c.id)
     )
+
+
+def eviction_candidates(workspace: str) -> Any:
+    """A workspace's entries in eviction order: key, length, pinned."""
+    entry = _ENTRY.c
+    return _in_eviction_order(workspace, entry.key, func.length(entry.value), entry.pinned)
+
+
+def eviction(workspace: str, keep: str, count: int) -> Any:
+    """The DELETE of the first `count` entries of `workspace` that may go, in eviction order
+    (never `keep` nor a pinned one), returning their keys: one statement whose parameters
+    are the same few however many entries go (PostgreSQL's driver sends at most 65,535)."""
+    entry, memory = _ENTRY.c, m.table_of(m.Memory)
+    doomed = (
+        _in_eviction_order(workspace, entry.id)
+        .where(entry.key != keep, func.coalesce(entry.pinned, 0) != 1)
+        .limit(count)
+    )
+    return delete(memory).where(memory.c.id.in_(doomed)).returning(memory.c.key)
 
 
 def memory_entry(
@@ -219,10 +244,12 @@ class MemoryMixin(OlderStoreMixin):
             evicted.append(entry_key)
             count -= 1
             chars -= max(int(length), 0)
-        if evicted:
-            mem = m.Memory
-            conn.execute(delete(mem).where(mem.workspace == workspace, mem.key.in_(evicted)))
-        return evicted
+        if not evicted:
+            return []
+        gone = set(conn.execute(eviction(workspace, keep, len(evicted))).scalars())
+        # what the DELETE took, in the order read (the same rows, unless a recall recorded
+        # meanwhile reordered them)
+        return [entry_key for entry_key, _, _ in entries if entry_key in gone]
 
     @reads
     def memory_similar(self, workspace: str, key: str, value: str) -> MemoryEntry | None:

@@ -97,6 +97,19 @@ def tokens_of(run_id: RunKey, *, has_turns: bool = True) -> Select[int]:
     return select(case((reply, by_calls.scalar_subquery()), else_=by_steps.scalar_subquery()))
 
 
+def step_record(last: bool) -> ClauseElement:
+    """A run's step record by number (`:step`): the last row written under it, which `steps`
+    lists last (a retry's row comes before its checkpoint's); or with `last` the record of the
+    run's highest step number. One seek on the (run_id, step, id) index, one row."""
+    s = m.Step
+    statement = select(s.step, s.decision, s.result, s.prompt, s.tool_call, s.tokens).where(
+        s.run_id == RUN_ID
+    )
+    if not last:
+        statement = statement.where(s.step == bindparam("step"))
+    return statement.order_by(s.step.desc(), s.id.desc()).limit(1)
+
+
 def run_lease(now_sql: str) -> ClauseElement:
     """A run's lease and the database's clock now (`now_sql`, the backend's expression)."""
     r = m.RunLease

@@ -47,10 +47,12 @@ from ..records import (
     SandboxEvent,
     ServerToolCall,
     Snapshot,
+    StepRecord,
 )
 from .arguments import WrappedU64
 from .marks import reads, writes
 from .older import OlderStoreMixin
+from .point_reads import step_record
 
 
 def of_run(run_id: int, *columns: Any) -> Select[Any]:
@@ -62,6 +64,21 @@ def of_run(run_id: int, *columns: Any) -> Select[Any]:
 
 class TraceMixin(OlderStoreMixin):
     """Upstream's `trace.rs` half of the Store (steps themselves live in `runs`)."""
+
+    @reads
+    def step(self, run_id: int, step: int) -> StepRecord | None:
+        """The record of step `step` of a run, or None when the run has none: the last row
+        written under that number, as `steps` lists it last (a retry's row comes before its
+        checkpoint's). A point read: one statement, compiled once per process."""
+        rows = self._point("step", step_record, False, run_id=run_id, step=step)
+        return StepRecord(*rows[0]) if rows else None
+
+    @reads
+    def last_step_record(self, run_id: int) -> StepRecord | None:
+        """The record of the run's highest step (`last_step`'s number), what an agent resuming
+        the run reads first; None when it has no steps. A point read, as `step`."""
+        rows = self._point("last_step_record", step_record, True, run_id=run_id)
+        return StepRecord(*rows[0]) if rows else None
 
     @writes
     def record_sandbox_event(self, e: SandboxEvent) -> None:

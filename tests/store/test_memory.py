@@ -290,3 +290,41 @@ def test_memory_delete_and_clear_stay_in_their_workspace(db: Store, ws: str) -> 
     assert db.memory_clear(f"{ws}/a") == 0
     assert keys(db.memory_list(f"{ws}/b")) == ["k"]
     assert db.memory_list(f"{ws}/a") == []
+
+
+BIG_WORKSPACE = 70_000
+"""Entries past PostgreSQL's 65,535 parameters a statement, plus room for the caps' 64: a
+workspace a centre reaches when `sync` merges memory without the per-workspace caps."""
+
+
+def _fill_workspace(target: str, workspace: str, entries: int) -> None:
+    """`entries` facts `k0`, `k1`, … in `workspace`, written in one statement as a merge
+    leaves them (one stamp, so eviction takes them in the order written)."""
+    raw(
+        target,
+        "INSERT INTO memory (workspace, key, value, run_id, step, created_at, kind, pinned) "
+        "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+        "SELECT ?, 'k' || CAST(i AS TEXT), 'v', 1, 1, '2020-01-01T00:00:00.000Z', 'fact', 0 "
+        "FROM n",
+        entries - 1,
+        workspace,
+    )
+
+
+@pytest.mark.slow_on("sqlite")
+def test_a_workspace_past_the_drivers_parameter_limit_is_written_again_and_again(
+    store: Store, store_target: str
+) -> None:
+    run = store.start_run("g", "f")
+    store.memory_put(WS, "pinned", "kept", run, 1)
+    store.memory_pin(WS, "pinned", True)
+    _fill_workspace(store_target, WS, BIG_WORKSPACE)
+    evicted = store.memory_put(WS, "new", "v", run, 2)
+    # the pin and the new entry count towards the 64; every other entry but the newest 62 goes
+    gone = BIG_WORKSPACE - (MEMORY_MAX_ENTRIES - 2)
+    assert evicted == [f"k{i}" for i in range(gone)]
+    listed = keys(store.memory_list(WS))
+    assert len(listed) == MEMORY_MAX_ENTRIES
+    assert {"pinned", "new", f"k{gone}", f"k{BIG_WORKSPACE - 1}"} <= set(listed)
+    assert store.memory_put(WS, "again", "v", run, 3) == [f"k{gone}"]
+    assert store.memory_get(WS, "again") is not None

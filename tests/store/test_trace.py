@@ -4,13 +4,17 @@ text, `iter_steps` paging, and `context_reported`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import astuple
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
+from sqlalchemy.sql.compiler import Compiled
 from support import upstream_sql as up
+from support.asyncfacade import BlockingAsyncStore
+from support.pg_proxy import PgProxy
 from support.rows import count, execute
 from support.upstream_sql import counts, raw
 
@@ -487,3 +491,107 @@ def test_the_tool_attempt_journal(store: Store) -> None:
     with store.engine.connect() as conn:
         rows = conn.execute(select(m.ToolAttempt.resolution).order_by(m.ToolAttempt.id)).all()
     assert [r[0] for r in rows] == ["skip", None]
+
+
+def test_one_step_is_read_by_number_and_the_last_one_as_a_resuming_agent_reads_it(
+    store: Store, store_target: str
+) -> None:
+    run, other, fresh = (store.start_run(g, "f") for g in ("run", "other", "fresh"))
+    first = StepRecord(1, "read", "ok", "prompt 1", '{"path":"a"}', 10)
+    second = StepRecord(2, "édit 🦀", "", "", "", 2**63 - 1)
+    store.checkpoint_steps(run, [first, second])
+    # a retry's row under step 3, written by the driver as upstream's `record` does, before
+    # the checkpoint that reuses the number
+    raw(
+        store_target,
+        "INSERT INTO steps (run_id, step, decision, result, prompt, tool_call, tokens) "
+        "VALUES (?, 3, 'retry', 'timeout', '', '', 0)",
+        run,
+    )
+    third = StepRecord(3, "write", "done", "prompt 3", "{}", 30)
+    store.checkpoint_step(run, third)
+    store.checkpoint_step(other, StepRecord(9, "elsewhere", "", "", "", 1))
+
+    assert [store.step(run, n) for n in (1, 2, 3)] == [first, second, third]
+    assert store.step(run, 4) is None
+    assert store.step(run, 9) is None, "never another run's step"
+    assert store.step(99_999, 1) is None
+    assert store.last_step_record(run) == third
+    assert store.last_step_record(other) == StepRecord(9, "elsewhere", "", "", "", 1)
+    assert store.last_step_record(fresh) is None
+    assert store.last_step_record(99_999) is None
+    # as `steps` lists them: for each number, the last record listed under it
+    listed = {record.step: record for record in store.steps(run)}
+    assert all(store.step(run, n) == record for n, record in listed.items())
+    assert store.last_step_record(run) == listed[store.last_step(run)]
+    with pytest.raises(InvalidValueError):
+        store.step(run, "3")  # type: ignore[arg-type]
+
+
+@contextmanager
+def compilations(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every statement SQLAlchemy compiles in the block (any dialect, any compiler), by the
+    statement's class name."""
+    compiled: list[str] = []
+    original = Compiled.__init__
+
+    def counting(self: Any, dialect: Any, statement: Any, *args: Any, **kwargs: Any) -> None:
+        compiled.append(type(statement).__name__)
+        original(self, dialect, statement, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Compiled, "__init__", counting)
+        yield compiled
+
+
+@contextmanager
+def sent_statements(store: Store, proxy: PgProxy | None) -> Iterator[Callable[[], int]]:
+    """How many statements `store` sent its database in the block: on SQLite those SQLite ran
+    on the Store's connection, on PostgreSQL the statement messages that crossed `proxy`."""
+    if proxy is not None:
+        with proxy.counting() as sent:
+            yield lambda: proxy.statements(sent)
+        return
+    seen: list[str] = []
+    raw_connection = store._raw
+    raw_connection.set_trace_callback(seen.append)
+    try:
+        yield lambda: len(seen)
+    finally:
+        raw_connection.set_trace_callback(None)
+
+
+@pytest.mark.parametrize("api", ["Store", "AsyncStore"])
+def test_a_step_point_read_is_one_statement_compiled_once(
+    store_target: str, new_store: Any, monkeypatch: pytest.MonkeyPatch, api: str
+) -> None:
+    new_store.place(store_target)
+    proxy = PgProxy(store_target) if "://" in store_target else None
+    opened: Any = Store if api == "Store" else BlockingAsyncStore
+    try:
+        with opened.open(proxy.url if proxy else store_target) as store:
+            run = store.start_run("goal", "f")
+            store.checkpoint_steps(run, [StepRecord(n, f"d{n}", "r") for n in (1, 2, 3)])
+            assert store.step(run, 1) == StepRecord(1, "d1", "r")  # the first compiles it
+            assert store.last_step_record(run) == StepRecord(3, "d3", "r")
+            executed: list[str] = []
+            engine = store.engine
+            event.listen(engine, "before_cursor_execute", lambda *a: executed.append(a[2]))
+            reads = [
+                (lambda: store.step(run, 2), StepRecord(2, "d2", "r")),
+                (lambda: store.last_step_record(run), StepRecord(3, "d3", "r")),
+            ]
+            with compilations(monkeypatch) as compiled:
+                for _ in range(20):
+                    for read, expected in reads:
+                        if api == "AsyncStore":  # its runner's own work is no statement of it
+                            assert read() == expected
+                            continue
+                        with sent_statements(store, proxy) as sent:
+                            assert read() == expected
+                        assert sent() == 1
+            assert compiled == [], "nothing is compiled per call"
+            assert executed == [], "nor executed through SQLAlchemy"
+    finally:
+        if proxy is not None:
+            proxy.close()

@@ -1,0 +1,39 @@
+"""The connector's one translation of driver errors, where the driver's own error does not say
+what happened: a statement psycopg refuses to send (more parameters than PostgreSQL's protocol
+carries) leaves as `StatementRefusedError`, never as a lost connection that a caller would
+retry for ever, and the connection it was refused on goes on serving."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import literal, select
+
+from harness_store.connector import connector_at
+from harness_store.errors import StatementRefusedError, StoreConnectionError
+
+PARAMETERS = 70_000
+"""Past the 65,535 parameters a PostgreSQL statement can carry."""
+
+
+def _too_many() -> Any:
+    """A SELECT with one bound parameter for each of `PARAMETERS` values."""
+    return select(literal(1)).where(literal(-1).in_(list(range(PARAMETERS))))
+
+
+@pytest.mark.parametrize("way", ["statement", "driver"])
+@pytest.mark.parametrize("unit", ["read", "write"])
+def test_a_statement_the_driver_refuses_is_typed_as_refused_not_as_a_lost_connection(
+    pg_url: str, way: str, unit: str
+) -> None:
+    with connector_at(pg_url) as connector:
+        opened = connector.read if unit == "read" else connector.write
+        with pytest.raises(StatementRefusedError) as refused, opened() as conn:
+            if way == "statement":
+                conn.execute(_too_many())
+            else:  # straight on the driver connection, as the Store's large reads go
+                connector.rows(conn, _too_many())
+        assert not isinstance(refused.value, StoreConnectionError)
+        with connector.read() as conn:
+            assert conn.execute(select(literal(2))).scalar() == 2
