@@ -10,12 +10,17 @@ cases are SQLite's alone).
 
 from __future__ import annotations
 
+import re
 import sqlite3
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+from support.clirun import run_in_process
 
-from harness_store import Store
+from harness_store import ProviderCall, StepRecord, Store, Usage
+from harness_store.cli.app import EXIT_OTHER
 from harness_store.errors import UnreadableValueError
 
 
@@ -71,3 +76,82 @@ def test_a_foreign_lease_at_the_largest_generation_is_not_taken_over(
     with Store.open(store_target) as other, pytest.raises(UnreadableValueError, match=named):
         other.acquire_lease(run, 60)
     assert store.run_lease(run) == before
+
+
+# --- mistyped integers ---------------------------------------------------------------------
+
+MISTYPED = {"Infinity": "9e999", "text": "'lots'", "a BLOB": "x'00ff'", "a fraction": "2.5"}
+"""Values SQLite keeps in an INTEGER column that no integer read takes (PostgreSQL's integer
+columns hold none of them, so these tests are SQLite's alone)."""
+
+
+@pytest.fixture
+def mistyped_store(tmp_path: Path) -> tuple[str, dict[str, int]]:
+    """A tree of two runs with steps, both finished, written by the Store."""
+    path = str(tmp_path / "runs.sqlite3")
+    with Store.open(path) as store:
+        root = store.start_run("root", "a")
+        child = store.start_child_run("child", "b", root, 1)
+        for run in (root, child):
+            for n in (1, 2, 3):
+                store.checkpoint_step(run, StepRecord.new(n, "act", "ok").with_trace("p", "{}", 5))
+    with sqlite3.connect(path) as conn:
+        (row,) = conn.execute(
+            "SELECT id FROM steps WHERE run_id = ? AND step = 2", (child,)
+        ).fetchone()
+    conn.close()
+    return path, {"root": root, "child": child, "row": int(row)}
+
+
+@pytest.mark.parametrize("value", list(MISTYPED))
+def test_a_mistyped_step_integer_is_named_by_every_read(
+    mistyped_store: tuple[str, dict[str, int]], value: str
+) -> None:
+    """Before: Infinity in `steps.tokens` ended `spent_tokens`, `tree` and `harness-store runs`
+    with a raw OverflowError and text there ended `export otlp` with "unexpected TypeError";
+    `steps` returned the float or the text as the token count, and a fraction was summed."""
+    path, ids = mistyped_store
+    root, child, row = ids["root"], ids["child"], ids["row"]
+    foreign(path, f"UPDATE steps SET tokens = {MISTYPED[value]} WHERE id = {row}")
+    named = rf"steps row id {row}: its tokens is .*not an integer"
+    with Store.open(path) as store:
+        reads: dict[str, Callable[[], object]] = {
+            "spent_tokens": lambda: store.spent_tokens(child),
+            "spent_tokens_tree": lambda: store.spent_tokens_tree(root),
+            "tree": lambda: store.tree(root),
+            "resume_point": lambda: store.resume_point(child),
+            "steps": lambda: store.steps(child),
+            "iter_steps": lambda: list(store.iter_steps(child)),
+            "span_steps": lambda: list(store.span_steps(child)),
+        }
+        for name, read in reads.items():
+            with pytest.raises(UnreadableValueError, match=named):
+                read()
+            print(name, "named it")
+        before = store.check()
+        with pytest.raises(UnreadableValueError, match=named):
+            store.finish_run(child, "success")  # its summary sums the tokens
+        assert store.status(child) == "running" and store.check() == before
+    for command in (["runs", path], ["export", "otlp", path, "--endpoint", "http://127.0.0.1:9"]):
+        done = run_in_process(*command)
+        assert done.returncode == EXIT_OTHER, done.stderr
+        assert "Traceback" not in done.stderr and "unexpected" not in done.stderr
+        assert re.search(named, done.stderr), done.stderr
+
+
+@pytest.mark.parametrize("value", ["Infinity", "text"])
+def test_a_mistyped_provider_call_integer_is_named_by_the_export(
+    mistyped_store: tuple[str, dict[str, int]], value: str
+) -> None:
+    path, ids = mistyped_store
+    with Store.open(path) as store:
+        store.record_provider_call(
+            ids["child"],
+            ProviderCall(1, 0, "prov", "m1", Usage(prompt_tokens=10, completion_tokens=4)),
+        )
+    foreign(path, f"UPDATE provider_calls SET latency_ms = {MISTYPED[value]}")
+    with (
+        Store.open(path) as store,
+        pytest.raises(UnreadableValueError, match=r"provider_calls row id \d+: its latency_ms is"),
+    ):
+        store.span_provider_calls(ids["child"])
