@@ -8,7 +8,8 @@ so the common row — one call whose arguments are an object `{…}`, no `" | "`
 split with string kernels and its arguments checked as JSON all at once by Arrow's JSON
 reader; only the rows that may hold several calls (a `" | "`), the single-file loop's bare
 arguments (`{…}`), other arguments than an object, or a batch whose arguments are not all
-valid go through the grammar one by one.
+valid go through the grammar one by one. Arrow's JSON reader also takes NaN and Infinity,
+which RFC 8259 and the grammar do not: rows that may hold one go through the grammar too.
 """
 
 from __future__ import annotations
@@ -49,9 +50,11 @@ def tool_call_columns(source: pa.Array[Any]) -> dict[str, pa.Array[Any]]:
     # a " | " may join several calls; a line break is not one JSON value a line
     several = pc.or_(holding(source, STEP_CALLS_SEPARATOR), holding(source, "\n"))
     bare = filled(pc.starts_with(source, "{"), False)
+    constant = _may_hold_constants(source)
     braced = filled(pc.and_(pc.starts_with(args, "{"), pc.ends_with(args, "}")), False)
-    fast = pc.and_(pc.and_(named, braced), pc.invert(several))
+    fast = pc.and_(pc.and_(pc.and_(named, braced), pc.invert(several)), pc.invert(constant))
     slow = pc.or_(pc.or_(several, bare), pc.and_(named, pc.invert(braced)))
+    slow = pc.or_(slow, constant)
     if not _objects(args.filter(fast)):  # some row is not one JSON object: ask the grammar
         slow, fast = pc.or_(slow, fast), pa.array([False] * len(source), pa.bool_())
     empty = filled(equals(source, ""), False)
@@ -85,6 +88,23 @@ def holding(source: pa.Array[Any], text: str) -> pa.Array[Any]:
                 at = raw.find(needle, at + 1, offsets[count])
     flags = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(bytes(found))])
     return pc.not_equal(flags, pa.scalar(0, pa.uint8()))
+
+
+NON_FINITE = r"[:,\[]\s*-?(?:NaN|Inf)"
+"""Where Arrow's JSON reader takes `NaN`, `Inf` or `Infinity` as a value, which RFC 8259 (and
+so the grammar) does not: such rows are left to the grammar."""
+
+
+def _may_hold_constants(source: pa.Array[Any]) -> pa.Array[Any]:
+    """Whether each value may hold a NaN or an Infinity as a JSON value: one search of the
+    data buffer for each word, then a pattern over the few rows that hold one."""
+    words: pa.Array[Any] = pc.or_(holding(source, "NaN"), holding(source, "Inf"))
+    if not pc.any(words).as_py():
+        return words
+    found: pa.Array[Any] = pc.and_(
+        words, filled(pc.match_substring_regex(source, NON_FINITE), False)
+    )
+    return found
 
 
 def _objects(arguments: pa.Array[Any]) -> bool:
