@@ -42,11 +42,9 @@ def _stamp(value: object, run_id: int, column: str) -> datetime:
     """A stored `%Y-%m-%dT%H:%M:%fZ` (or `YYYY-MM-DD HH:MM:SS`) stamp as a UTC datetime. Any
     other value is refused typed, as io-harness's own read of the row fails (its SQL's
     `strftime` of it is NULL, which its row type does not take)."""
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value.rstrip("Z").replace("T", " ")).replace(tzinfo=UTC)
-        except ValueError:
-            pass
+    found = stamp(value) if isinstance(value, str) else None
+    if found is not None:
+        return found
     raise _unreadable(run_id, column, f"is {value!r}, not a time stamp")
 
 
@@ -58,16 +56,30 @@ def _unreadable(run_id: int, column: str, what: str) -> UnreadableValueError:
     )
 
 
-def _expiry(renewed: datetime, ttl: int, run_id: int) -> datetime:
-    """`renewed + ttl` seconds, or `UnreadableValueError` where io-harness computes no expiry
-    (a negative ttl, or one past `LAST_STAMP`)."""
+def expiry_fault(renewed: datetime, ttl: int) -> str | None:
+    """Why io-harness computes no expiry (`renewed_at + ttl_secs`) for a lease, or None when
+    it does: a negative ttl is no `'+N seconds'`, and no stamp is past `LAST_STAMP`."""
     if ttl < 0:
-        raise _unreadable(run_id, "ttl_secs", f"is {ttl}: a negative ttl gives no expiry")
-    if ttl <= (LAST_STAMP - renewed).total_seconds():
-        return renewed + timedelta(seconds=ttl)
-    raise _unreadable(
-        run_id, "ttl_secs", f"is {ttl}: the expiry, renewed_at + ttl_secs, is past the year 9999"
-    )
+        return f"is {ttl}: a negative ttl gives no expiry"
+    if ttl > (LAST_STAMP - renewed).total_seconds():
+        return f"is {ttl}: the expiry, renewed_at + ttl_secs, is past the year 9999"
+    return None
+
+
+def stamp(value: str) -> datetime | None:
+    """A stored stamp as a UTC datetime, or None when it is none."""
+    try:
+        return datetime.fromisoformat(value.rstrip("Z").replace("T", " ")).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _expiry(renewed: datetime, ttl: int, run_id: int) -> datetime:
+    """`renewed + ttl` seconds, or `UnreadableValueError` where io-harness computes none."""
+    fault = expiry_fault(renewed, ttl)
+    if fault is not None:
+        raise _unreadable(run_id, "ttl_secs", fault)
+    return renewed + timedelta(seconds=ttl)
 
 
 def check_take_over(held: LeaseRow) -> None:
