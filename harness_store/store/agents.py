@@ -19,7 +19,7 @@ from ..records import AgentEvent, SpawnRow, TreeNode
 from .base import DriverStatement
 from .marks import reads, writes
 from .older import OlderStoreMixin
-from .unreadable import integer_total
+from .unreadable import check_integers, integer_columns, integer_total
 
 
 def tree_ids(root: Any) -> CTE:
@@ -90,6 +90,10 @@ the process: compiling them was most of a Store's construction (about 12 of 18 m
 sync pays for each source it opens and each command for its store."""
 
 
+TREE_INTEGERS = integer_columns(tree_queries()["tree"].selected_columns)
+"""The integer columns of a `tree` row (its run's id, parent and depth), checked as read."""
+
+
 def tree_statements(engine: Engine) -> dict[str, DriverStatement]:
     """The tree queries compiled for `engine`'s dialect (once per process)."""
     dialect = engine.dialect
@@ -156,9 +160,11 @@ class AgentsMixin(OlderStoreMixin):
         """Every run of the tree with parent, depth, status, outcome, steps and tokens, and
         its mailbox (messages, unread) and queue (children waiting) — ordered by id. Empty
         when `root` does not exist."""
+        rows = self._tree_read("tree", root)
+        check_integers(rows, TREE_INTEGERS, 0)
         nodes = [
             TreeNode(r[0], r[1], r[2], r[3], r[4], r[5], *self._run_totals(r[0], r[6], r[7]), r[8])
-            for r in self._tree_read("tree", root)
+            for r in rows
         ]
         if not nodes:
             return nodes

@@ -10,7 +10,7 @@ then found by one more query (`integer_total`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -65,10 +65,19 @@ def check_integers(
 ) -> None:
     """Raise `UnreadableValueError` at the first of `rows` whose value at one of `columns`
     (as `integer_columns` gives them) is not an integer; `key` is where each row's id is."""
+    for _ in checked(rows, columns, key):
+        pass
+
+
+def checked(
+    rows: Iterable[Sequence[Any]], columns: Sequence[tuple[int, str, str, str]], key: int
+) -> Iterator[Sequence[Any]]:
+    """`rows`, each checked as `check_integers` checks them as it is taken."""
     for row in rows:
         for i, table, column, name in columns:
             if not is_integer(row[i]):
                 raise not_an_integer(table, name, row[key], column, row[i])
+        yield row
 
 
 def first_not_integer(

@@ -19,9 +19,10 @@ import pytest
 from sqlalchemy import create_engine, text
 from support.clirun import run_in_process
 
-from harness_store import ProviderCall, StepRecord, Store, Usage
+from harness_store import PriceTable, ProviderCall, StepRecord, Store, Usage
 from harness_store.cli.app import EXIT_OTHER
 from harness_store.errors import UnreadableValueError
+from harness_store.records.accounting import Price
 
 
 def foreign(target: str, *statements: str) -> None:
@@ -155,3 +156,60 @@ def test_a_mistyped_provider_call_integer_is_named_by_the_export(
         pytest.raises(UnreadableValueError, match=r"provider_calls row id \d+: its latency_ms is"),
     ):
         store.span_provider_calls(ids["child"])
+
+
+@pytest.mark.parametrize("value", list(MISTYPED))
+def test_a_mistyped_call_counter_is_named_by_the_spend_reads(
+    mistyped_store: tuple[str, dict[str, int]], value: str
+) -> None:
+    """Before: `provider_calls`, `spend_by_run`, `spend_by_day` and `spend_by_model` ended
+    with a raw OverflowError (Infinity) or ValueError (text) where a token counter of a call
+    was no integer, and a fraction was cut to an integer."""
+    path, ids = mistyped_store
+    usage = Usage(prompt_tokens=10, completion_tokens=4, total_tokens=14)
+    with Store.open(path) as store:
+        for run in (ids["root"], ids["child"]):
+            store.record_provider_call(run, ProviderCall(1, 0, "prov", "m1", usage))
+    with sqlite3.connect(path) as conn:
+        (row,) = conn.execute("SELECT max(id) FROM provider_calls").fetchone()
+        conn.execute(
+            f"UPDATE provider_calls SET prompt_tokens = {MISTYPED[value]} WHERE id = {row}"
+        )
+    conn.close()
+    prices = PriceTable.new("2026-01").with_("m1", Price(input=1_000_000, output=2_000_000))
+    named = rf"provider_calls row id {row}: its prompt_tokens is .*not an integer"
+    with Store.open(path) as store:
+        reads: dict[str, Callable[[], object]] = {
+            "provider_calls": lambda: store.provider_calls(ids["child"]),
+            "spend_by_run": lambda: store.spend_by_run(prices),
+            "spend_by_day": lambda: store.spend_by_day(prices),
+            "spend_by_model": lambda: store.spend_by_model(prices),
+            "iter_spend_by_run": lambda: list(store.iter_spend_by_run(prices)),
+            "spend_by_run since": lambda: store.spend_by_run(prices, since="2000-01-01"),
+        }
+        for name, read in reads.items():
+            with pytest.raises(UnreadableValueError, match=named):
+                read()
+            print(name, "named it")
+    with Store.open(path, read_only=True) as store:
+        with pytest.raises(UnreadableValueError, match=named):
+            store.spend_by_day(prices)
+
+
+@pytest.mark.parametrize("value", ["Infinity", "text"])
+def test_a_mistyped_run_integer_is_named_by_the_listings(
+    mistyped_store: tuple[str, dict[str, int]], value: str
+) -> None:
+    """Before: text or Infinity in `runs.depth` came back as the depth from `run_page` and
+    `tree`, and `harness-store runs` printed it."""
+    path, ids = mistyped_store
+    child = ids["child"]
+    foreign(path, f"UPDATE runs SET depth = {MISTYPED[value]} WHERE id = {child}")
+    named = rf"runs row id {child}: its depth is .*not an integer"
+    with Store.open(path) as store:
+        with pytest.raises(UnreadableValueError, match=named):
+            store.run_page()
+        with pytest.raises(UnreadableValueError, match=named):
+            store.tree(ids["root"])
+    done = run_in_process("runs", path)
+    assert done.returncode == EXIT_OTHER and re.search(named, done.stderr), done.stderr
