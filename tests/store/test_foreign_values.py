@@ -191,9 +191,11 @@ def test_a_mistyped_call_counter_is_named_by_the_spend_reads(
             with pytest.raises(UnreadableValueError, match=named):
                 read()
             print(name, "named it")
-    with Store.open(path, read_only=True) as store:
-        with pytest.raises(UnreadableValueError, match=named):
-            store.spend_by_day(prices)
+    with (
+        Store.open(path, read_only=True) as store,
+        pytest.raises(UnreadableValueError, match=named),
+    ):
+        store.spend_by_day(prices)
 
 
 @pytest.mark.parametrize("value", ["Infinity", "text"])
@@ -213,3 +215,16 @@ def test_a_mistyped_run_integer_is_named_by_the_listings(
             store.tree(ids["root"])
     done = run_in_process("runs", path)
     assert done.returncode == EXIT_OTHER and re.search(named, done.stderr), done.stderr
+
+
+def test_a_call_on_the_last_day_a_stamp_can_hold_is_priced(store: Store, store_target: str) -> None:
+    """Before: a call stamped on 9999-12-31 (a valid stamp) ended `spend_by_day` with a raw
+    OverflowError, computing the day after it as the upper end of the day's calls."""
+    prices = PriceTable.new("2026-01").with_("m1", Price(input=1_000_000, output=2_000_000))
+    run = store.start_run("late", "x")
+    usage = Usage(prompt_tokens=10, completion_tokens=4, total_tokens=14)
+    store.record_provider_call(run, ProviderCall(1, 0, "prov", "m1", usage))
+    before = store.spend_by_day(prices)
+    foreign(store_target, "UPDATE provider_calls SET at = '9999-12-31T23:00:00.000Z'")
+    (day,) = store.spend_by_day(prices)
+    assert day.key == "9999-12-31" and day.calls == 1 and day.cost_micros == before[0].cost_micros > 0
