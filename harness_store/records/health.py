@@ -57,6 +57,9 @@ class FindingKind(Enum):
     """Text whose bytes are not UTF-8 (SQLite keeps whatever bytes a writer hands it)."""
     NUL_IN_TEXT = "nul_in_text"
     """Text holding a NUL character, which the Store refuses and PostgreSQL cannot hold."""
+    NOT_JSON = "not_json"
+    """A JSON document io-harness parses (a run's policy, an assistant turn's calls, an event
+    of the stream) holding NaN or Infinity, which RFC 8259 and io-harness's reader refuse."""
     LEASE_EXPIRY = "lease_expiry"
     """A lease whose expiry (`renewed_at + ttl_secs`) no stamp can hold (a negative ttl, or
     one past the year 9999), or whose generation no take-over can raise (2⁶³−1)."""

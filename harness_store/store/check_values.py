@@ -12,13 +12,15 @@ values (`check_rows.integers`), so a mistyped row is named here once instead of 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any
 
-from sqlalchemy import Connection, Integer, and_, case, func, not_, select
+from sqlalchemy import Connection, Integer, and_, case, func, not_, or_, select
 
 from ..dialects import Backend
+from ..formats import JSON
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
 from .check_rows import model_table
 from .unreadable import shown
@@ -133,7 +135,57 @@ def value_findings(
                         _finding(conn, backend, table, keys, column, kind, bad, int(count))
                     )
         findings += _text_findings(conn, backend, table, keys, texts)
+        for column in (table.c[c] for c in PARSED.get(name, ()) if c in present):
+            found = _json_finding(conn, backend, table, keys, column)
+            findings += [found] if found is not None else []
     return findings
+
+
+PARSED: dict[str, tuple[str, ...]] = {
+    "run_policies": ("policy",),
+    "step_turns": ("calls",),
+    "run_events": ("json",),
+}
+"""The JSON documents io-harness parses and fails on when they are not JSON (a resume's
+policy and assistant turns, the event stream); its other JSON columns read as empty then."""
+
+
+def _json_finding(
+    conn: Connection, backend: Backend, table: Any, keys: list[Any], column: Any
+) -> Finding | None:
+    """The documents of `column` that hold NaN or Infinity as a value: the rows whose text
+    holds either word are read (as bytes where the backend keeps any), one at a time, and
+    those RFC 8259 refuses but Python's lenient reader takes are named."""
+    faults = backend.text_faults(column)
+    value = column if faults is None else faults[2]
+    words = or_(column.like("%NaN%"), column.like("%Infinity%"))
+    bad = _Bad()
+    for row in conn.execute(select(*keys, value).where(words).order_by(*keys)):
+        raw = row[-1]
+        try:
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+            json.loads(text)  # Python's reader takes NaN and Infinity
+        except ValueError:
+            continue  # not UTF-8, or no JSON at all: named elsewhere, or not this finding
+        try:
+            JSON.decode(text)
+        except ValueError:
+            bad.add(tuple(row[: len(keys)]), text.encode())
+    if not bad.count:
+        return None
+    key, rows, where = _named(keys, bad)
+    return Finding(
+        K.NOT_JSON,
+        table.name,
+        f"{table.name}.{column.name} holds {bad.count} documents with NaN or Infinity, which "
+        f"JSON (RFC 8259) has not (e.g. {_shown(bad.example)})",
+        "io-harness's read of these rows fails (its JSON reader refuses NaN and Infinity): "
+        "a resume of the run, or a read of its event stream, stops with an error",
+        key=key,
+        rows=rows,
+        count=bad.count,
+        command=f"UPDATE {table.name} SET {column.name} = '…' WHERE {where}",
+    )
 
 
 class _Bad:

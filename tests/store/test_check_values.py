@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.policies import PERMISSIVE_POLICY
 
 from harness_store import AgentEvent, Store
 from harness_store.errors import UnreadableValueError
@@ -159,6 +160,8 @@ FOREIGN: list[tuple[str, str, str, str]] = [
     ("memory", "key", "CAST(x'80' AS TEXT)", "not_utf8"),
     ("memory", "value", "'v' || char(0)", "nul_in_text"),
     ("memory", "workspace", "x'2f77'", "wrong_type"),
+    # a JSON document io-harness parses, keyed by its run
+    ("run_policies", "policy", """'{"layers":[],"defaults":{"x":NaN}}'""", "not_json"),
     # leases
     ("run_leases", "ttl_secs", "1099511627776", "lease_expiry"),  # past the year 9999
     ("run_leases", "generation", str(2**63 - 1), "lease_expiry"),  # no take-over can raise it
@@ -178,10 +181,11 @@ def test_every_value_io_harness_could_not_read_back_is_named(tmp_path: Path) -> 
         store.record_agent_event(AgentEvent.budget_draw(run, 1, 5, 5))
         store.memory_put("/ws", "k", "v", run, 1)
         store.acquire_lease(run, 60)
+        store.record_run_policy(run, PERMISSIVE_POLICY)
     planted: list[tuple[str, str, int, str]] = []
     with sqlite3.connect(path) as conn:
         for table, column, value, kind in FOREIGN:
-            key = "run_id" if table == "run_leases" else "id"
+            key = "run_id" if table in ("run_leases", "run_policies") else "id"
             (row,) = conn.execute(f"SELECT min({key}) FROM {table}").fetchone()
             conn.execute(f"UPDATE {table} SET {column} = {value} WHERE {key} = {row}")
             planted.append((table, column, int(row), kind))

@@ -227,4 +227,6 @@ def test_a_call_on_the_last_day_a_stamp_can_hold_is_priced(store: Store, store_t
     before = store.spend_by_day(prices)
     foreign(store_target, "UPDATE provider_calls SET at = '9999-12-31T23:00:00.000Z'")
     (day,) = store.spend_by_day(prices)
-    assert day.key == "9999-12-31" and day.calls == 1 and day.cost_micros == before[0].cost_micros > 0
+    assert (
+        day.key == "9999-12-31" and day.calls == 1 and day.cost_micros == before[0].cost_micros > 0
+    )
