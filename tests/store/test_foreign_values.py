@@ -124,6 +124,7 @@ def test_a_mistyped_step_integer_is_named_by_every_read(
             "steps": lambda: store.steps(child),
             "iter_steps": lambda: list(store.iter_steps(child)),
             "span_steps": lambda: list(store.span_steps(child)),
+            "trace_entries": lambda: list(store.trace_entries(child)),
         }
         for name, read in reads.items():
             with pytest.raises(UnreadableValueError, match=named):
@@ -230,3 +231,28 @@ def test_a_call_on_the_last_day_a_stamp_can_hold_is_priced(store: Store, store_t
     assert (
         day.key == "9999-12-31" and day.calls == 1 and day.cost_micros == before[0].cost_micros > 0
     )
+
+
+@pytest.mark.parametrize("value", ["text", "Infinity"])
+def test_a_mistyped_step_number_is_named_by_every_read(
+    mistyped_store: tuple[str, dict[str, int]], value: str
+) -> None:
+    """Before: text as a step number ended `trace_entries` with a raw TypeError (comparing
+    it with the numbers of the other rows) and came back from `steps` as the number."""
+    path, ids = mistyped_store
+    child, row = ids["child"], ids["row"]
+    foreign(path, f"UPDATE steps SET step = {MISTYPED[value]} WHERE id = {row}")
+    named = rf"steps row id {row}: its step is .*not an integer"
+    with Store.open(path) as store:
+        reads: dict[str, Callable[[], object]] = {
+            "steps": lambda: store.steps(child),
+            "last_step": lambda: store.last_step(child),
+            "resume_point": lambda: store.resume_point(child),
+            "trace_entries": lambda: list(store.trace_entries(child)),
+            "span_steps": lambda: list(store.span_steps(child)),
+            "tree": lambda: store.tree(ids["root"]),
+        }
+        for name, read in reads.items():
+            with pytest.raises(UnreadableValueError, match=named):
+                read()
+            print(name, "named it")
