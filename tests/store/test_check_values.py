@@ -206,3 +206,24 @@ def test_every_value_io_harness_could_not_read_back_is_named(tmp_path: Path) -> 
     assert not missing, (missing, [(f.kind.value, f.table, f.detail) for f in report.findings])
     for finding in report.findings:
         assert finding.detail and finding.upstream and (finding.command or finding.repair)
+
+
+@pytest.mark.slow_on("postgresql")
+def test_leases_io_harness_cannot_use_are_named(store_target: str) -> None:
+    """Before: a lease whose ttl is negative or puts its expiry past the year 9999, or whose
+    generation no take-over can raise, was called healthy (the reads of it raised a raw
+    OverflowError)."""
+    store, runs = populated(store_target)
+    child = runs["child"]
+    with store:
+        other = store.start_run("other", "x")
+        store.acquire_lease(other, 60)
+        plant(
+            store,
+            f"UPDATE run_leases SET ttl_secs = {2**40} WHERE run_id = {child}",
+            f"UPDATE run_leases SET generation = {2**63 - 1} WHERE run_id = {other}",
+        )
+        report = store.check()
+    assert kinds(report) == [("lease_expiry", "run_leases", (child, other))]
+    (finding,) = report.findings
+    assert finding.count == 2 and "past the year 9999" in finding.detail
