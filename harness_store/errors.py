@@ -205,9 +205,10 @@ class MigrationConnectionError(StoreError, TypeError):
 
 class UnreadableValueError(StoreError, ValueError):
     """A stored value is not of the form its column holds (a lease's `renewed_at` that is no
-    time stamp, a text in an integer column), so the read it feeds cannot be answered — as
-    io-harness's own read of it fails. Nothing was changed; `harness-store check` names the
-    row."""
+    time stamp or whose expiry no stamp can hold, text or Infinity in an integer column), so
+    the read it feeds cannot be answered — as io-harness's own read of it fails. The message
+    names the table, the row, the column and the value. Nothing was changed; `harness-store
+    check` names the row."""
 
 
 class DamagedStoreError(MalformedStoreError):

@@ -142,7 +142,17 @@ STEP_CALLS_SEPARATOR = " | "
 """What io-harness joins a step's tool calls with in `steps.tool_call` (`name:args | name:args`)."""
 
 _CALL_NAME = re.compile(r"[A-Za-z0-9_.\-]+:")
-_JSON = json.JSONDecoder()
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON: RFC 8259 has no NaN or Infinity")
+
+
+JSON = json.JSONDecoder(parse_constant=_no_constant)
+"""JSON as RFC 8259 defines it, for every reader of a step's tool calls: Python's own reader
+also takes `NaN`, `Infinity` and `-Infinity` (which `json.dumps` writes), and DuckDB's,
+polars' and io-harness's (serde's) readers refuse them."""
+_JSON = JSON
 
 WRITE_FILE_TOOL = "write_file"
 """The tool the single-file loop calls; that loop records only the call's arguments."""
@@ -156,7 +166,8 @@ def step_tool_calls(tool_call: str) -> tuple[tuple[str, str], ...] | None:
     `write_file` call's arguments (a bare JSON object). The text is read by that grammar —
     a name, a colon, exactly one JSON value, then the separator or the end — so a `" | "`
     inside an argument string is part of the argument. Empty text is no call (`()`); text
-    not in either form is `None`, and each arguments text returned is valid JSON.
+    not in either form is `None`, and each arguments text returned is valid JSON (RFC 8259:
+    no NaN or Infinity).
     """
     if tool_call == "":
         return ()

@@ -8,7 +8,6 @@ the rest null, so one odd row never stops an export.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -16,6 +15,7 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..formats import JSON
 from .schema import ORIGIN, Kind, Parsed, TableShape
 from .tool_calls import tool_call_columns
 
@@ -153,7 +153,7 @@ def parsed_array(parsed: Parsed, source: pa.Array[Any]) -> pa.Array[Any]:
 
 def _json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return JSON.decode(text)
     except ValueError:
         return None
 

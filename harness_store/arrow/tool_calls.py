@@ -8,7 +8,8 @@ so the common row — one call whose arguments are an object `{…}`, no `" | "`
 split with string kernels and its arguments checked as JSON all at once by Arrow's JSON
 reader; only the rows that may hold several calls (a `" | "`), the single-file loop's bare
 arguments (`{…}`), other arguments than an object, or a batch whose arguments are not all
-valid go through the grammar one by one.
+valid go through the grammar one by one. Arrow's JSON reader also takes NaN and Infinity,
+which RFC 8259 and the grammar do not: rows that may hold one go through the grammar too.
 """
 
 from __future__ import annotations
@@ -47,11 +48,13 @@ def tool_call_columns(source: pa.Array[Any]) -> dict[str, pa.Array[Any]]:
         plain = pc.replace_substring(plain, allowed, "a")
     named = filled(pc.ascii_is_alnum(plain), False)  # false for '' and for any other byte
     # a " | " may join several calls; a line break is not one JSON value a line
-    several = pc.or_(holding(source, STEP_CALLS_SEPARATOR), holding(source, "\n"))
+    several = holding(source, STEP_CALLS_SEPARATOR, "\n")
     bare = filled(pc.starts_with(source, "{"), False)
+    constant = _may_hold_constants(source)
     braced = filled(pc.and_(pc.starts_with(args, "{"), pc.ends_with(args, "}")), False)
-    fast = pc.and_(pc.and_(named, braced), pc.invert(several))
+    fast = pc.and_(pc.and_(pc.and_(named, braced), pc.invert(several)), pc.invert(constant))
     slow = pc.or_(pc.or_(several, bare), pc.and_(named, pc.invert(braced)))
+    slow = pc.or_(slow, constant)
     if not _objects(args.filter(fast)):  # some row is not one JSON object: ask the grammar
         slow, fast = pc.or_(slow, fast), pa.array([False] * len(source), pa.bool_())
     empty = filled(equals(source, ""), False)
@@ -66,25 +69,50 @@ def tool_call_columns(source: pa.Array[Any]) -> dict[str, pa.Array[Any]]:
     return columns
 
 
-def holding(source: pa.Array[Any], text: str) -> pa.Array[Any]:
-    """Whether each value of a string array holds `text`: one search of its data buffer
-    (many times faster than Arrow's per-value kernel for a text seldom found)."""
+def holding(source: pa.Array[Any], *texts: str) -> pa.Array[Any]:
+    """Whether each value of a string array holds one of `texts`: one search of its data
+    buffer per text (many times faster than Arrow's per-value kernel for a text seldom
+    found)."""
     count = len(source)
     _, offsets_buffer, data = source.buffers()
     found = bytearray(count)
     if data is not None and offsets_buffer is not None and count:
         offsets = memoryview(offsets_buffer).cast("i")[source.offset : source.offset + count + 1]
-        raw, needle = data.to_pybytes(), text.encode()
-        at = raw.find(needle, offsets[0], offsets[count])
-        while at != -1:
-            row = bisect_right(offsets, at) - 1
-            if at + len(needle) <= offsets[row + 1]:
-                found[row] = 1
-                at = raw.find(needle, offsets[row + 1], offsets[count])
-            else:  # it runs into the next value: not in this one
-                at = raw.find(needle, at + 1, offsets[count])
+        raw = data.to_pybytes()
+        for text in texts:
+            needle = text.encode()
+            at = raw.find(needle, offsets[0], offsets[count])
+            while at != -1:
+                row = bisect_right(offsets, at) - 1
+                if at + len(needle) <= offsets[row + 1]:
+                    found[row] = 1
+                    at = raw.find(needle, offsets[row + 1], offsets[count])
+                else:  # it runs into the next value: not in this one
+                    at = raw.find(needle, at + 1, offsets[count])
     flags = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(bytes(found))])
     return pc.not_equal(flags, pa.scalar(0, pa.uint8()))
+
+
+NON_FINITE = r"[:,\[]\s*-?(?:NaN|Inf)"
+"""Where Arrow's JSON reader takes `NaN`, `Inf` or `Infinity` as a value, which RFC 8259 (and
+so the grammar) does not: such rows are left to the grammar."""
+
+
+def _may_hold_constants(source: pa.Array[Any]) -> pa.Array[Any]:
+    """Whether each value may hold a NaN or an Infinity as a JSON value: one search of the
+    data buffer for each word, then the pattern over the few rows that hold one."""
+    words = holding(source, "NaN", "Inf")
+    if not pc.any(words).as_py():
+        return words
+    rows = pc.indices_nonzero(words)
+    matched = pc.match_substring_regex(source.take(rows), NON_FINITE)
+    found = bytearray(len(source))
+    for row, hit in zip(rows.to_pylist(), matched.to_pylist(), strict=True):
+        if hit and row is not None:
+            found[row] = 1
+    flags = pa.Array.from_buffers(pa.uint8(), len(source), [None, pa.py_buffer(bytes(found))])
+    constant: pa.Array[Any] = pc.not_equal(flags, pa.scalar(0, pa.uint8()))
+    return constant
 
 
 def _objects(arguments: pa.Array[Any]) -> bool:

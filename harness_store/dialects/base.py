@@ -363,6 +363,13 @@ class Backend(ABC):
         type."""
         return None
 
+    def text_faults(self, column: Any) -> tuple[Any, Any, Any] | None:
+        """For `Store.check`, three things about a text `column`: a condition true where it
+        holds a NUL, one true where it holds a byte outside ASCII (whose UTF-8 must then be
+        checked), and its value as bytes; None on a backend whose text is always UTF-8
+        without NUL."""
+        return None
+
     def journal_mode(self, conn: Connection) -> str | None:
         """How the database journals its writes, as its connection reports it; None where
         the backend has no such setting (PostgreSQL)."""

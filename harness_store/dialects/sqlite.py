@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, event, func
+from sqlalchemy import Connection, Engine, LargeBinary, Table, and_, cast, event, func, literal
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool, StaticPool
@@ -326,6 +326,16 @@ class SQLiteBackend(Backend):
     def stored_as(self, column: Any, kind: str) -> Any:
         """SQLite keeps any value in any column (a text `'x'` in an INTEGER one): `typeof`."""
         return func.typeof(column).in_((kind, "null"))
+
+    def text_faults(self, column: Any) -> tuple[Any, Any, Any] | None:
+        """SQLite keeps any bytes as text: a NUL is found in the value as bytes (its text
+        functions stop at one), a byte outside ASCII by `GLOB` (which reads each as a
+        character above 0x7f, valid or not)."""
+        is_text = func.typeof(column) == "text"
+        raw = cast(column, LargeBinary)
+        nul = and_(is_text, func.instr(raw, literal(b"\x00", LargeBinary)) > 0)
+        wide = and_(is_text, column.op("GLOB")(literal("*[^\x01-\x7f]*")))
+        return nul, wide, raw
 
     def journal_mode(self, conn: Connection) -> str | None:
         return str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()).lower()

@@ -50,7 +50,19 @@ class FindingKind(Enum):
     """Runs whose `parent_run_id`s lead back to themselves."""
     LEASE_OF_MISSING_RUN = "lease_of_missing_run"
     WRONG_TYPE = "wrong_type"
-    """A value of another type than its column's (on SQLite, a text in an INTEGER column)."""
+    """A value of another type than its column's (on SQLite: text, a BLOB, Infinity, a
+    fraction or a number past 64 bits in an INTEGER column; a BLOB or a number in a TEXT
+    one)."""
+    NOT_UTF8 = "not_utf8"
+    """Text whose bytes are not UTF-8 (SQLite keeps whatever bytes a writer hands it)."""
+    NUL_IN_TEXT = "nul_in_text"
+    """Text holding a NUL character, which the Store refuses and PostgreSQL cannot hold."""
+    NOT_JSON = "not_json"
+    """A JSON document io-harness parses (a run's policy, an assistant turn's calls, an event
+    of the stream) holding NaN or Infinity, which RFC 8259 and io-harness's reader refuse."""
+    LEASE_EXPIRY = "lease_expiry"
+    """A lease whose expiry (`renewed_at + ttl_secs`) no stamp can hold (a negative ttl, or
+    one past the year 9999), or whose generation no take-over can raise (2⁶³−1)."""
     BAD_TIME = "bad_time"
     """A value of a time-stamp column (`at`, `…_at`) that is no time stamp io-harness
     writes."""

@@ -3,13 +3,12 @@ run's trace read back as one (its header and its entries in order)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Self
 
-from ..formats import step_tool_calls
+from ..formats import JSON, step_tool_calls
 
 if TYPE_CHECKING:
     from .trace import ToolCall
@@ -60,7 +59,7 @@ class StepRecord:
         from .trace import ToolCall
 
         calls = step_tool_calls(self.tool_call) or ()
-        return tuple(ToolCall(name, json.loads(arguments)) for name, arguments in calls)
+        return tuple(ToolCall(name, JSON.decode(arguments)) for name, arguments in calls)
 
 
 @dataclass(frozen=True)

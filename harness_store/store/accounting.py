@@ -46,9 +46,16 @@ from .marks import pages, reads, reads_caching, writes
 from .older import OlderStoreMixin
 from .price_sql import InexactSums, fingerprint, priced_rows, priced_statement
 from .run_holds import hold_run
+from .unreadable import checked, integer_columns
 
 CALL_COLUMNS = ("step", "attempt", "provider", "model", *USAGE_SUMS, "latency_ms", "ttft_ms",
                 "finish_reason", "failure")  # fmt: skip
+
+
+CALL_INTEGERS = integer_columns(
+    select(m.ProviderCall.id, *(getattr(m.ProviderCall, n) for n in CALL_COLUMNS)).selected_columns
+)
+"""The integer columns of a call read with its id first, checked as each row is read."""
 
 
 def make_call(*row: Any) -> ProviderCall:
@@ -124,9 +131,11 @@ class AccountingMixin(OlderStoreMixin):
         if self._lacks("provider_calls"):
             return []
         c = m.ProviderCall
-        columns = [getattr(c, name) for name in CALL_COLUMNS]
+        columns = [c.id, *(getattr(c, name) for name in CALL_COLUMNS)]
         statement = select(*columns).where(c.run_id == run_id).order_by(c.id)
-        return self._rows(statement, make_call)
+        with self._read() as conn:
+            rows = conn.execute(statement).all()
+        return [make_call(*row[1:]) for row in checked(rows, CALL_INTEGERS, 0)]
 
     # --- spend (0.18) --------------------------------------------------------------------
 
@@ -216,11 +225,13 @@ class AccountingMixin(OlderStoreMixin):
     ) -> list[Spend]:
         c = m.ProviderCall
         columns = [getattr(c, name) for name in CALL_COLUMNS]
-        statement = select(c.run_id, func.substr(c.at, 1, 10), *columns).order_by(c.id)
+        statement = select(c.id, c.run_id, func.substr(c.at, 1, 10), *columns).order_by(c.id)
         if since is not None:
             statement = statement.where(c.at >= since)
+        integers = integer_columns(statement.selected_columns)
         with self._read() as conn:
-            return spend_groups(conn.execute(statement), prices, key)
+            rows = checked(conn.execute(statement), integers, 0)
+            return spend_groups((tuple(row[1:]) for row in rows), prices, key)
 
     # --- roll-ups over finished runs (0.30) ----------------------------------------------
 

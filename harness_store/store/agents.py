@@ -19,6 +19,7 @@ from ..records import AgentEvent, SpawnRow, TreeNode
 from .base import DriverStatement
 from .marks import reads, writes
 from .older import OlderStoreMixin
+from .unreadable import check_integers, integer_columns, integer_total
 
 
 def tree_ids(root: Any) -> CTE:
@@ -89,6 +90,10 @@ the process: compiling them was most of a Store's construction (about 12 of 18 m
 sync pays for each source it opens and each command for its store."""
 
 
+TREE_INTEGERS = integer_columns(tree_queries()["tree"].selected_columns)
+"""The integer columns of a `tree` row (its run's id, parent and depth), checked as read."""
+
+
 def tree_statements(engine: Engine) -> dict[str, DriverStatement]:
     """The tree queries compiled for `engine`'s dialect (once per process)."""
     dialect = engine.dialect
@@ -137,7 +142,13 @@ class AgentsMixin(OlderStoreMixin):
     @reads
     def spent_tokens_tree(self, root: int) -> int:
         """Total tokens spent across the tree — the aggregate restored on a tree resume."""
-        return token_sum(self._tree_read("tokens", root)[0][0])
+        total = self._tree_read("tokens", root)[0][0]
+        return integer_total(
+            total,
+            self._read,
+            self._backend,
+            [("steps", "tokens", m.Step.run_id.in_(select(tree_ids(root).c.id)))],
+        )
 
     @reads
     def agent_count_tree(self, root: int) -> int:
@@ -149,9 +160,11 @@ class AgentsMixin(OlderStoreMixin):
         """Every run of the tree with parent, depth, status, outcome, steps and tokens, and
         its mailbox (messages, unread) and queue (children waiting) — ordered by id. Empty
         when `root` does not exist."""
+        rows = self._tree_read("tree", root)
+        check_integers(rows, TREE_INTEGERS, 0)
         nodes = [
-            TreeNode(r[0], r[1], r[2], r[3], r[4], r[5], int(r[6]), token_sum(r[7]), r[8])
-            for r in self._tree_read("tree", root)
+            TreeNode(r[0], r[1], r[2], r[3], r[4], r[5], *self._run_totals(r[0], r[6], r[7]), r[8])
+            for r in rows
         ]
         if not nodes:
             return nodes
@@ -167,6 +180,17 @@ class AgentsMixin(OlderStoreMixin):
             else n
             for n in nodes
         ]
+
+    def _run_totals(self, run_id: int, steps: Any, tokens: Any) -> tuple[int, int]:
+        """A run's last step and token total as the tree read them, or `UnreadableValueError`
+        naming a step row whose value is no integer."""
+        if type(steps) is int and type(tokens) is int:
+            return steps, token_sum(tokens)
+        of_run = m.Step.run_id == run_id
+        return (
+            integer_total(steps, self._read, self._backend, [("steps", "step", of_run)]),
+            integer_total(tokens, self._read, self._backend, [("steps", "tokens", of_run)]),
+        )
 
     def _tree_mailboxes(self, root: int) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
         """Per run of the tree: (messages, unread) and queued children; empty for a store from

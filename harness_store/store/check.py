@@ -34,6 +34,7 @@ from .base import StoreBase
 from .check_rows import (
     file_findings,
     lease_findings,
+    lease_value_findings,
     model_table,
     orphan_findings,
     recount_spend,
@@ -108,6 +109,7 @@ def _run_checks(
             checks.append("trees")
         if "run_leases" in tables:
             findings += lease_findings(conn)
+            findings += lease_value_findings(conn, backend)
             checks.append("leases")
     present = set(inspect(conn).get_table_names())
     if "provider_calls" in tables and set(SPEND_TABLES) <= present:

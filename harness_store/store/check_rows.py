@@ -15,6 +15,7 @@ from sqlalchemy import Connection, and_, exists, func, select, true
 
 from .. import models as m
 from ..dialects import Backend
+from ..formats import I64_MAX
 from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
 from ..records import UNKNOWN_MODEL
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
@@ -354,6 +355,52 @@ def lease_findings(conn: Connection) -> list[Finding]:
             rows=_rows(lost),
             count=len(lost),
             repair=f"delete the leases of run {_ids(lost)}",
+        )
+    ]
+
+
+def lease_value_findings(conn: Connection, backend: Backend) -> list[Finding]:
+    """Leases whose expiry io-harness cannot compute (a negative ttl, or an expiry past the
+    year 9999), or whose generation no take-over can raise. Only leases whose stamp is a time
+    and whose numbers are integers are looked at (the value check names the others), one row
+    at a time: only the first `ROWS_SHOWN` run ids are kept."""
+    from .check_values import readable_lease_rows
+    from .lease_rows import expiry_fault, stamp
+
+    leases = model_table("run_leases")
+    shown: list[int] = []
+    count = 0
+    example = ""
+    statement = select(
+        leases.c.run_id, leases.c.renewed_at, leases.c.ttl_secs, leases.c.generation
+    ).where(readable_lease_rows(backend, leases))
+    for run_id, renewed_at, ttl, generation in conn.execute(statement.order_by(leases.c.run_id)):
+        renewed = stamp(renewed_at)
+        fault = None if renewed is None else expiry_fault(renewed, int(ttl))
+        if fault is not None:
+            fault = f"ttl_secs {fault}"
+        elif int(generation) >= I64_MAX:
+            fault = f"generation is {generation}, which no take-over can raise"
+        if fault is None:
+            continue
+        count += 1
+        example = example or f"run {run_id}: its {fault}"
+        if len(shown) < ROWS_SHOWN:
+            shown.append(int(run_id))
+    if not count:
+        return []
+    return [
+        Finding(
+            K.LEASE_EXPIRY,
+            "run_leases",
+            f"run_leases.ttl_secs or run_leases.generation of {count} leases io-harness cannot "
+            f"use ({example})",
+            "io-harness's read of such a lease fails (its expiry is NULL), so its `run_lease` "
+            "and any other owner's acquire fail; a generation at 2⁶³−1 cannot be taken over",
+            key="run_id",
+            rows=tuple(shown),
+            count=count,
+            command=f"UPDATE run_leases SET ttl_secs = 0 WHERE run_id IN ({_ids(shown)})",
         )
     ]
 

@@ -15,6 +15,7 @@ from sqlalchemy import Select, func, or_, select
 from .. import models as m
 from .marks import pages, reads
 from .older import OlderStoreMixin
+from .unreadable import check_integers, integer_columns
 
 T = TypeVar("T")
 
@@ -205,10 +206,14 @@ class ExportReadsMixin(OlderStoreMixin):
     def _select(self, statement: Select[Any], make: Callable[..., T]) -> list[T]:
         """The statement's rows, each made into a record, in one read. On a store of an older
         release that lacks a table or column the statement reads, `UpgradeRequiredError`
-        (an export needs the whole newest shape; nothing is read)."""
+        (an export needs the whole newest shape; nothing is read). A value of an integer
+        column that is none (SQLite keeps text or Infinity there) is `UnreadableValueError`
+        naming its row: each statement's first column is its row's id."""
         self._refuse_missing(statement)
         with self._read() as conn:
-            return [make(*row) for row in conn.execute(statement)]
+            rows = conn.execute(statement).all()
+        check_integers(rows, integer_columns(statement.selected_columns), 0)
+        return [make(*row) for row in rows]
 
     @reads
     def span_runs(

@@ -125,10 +125,11 @@ def counted(conn: Connection) -> bool:
 
 
 def next_day(day: str) -> str | None:
-    """The day after a `YYYY-MM-DD` key (the upper end of its calls' `at` range), or None."""
+    """The day after a `YYYY-MM-DD` key (the upper end of its calls' `at` range), or None
+    (no upper end) for a key that is no date, and for 9999-12-31, after which no date is."""
     try:
         return (dt.date.fromisoformat(day) + dt.timedelta(days=1)).isoformat()
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
 
 

@@ -15,7 +15,7 @@ from ..errors import LeaseConflictError, RunNotFoundError, StoreError
 from ..formats import i64
 from ..records import LeaseRow
 from .checkpoints import new_owner_id as new_owner_id
-from .lease_rows import lease_conflict, lease_row, read_lease
+from .lease_rows import check_take_over, lease_conflict, lease_row, lease_ttl, read_lease
 from .marks import local, reads, writes
 from .older import OlderStoreMixin
 from .point_reads import run_lease as point_lease
@@ -90,12 +90,14 @@ class LeasesMixin(OlderStoreMixin):
         held by a process that is gone (both take-overs: generation + 1). Refused with
         `LeaseConflictError` while another live owner's lease is unlapsed. Decision and write
         are one transaction, the write a compare-and-swap on the row decided on, and
-        concurrent acquires of one run take turns on the run's row: exactly one wins. As
+        concurrent acquires of one run take turns on the run's row: exactly one wins.
+        `ttl_secs` is from 0 to what makes the lease lapse before the year 9999 (its expiry is
+        a stamp io-harness's SQL writes); any other is refused with `InvalidValueError`. As
         upstream, a run id not (or not yet) in the store can be leased: a harness may hold a
         run before it writes it. (Retention deletes a run and its lease under one lock, so it
         never deletes a leased run; a lease left on a run that is gone is named by `check`.)"""
         run_id = i64(run_id, "run_id")
-        ttl = i64(ttl_secs, "ttl_secs")
+        ttl = lease_ttl(i64(ttl_secs, "ttl_secs"))
         r = m.RunLease
         conflict: LeaseConflictError | None = None
         with self._write() as conn:
@@ -117,6 +119,8 @@ class LeasesMixin(OlderStoreMixin):
                     ).rowcount
                 else:
                     bump = 0 if held.owner == self._checkpoints.owner else 1
+                    if bump:
+                        check_take_over(held)
                     now = text(self._backend.now())
                     taken = conn.execute(
                         update(r)

@@ -13,6 +13,7 @@ from ..models.sync import IDS, ORIGINS, recorded_path
 from ..records import RunListing
 from .marks import reads
 from .older import OlderStoreMixin
+from .unreadable import check_integers, integer_columns
 
 
 class ListingsMixin(OlderStoreMixin):
@@ -54,6 +55,7 @@ class ListingsMixin(OlderStoreMixin):
             statement = statement.where(r.id < i64(before, "before"))
         with self._read() as conn:
             rows = conn.execute(statement).all()
+        check_integers(rows, integer_columns(statement.selected_columns), 0)
         return [
             RunListing(run_id, parent, depth, state, outcome, started, duration,
                        None if success is None else bool(success), goal)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import nullcontext
 from typing import Any
 
 from sqlalchemy import (
@@ -20,7 +21,7 @@ from sqlalchemy import (
 
 from .. import models as m
 from ..errors import InvalidValueError, ResumeError, RunNotFoundError, StoreError
-from ..formats import CHECKPOINT_FORMAT, REPLY_TURN, SUCCESS_OUTCOME, i64, token_sum, u32, u64
+from ..formats import CHECKPOINT_FORMAT, REPLY_TURN, SUCCESS_OUTCOME, i64, u32, u64
 from ..formats import text as check_text
 from ..policy import PolicyFormatError, parse_policy, policy_document
 from ..records import RunStatus, RunSummary, StepRecord
@@ -30,6 +31,7 @@ from .point_reads import RUN_ID, last_step_of, resumable, run_status, tokens_of
 from .point_reads import resume_point as point_resume
 from .point_reads import run_summary as summary_of
 from .run_holds import hold_run
+from .unreadable import check_integers, integer_columns, integer_total
 
 STEP_PAGE = 1000
 """Rows per page when `iter_steps` streams a run."""
@@ -61,6 +63,18 @@ def steps_of(run_id: int) -> Select[int, str, str, str, str, int, int]:
     )
 
 
+STEP_INTEGERS = integer_columns(steps_of(0).selected_columns)
+"""The integer columns of a `steps_of` row, checked as each row is read."""
+
+
+def token_sources(run_id: int) -> list[tuple[str, str, Any]]:
+    """The integer columns a run's token total sums (`integer_total`'s sources)."""
+    return [
+        ("steps", "tokens", m.Step.run_id == run_id),
+        ("provider_calls", "total_tokens", m.ProviderCall.run_id == run_id),
+    ]
+
+
 def _last_step() -> Select[int]:
     return last_step_of(RUN_ID)
 
@@ -86,9 +100,15 @@ def exact_spent_tokens(store: RunsMixin, run_id: int) -> int:
     """`store.spent_tokens(run_id)` summed in Python, exact past 2⁶³−1 (where the database's
     sum overflows and `spent_tokens` raises): the same rows, the same rule."""
     has_turns = store._has_columns("runs", "turn_kind")
+    total = 0
     with store._read() as conn:
-        values = conn.execute(token_terms_of(run_id, has_turns=has_turns)).scalars()
-        return sum(int(value or 0) for value in values)
+        for value in conn.execute(token_terms_of(run_id, has_turns=has_turns)).scalars():
+            if type(value) is not int:
+                if value is None:
+                    continue
+                return integer_total(value, store._read, store._backend, token_sources(run_id))
+            total += value
+    return total
 
 
 class RunsMixin(StoreBase):
@@ -157,6 +177,7 @@ class RunsMixin(StoreBase):
         statement: a paged read could mix in steps committed between its pages)."""
         with self._read() as conn:
             rows = conn.execute(steps_of(run_id)).all()
+        check_integers(rows, STEP_INTEGERS, 6)
         return [StepRecord(*row[:6]) for row in rows]
 
     @pages("page")
@@ -173,6 +194,7 @@ class RunsMixin(StoreBase):
             query = base if after is None else base.where(tuple_(s.step, s.id) > tuple_(*after))
             with self._read() as conn:
                 rows = conn.execute(query).all()
+            check_integers(rows, STEP_INTEGERS, 6)
             for row in rows:
                 yield StepRecord(row[0], row[1], row[2], row[3], row[4], row[5])
             if len(rows) < page:
@@ -182,14 +204,18 @@ class RunsMixin(StoreBase):
     @reads
     def last_step(self, run_id: int) -> int:
         """The highest step number recorded for a run, or 0 — the resume point."""
-        return int(self._point("last_step", _last_step, run_id=run_id)[0][0])
+        last = self._point("last_step", _last_step, run_id=run_id)[0][0]
+        return integer_total(
+            last, self._read, self._backend, [("steps", "step", m.Step.run_id == run_id)]
+        )
 
     @reads
     def spent_tokens(self, run_id: int) -> int:
         """The run's durable spend, restored on resume: its steps' tokens, or for a reply turn
         (0.37) its provider calls' total tokens."""
         has_turns = self._has_columns("runs", "turn_kind")
-        return token_sum(self._point("spent_tokens", _tokens, has_turns, run_id=run_id)[0][0])
+        total = self._point("spent_tokens", _tokens, has_turns, run_id=run_id)[0][0]
+        return integer_total(total, self._read, self._backend, token_sources(run_id))
 
     @reads
     def canonical_trace(self, run_id: int) -> str:
@@ -311,13 +337,17 @@ class RunsMixin(StoreBase):
             ).one()
             steps = conn.execute(last_step_of(run_id)).scalar_one()
             tokens = conn.execute(tokens_of(run_id)).scalar_one()
+            here = (lambda: nullcontext(conn), self._backend)
+            summed = [("steps", "step", m.Step.run_id == run_id)]
+            steps = integer_total(steps, *here, summed)
+            tokens = integer_total(tokens, *here, token_sources(run_id))
             conn.execute(
                 self._backend.replace(m.table_of(m.RunOutcome)).values(
                     run_id=run_id,
                     outcome=outcome,
                     success=int(outcome == SUCCESS_OUTCOME),
-                    steps=int(steps),
-                    tokens=token_sum(tokens),
+                    steps=steps,
+                    tokens=tokens,
                     duration_ms=None if duration is None else int(max(float(duration), 0.0)),
                     finished_at=finished_at,
                 )
@@ -368,7 +398,10 @@ class RunsMixin(StoreBase):
             self.check_resumable(run_id)  # when the three reads are made in turn
             raise
         refuse_resume(run_id, row[0])
-        return int(row[0][4]), token_sum(row[0][5])
+        last = integer_total(
+            row[0][4], self._read, self._backend, [("steps", "step", m.Step.run_id == run_id)]
+        )
+        return last, integer_total(row[0][5], self._read, self._backend, token_sources(run_id))
 
     _format_table_seen = False
 

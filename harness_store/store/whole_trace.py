@@ -22,6 +22,7 @@ from ..formats import REPLY_TURN, i64
 from ..records import RunHeader, TraceEntry
 from .marks import pages, reads
 from .older import OlderStoreMixin
+from .unreadable import check_integers, integer_columns
 
 TRACE_PAGE = 1000
 """Rows fetched at a time from each of the trace's cursors."""
@@ -96,7 +97,9 @@ class WholeTraceMixin(OlderStoreMixin):
             ) -> Generator[TraceEntry, None, None]:
                 statement = select(model.id, model.step, *columns).where(model.run_id == run_id)
                 statement = _within(statement, model.step, window).order_by(model.step, model.id)
+                integers = integer_columns(statement.selected_columns)
                 for rows in self._stream(conn, statement, TRACE_PAGE):
+                    check_integers(rows, integers, 0)  # a step that is none: named, typed
                     for seq, step, *rest in rows:
                         kind, tokens, fields = make(*rest)
                         yield TraceEntry(step, kind, seq, tokens, fields)

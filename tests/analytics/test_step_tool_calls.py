@@ -102,3 +102,50 @@ def test_the_real_store_with_two_calls_in_one_step(tmp_path: Path) -> None:
             assert row["tool_calls"] == expected(row["tool_call"]), row
         export_parquet(store, tmp_path / "ds")
         check_readers(tmp_path / "ds", steps)
+
+
+NON_FINITE = {
+    1: 'read_file:{"path":"a","x":Inf}',
+    2: 'read_file:{"path":"b","x":NaN}',
+    3: 'read_file:{"path":"c","x":-Infinity}',
+    4: 'read_file:{"path":"d","x":[1, Infinity]}',
+    5: '{"path":"e","n":NaN}',  # the single-file loop's bare arguments
+    6: 'read_file:{"path":"Info NaN: Infinity"}',  # the words inside a string: valid JSON
+    7: 'read_file:{"path":"g"}',
+}
+"""Arguments with NaN or Infinity, which RFC 8259 has not (Python's `json.dumps` writes them,
+Arrow's JSON reader and Python's `json` read them), beside rows whose every argument is an
+object, so each batch takes Arrow's fast path."""
+
+
+def test_nan_and_infinity_are_no_json_for_any_reader(tmp_path: Path) -> None:
+    """Before: the Arrow column gave a call for `{"x":Inf}` where `StepRecord.tool_calls` gave
+    none, both took `NaN` as valid JSON, and polars' `json_decode` over the column failed.
+    Now one grammar decides for every reader: such arguments are no call (null), and every
+    argument in the column decodes."""
+    with Store.open(tmp_path / "runs.sqlite3") as store:
+        run = store.start_run("g", "f.rs")
+        store.checkpoint_steps(
+            run,
+            [StepRecord.new(n, "d", "ok").with_trace("p", t, 1) for n, t in NON_FINITE.items()],
+        )
+        steps = store.arrow("steps")
+        got = dict(zip(steps["step"].to_pylist(), steps["tool_calls"].to_pylist(), strict=True))
+        records = {s.step: s.tool_calls for s in store.steps(run)}
+        for n, text in NON_FINITE.items():
+            assert got[n] == expected(text), (n, got[n])
+            assert [(c["name"], json.loads(c["arguments"])) for c in got[n] or []] == [
+                (c.name, c.arguments) for c in records[n]
+            ], n
+        assert {n for n, calls in got.items() if calls} == {6, 7}
+        assert all(step_tool_calls(NON_FINITE[n]) is None for n in (1, 2, 3, 4, 5))
+        export_parquet(store, tmp_path / "ds")
+        check_readers(tmp_path / "ds", steps)
+        for n in (1, 2, 3, 4, 5):  # each alone: a batch of one takes the fast path too
+            alone = Store.open(tmp_path / f"alone{n}.sqlite3")
+            with alone:
+                one = alone.start_run("g", "f.rs")
+                alone.checkpoint_step(
+                    one, StepRecord.new(1, "d", "ok").with_trace("p", NON_FINITE[n], 1)
+                )
+                assert alone.arrow("steps")["tool_calls"].to_pylist() == [None], n

@@ -8,10 +8,14 @@ in a text column.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+from support.policies import PERMISSIVE_POLICY
 
+from harness_store import AgentEvent, Store
 from harness_store.errors import UnreadableValueError
 from harness_store.records.health import ROWS_SHOWN, FindingKind
 
@@ -134,3 +138,92 @@ def test_a_lease_with_stamps_that_are_no_time_is_named_and_refused_typed(store_t
         with pytest.raises(UnreadableValueError):
             store.acquire_lease(child, 60)
         assert store.check() == report  # the refused acquire changed nothing
+
+
+# Each kind of value io-harness could not read back, in each kind of table: (table, column,
+# the SQL value, the finding's kind). Written with `sqlite3` itself, as a foreign writer does.
+FOREIGN: list[tuple[str, str, str, str]] = [
+    # append-only
+    ("steps", "decision", "x'00ff10'", "wrong_type"),  # a BLOB in TEXT
+    ("steps", "result", "CAST(x'6f6bff' AS TEXT)", "not_utf8"),  # bytes that are not UTF-8
+    ("steps", "prompt", "'a' || char(0) || 'b'", "nul_in_text"),
+    ("steps", "tokens", "9e999", "wrong_type"),  # Infinity in INTEGER
+    ("provider_calls", "latency_ms", "'slow'", "wrong_type"),  # text in INTEGER
+    ("provider_calls", "total_tokens", "1.5", "wrong_type"),  # a fraction in INTEGER
+    ("agent_events", "tokens", "18446744073709551615", "wrong_type"),  # out of range: a REAL
+    # updated in place
+    ("runs", "goal", "x'ff'", "wrong_type"),
+    ("runs", "status", "CAST(x'c3' AS TEXT)", "not_utf8"),
+    ("runs", "file", "char(0)", "nul_in_text"),
+    ("runs", "started_at", "CAST(x'32303236ff' AS TEXT)", "not_utf8"),  # and no time either
+    # memory, keyed by text (workspace, key)
+    ("memory", "key", "CAST(x'80' AS TEXT)", "not_utf8"),
+    ("memory", "value", "'v' || char(0)", "nul_in_text"),
+    ("memory", "workspace", "x'2f77'", "wrong_type"),
+    # a JSON document io-harness parses, keyed by its run
+    ("run_policies", "policy", """'{"layers":[],"defaults":{"x":NaN}}'""", "not_json"),
+    # leases
+    ("run_leases", "ttl_secs", "1099511627776", "lease_expiry"),  # past the year 9999
+    ("run_leases", "generation", str(2**63 - 1), "lease_expiry"),  # no take-over can raise it
+    ("run_leases", "owner", "x'01'", "wrong_type"),
+]
+
+
+def test_every_value_io_harness_could_not_read_back_is_named(tmp_path: Path) -> None:
+    """Before: non-UTF-8 text, a BLOB or a number in a TEXT column, NUL in text and a lease
+    whose expiry no stamp can hold passed `check`. Now each is a finding naming its table,
+    column and row; the pass stays one aggregate query per table (a second read only of the
+    rows that hold a byte outside ASCII, to check their UTF-8)."""
+    path = str(tmp_path / "runs.sqlite3")
+    store, runs = populated(path)
+    with store:
+        run = runs["root"]
+        store.record_agent_event(AgentEvent.budget_draw(run, 1, 5, 5))
+        store.memory_put("/ws", "k", "v", run, 1)
+        store.acquire_lease(run, 60)
+        store.record_run_policy(run, PERMISSIVE_POLICY)
+    planted: list[tuple[str, str, int, str]] = []
+    with sqlite3.connect(path) as conn:
+        for table, column, value, kind in FOREIGN:
+            key = "run_id" if table in ("run_leases", "run_policies") else "id"
+            (row,) = conn.execute(f"SELECT min({key}) FROM {table}").fetchone()
+            conn.execute(f"UPDATE {table} SET {column} = {value} WHERE {key} = {row}")
+            planted.append((table, column, int(row), kind))
+    conn.close()
+    with Store.open(path, read_only=True) as store:
+        report = store.check()
+    missing = [
+        p
+        for p in planted
+        if not any(
+            f.kind.value == p[3]
+            and f.table == p[0]
+            and f"{p[0]}.{p[1]}" in f.detail
+            and p[2] in f.rows
+            for f in report.findings
+        )
+    ]
+    assert not missing, (missing, [(f.kind.value, f.table, f.detail) for f in report.findings])
+    for finding in report.findings:
+        assert finding.detail and finding.upstream and (finding.command or finding.repair)
+
+
+@pytest.mark.slow_on("postgresql")
+def test_leases_io_harness_cannot_use_are_named(store_target: str) -> None:
+    """Before: a lease whose ttl is negative or puts its expiry past the year 9999, or whose
+    generation no take-over can raise, was called healthy (the reads of it raised a raw
+    OverflowError)."""
+    store, runs = populated(store_target)
+    child = runs["child"]
+    with store:
+        other = store.start_run("other", "x")
+        store.acquire_lease(other, 60)
+        plant(
+            store,
+            f"UPDATE run_leases SET ttl_secs = {2**40} WHERE run_id = {child}",
+            f"UPDATE run_leases SET generation = {2**63 - 1} WHERE run_id = {other}",
+        )
+        report = store.check()
+    assert kinds(report) == [("lease_expiry", "run_leases", (child, other))]
+    (finding,) = report.findings
+    assert finding.count == 2 and "past the year 9999" in finding.detail

@@ -21,6 +21,7 @@ from harness_store import (
     Store,
 )
 from harness_store import models as m
+from harness_store.errors import InvalidValueError
 
 # --- leases ----------------------------------------------------------------------------------
 
@@ -42,6 +43,32 @@ def test_a_lease_is_acquired_renewed_and_released(store: Store, store_target: st
             assert refused.value.owner == store.owner()
             assert refused.value.expires_at == store.run_lease(run).expires_at  # type: ignore[union-attr]
     assert store.run_lease(run) is None  # released: no row, anyone may acquire
+
+
+@pytest.mark.parametrize("ttl", [2**40, 2**63 - 1, -1])
+def test_a_ttl_whose_expiry_no_stamp_can_hold_is_refused_at_the_door(
+    store: Store, store_target: str, ttl: int
+) -> None:
+    """Before: `acquire_lease(run, 2**40)` was saved, then every read of the lease
+    (`run_lease`, another owner's `acquire_lease`) raised a raw OverflowError: its expiry,
+    `renewed_at + ttl_secs`, is past the year 9999, which neither io-harness's SQL nor Python
+    writes (and a negative ttl is no `'+N seconds'` modifier: io-harness computes no expiry).
+    Now refused typed, before anything is written, on a free run and on one already held."""
+    free, held = store.start_run("free", "x"), store.start_run("held", "x")
+    store.acquire_lease(held, 60)
+    before = store.run_lease(held)
+    for run in (free, held):
+        with pytest.raises(InvalidValueError, match="ttl_secs"):
+            store.acquire_lease(run, ttl)
+    assert store.run_lease(free) is None
+    assert store.run_lease(held) == before
+    longest = 10**11  # about 3,170 years: an expiry in the 52nd century, which reads back
+    store.acquire_lease(free, longest)
+    row = store.run_lease(free)
+    assert row is not None and row.ttl_secs == longest and row.expires_at[:2] == "51"
+    with Store.open(store_target) as other, pytest.raises(LeaseConflictError) as refused:
+        other.acquire_lease(free, 60)
+    assert refused.value.expires_at == row.expires_at
 
 
 @pytest.mark.slow_on("postgresql")
