@@ -110,7 +110,10 @@ class ArrowMixin(OlderStoreMixin):
             empty = True
             for rows in self._stream(conn, statement, batch_rows):
                 empty = False
-                yield to_batch(shape, names, rows, schema)
+                batch = to_batch(shape, names, rows, schema)
+                if isinstance(rows, list):
+                    rows.clear()  # the driver's values go now, not at the next fetch
+                yield batch
             if empty:
                 yield to_batch(shape, names, [], schema)
 
