@@ -203,12 +203,34 @@ class MigrationConnectionError(StoreError, TypeError):
     never falls back to another target once a connection was handed over)."""
 
 
+SHOWN_VALUE = 40
+"""The most characters of a value an error or a finding quotes."""
+
+
+def shown_value(value: object) -> str:
+    """`value` as an error or a finding quotes it: its repr, cut at `SHOWN_VALUE`."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_VALUE else f"{text[: SHOWN_VALUE - 1]}…"
+
+
 class UnreadableValueError(StoreError, ValueError):
     """A stored value is not of the form its column holds (a lease's `renewed_at` that is no
     time stamp or whose expiry no stamp can hold, text or Infinity in an integer column), so
     the read it feeds cannot be answered — as io-harness's own read of it fails. The message
     names the table, the row, the column and the value. Nothing was changed; `harness-store
     check` names the row."""
+
+    @classmethod
+    def in_row(
+        cls, table: str, key: str, row: object, column: str, value: object, what: str
+    ) -> UnreadableValueError:
+        """The error for `value` in `table`'s row `key` = `row`, column `column`: `what` it is
+        not (`"not an integer"`)."""
+        return cls(
+            f"{table} row {key} {row}: its {column} is {shown_value(value)}, {what} "
+            "(`harness-store check` names it; io-harness's own read of the row fails too; "
+            "nothing was changed)"
+        )
 
 
 class DamagedStoreError(MalformedStoreError):

@@ -1,9 +1,11 @@
 """Stored rows to Arrow record batches, each column read back as upstream meant it.
 
-The conversions are vectorised (Arrow compute) on the common path; a value the fast path
-cannot take (a stamp in neither of upstream's formats, text in an integer column of an old
-SQLite store) sends its column through a per-value path that reads what it can and leaves
-the rest null, so one odd row never stops an export.
+The conversions are vectorised (Arrow compute) on the common path. A value no column of its
+type can hold as it is — bytes in a text column (a BLOB, or text that is not UTF-8), a number
+in a text column, text, a fraction or Infinity in an integer column — is refused by name
+(`UnreadableValueError`: the table, the row, the column, the value), never replaced or left
+null: io-harness's own read of such a row fails too, and `harness-store check` names it. A
+stamp in neither of upstream's formats goes through a per-value path and is left null.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import UnreadableValueError
 from ..formats import JSON
 from .schema import ORIGIN, Kind, Parsed, TableShape
 from .tool_calls import tool_call_columns
 
+_TAKEN_WRONGLY = frozenset({bytes, float})
+"""Types pyarrow's struct conversion would take without a word: UTF-8 bytes as text, a
+fraction truncated to an integer. No column of the store holds either as it is."""
 _STAMP_FORMATS = ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S")
 
 
@@ -70,6 +76,8 @@ def raw_arrays(
     type (text in an integer column of an old SQLite store, bytes that are not UTF-8) goes
     column by column through the paths that read what they can."""
     textual = [_textual(shape, name) for name in names]
+    if rows and any(type(value) in _TAKEN_WRONGLY for row in rows for value in row):
+        refuse_odd_values(shape, names, textual, rows)
     if rows:
         fields = [
             (n, pa.string() if t else pa.int64()) for n, t in zip(names, textual, strict=True)
@@ -80,11 +88,36 @@ def raw_arrays(
             pass
         else:
             return dict(zip(names, struct.flatten(), strict=True))
+        refuse_odd_values(shape, names, textual, rows)
     columns = zip(*rows, strict=True) if rows else (() for _ in names)
     return {
         name: _text(values) if text else _ints(values)
         for name, text, values in zip(names, textual, columns, strict=True)
     }
+
+
+def refuse_odd_values(
+    shape: TableShape, names: Sequence[str], textual: Sequence[bool], rows: Sequence[Sequence[Any]]
+) -> None:
+    """`UnreadableValueError` for the first value in `rows` its column cannot hold as it is,
+    naming its row by the table's key (where the rows hold it)."""
+    key = next((k for k in (*shape.key, "run_id", "step") if k in names), None)
+    at = names.index(key) if key is not None else None
+    for i, (name, text) in enumerate(zip(names, textual, strict=True)):
+        for row in rows:
+            value = row[i]
+            if value is None or (isinstance(value, str) if text else type(value) is int):
+                continue
+            if text and isinstance(value, bytes):
+                try:
+                    value.decode("utf-8")
+                    what = "bytes, not text"
+                except UnicodeDecodeError:
+                    what = "bytes that are not UTF-8 text"
+            else:
+                what = "not text" if text else "not an integer"
+            row_id = row[at] if at is not None else "?"
+            raise UnreadableValueError.in_row(shape.name, key or "key", row_id, name, value, what)
 
 
 def typed(kind: Kind, raw: pa.Array[Any]) -> pa.Array[Any]:

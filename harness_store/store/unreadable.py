@@ -18,26 +18,15 @@ from sqlalchemy import Column, ColumnElement, Connection, Integer, not_, select
 
 from .. import models as m
 from ..dialects import Backend
-from ..errors import UnreadableValueError
+from ..errors import UnreadableValueError, shown_value
 from ..formats import token_sum
 
-SHOWN_VALUE = 40
-"""The most characters of a value an error or a finding quotes."""
-
-
-def shown(value: object) -> str:
-    """`value` as an error or a finding quotes it: its repr, cut at `SHOWN_VALUE`."""
-    text = repr(value)
-    return text if len(text) <= SHOWN_VALUE else f"{text[: SHOWN_VALUE - 1]}…"
+shown = shown_value
 
 
 def not_an_integer(table: str, key: str, row: object, column: str, value: object) -> Exception:
     """The error for `value`, in `table`'s row `key` = `row`, where `column` holds integers."""
-    return UnreadableValueError(
-        f"{table} row {key} {row}: its {column} is {shown(value)}, not an integer "
-        "(`harness-store check` names it; io-harness's own read of the row fails too; "
-        "nothing was changed)"
-    )
+    return UnreadableValueError.in_row(table, key, row, column, value, "not an integer")
 
 
 _INTEGER_TYPES = {int, type(None)}

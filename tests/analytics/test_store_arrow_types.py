@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from support.clirun import run_in_process
 
 from harness_store import StepRecord, Store
 from harness_store.analytics import TABLES
 from harness_store.arrow.schema import ARROW_TYPES, Kind, shape_of
-from harness_store.errors import InvalidValueError
+from harness_store.errors import InvalidValueError, UnreadableValueError
 from harness_store.formats import step_tool_calls
 
 from .reference import BIG_U64, stored_rows
@@ -262,12 +263,24 @@ def test_tool_calls_read_by_upstreams_grammar_at_every_batch_boundary(store_targ
                 assert (row["tool"], row["tool_args"]) == (first["name"], first["arguments"])
 
 
-def test_a_value_of_another_type_in_an_old_sqlite_store_is_read_what_it_can(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("change", "step", "named"),
+    [
+        ("tokens = 'many'", 2, "its tokens is 'many', not an integer"),
+        ("tokens = 1e999", 2, "its tokens is inf, not an integer"),
+        ("tokens = 2.5", 2, "its tokens is 2.5, not an integer"),
+        ("prompt = X'70FF71'", 3, "its prompt is b'p\\xffq', bytes that are not UTF-8 text"),
+        ("prompt = X'7071'", 3, "its prompt is b'pq', bytes, not text"),
+        ("prompt = 12", 1, None),  # TEXT affinity: SQLite keeps the text '12'
+    ],
+)
+def test_a_value_no_column_of_its_type_holds_is_refused_by_name(
+    tmp_path: Path, change: str, step: int, named: str | None
 ) -> None:
-    """SQLite keeps what it was given: text in an integer column, bytes that are not UTF-8.
-    Such a row's odd values read as null (or with replacement characters) and every other
-    value of its batch as usual."""
+    """SQLite keeps what it was given: text or Infinity in an integer column, bytes in a text
+    column. Such a value is never read as null or with replacement characters: the read is
+    refused, naming the table, the row, the column and the value, as io-harness's own read of
+    the row fails; `export parquet` writes nothing."""
     path = tmp_path / "runs.sqlite3"
     with Store.open(path) as store:
         run = store.start_run("g", "f.rs")
@@ -275,12 +288,16 @@ def test_a_value_of_another_type_in_an_old_sqlite_store_is_read_what_it_can(
             run, [StepRecord.new(n, "d", "ok").with_trace("p", "t:{}", n) for n in (1, 2, 3)]
         )
     with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("UPDATE steps SET tokens = 'many' WHERE step = 2")
-        conn.execute("UPDATE steps SET prompt = X'70FF71' WHERE step = 3")
+        conn.execute(f"UPDATE steps SET {change} WHERE step = ?", (step,))
     with Store.open(path, read_only=True) as store:
-        rows = store.arrow("steps", columns=["step", "tokens", "prompt", "tool"]).to_pylist()
-    assert rows == [
-        {"step": 1, "tokens": 1, "prompt": "p", "tool": "t"},
-        {"step": 2, "tokens": None, "prompt": "p", "tool": "t"},
-        {"step": 3, "tokens": 3, "prompt": "p\ufffdq", "tool": "t"},
-    ]
+        if named is None:
+            assert len(store.arrow("steps", columns=["step", "prompt"])) == 3
+            return
+        with pytest.raises(UnreadableValueError) as refused:
+            store.arrow("steps", columns=["step", "tokens", "prompt", "tool"])
+        assert f"steps row step {step}: {named}" in str(refused.value)
+    done = run_in_process("export", "parquet", path, tmp_path / "out")
+    assert done.returncode != 0
+    assert f"steps row id {step}: {named}" in done.stderr  # the whole table: named by its key
+    assert len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "out" / "_manifest.json").exists()
