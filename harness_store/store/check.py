@@ -20,7 +20,7 @@ remove or change it.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, exists, inspect, select
+from sqlalchemy import Connection, exists, inspect
 
 from ..dialects import Backend
 from ..engine import sqlite_path
@@ -97,15 +97,13 @@ def _run_checks(
     findings += value_findings(conn, backend, tables)
     checks.append("values")
     if "runs" in tables:
-        runs = model_table("runs")
-        run_ids = frozenset(int(r) for r in conn.execute(select(runs.c.id)).scalars())
         if {"steps", "checkpoint_events"} <= tables.keys():
-            findings += resume_findings(conn, backend, run_ids)
+            findings += resume_findings(conn, backend)
             checks.append("resume")
         findings += orphan_findings(conn, backend, tables)
         checks.append("orphans")
         if "parent_run_id" in tables["runs"]:
-            findings += tree_findings(conn, backend, run_ids)
+            findings += tree_findings(conn, backend)
             checks.append("trees")
         if "run_leases" in tables:
             findings += lease_findings(conn)

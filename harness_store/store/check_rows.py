@@ -91,13 +91,21 @@ def integers(backend: Backend, *columns: Any) -> Any:
     return and_(*(k for k in kept if k is not None), true())
 
 
-def _spans(conn: Connection, table: Any, where: Any) -> dict[int, tuple[int, int, int]]:
-    """Per run: the lowest and highest step number and how many distinct ones there are."""
+def _spans(table: Any, where: Any, name: str) -> Any:
+    """Per run: the lowest and highest step number and how many distinct ones there are (a
+    subquery: `run_id`, `lo`, `hi`, `n`)."""
     step = table.c.step
-    statement = select(table.c.run_id, func.min(step), func.max(step), func.count(step.distinct()))
-    return {int(r): (int(lo), int(hi), int(n)) for r, lo, hi, n in conn.execute(
-        statement.where(where).group_by(table.c.run_id)
-    )}  # fmt: skip
+    return (
+        select(
+            table.c.run_id.label("run_id"),
+            func.min(step).label("lo"),
+            func.max(step).label("hi"),
+            func.count(step.distinct()).label("n"),
+        )
+        .where(where)
+        .group_by(table.c.run_id)
+        .subquery(name)
+    )
 
 
 def _first(conn: Connection, numbers: Any) -> tuple[list[int], int]:
@@ -110,28 +118,39 @@ def _first(conn: Connection, numbers: Any) -> tuple[list[int], int]:
     return [int(n) for n in shown], int(total)
 
 
-def suspect_runs(
-    by_steps: Mapping[int, tuple[int, int, int]],
-    by_marks: Mapping[int, tuple[int, int, int]],
-    run_ids: frozenset[int],
-) -> list[int]:
-    """The existing runs whose step numbers and checkpointed step numbers may differ.
+def suspect_runs(by_steps: Any, by_marks: Any) -> Any:
+    """The existing runs whose step numbers and checkpointed step numbers may differ, in id
+    order (a SELECT of `run_id`).
 
     A run whose steps and checkpoints both number exactly 1 … N has neither a lone step nor a
     lone checkpoint, which one aggregate pass over each table (`_spans`) shows for almost
-    every run; only the others are compared, in SQL.
-    """
-    suspects = []
-    for run_id in sorted(set(by_steps) | set(by_marks)):
-        if run_id not in run_ids:
-            continue  # rows of a missing run: the orphan check names them
-        stored, marked = by_steps.get(run_id), by_marks.get(run_id)
-        if marked is None:
-            continue  # a run written without checkpoints (upstream's `record`): nothing to match
-        if stored == marked and marked[0] == 1 and marked[1] == marked[2]:
-            continue
-        suspects.append(run_id)
-    return suspects
+    every run; only the others are compared, one by one. A run without checkpoints (written
+    by upstream's `record`) has nothing to match; rows of a missing run are the orphan
+    check's. Only the suspects reach Python, never a row per run."""
+    runs = model_table("runs")
+    s, c = by_steps, by_marks
+    matched = and_(
+        s.c.run_id.is_not(None), s.c.lo == c.c.lo, s.c.hi == c.c.hi, s.c.n == c.c.n,
+        c.c.lo == 1, c.c.hi == c.c.n,
+    )  # fmt: skip
+    return (
+        select(c.c.run_id)
+        .select_from(c.outerjoin(s, s.c.run_id == c.c.run_id))
+        .where(exists().where(runs.c.id == c.c.run_id), ~matched)
+        .order_by(c.c.run_id)
+    )
+
+
+def gapped_runs(by_steps: Any) -> Any:
+    """The existing runs whose step numbers may leave a gap below the last (not 1 … N), in id
+    order: a SELECT of `run_id` and the last step number."""
+    runs = model_table("runs")
+    s = by_steps
+    return (
+        select(s.c.run_id, s.c.hi)
+        .where(exists().where(runs.c.id == s.c.run_id), ~and_(s.c.lo >= 1, s.c.n == s.c.hi))
+        .order_by(s.c.run_id)
+    )
 
 
 def gap_ranges(conn: Connection, steps: Any, where: Any) -> tuple[list[tuple[int, int]], int]:
@@ -166,7 +185,7 @@ def _numbers_of(ranges: list[tuple[int, int]]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def resume_findings(conn: Connection, backend: Backend, run_ids: frozenset[int]) -> list[Finding]:
+def resume_findings(conn: Connection, backend: Backend) -> list[Finding]:
     """Step numbers io-harness would resume wrongly from: a step without its checkpoint (in a
     run whose steps are checkpointed), a checkpoint without its step, gaps below the last.
     Rows whose run or step is not an integer are left to `value_findings`."""
@@ -175,11 +194,11 @@ def resume_findings(conn: Connection, backend: Backend, run_ids: frozenset[int])
     mark_rows = and_(
         events.c.kind == "checkpoint", integers(backend, events.c.run_id, events.c.step)
     )
-    by_steps = _spans(conn, steps, step_rows)
-    by_marks = _spans(conn, events, mark_rows)
+    by_steps = _spans(steps, step_rows, "step_spans")
+    by_marks = _spans(events, mark_rows, "mark_spans")
     findings: list[Finding] = []
     lone: list[Finding] = []
-    for run_id in suspect_runs(by_steps, by_marks, run_ids):
+    for run_id in conn.execute(suspect_runs(by_steps, by_marks)).scalars().all():
         of_steps = and_(step_rows, steps.c.run_id == run_id)
         of_marks = and_(mark_rows, events.c.run_id == run_id)
         lone_steps = select(steps.c.step).where(
@@ -226,9 +245,7 @@ def resume_findings(conn: Connection, backend: Backend, run_ids: frozenset[int])
                 )
             )
     findings += lone
-    for run_id, (low, last, distinct) in sorted(by_steps.items()):
-        if run_id not in run_ids or (low >= 1 and distinct == last):
-            continue
+    for run_id, last in conn.execute(gapped_runs(by_steps)).all():
         ranges, missing = gap_ranges(conn, steps, and_(step_rows, steps.c.run_id == run_id))
         if not missing:
             continue  # numbers below 1 only: upstream never writes them, nor skips for them
@@ -284,16 +301,21 @@ def orphan_findings(
     return findings
 
 
-def tree_findings(conn: Connection, backend: Backend, run_ids: frozenset[int]) -> list[Finding]:
-    """Children whose parent is missing, and parent links that go round in a cycle."""
+def tree_findings(conn: Connection, backend: Backend) -> list[Finding]:
+    """Children whose parent is missing, and parent links that go round in a cycle: the runs
+    no root reaches (found in SQL, by a recursive walk down from every root) are the only
+    ones read into Python, and only they are walked up for cycles."""
     runs = model_table("runs")
+    parent = runs.alias("parent")
     linked = and_(runs.c.parent_run_id.is_not(None), integers(backend, runs.c.parent_run_id))
-    parents = {
-        int(child): int(parent)
-        for child, parent in conn.execute(select(runs.c.id, runs.c.parent_run_id).where(linked))
-    }
+    has_parent = exists().where(parent.c.id == runs.c.parent_run_id)
+    lost = [
+        int(child)
+        for child in conn.execute(
+            select(runs.c.id).where(linked, ~has_parent).order_by(runs.c.id)
+        ).scalars()
+    ]
     findings = []
-    lost = sorted(child for child, parent in parents.items() if parent not in run_ids)
     if lost:
         findings.append(
             Finding(
@@ -308,6 +330,15 @@ def tree_findings(conn: Connection, backend: Backend, run_ids: frozenset[int]) -
                 command=f"UPDATE runs SET parent_run_id = NULL WHERE id IN ({_ids(lost)})",
             )
         )
+    reached = (
+        select(runs.c.id.label("id"))
+        .where(~and_(linked, has_parent))  # the roots: no parent, or one io-harness cannot find
+        .cte("reached", recursive=True)
+    )
+    child = runs.alias("child")
+    reached = reached.union_all(select(child.c.id).where(child.c.parent_run_id == reached.c.id))
+    unreached = select(runs.c.id, runs.c.parent_run_id).where(~runs.c.id.in_(select(reached.c.id)))
+    parents = {int(run): int(up) for run, up in conn.execute(unreached)}
     done: set[int] = set()
     for start in sorted(parents):
         path: list[int] = []

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from support.big_stores import runs_store
 from support.clirun import peak_rss_kib, run_in_process
 
 from harness_store import Store
@@ -23,36 +24,10 @@ batches (about 40 MiB with pyarrow's default pool, 20 MiB with the system's) and
 marks a run. A Python object per run, as before the marks were kept flat, added 75 MiB."""
 
 
-def store_of(path: Path, runs: int) -> Path:
-    Store.open(path, backup=False).close()
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("BEGIN")
-    conn.executemany(
-        "INSERT INTO runs (id, goal, file, outcome, provider, depth, status, started_at) "
-        "VALUES (?, ?, 'src/a.rs', 'success', 'p', 0, 'completed', '2025-06-01T00:00:00.000Z')",
-        ((n, f"goal {n}") for n in range(1, runs + 1)),
-    )
-    conn.executemany(
-        "INSERT INTO steps (run_id, step, decision, result, tokens) VALUES (?, 1, 'd', 'ok', 5)",
-        ((n,) for n in range(1, runs + 1)),
-    )
-    conn.execute(
-        "INSERT INTO sessions (id, root, created_at) VALUES (1, '/w', '2025-06-01T00:00:00.000Z')"
-    )
-    conn.executemany(
-        "INSERT INTO session_turns (session_id, run_id, prompt, reply, outcome, created_at) "
-        "VALUES (1, ?, 'prompt', 'reply', 'success', '2025-06-01T00:00:00.000Z')",
-        ((n,) for n in range(1, runs + 1, 10)),
-    )
-    conn.execute("COMMIT")
-    conn.close()
-    return path
-
-
 @pytest.mark.slow
 def test_the_exports_memory_does_not_grow_with_the_runs(tmp_path: Path) -> None:
-    small = store_of(tmp_path / "small.sqlite3", 50_000)
-    large = store_of(tmp_path / "large.sqlite3", 250_000)
+    small = runs_store(tmp_path / "small.sqlite3", 50_000)
+    large = runs_store(tmp_path / "large.sqlite3", 250_000)
     peaks = {}
     for name, store in (("small", small), ("large", large)):
         peak_rss_kib("export", "parquet", store, tmp_path / f"{name}-warm")  # caches settled
@@ -61,7 +36,7 @@ def test_the_exports_memory_does_not_grow_with_the_runs(tmp_path: Path) -> None:
 
 
 def test_an_incremental_export_finds_the_one_run_that_changed(tmp_path: Path) -> None:
-    path = store_of(tmp_path / "store.sqlite3", 3_000)
+    path = runs_store(tmp_path / "store.sqlite3", 3_000)
     out = tmp_path / "out"
     assert run_in_process("export", "parquet", path, out).returncode == 0
     conn = sqlite3.connect(path, isolation_level=None)

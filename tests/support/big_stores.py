@@ -123,3 +123,31 @@ def whole_revision(path: Path, big: BigStore, *, typed: bool = True) -> str:
     finally:
         conn.close()
     return state
+
+
+def runs_store(path: Path, runs: int) -> Path:
+    """A head store of `runs` finished root runs written with the raw driver in one
+    transaction, as io-harness writes: a step each, every tenth run in a session turn."""
+    Store.open(path, backup=False).close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    conn.executemany(
+        "INSERT INTO runs (id, goal, file, outcome, provider, depth, status, started_at) "
+        "VALUES (?, ?, 'src/a.rs', 'success', 'p', 0, 'completed', '2025-06-01T00:00:00.000Z')",
+        ((n, f"goal {n}") for n in range(1, runs + 1)),
+    )
+    conn.executemany(
+        "INSERT INTO steps (run_id, step, decision, result, tokens) VALUES (?, 1, 'd', 'ok', 5)",
+        ((n,) for n in range(1, runs + 1)),
+    )
+    conn.execute(
+        "INSERT INTO sessions (id, root, created_at) VALUES (1, '/w', '2025-06-01T00:00:00.000Z')"
+    )
+    conn.executemany(
+        "INSERT INTO session_turns (session_id, run_id, prompt, reply, outcome, created_at) "
+        "VALUES (1, ?, 'prompt', 'reply', 'success', '2025-06-01T00:00:00.000Z')",
+        ((n,) for n in range(1, runs + 1, 10)),
+    )
+    conn.execute("COMMIT")
+    conn.close()
+    return path
