@@ -194,6 +194,12 @@ class MigrationConnectionError(StoreError, TypeError):
     never falls back to another target once a connection was handed over)."""
 
 
+class MigrationOptionError(StoreError, ValueError):
+    """An `alembic -x` option the environment does not know, or a value it cannot read
+    (`-x url=…` for `-x db=…`, `-x backup=nope`): the command stopped before touching or
+    creating any database."""
+
+
 class UnreadableValueError(StoreError, ValueError):
     """A stored value is not of the form its column holds (a lease's `renewed_at` that is no
     time stamp, a text in an integer column), so the read it feeds cannot be answered — as

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from logging.config import fileConfig
 from pathlib import Path
@@ -47,6 +47,7 @@ from .backup import discard, take_backup
 from .detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
 from .given_connection import given_connection
 from .preflight import is_disk_full, is_malformed, malformed_message, quick_check
+from .x_options import XOptions, parse_x_options
 
 if TYPE_CHECKING:
     from sqlalchemy import MetaData
@@ -158,20 +159,21 @@ def _run(
     config = alembic_config(target, backup=backup, create=create)
     report = UpgradeReport(safe_url(to_url(target)), on_message=on_message)
     config.attributes[REPORT] = report
-    with _RUNNING, _typed_errors(target):
+    with _RUNNING, _typed_errors(to_url(target).get_backend_name()):
         step(config, revision)
     return report
 
 
 @contextmanager
-def _typed_errors(target: str | URL) -> Iterator[None]:
-    """Raise driver errors as the backend's typed `StoreError`s (locked, read-only, …)."""
+def _typed_errors(backend: str) -> Iterator[None]:
+    """Raise driver errors as the typed `StoreError`s of `backend` (a SQLAlchemy backend
+    name: locked, read-only, …)."""
     try:
         yield
     except StoreError:
         raise
     except Exception as exc:
-        typed = translated(backend_named(to_url(target).get_backend_name()), exc)
+        typed = translated(backend_named(backend), exc)
         if typed is None:
             raise
         raise typed from exc
@@ -251,31 +253,49 @@ def run_environment(context: EnvironmentContext) -> None:
     a driver's typed first — is told as Alembic tells its own: one `FAILED:` line and no
     traceback (`--raiseerr` shows it); called from code, errors leave as they are."""
     if context.config.cmd_opts is None:
-        _run_environment(context)
+        _run_environment(context, typed=False)
         return
     try:
-        with _typed_errors(_target(context)):
-            _run_environment(context)
+        _run_environment(context, typed=True)
     except StoreError as exc:
         raise CommandError(" ".join(str(exc).split())) from exc
 
 
-def _run_environment(context: EnvironmentContext) -> None:
-    if context.is_offline_mode():
-        _run_offline(context)
+def _run_environment(context: EnvironmentContext, *, typed: bool) -> None:
+    """Read the `-x` options (refusing a mistyped one before anything is touched), then the
+    database to work on: the connection or engine handed over in `config.attributes`, which
+    alone decides the dialect online and offline, or else the target (`_target`)."""
+    cmd_opts = context.config.cmd_opts
+    options = parse_x_options(getattr(cmd_opts, "x", None) or [])
+    given = given_connection(context.config.attributes.get("connection"))
+    url: URL | None = None
+    if given is not None:
+        backend = given.dialect.name
     else:
-        _run_online(context)
+        url = _target(context, options)
+        backend = url.get_backend_name()
+    with _typed_errors(backend) if typed else nullcontext():
+        if context.is_offline_mode():
+            _run_offline(context, given, url)
+        else:
+            _run_online(context, given, url, options)
 
 
-def _target(context: EnvironmentContext) -> URL:
+def _target(context: EnvironmentContext, options: XOptions) -> URL:
+    """The store to work on when no connection was handed over: the caller's target, else
+    `-x db`, else `$HARNESS_STORE_URL`, else `./runs.sqlite3`."""
     config = context.config
     if TARGET in config.attributes:
         return to_url(config.attributes[TARGET])
-    return resolve_target(context.get_x_argument(as_dictionary=True).get("db"))
+    return resolve_target(options.db)
 
 
-def _run_offline(context: EnvironmentContext) -> None:
-    url = _target(context)
+def _run_offline(
+    context: EnvironmentContext, given: Connection | Engine | None, url: URL | None
+) -> None:
+    """Render the script for the dialect of what was handed over, else of the target."""
+    if given is not None:
+        url = given.url if isinstance(given, Engine) else given.engine.url
     context.configure(
         url=url,
         target_metadata=models_metadata(),
@@ -287,15 +307,19 @@ def _run_offline(context: EnvironmentContext) -> None:
         context.run_migrations()
 
 
-def _run_online(context: EnvironmentContext) -> None:
+def _run_online(
+    context: EnvironmentContext,
+    given: Connection | Engine | None,
+    url: URL | None,
+    options: XOptions,
+) -> None:
     config = context.config
     report = config.attributes.get(REPORT)
-    given = given_connection(config.attributes.get("connection"))
-    if isinstance(given, Connection | Engine):
+    if given is not None:
         with lend(given) as lent:
             _migrate(context, lent, report=report)
         return
-    url = _target(context)
+    assert url is not None
     path = sqlite_path(url)
     changing = _changes_revision(context)
     if path is not None:
@@ -305,9 +329,7 @@ def _run_online(context: EnvironmentContext) -> None:
             raise StoreNotFoundError(f"cannot create a store at {path}: no directory {path.parent}")
     engine = make_engine(url)
     report = report or UpgradeReport(safe_url(url))
-    backup = config.attributes.get(BACKUP, True)
-    if str(context.get_x_argument(as_dictionary=True).get("backup", "")).lower() in ("no", "0"):
-        backup = False
+    backup = config.attributes.get(BACKUP, True) if options.backup is None else options.backup
     try:
         with lend(engine) as lent:
             _migrate(context, lent, report=report, path=path, backup=backup)

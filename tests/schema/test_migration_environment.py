@@ -9,6 +9,9 @@ a plain `alembic` run keeps that order.
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
+from argparse import Namespace
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from typing import Any
 import pytest
 from alembic import command
 from alembic.config import Config
+from alembic.util import CommandError
 from pytest_alembic.tests.experimental.downgrade_leaves_no_trace import WrappingConnection
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
 
@@ -156,3 +160,65 @@ def test_a_plain_connection_and_engine_still_work(store_target: str, real_store:
             conn.commit()
     assert revision_of(store_target) == HEAD
     assert sha256(real_store) == before
+
+
+# --- `-x` options ----------------------------------------------------------------------------
+
+
+def alembic_x(*options: str) -> list[str]:
+    """`alembic -c alembic.ini -x OPTION … upgrade head`, the real command line."""
+    alembic = Path(sys.executable).with_name("alembic")
+    x = [arg for option in options for arg in ("-x", option)]
+    return [str(alembic), "-c", str(REPO / "alembic.ini"), *x, "upgrade", "head"]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["url=postgresql+psycopg://nobody@127.0.0.1:1/none"], "url"),
+        (["backup=nope"], "nope"),
+        (["db"], "db"),
+    ],
+    ids=["unknown key", "unparseable backup", "no value"],
+)
+def test_a_mistyped_x_option_is_refused_creating_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: list[str], named: str
+) -> None:
+    """`-x url=…` for `-x db=…` used to upgrade `./runs.sqlite3` (creating it) and exit 0;
+    a mistyped option stops Alembic's command line with one `FAILED:` line that names it
+    and lists the known ones, exit 255, no traceback, nothing created."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_STORE_URL", raising=False)
+    done = subprocess.run(alembic_x(*options), capture_output=True, text=True, timeout=120)
+    said = done.stdout + done.stderr
+    assert done.returncode == 255, said
+    assert "Traceback" not in said, said
+    failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED: ")]
+    assert len(failed) == 1, said
+    assert named in failed[0] and "db=" in failed[0] and "backup=" in failed[0], failed
+    assert list(tmp_path.iterdir()) == []
+
+
+def x_config(*options: str) -> Config:
+    """The repository's `alembic.ini` with `-x` options, as Alembic's command line builds it."""
+    return Config(str(REPO / "alembic.ini"), cmd_opts=Namespace(x=list(options)))
+
+
+@pytest.mark.parametrize("spelling", ["no", "0", "false", "off", "False"])
+def test_backup_off_in_every_usual_spelling(tmp_path: Path, spelling: str) -> None:
+    path = tmp_path / "runs.sqlite3"
+    migrate.upgrade(path, "0.13", backup=False)
+    command.upgrade(x_config(f"db={path}", f"backup={spelling}"), "head")
+    assert revision_of(str(path)) == HEAD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.sqlite3"]
+
+
+@pytest.mark.parametrize("options", [["db=a.sqlite3", "db=b.sqlite3"], ["db="], ["backup="]])
+def test_an_option_given_twice_or_empty_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_STORE_URL", raising=False)
+    with pytest.raises(CommandError, match="db=PATH_OR_URL"):
+        command.upgrade(x_config(*options), "head")
+    assert list(tmp_path.iterdir()) == []
