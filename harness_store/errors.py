@@ -47,6 +47,12 @@ class UpgradeRequiredError(SchemaError):
     """The store is older than the schema this package writes, and upgrading was not allowed."""
 
 
+class InvalidTargetError(StoreError, ValueError):
+    """A store URL that does not parse (a port that is no number, a URL SQLAlchemy cannot
+    read): nothing was opened or created. The message never repeats the URL, which may hold a
+    password."""
+
+
 class StoreNotFoundError(StoreError, FileNotFoundError):
     """No store exists at the path, and creating one was not allowed."""
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import MigrationOptionError
+from ..errors import InvalidTargetError, MigrationOptionError
+from ..targets import url_of
 
 KNOWN = ("db=PATH_OR_URL", "backup=yes|no")
 """The options, as the refusal lists them."""
@@ -49,6 +50,11 @@ def parse_x_options(given: Sequence[str]) -> XOptions:
         if key in seen:
             raise _refused(f"-x {key} was given twice")
         seen[key] = value.strip()
+    if "db" in seen:
+        try:
+            url_of(seen["db"])
+        except InvalidTargetError as exc:
+            raise _refused(f"-x db: {exc}") from None
     backup: bool | None = None
     if "backup" in seen:
         spelled = seen["backup"].lower()

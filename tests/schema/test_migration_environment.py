@@ -9,6 +9,7 @@ a plain `alembic` run keeps that order.
 from __future__ import annotations
 
 import hashlib
+import io
 import subprocess
 import sys
 from argparse import Namespace
@@ -178,8 +179,9 @@ def alembic_x(*options: str) -> list[str]:
         (["url=postgresql+psycopg://nobody@127.0.0.1:1/none"], "url"),
         (["backup=nope"], "nope"),
         (["db"], "db"),
+        (["db=postgresql+psycopg://someone:secret@127.0.0.1:notaport/db"], "db"),
     ],
-    ids=["unknown key", "unparseable backup", "no value"],
+    ids=["unknown key", "unparseable backup", "no value", "unparseable db"],
 )
 def test_a_mistyped_x_option_is_refused_creating_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: list[str], named: str
@@ -196,6 +198,7 @@ def test_a_mistyped_x_option_is_refused_creating_nothing(
     failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED: ")]
     assert len(failed) == 1, said
     assert named in failed[0] and "db=" in failed[0] and "backup=" in failed[0], failed
+    assert "secret" not in said
     assert list(tmp_path.iterdir()) == []
 
 
@@ -222,3 +225,57 @@ def test_an_option_given_twice_or_empty_is_refused(
     with pytest.raises(CommandError, match="db=PATH_OR_URL"):
         command.upgrade(x_config(*options), "head")
     assert list(tmp_path.iterdir()) == []
+
+
+# --- what was handed over decides, online and offline ---------------------------------------
+
+
+def the_other_backend(store_target: str, tmp_path: Path) -> str:
+    """A target of the other backend than `store_target`'s: what `$HARNESS_STORE_URL` names
+    beside the engine handed over, which must never be read."""
+    if store_target.startswith("postgresql"):
+        return str(tmp_path / "elsewhere.sqlite3")
+    return "postgresql+psycopg://nobody@127.0.0.1:1/none"
+
+
+def test_offline_the_script_is_for_the_engine_handed_over(
+    store_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a PostgreSQL engine handed over and `$HARNESS_STORE_URL` naming a SQLite file, the
+    script was rendered for SQLite (`AUTOINCREMENT`); it is rendered for the engine's dialect,
+    and what the variable names is never created or touched."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_STORE_URL", the_other_backend(store_target, tmp_path))
+    engine = create_engine(to_url(store_target))
+    try:
+        for handed in (engine, engine.connect()):
+            out = io.StringIO()
+            config = Config(str(REPO / "alembic.ini"), output_buffer=out)
+            config.attributes["connection"] = handed
+            command.upgrade(config, "0.13", sql=True)
+            script = out.getvalue()
+            sqlite = engine.dialect.name == "sqlite"
+            assert ("AUTOINCREMENT" in script) is sqlite, script[:2000]
+            assert ("SERIAL" in script) is not sqlite, script[:2000]
+            if isinstance(handed, Connection):
+                handed.close()
+    finally:
+        engine.dispose()
+    assert {p.name for p in tmp_path.iterdir()} <= {"runs.sqlite3"}  # the SQLite engine's
+    assert revision_of(store_target) is None
+
+
+def test_a_malformed_url_beside_a_handed_connection_is_never_read(
+    store_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config carrying `cmd_opts` (as Alembic's command line builds it) and a malformed
+    `$HARNESS_STORE_URL` failed the migration of the connection handed over; nothing but
+    that connection is read once one is handed over."""
+    monkeypatch.setenv("HARNESS_STORE_URL", "postgresql+psycopg://someone@127.0.0.1:notaport/db")
+    with scratch(store_target) as engine:
+        config = x_config()
+        config.attributes["connection"] = engine
+        command.downgrade(config, "0.13")
+        assert revision_of(store_target) == "0.13"
+        command.upgrade(config, "head")
+    assert revision_of(store_target) == HEAD
