@@ -20,6 +20,7 @@ backup or WAL switch, and the caller commits.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -197,6 +198,30 @@ def models_metadata() -> MetaData:
     return Base.metadata
 
 
+def models_metadata_for(dialect_name: str) -> MetaData:
+    """The models as a store of `dialect_name` declares them. The models keep upstream's
+    SQLite shape, where `id INTEGER PRIMARY KEY` carries no NOT NULL; PostgreSQL makes every
+    primary key NOT NULL, so for it the keys are compared as NOT NULL: an intended difference
+    is no difference, and a key that lost its NOT NULL still is one."""
+    if dialect_name != "postgresql":
+        return models_metadata()
+    return _keys_not_null()
+
+
+@functools.cache
+def _keys_not_null() -> MetaData:
+    from sqlalchemy import MetaData
+
+    source = models_metadata()
+    copy = MetaData(naming_convention=source.naming_convention)
+    for table in source.sorted_tables:
+        table.to_metadata(copy)
+    for table in copy.tables.values():
+        for column in table.primary_key.columns:
+            column.nullable = False
+    return copy
+
+
 def include_object(
     obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
 ) -> bool:
@@ -207,11 +232,13 @@ def include_object(
 
 
 def ignore_key_nullability(context: Any, revision: Any, directives: list[Any]) -> None:
-    """Drop autogenerate's "primary key nullability" diffs, and only those.
+    """Drop autogenerate's "primary key nullable" diffs, and only those.
 
     The models declare upstream's SQLite shape, where `id INTEGER PRIMARY KEY` carries no
-    explicit NOT NULL (`PRAGMA table_info` says notnull 0); PostgreSQL makes every primary key
-    NOT NULL by itself. Neither is a difference worth a migration.
+    explicit NOT NULL (`PRAGMA table_info` says notnull 0); a store whose key says NOT NULL
+    anyway differs from them in nothing worth a migration. A key the database lets be NULL
+    where the models say NOT NULL (PostgreSQL's, `models_metadata_for`) is kept: that one is
+    real.
     """
     for script in directives:
         for upgrade_ops in script.upgrade_ops_list:
@@ -223,13 +250,42 @@ def ignore_key_nullability(context: Any, revision: Any, directives: list[Any]) -
                     for op in table_ops.ops
                     if not (
                         isinstance(op, AlterColumnOp)
-                        and op.modify_nullable is not None
+                        and op.modify_nullable is True
                         and _is_key(op.table_name, op.column_name)
                         and not (op.modify_type or op.modify_server_default or op.modify_name)
                     )
                 ]
                 if not table_ops.ops:
                     upgrade_ops.ops.remove(table_ops)
+
+
+SERIAL_NOTE = "Detected sequence named '%s' as owned by integer column '%s(%s)'"
+"""The start of the line Alembic's PostgreSQL support logs at INFO for every SERIAL key it
+reflects (and rightly leaves out of the comparison)."""
+
+
+class _OwnSerialKeys(logging.Filter):
+    """Drops Alembic's note on a SERIAL key of one of the models' tables: said once for
+    each of some 35 tables on every `alembic check`, about nothing that differs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(SERIAL_NOTE) or len(record.args or ()) != 3:
+            return True
+        _, table, column = record.args  # type: ignore[misc]
+        model = models_metadata().tables.get(str(table))
+        return model is None or str(column) not in model.primary_key.columns
+
+
+@contextmanager
+def _quiet_about_serial_keys() -> Iterator[None]:
+    """While a comparison runs, leave out Alembic's notes on the models' SERIAL keys."""
+    logger = logging.getLogger("alembic.ddl.postgresql")
+    note = _OwnSerialKeys()
+    logger.addFilter(note)
+    try:
+        yield
+    finally:
+        logger.removeFilter(note)
 
 
 def _is_key(table: str, column: str) -> bool:
@@ -384,7 +440,7 @@ def _migrate(
     fn_name = getattr(context_opts(context).get("fn"), "__name__", "")
     context.configure(
         connection=conn,
-        target_metadata=None if changing else models_metadata(),
+        target_metadata=None if changing else models_metadata_for(conn.dialect.name),
         transactional_ddl=True,
         include_object=include_object,
         process_revision_directives=ignore_key_nullability,
@@ -402,7 +458,7 @@ def _migrate(
     report.before = found.revision
     report.say(f"found: {found.describe()}")
     if not changing:
-        with context.begin_transaction():
+        with _quiet_about_serial_keys(), context.begin_transaction():
             context.run_migrations()
         return
 
