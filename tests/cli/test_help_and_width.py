@@ -90,3 +90,18 @@ def test_spend_by_model_fits_80_columns_on_a_real_store(tmp_path: Path) -> None:
     for shown in (ANSI.sub("", out), piped.stdout):
         assert "fixture-model" in shown
         assert max(len(line) for line in shown.splitlines()) <= 80, shown
+
+
+def test_runs_at_80_columns_keeps_the_outcome_ahead_of_how_long_it_took(
+    wide_store: Path,
+) -> None:
+    """At 80 columns `runs` left out the outcome and kept "took": a run finished with a
+    failure read as `completed`. What a person needs to judge a run goes last."""
+    code, out = on_terminal("runs", wide_store, columns=80)
+    assert code == 0, out
+    lines = ANSI.sub("", out).splitlines()
+    header = next(line for line in lines if line.split()[:1] == ["id"])
+    assert "outcome" in header.split() and "took" not in header.split(), header
+    assert any(line.startswith("(not shown at 80 columns: parent") for line in lines), out
+    row = lines[lines.index(header) + 1]
+    assert "success" in row, row
