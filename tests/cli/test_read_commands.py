@@ -14,6 +14,7 @@ from support.clirun import run_in_process
 from support.shared import in_newest_memory_order
 
 from harness_store import Store
+from harness_store.cli.output import visible
 
 from .commandkit import (
     EXIT_NOT_A_STORE,
@@ -288,3 +289,17 @@ def test_memory_shows_kind_and_pinned(tmp_path: Path, born_013: Path) -> None:
 def test_unknown_run_is_exit_5(fixture_copy: Copy, command: str) -> None:
     line = fails(EXIT_NOT_FOUND, command, fixture_copy("io-harness-0.22.0/populated"), "42")
     assert "no run with id 42" in line
+
+
+def test_trace_text_shows_each_steps_result(fixture_copy: Copy) -> None:
+    """The text left out what each step came to; every step's line shows its result, as the
+    JSON holds it (on a terminal a long one is cut like any text)."""
+    name = "io-harness-0.22.0/populated"
+    path = fixture_copy(name)
+    run = str(fixture_json(name)["run_id"])
+    steps = [e for e in as_json("trace", path, run)["entries"] if e["type"] == "step"]
+    lines = [line for line in ok("trace", path, run).splitlines()[2:] if line.split()[1] == "step"]
+    assert len(lines) == len(steps)
+    for line, step in zip(lines, steps, strict=True):
+        shown = visible(step["result"])  # a line break shown as \n, as in every cell
+        assert step["result"] and line.endswith(f" ⇒ {shown}"), (line, step)
