@@ -26,6 +26,9 @@ DEBUG_ENV = "HARNESS_STORE_DEBUG"
 
 EXIT_OTHER, EXIT_USAGE, EXIT_NOT_A_STORE, EXIT_LOCKED, EXIT_NOT_FOUND = 1, 2, 3, 4, 5
 
+EXIT_INTERRUPTED = 130
+"""Ctrl-C where a command does not handle it itself (Typer's exit for KeyboardInterrupt)."""
+
 MAX_INT = 2**63 - 1
 """The largest id, step or count a store can hold; larger arguments are usage errors."""
 
