@@ -90,6 +90,23 @@ class UpgradeFailedError(StoreError):
         self.unchanged = unchanged
 
 
+def install_hint(extra: str) -> str:
+    """How to install one of the package's extras, as it installs from a clone of its
+    repository (the package is not on PyPI, so `pip install 'harness_store[…]'` fails)."""
+    return f'pip install ".[{extra}]" (from a clone of harness_store)'
+
+
+class MissingDriverError(StoreError, ModuleNotFoundError):
+    """The store's URL needs a driver this installation lacks (`psycopg`, which the
+    `postgresql` extra installs): nothing was opened. `name` is the missing module."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(
+            f"{module} is not installed; the store's URL needs it: {install_hint(extra)}",
+            name=module,
+        )
+
+
 class StoreConnectionError(StoreError, ConnectionError):
     """The connection to the database was lost during a call (a server restart,
     `pg_terminate_backend`, a network cut).
