@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 from support import legacy
-from support.clirun import on_terminal, run_cli
+from support.clirun import on_terminal, run_cli, run_in_process
 
 from harness_store import Store
 from harness_store.records import StepRecord
@@ -127,3 +127,19 @@ def test_names_are_one_line_on_a_terminal(wordy: Path) -> None:
     code, out = on_terminal("runs", wordy, "--limit", "1", columns=80)
     assert code == 0
     assert not any(unicodedata.category(c) == "Cc" for c in plain(out).replace("\n", ""))
+
+
+def test_one_is_singular_in_sync_and_the_parquet_export(tmp_path: Path) -> None:
+    """ "synced 1 stores …: 3 rows" and "runs: rewritten, 1 rows (1 in all)": one of a thing is
+    said in the singular, as `plural` says it everywhere else."""
+    path = tmp_path / "one.sqlite3"
+    with Store.open(path) as store:
+        run = store.start_run("only", "task.md")
+        store.checkpoint_step(run, StepRecord(1, "d", "r", tokens=1))
+    synced = run_in_process("sync", path, tmp_path / "central.sqlite3")
+    assert synced.returncode == 0, synced.stderr
+    assert " 1 store into " in synced.stdout and " 1 stores " not in synced.stdout
+    exported = run_in_process("export", "parquet", path, tmp_path / "pq")
+    assert exported.returncode == 0, exported.stderr
+    assert "runs: rewritten, 1 row (1 in all)" in exported.stdout.splitlines()
+    assert " 1 rows" not in exported.stdout
