@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -41,11 +42,23 @@ from sqlalchemy.engine import URL
 
 from ..connector import Lent, lend, translated
 from ..dialects import backend_for, backend_named
-from ..engine import make_engine, resolve_target, safe_url, sqlite_path, to_url
-from ..errors import MalformedStoreError, StoreError, StoreNotFoundError, UpgradeFailedError
+from ..engine import make_engine, read_only_url, resolve_target, safe_url, sqlite_path, to_url
+from ..errors import (
+    MalformedStoreError,
+    StoreError,
+    StoreNotFoundError,
+    UpgradeFailedError,
+)
 from ..releases import REVISIONS
 from .backup import discard, take_backup
-from .detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
+from .detect import (
+    Diagnosis,
+    StoreKind,
+    check_sqlite_file,
+    diagnose,
+    read_only_store,
+    writable_file,
+)
 from .given_connection import given_connection
 from .preflight import is_disk_full, is_malformed, malformed_message, quick_check
 from .x_options import XOptions, parse_x_options
@@ -378,17 +391,22 @@ def _run_online(
     assert url is not None
     path = sqlite_path(url)
     changing = _changes_revision(context)
+    read_only = False
     if path is not None:
         creating = changing and config.attributes.get(CREATE, True)
-        check_sqlite_file(path, missing=None if creating else "")
+        stamping = getattr(context_opts(context).get("fn"), "__name__", "") in STAMPING
+        check_sqlite_file(path, writable=stamping, missing=None if creating else "")
         if not path.parent.is_dir():
             raise StoreNotFoundError(f"cannot create a store at {path}: no directory {path.parent}")
-    engine = make_engine(url)
+        read_only = path.exists() and not (writable_file(path) and os.access(path.parent, os.W_OK))
+    # A file that cannot be written (read-only media) is read read-only: `check`, `current`
+    # and an upgrade with nothing to do write nothing; one with work is refused (`_migrate`).
+    engine = make_engine(read_only_url(url) if read_only else url)
     report = report or UpgradeReport(safe_url(url))
     backup = config.attributes.get(BACKUP, True) if options.backup is None else options.backup
     try:
         with lend(engine) as lent:
-            _migrate(context, lent, report=report, path=path, backup=backup)
+            _migrate(context, lent, report=report, path=path, backup=backup, read_only=read_only)
     finally:
         engine.dispose()
 
@@ -434,6 +452,7 @@ def _migrate(
     report: UpgradeReport | None,
     path: Path | None = None,
     backup: bool = False,
+    read_only: bool = False,
 ) -> None:
     conn = lent.conn
     changing = _changes_revision(context)
@@ -463,13 +482,15 @@ def _migrate(
         return
 
     had_work = _needs_stamp(found) or bool(_planned(context, found))
+    if had_work and read_only and path is not None:
+        raise read_only_store(path)
     if not had_work:
         # Already there: no write lock, no backup, no second look; only the WAL switch a
         # store at 0.12 or later may still be owed (a journal mode changed back by hand).
         with context.begin_transaction():
             context.run_migrations()
         report.stage = "done"
-        if not external:
+        if not external and not read_only:
             _switch_to_wal_after(context, lent, report, found.revision)
         report.after = found.revision
         report.say(f"now at {found.revision}")
