@@ -46,9 +46,20 @@ of levels further left that are left out, so no line grows with the depth: a cha
 10,000 deep is drawn in lines no wider than one 24 deep, in time and memory linear in its
 runs (Rich's `Tree` drew each line's guides anew, quadratic in the depth)."""
 
+LABEL_ROOM = 40
+"""Cells a terminal line keeps for a run's label: on a narrow terminal fewer levels are drawn
+(at 80 columns, 10), so a deep run's line is not all guides cut short."""
+
+
+def drawn_levels(width: int | None) -> int:
+    """The levels drawn on a terminal `width` cells wide (None: piped, `DRAWN_LEVELS`)."""
+    if width is None:
+        return DRAWN_LEVELS
+    return max(1, min(DRAWN_LEVELS, (width - LABEL_ROOM) // len(GUIDES[0])))
+
 
 def tree_lines(
-    root: TreeNode, children: Mapping[int | None, list[TreeNode]]
+    root: TreeNode, children: Mapping[int | None, list[TreeNode]], levels: int = DRAWN_LEVELS
 ) -> Iterator[tuple[TreeNode, str]]:
     """Each run of the tree under `root` with the guides drawn before it, depth first, each
     run's children in spawn order. Iterative, holding only the path to the current run. A run
@@ -73,7 +84,7 @@ def tree_lines(
         pending[-1] = (kids, index + 1)
         node = kids[index]
         last = index == len(kids) - 1
-        shown = more[-(DRAWN_LEVELS - 1) :] if DRAWN_LEVELS > 1 else []
+        shown = more[max(0, len(more) - (levels - 1)) :]
         left_out = len(more) - len(shown)
         guides = "".join(GUIDES[1] if m else GUIDES[0] for m in shown)
         prefix = (f"+{left_out} " if left_out else "") + guides + GUIDES[3 if last else 2]
@@ -85,8 +96,8 @@ def tree_lines(
 @app.command("tree")
 def tree_command(db: DbArg, run: RunArg, as_json: JsonOpt = False) -> None:
     """The agent tree under RUN: each run's status, outcome, steps and tokens, and the tree's
-    totals. Runs deeper than 24 levels start with +N, the levels left out of their guides.
-    Read-only."""
+    totals. A run more than 24 levels down (fewer on a narrow terminal) starts with +N, the
+    levels left out of its guides. Read-only."""
     from rich.text import Text
 
     with open_reader(db) as reader:
@@ -107,7 +118,8 @@ def tree_command(db: DbArg, run: RunArg, as_json: JsonOpt = False) -> None:
     root = next(n for n in nodes if n.run_id == run)
     console = stdout_console()
     out = sys.stdout
-    for node, prefix in tree_lines(root, children):
+    levels = drawn_levels(console.width if console.is_terminal else None)
+    for node, prefix in tree_lines(root, children, levels):
         line = prefix + visible(node_label(node))
         out.write((fit_cell(line, console.width) if console.is_terminal else line) + "\n")
     console.print(

@@ -143,3 +143,22 @@ def test_one_is_singular_in_sync_and_the_parquet_export(tmp_path: Path) -> None:
     assert exported.returncode == 0, exported.stderr
     assert "runs: rewritten, 1 row (1 in all)" in exported.stdout.splitlines()
     assert " 1 rows" not in exported.stdout
+
+
+def test_a_deep_tree_on_a_narrow_terminal_shows_every_run(tmp_path: Path) -> None:
+    """On an 80-column terminal the guides of a run 30 levels down would fill the line and
+    its label be cut away: the levels drawn there leave room for the label."""
+    path = tmp_path / "chain.sqlite3"
+    with Store.open(path) as store:
+        parent = store.start_run("goal 1", "task.md")
+        for k in range(2, 31):
+            parent = store.start_child_run(f"goal {k}", "task.md", parent, k - 1)
+    code, out = on_terminal("tree", path, "1", columns=80)
+    assert code == 0, out
+    lines = plain(out).splitlines()[:-1]
+    assert len(lines) == 30 and all(len(line) <= 80 for line in lines), lines
+    assert all(f"run {k} " in line for k, line in enumerate(lines, start=1)), lines
+    # 80 columns keep 40 for the label: 10 levels drawn, the deeper runs say how many are not
+    for depth, line in enumerate(lines):
+        marked = line.startswith(f"+{depth - 10} ") if depth > 10 else not line.startswith("+")
+        assert marked, (depth, line)
