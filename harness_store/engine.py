@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import URL
 
 from .dialects import backend_named
+from .errors import MissingDriverError
 from .targets import TargetLike, url_of
 from .targets import safe_url as safe_url  # where a store's name is shown: `targets`
 from .targets import sqlite_path as sqlite_path
@@ -22,6 +25,22 @@ DEFAULT_URL = "sqlite:///runs.sqlite3"
 
 URL_ENV = "HARNESS_STORE_URL"
 """Environment variable naming the store when no `-x db=` / argument is given."""
+
+DRIVER_EXTRAS = {"psycopg": "postgresql", "psycopg_binary": "postgresql"}
+"""Driver modules this package's extras install, and the extra that does."""
+
+
+@contextmanager
+def _drivers_named() -> Iterator[None]:
+    """A driver the URL needs and this installation lacks, as `MissingDriverError` naming
+    the extra that installs it (SQLAlchemy imports it when the engine is made)."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        root = (exc.name or "").split(".")[0]
+        if root not in DRIVER_EXTRAS:
+            raise
+        raise MissingDriverError(root, DRIVER_EXTRAS[root]) from None
 
 
 def to_url(target: TargetLike) -> URL:
@@ -45,7 +64,8 @@ def make_engine(
     url = to_url(target)
     backend = backend_named(url.get_backend_name())
     options = backend.engine_options(url, synchronous=synchronous, busy_timeout=busy_timeout)
-    engine = create_engine(url, **options)
+    with _drivers_named():
+        engine = create_engine(url, **options)
     backend.install(engine, synchronous=synchronous, busy_timeout=busy_timeout)
     return engine
 
@@ -65,7 +85,8 @@ def make_async_engine(
     url = to_url(target)
     backend = backend_named(url.get_backend_name())
     options = backend.async_engine_options(url, synchronous=synchronous, busy_timeout=busy_timeout)
-    engine = create_async_engine(url, **options)
+    with _drivers_named():
+        engine = create_async_engine(url, **options)
     backend.install_async(engine.sync_engine, synchronous=synchronous, busy_timeout=busy_timeout)
     return engine
 

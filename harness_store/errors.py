@@ -47,6 +47,12 @@ class UpgradeRequiredError(SchemaError):
     """The store is older than the schema this package writes, and upgrading was not allowed."""
 
 
+class InvalidTargetError(StoreError, ValueError):
+    """A store URL that does not parse (a port that is no number, a URL SQLAlchemy cannot
+    read): nothing was opened or created. The message never repeats the URL, which may hold a
+    password."""
+
+
 class StoreNotFoundError(StoreError, FileNotFoundError):
     """No store exists at the path, and creating one was not allowed."""
 
@@ -82,6 +88,23 @@ class UpgradeFailedError(StoreError):
         super().__init__(message)
         self.stage = stage
         self.unchanged = unchanged
+
+
+def install_hint(extra: str) -> str:
+    """How to install one of the package's extras, as it installs from a clone of its
+    repository (the package is not on PyPI, so `pip install 'harness_store[…]'` fails)."""
+    return f'pip install ".[{extra}]" (from a clone of harness_store)'
+
+
+class MissingDriverError(StoreError, ModuleNotFoundError):
+    """The store's URL needs a driver this installation lacks (`psycopg`, which the
+    `postgresql` extra installs): nothing was opened. `name` is the missing module."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(
+            f"{module} is not installed; the store's URL needs it: {install_hint(extra)}",
+            name=module,
+        )
 
 
 class StoreConnectionError(StoreError, ConnectionError):
@@ -201,6 +224,12 @@ class MigrationConnectionError(StoreError, TypeError):
     """The Alembic environment was handed a `connection` attribute that neither is nor holds a
     SQLAlchemy `Connection` or `Engine`: the command stopped before touching any database (it
     never falls back to another target once a connection was handed over)."""
+
+
+class MigrationOptionError(StoreError, ValueError):
+    """An `alembic -x` option the environment does not know, or a value it cannot read
+    (`-x url=…` for `-x db=…`, `-x backup=nope`): the command stopped before touching or
+    creating any database."""
 
 
 SHOWN_VALUE = 40

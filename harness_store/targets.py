@@ -11,9 +11,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 
 from .dialects import backend_named
 from .dialects.sqlite import is_memory
+from .errors import InvalidTargetError
 
 
 def url_of(target: str | os.PathLike[str] | URL | Target) -> URL:
@@ -27,13 +29,24 @@ def url_of(target: str | os.PathLike[str] | URL | Target) -> URL:
         return target
     raw = os.fspath(target)
     if "://" in raw:
-        url = make_url(raw)
+        url = _parsed(raw)
         if url.drivername == "postgresql":
             url = url.set(drivername="postgresql+psycopg")
         return url
     if raw == ":memory:":
         return URL.create("sqlite")
     return URL.create("sqlite", database=str(Path(raw).expanduser().absolute()))
+
+
+def _parsed(raw: str) -> URL:
+    """`raw` as a URL, or `InvalidTargetError` saying why without repeating it (a password)."""
+    try:
+        return make_url(raw)
+    except ArgumentError:
+        why = "SQLAlchemy cannot parse it"
+    except ValueError:
+        why = "its port is not a number"
+    raise InvalidTargetError(f"the URL does not parse ({why})") from None
 
 
 def sqlite_path(url: URL) -> Path | None:

@@ -43,6 +43,8 @@ Errors are one line on stderr and an exit code:
     4  locked: another process held the store past the busy timeout (5 s)
     5  not in the store: no run with that id (or nothing open to approve or answer)
     6  check: the store has problems (after --repair: problems are left)
+  130  interrupted by Ctrl-C (upgrade and downgrade say where they left the store); a stopped
+       copy exits 1, and --follow ends with 0
 
 Set HARNESS_STORE_DEBUG=1 to see the traceback of an unexpected error.
 """

@@ -13,11 +13,13 @@ import typer
 from typer.core import TyperArgument
 
 from ..errors import (
+    MissingDriverError,
     RunNotFoundError,
     SchemaError,
     StoreError,
     StoreLockedError,
     StoreNotFoundError,
+    install_hint,
 )
 from .output import visible
 
@@ -25,6 +27,9 @@ DEBUG_ENV = "HARNESS_STORE_DEBUG"
 """Environment variable that lets an unexpected error's traceback through."""
 
 EXIT_OTHER, EXIT_USAGE, EXIT_NOT_A_STORE, EXIT_LOCKED, EXIT_NOT_FOUND = 1, 2, 3, 4, 5
+
+EXIT_INTERRUPTED = 130
+"""Ctrl-C where a command does not handle it itself (Typer's exit for KeyboardInterrupt)."""
 
 MAX_INT = 2**63 - 1
 """The largest id, step or count a store can hold; larger arguments are usage errors."""
@@ -131,6 +136,7 @@ def classify(exc: BaseException, argv: Sequence[str] = ()) -> tuple[int, str]:
     from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
     from ..dialects import backend_named
+    from ..engine import DRIVER_EXTRAS
 
     if isinstance(exc, CliError):
         return exc.code, str(exc)
@@ -169,23 +175,10 @@ def classify(exc: BaseException, argv: Sequence[str] = ()) -> tuple[int, str]:
     if isinstance(exc, SQLAlchemyError):
         return EXIT_OTHER, f"database error: {exc}"
     if isinstance(exc, ModuleNotFoundError) and exc.name in DRIVER_EXTRAS:
-        return EXIT_OTHER, (
-            f"{exc.name} is not installed; the store's URL needs it: "
-            + install_hint(DRIVER_EXTRAS[exc.name])
-        )
+        return EXIT_OTHER, str(MissingDriverError(exc.name, DRIVER_EXTRAS[exc.name]))
     if isinstance(exc, OSError):
         return EXIT_OTHER, f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
     return EXIT_OTHER, f"unexpected {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for details)"
-
-
-DRIVER_EXTRAS = {"psycopg": "postgresql", "psycopg_binary": "postgresql"}
-"""Driver modules this package's extras install, and the extra that does."""
-
-
-def install_hint(extra: str) -> str:
-    """How to install one of the package's extras, as it installs from a clone of its
-    repository (the package is not on PyPI, so `pip install 'harness_store[…]'` fails)."""
-    return f'pip install ".[{extra}]" (from a clone of harness_store)'
 
 
 def missing_extra(exc: ImportError, needs: str, extra: str) -> CliError:

@@ -41,16 +41,35 @@ def finding_json(finding: Finding) -> dict[str, object]:
 
 
 def report_json(report: CheckReport) -> dict[str, object]:
+    from ..releases import HEAD
+
     return {
         "healthy": report.healthy,
         "revision": report.revision,
         "release": report.release,
+        "head": HEAD,
         "checks": list(report.checks),
         "findings": [finding_json(f) for f in report.findings],
     }
 
 
-def show(report: CheckReport) -> None:
+def below_head(report: CheckReport, db: str) -> str | None:
+    """The line saying a store is below the head this package writes, and the command that
+    brings it up; None at the head, or when what the store is was not found out."""
+    from ..engine import to_url
+    from ..releases import HEAD
+    from .reader import command_target
+
+    if report.revision == HEAD or not (report.revision or report.release):
+        return None
+    at = f"revision {report.revision}" if report.revision else f"io-harness {report.release}"
+    return (
+        f"the store is at {at}, below {HEAD}, the head this package writes: "
+        f"`harness-store upgrade {command_target(to_url(db))}` brings it up"
+    )
+
+
+def show(report: CheckReport, db: str) -> None:
     from rich.text import Text
 
     console = stdout_console()
@@ -66,6 +85,9 @@ def show(report: CheckReport) -> None:
         console.print(Text(f"healthy: nothing found ({checked})"))
     else:
         console.print(Text(f"{plural(len(report.findings), 'problem')} found ({checked})"))
+    below = below_head(report, db)
+    if below is not None:
+        console.print(Text(below))
 
 
 def read_report(db: str) -> CheckReport:
@@ -163,10 +185,10 @@ def check_command(
                 console.print(Text(f"repaired: {line}"))
             if not repaired.done:
                 console.print(Text(f"repaired: nothing ({why_not(report)})"))
-            show(report)
+            show(report, db)
     elif as_json:
         emit_json(report_json(report))
     else:
-        show(report)
+        show(report, db)
     if not report.healthy:
         raise typer.Exit(EXIT_UNHEALTHY)

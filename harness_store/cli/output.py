@@ -134,20 +134,30 @@ class Column:
     """When a terminal is too narrow: 0, never dropped; otherwise dropped before the columns
     with a lower number (the highest first), before any cut column is narrowed below
     `CUT_FLOOR` cells."""
+    floor: int | None = None
+    """Cells a cut column keeps before the droppable columns have all gone (`CUT_FLOOR` when
+    None)."""
 
 
 CUT_FLOOR = 16
 """Cells a cut column keeps before the droppable columns have all gone."""
 
 
+def floor_of(column: Column) -> int:
+    """The cells a cut column keeps before the droppable columns have all gone."""
+    return CUT_FLOOR if column.floor is None else column.floor
+
+
 def kept_columns(columns: Sequence[Column], natural: list[int], total: int) -> list[int]:
     """The indexes of the columns to show within `total` cells: every one, less the
     droppable ones (highest `drop` first) while the table would not fit with its cut columns
-    at `CUT_FLOOR` cells."""
+    at their floors (`floor_of`)."""
     keep = list(range(len(columns)))
 
     def need(indexes: list[int]) -> int:
-        cells = (min(natural[i], CUT_FLOOR) if columns[i].cut else natural[i] for i in indexes)
+        cells = (
+            min(natural[i], floor_of(columns[i])) if columns[i].cut else natural[i] for i in indexes
+        )
         return sum(cells) + 2 * (len(indexes) - 1)
 
     for i in sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop):

@@ -32,6 +32,11 @@ DEFAULT_RUNS = 50
 PAGE = 500
 """Runs read per transaction (each run's totals are then asked of the Store)."""
 
+OUTCOME_FLOOR, GOAL_FLOOR = 10, 12
+"""The cells the outcome and the goal keep on a narrow terminal before a column is left out:
+at 80 columns the outcome (what tells a failed run from a good one) stays, beside the start
+time and the goal; parent and how long it took go first."""
+
 
 def run_totals(reader: Reader, run_id: int) -> tuple[int, int, bool]:
     """A run's (highest step, tokens, whether the tokens passed 2⁶³−1), as the Store counts
@@ -158,14 +163,14 @@ def runs_command(
             shown = emit_table(
                 [
                     Column("id", "right"),
-                    Column("parent", "right", drop=3),
+                    Column("parent", "right", drop=4),
                     Column("status"),
-                    Column("outcome", cut=True, drop=2),
+                    Column("outcome", cut=True, drop=1, floor=OUTCOME_FLOOR),
                     Column("steps", "right"),
                     Column("tokens", "right"),
-                    Column("started (UTC)"),
-                    Column("took", "right", drop=1),
-                    Column("goal", cut=True),
+                    Column("started (UTC)", drop=2),
+                    Column("took", "right", drop=3),
+                    Column("goal", cut=True, floor=GOAL_FLOOR),
                 ],
                 (
                     (

@@ -25,10 +25,11 @@ if TYPE_CHECKING:
 
 
 def summary(entry: TraceEntry) -> str:
-    """The table's one-line wording of an entry."""
+    """The table's one-line wording of an entry (a step: its decision → tool call ⇒ result)."""
     f = entry.fields
     if entry.kind == "step":
-        return str(f["decision"]) + (f" → {f['tool_call']}" if f["tool_call"] else "")
+        what = str(f["decision"]) + (f" → {f['tool_call']}" if f["tool_call"] else "")
+        return what + (f" ⇒ {f['result']}" if f.get("result") else "")
     if entry.kind == "policy":
         return _policy_summary(f)
     if entry.kind == "approval":
@@ -89,7 +90,7 @@ def trace_command(
         bool, typer.Option("--jsonl", help="JSON Lines: the run, then one entry a line.")
     ] = False,
 ) -> None:
-    """A run's trace in order: steps (decision, tool call, tokens), policy refusals and
+    """A run's trace in order: steps (decision, tool call, result, tokens), policy refusals and
     decisions, approvals (pending or resolved), checkpoint and resume events. Streamed: a run
     of a million steps starts printing at once, in constant memory. Read-only."""
     with open_reader(db) as reader, reader.connection(), ExitStack() as stack:
@@ -98,9 +99,7 @@ def trace_command(
             header = store.run_header(run)
         except RunNotFoundError:
             raise RunNotFoundError(f"no run with id {run} in {reader.where}") from None
-        read = store.trace_entries(
-            run, first_step=from_step, last_step=to_step, results=as_json or jsonl
-        )
+        read = store.trace_entries(run, first_step=from_step, last_step=to_step)
         stack.callback(read.close)  # ended inside the read, even when the pipe closes early
         entries: Iterator[TraceEntry] = read
         if limit is not None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
     from ..schema.migrate import UpgradeReport
-from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError, DbArg, JsonOpt, app
+from .app import EXIT_INTERRUPTED, EXIT_NOT_A_STORE, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .output import emit_json, stderr_console, visible
 from .reader import look, parse_target, suggest
 
@@ -69,6 +70,7 @@ def upgrade_command(
     path = sqlite_path(url)
     say = (lambda line: None) if as_json else stdout_line
     created = path is not None and not path.exists()
+    before: str | None = None
     if path is not None and not path.exists():
         if not path.parent.is_dir():
             raise StoreNotFoundError(f"cannot create a store at {path}: no directory {path.parent}")
@@ -90,11 +92,12 @@ def upgrade_command(
                 "to take it down (nothing was changed)",
             )
         say(f"found: {found.describe()}")
+        before = found.revision
     status = stderr_console()
     busy = (
         status.status(f"upgrading {where(url)} …") if status.is_terminal and not as_json else None
     )
-    with busy or nullcontext():
+    with busy or nullcontext(), told_if_interrupted("upgrade", db, before):
         report = upgrade(url, destination, backup=not no_backup, create=True)
     tell(report, url, as_json=as_json, created=created, no_backup=no_backup, verb="upgraded")
 
@@ -189,9 +192,37 @@ def downgrade_command(
     busy = (
         status.status(f"downgrading {where(url)} …") if status.is_terminal and not as_json else None
     )
-    with busy or nullcontext():
+    with busy or nullcontext(), told_if_interrupted("downgrade", db, found.revision):
         report = downgrade(url, destination, backup=not no_backup)
     tell(report, url, as_json=as_json, created=False, no_backup=no_backup, verb="downgraded")
+
+
+@contextmanager
+def told_if_interrupted(verb: str, db: str, before: str | None) -> Iterator[None]:
+    """Ctrl-C during the chain: the transaction rolled back (and a backup taken for it was
+    removed), so the store is as it was. Say where it is, found by looking again, in one line
+    on stderr, and end with exit 130 as any interrupted command does."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        sys.stderr.write(
+            f"harness-store: interrupted: {visible(after_interrupt(verb, db, before))}\n"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def after_interrupt(verb: str, db: str, before: str | None) -> str:
+    """Where an interrupted upgrade or downgrade left the store, looked at again."""
+    from ..engine import where
+
+    url = parse_target(db).url
+    try:
+        now = look(db).revision
+    except Exception:  # locked, gone: the person can look themselves
+        return f"look at {where(url)} with {suggest('inspect', url)} to see where it is"
+    if before is not None and now == before:
+        return f"the {verb} was rolled back; {where(url)} is unchanged, still at {before}"
+    return f"{where(url)} is at {now or 'no revision'}"
 
 
 def stdout_line(line: str) -> None:

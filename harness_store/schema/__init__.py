@@ -10,7 +10,9 @@
 - `migration_ops`: the helpers the revisions in `harness_store.migrations` are written with.
 - `copy_marker`: the mark of a copy killed before its commit, which every reader refuses;
 - `given_connection`: the connection a caller hands the migration environment, unwrapped or
-  refused.
+  refused;
+- `x_options`: the `alembic -x` options the environment reads, parsed strictly;
+- `release_labels`: the release names each revision answers to, and only its own shown.
 
 The names a user calls are here too, imported on first use so that importing the package
 loads no Alembic: `upgrade`, `downgrade`, `UpgradeReport`, `alembic_config`,

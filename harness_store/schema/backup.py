@@ -27,12 +27,14 @@ def backup_name(path: Path, label: str, when: datetime | None = None) -> Path:
 
 
 def take_backup(path: Path, label: str) -> Path:
-    """Copy the store at `path` to a new backup file and return its path.
+    """Copy the store at `path` to a new backup file and return its path: beside the file
+    itself, named after it, when `path` is a symbolic link (a link's folder may be another
+    volume, or one nobody looks in for the store's backups).
 
     A failure (a full disk, most often) removes the partial copy and raises
     `UpgradeFailedError` with stage "backup"; the store itself is never written here.
     """
-    destination = backup_name(path, label)
+    destination = backup_name(path.resolve(), label)
     partial = destination.with_name(destination.name + ".partial")
     try:
         _copy(path, partial)

@@ -354,5 +354,16 @@ def check_sqlite_file(path: Path, *, writable: bool = True, missing: str | None 
             f"{path} is a truncated SQLite database: {size} bytes, but its header "
             f"says {pages} pages of {page_size} bytes"
         )
-    if writable and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):
-        raise StoreAccessError(f"{path} is read-only; a run store must be writable")
+    if writable and not writable_file(path):
+        raise read_only_store(path)
+
+
+def read_only_store(path: Path) -> StoreAccessError:
+    """The refusal of a store file that cannot be written, where it must be."""
+    return StoreAccessError(f"{path} is read-only; a run store must be writable")
+
+
+def writable_file(path: Path) -> bool:
+    """Whether the file at `path` may be written: its permission bits say so (for root too,
+    whom `os.access` always lets write) and the process may."""
+    return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)

@@ -20,10 +20,12 @@ backup or WAL switch, and the caller commits.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from logging.config import fileConfig
 from pathlib import Path
@@ -40,13 +42,26 @@ from sqlalchemy.engine import URL
 
 from ..connector import Lent, lend, translated
 from ..dialects import backend_for, backend_named
-from ..engine import make_engine, resolve_target, safe_url, sqlite_path, to_url
-from ..errors import MalformedStoreError, StoreError, StoreNotFoundError, UpgradeFailedError
+from ..engine import make_engine, read_only_url, resolve_target, safe_url, sqlite_path, to_url
+from ..errors import (
+    MalformedStoreError,
+    StoreError,
+    StoreNotFoundError,
+    UpgradeFailedError,
+)
 from ..releases import REVISIONS
 from .backup import discard, take_backup
-from .detect import Diagnosis, StoreKind, check_sqlite_file, diagnose
+from .detect import (
+    Diagnosis,
+    StoreKind,
+    check_sqlite_file,
+    diagnose,
+    read_only_store,
+    writable_file,
+)
 from .given_connection import given_connection
 from .preflight import is_disk_full, is_malformed, malformed_message, quick_check
+from .x_options import XOptions, parse_x_options
 
 if TYPE_CHECKING:
     from sqlalchemy import MetaData
@@ -158,20 +173,21 @@ def _run(
     config = alembic_config(target, backup=backup, create=create)
     report = UpgradeReport(safe_url(to_url(target)), on_message=on_message)
     config.attributes[REPORT] = report
-    with _RUNNING, _typed_errors(target):
+    with _RUNNING, _typed_errors(to_url(target).get_backend_name()):
         step(config, revision)
     return report
 
 
 @contextmanager
-def _typed_errors(target: str | URL) -> Iterator[None]:
-    """Raise driver errors as the backend's typed `StoreError`s (locked, read-only, …)."""
+def _typed_errors(backend: str) -> Iterator[None]:
+    """Raise driver errors as the typed `StoreError`s of `backend` (a SQLAlchemy backend
+    name: locked, read-only, …)."""
     try:
         yield
     except StoreError:
         raise
     except Exception as exc:
-        typed = translated(backend_named(to_url(target).get_backend_name()), exc)
+        typed = translated(backend_named(backend), exc)
         if typed is None:
             raise
         raise typed from exc
@@ -195,6 +211,30 @@ def models_metadata() -> MetaData:
     return Base.metadata
 
 
+def models_metadata_for(dialect_name: str) -> MetaData:
+    """The models as a store of `dialect_name` declares them. The models keep upstream's
+    SQLite shape, where `id INTEGER PRIMARY KEY` carries no NOT NULL; PostgreSQL makes every
+    primary key NOT NULL, so for it the keys are compared as NOT NULL: an intended difference
+    is no difference, and a key that lost its NOT NULL still is one."""
+    if dialect_name != "postgresql":
+        return models_metadata()
+    return _keys_not_null()
+
+
+@functools.cache
+def _keys_not_null() -> MetaData:
+    from sqlalchemy import MetaData
+
+    source = models_metadata()
+    copy = MetaData(naming_convention=source.naming_convention)
+    for table in source.sorted_tables:
+        table.to_metadata(copy)
+    for table in copy.tables.values():
+        for column in table.primary_key.columns:
+            column.nullable = False
+    return copy
+
+
 def include_object(
     obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
 ) -> bool:
@@ -205,11 +245,13 @@ def include_object(
 
 
 def ignore_key_nullability(context: Any, revision: Any, directives: list[Any]) -> None:
-    """Drop autogenerate's "primary key nullability" diffs, and only those.
+    """Drop autogenerate's "primary key nullable" diffs, and only those.
 
     The models declare upstream's SQLite shape, where `id INTEGER PRIMARY KEY` carries no
-    explicit NOT NULL (`PRAGMA table_info` says notnull 0); PostgreSQL makes every primary key
-    NOT NULL by itself. Neither is a difference worth a migration.
+    explicit NOT NULL (`PRAGMA table_info` says notnull 0); a store whose key says NOT NULL
+    anyway differs from them in nothing worth a migration. A key the database lets be NULL
+    where the models say NOT NULL (PostgreSQL's, `models_metadata_for`) is kept: that one is
+    real.
     """
     for script in directives:
         for upgrade_ops in script.upgrade_ops_list:
@@ -221,13 +263,42 @@ def ignore_key_nullability(context: Any, revision: Any, directives: list[Any]) -
                     for op in table_ops.ops
                     if not (
                         isinstance(op, AlterColumnOp)
-                        and op.modify_nullable is not None
+                        and op.modify_nullable is True
                         and _is_key(op.table_name, op.column_name)
                         and not (op.modify_type or op.modify_server_default or op.modify_name)
                     )
                 ]
                 if not table_ops.ops:
                     upgrade_ops.ops.remove(table_ops)
+
+
+SERIAL_NOTE = "Detected sequence named '%s' as owned by integer column '%s(%s)'"
+"""The start of the line Alembic's PostgreSQL support logs at INFO for every SERIAL key it
+reflects (and rightly leaves out of the comparison)."""
+
+
+class _OwnSerialKeys(logging.Filter):
+    """Drops Alembic's note on a SERIAL key of one of the models' tables: said once for
+    each of some 35 tables on every `alembic check`, about nothing that differs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(SERIAL_NOTE) or len(record.args or ()) != 3:
+            return True
+        _, table, column = record.args  # type: ignore[misc]
+        model = models_metadata().tables.get(str(table))
+        return model is None or str(column) not in model.primary_key.columns
+
+
+@contextmanager
+def _quiet_about_serial_keys() -> Iterator[None]:
+    """While a comparison runs, leave out Alembic's notes on the models' SERIAL keys."""
+    logger = logging.getLogger("alembic.ddl.postgresql")
+    note = _OwnSerialKeys()
+    logger.addFilter(note)
+    try:
+        yield
+    finally:
+        logger.removeFilter(note)
 
 
 def _is_key(table: str, column: str) -> bool:
@@ -251,31 +322,49 @@ def run_environment(context: EnvironmentContext) -> None:
     a driver's typed first — is told as Alembic tells its own: one `FAILED:` line and no
     traceback (`--raiseerr` shows it); called from code, errors leave as they are."""
     if context.config.cmd_opts is None:
-        _run_environment(context)
+        _run_environment(context, typed=False)
         return
     try:
-        with _typed_errors(_target(context)):
-            _run_environment(context)
+        _run_environment(context, typed=True)
     except StoreError as exc:
         raise CommandError(" ".join(str(exc).split())) from exc
 
 
-def _run_environment(context: EnvironmentContext) -> None:
-    if context.is_offline_mode():
-        _run_offline(context)
+def _run_environment(context: EnvironmentContext, *, typed: bool) -> None:
+    """Read the `-x` options (refusing a mistyped one before anything is touched), then the
+    database to work on: the connection or engine handed over in `config.attributes`, which
+    alone decides the dialect online and offline, or else the target (`_target`)."""
+    cmd_opts = context.config.cmd_opts
+    options = parse_x_options(getattr(cmd_opts, "x", None) or [])
+    given = given_connection(context.config.attributes.get("connection"))
+    url: URL | None = None
+    if given is not None:
+        backend = given.dialect.name
     else:
-        _run_online(context)
+        url = _target(context, options)
+        backend = url.get_backend_name()
+    with _typed_errors(backend) if typed else nullcontext():
+        if context.is_offline_mode():
+            _run_offline(context, given, url)
+        else:
+            _run_online(context, given, url, options)
 
 
-def _target(context: EnvironmentContext) -> URL:
+def _target(context: EnvironmentContext, options: XOptions) -> URL:
+    """The store to work on when no connection was handed over: the caller's target, else
+    `-x db`, else `$HARNESS_STORE_URL`, else `./runs.sqlite3`."""
     config = context.config
     if TARGET in config.attributes:
         return to_url(config.attributes[TARGET])
-    return resolve_target(context.get_x_argument(as_dictionary=True).get("db"))
+    return resolve_target(options.db)
 
 
-def _run_offline(context: EnvironmentContext) -> None:
-    url = _target(context)
+def _run_offline(
+    context: EnvironmentContext, given: Connection | Engine | None, url: URL | None
+) -> None:
+    """Render the script for the dialect of what was handed over, else of the target."""
+    if given is not None:
+        url = given.url if isinstance(given, Engine) else given.engine.url
     context.configure(
         url=url,
         target_metadata=models_metadata(),
@@ -287,30 +376,37 @@ def _run_offline(context: EnvironmentContext) -> None:
         context.run_migrations()
 
 
-def _run_online(context: EnvironmentContext) -> None:
+def _run_online(
+    context: EnvironmentContext,
+    given: Connection | Engine | None,
+    url: URL | None,
+    options: XOptions,
+) -> None:
     config = context.config
     report = config.attributes.get(REPORT)
-    given = given_connection(config.attributes.get("connection"))
-    if isinstance(given, Connection | Engine):
+    if given is not None:
         with lend(given) as lent:
             _migrate(context, lent, report=report)
         return
-    url = _target(context)
+    assert url is not None
     path = sqlite_path(url)
     changing = _changes_revision(context)
+    read_only = False
     if path is not None:
         creating = changing and config.attributes.get(CREATE, True)
-        check_sqlite_file(path, missing=None if creating else "")
+        stamping = getattr(context_opts(context).get("fn"), "__name__", "") in STAMPING
+        check_sqlite_file(path, writable=stamping, missing=None if creating else "")
         if not path.parent.is_dir():
             raise StoreNotFoundError(f"cannot create a store at {path}: no directory {path.parent}")
-    engine = make_engine(url)
+        read_only = path.exists() and not (writable_file(path) and os.access(path.parent, os.W_OK))
+    # A file that cannot be written (read-only media) is read read-only: `check`, `current`
+    # and an upgrade with nothing to do write nothing; one with work is refused (`_migrate`).
+    engine = make_engine(read_only_url(url) if read_only else url)
     report = report or UpgradeReport(safe_url(url))
-    backup = config.attributes.get(BACKUP, True)
-    if str(context.get_x_argument(as_dictionary=True).get("backup", "")).lower() in ("no", "0"):
-        backup = False
+    backup = config.attributes.get(BACKUP, True) if options.backup is None else options.backup
     try:
         with lend(engine) as lent:
-            _migrate(context, lent, report=report, path=path, backup=backup)
+            _migrate(context, lent, report=report, path=path, backup=backup, read_only=read_only)
     finally:
         engine.dispose()
 
@@ -356,13 +452,14 @@ def _migrate(
     report: UpgradeReport | None,
     path: Path | None = None,
     backup: bool = False,
+    read_only: bool = False,
 ) -> None:
     conn = lent.conn
     changing = _changes_revision(context)
     fn_name = getattr(context_opts(context).get("fn"), "__name__", "")
     context.configure(
         connection=conn,
-        target_metadata=None if changing else models_metadata(),
+        target_metadata=None if changing else models_metadata_for(conn.dialect.name),
         transactional_ddl=True,
         include_object=include_object,
         process_revision_directives=ignore_key_nullability,
@@ -380,18 +477,20 @@ def _migrate(
     report.before = found.revision
     report.say(f"found: {found.describe()}")
     if not changing:
-        with context.begin_transaction():
+        with _quiet_about_serial_keys(), context.begin_transaction():
             context.run_migrations()
         return
 
     had_work = _needs_stamp(found) or bool(_planned(context, found))
+    if had_work and read_only and path is not None:
+        raise read_only_store(path)
     if not had_work:
         # Already there: no write lock, no backup, no second look; only the WAL switch a
         # store at 0.12 or later may still be owed (a journal mode changed back by hand).
         with context.begin_transaction():
             context.run_migrations()
         report.stage = "done"
-        if not external:
+        if not external and not read_only:
             _switch_to_wal_after(context, lent, report, found.revision)
         report.after = found.revision
         report.say(f"now at {found.revision}")

@@ -122,7 +122,8 @@ class FollowReport:
         """The summary line."""
         worst = f", worst delay {max(self.delays):.2f} s" if self.delays else ""
         return (
-            f"followed {len(self.rows)} stores into {self.dest} for {self.seconds:.0f} s: "
+            f"followed {len(self.rows)} store{'s' * (len(self.rows) != 1)} into {self.dest} "
+            f"for {self.seconds:.0f} s: "
             f"{self.total} rows in {len(self.delays)} passes{worst}"
             + (f"; {self.retries} passes retried" if self.retries else "")
         )

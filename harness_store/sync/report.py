@@ -103,9 +103,11 @@ class SyncReport:
     def describe(self) -> list[str]:
         """Lines for a person."""
         head = "would sync" if self.dry_run else "synced"
+        stores, rows = len(self.origins), self.rows
         lines = [
-            f"{head} {len(self.origins)} stores into {self.dest}: {self.rows} rows "
-            f"in {self.seconds:.1f} s" + (" (dry run: nothing written)" if self.dry_run else "")
+            f"{head} {stores} store{'s' * (stores != 1)} into {self.dest}: "
+            f"{rows} row{'s' * (rows != 1)} in {self.seconds:.1f} s"
+            + (" (dry run: nothing written)" if self.dry_run else "")
         ]
         lines += ["  " + o.describe() for o in self.origins]
         lines += [f"  {r.source}: refused: {r.error}" for r in self.refused]

@@ -5,12 +5,18 @@ at two sizes within a generous factor); the timings are in bench/cli.py."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from support.clirun import COMMAND, environ, peak_rss_kib, run_in_process, step_store
 from support.tiers import sampled
+
+from harness_store import Store
+
+from .commandkit import as_json, ok
 
 SMALL, LARGE = 20_000, 200_000
 
@@ -119,3 +125,63 @@ def test_runs_defaults_to_the_newest_50_and_says_how_many_more(
     assert [row["run_id"] for row in rows] == list(range(1_200, 0, -1))
     assert rows[-1]["steps"] == SMALL and rows[-1]["tokens"] == SMALL
     assert every.stderr == ""
+
+
+# --- deep trees ------------------------------------------------------------------------------
+
+SHALLOW_CHAIN, DEEP_CHAIN = 1_000, 10_000
+
+
+def chain_store(path: Path, depth: int) -> Path:
+    """A store holding one chain of spawns `depth` runs deep (run k the child of run k-1),
+    written with sqlite3 as a store that grew so would hold it."""
+    Store.open(path).close()
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.executemany(
+            "INSERT INTO runs (id, goal, file, parent_run_id, depth, status, started_at) "
+            "VALUES (?, ?, 'task.md', ?, ?, 'completed', '2026-01-01T00:00:00Z')",
+            ((k, f"goal {k}", k - 1 if k > 1 else None, k - 1) for k in range(1, depth + 1)),
+        )
+    return path
+
+
+@pytest.fixture(scope="module")
+def chains(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("chains")
+    return (
+        chain_store(base / "shallow.sqlite3", SHALLOW_CHAIN),
+        chain_store(base / "deep.sqlite3", DEEP_CHAIN),
+    )
+
+
+def test_a_deep_chain_is_drawn_in_lines_that_do_not_widen(tmp_path: Path) -> None:
+    """Each line used to carry four columns of guides per level above it: a chain 300 deep
+    drew lines 1,200 columns wide (and 10,000 deep took minutes and gigabytes). Past 24
+    levels a line says how many levels it leaves out instead; 300 levels are enough to show
+    it, as the width stops at 24."""
+    path = chain_store(tmp_path / "chain.sqlite3", 300)
+    lines = ok("tree", path, "1").splitlines()
+    assert lines[-1] == "300 runs, 0 steps, 0 tokens"
+    drawn = lines[:-1]
+    assert [int(line.split("run ")[1].split()[0]) for line in drawn] == list(range(1, 301))
+    assert max(len(line) for line in drawn) <= 24 * 4 + len("+276 ") + len(drawn[-1].lstrip())
+    # run 25, 24 levels down, is the deepest drawn whole; run 26 leaves out one level
+    assert drawn[24].lstrip().startswith("└── run 25") and drawn[24].endswith("goal 25")
+    assert len(drawn[24]) - len(drawn[24].lstrip()) == 23 * 4
+    assert drawn[25].startswith("+1 ") and drawn[-1].startswith("+275 ")
+
+
+@pytest.mark.parametrize("options", [[], ["--json"]], ids=["text", "json"])
+def test_a_chain_10000_deep_renders_in_memory_that_does_not_grow_with_depth(
+    chains: tuple[Path, Path], options: list[str]
+) -> None:
+    shallow, deep = chains
+    low = peak_rss_kib("tree", shallow, "1", *options)
+    high = peak_rss_kib("tree", deep, "1", *options)
+    # Ten times the depth: drawn per level, a line at a time, memory grows with the runs
+    # alone; drawn anew for every line's guides it grew with the square of the depth.
+    assert high < low * 1.5, (low, high)
+    assert high < 200 * 1024, high
+    if not options:
+        tree = as_json("tree", deep, "1")
+        assert tree["runs"] == DEEP_CHAIN and tree["nodes"][-1]["depth"] == DEEP_CHAIN - 1

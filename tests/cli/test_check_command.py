@@ -18,6 +18,7 @@ from support.processes import Worker
 from support.tiers import sampled
 
 from harness_store.cli.check import EXIT_UNHEALTHY
+from harness_store.releases import HEAD
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -220,3 +221,23 @@ def test_a_repair_that_fails_names_its_backup(tmp_path: Path) -> None:
     (backup,) = tmp_path.glob("*repair*")
     assert f"the backup taken before it is {backup}" in done.stderr
     assert "rolled back" in done.stderr
+
+
+def test_a_healthy_store_below_the_head_is_said_to_be_so(tmp_path: Path) -> None:
+    """An un-upgraded 0.22 store was called "healthy" and nothing more: it still is (exit 0,
+    io-harness 0.22 reads it as it is), and the text says it is below this package's head
+    and how to bring it up; the JSON names the head beside the store's revision."""
+    path = copy_fixture("io-harness-0.22.0/populated", tmp_path)
+    done = run(path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("healthy: nothing found")
+    assert lines[1] == (
+        f"the store is at io-harness 0.22, below {HEAD}, the head this package writes: "
+        f"`harness-store upgrade {path}` brings it up"
+    )
+    report = json.loads(run(path, "--json").stdout)
+    assert (report["release"], report["revision"], report["head"]) == ("0.22", None, HEAD)
+    (tmp_path / "up").mkdir()
+    upgraded = run(upgraded_fixture(tmp_path / "up"))
+    assert upgraded.stdout.splitlines()[1:] == [], upgraded.stdout

@@ -81,3 +81,35 @@ def test_a_missing_role_is_a_failed_connection_not_a_lost_one(
     done = harness_store(command, url.render_as_string(hide_password=False))
     check(done, "could not connect to the server", "hs_test_no_such_role")
     assert "was lost" not in done.stderr
+
+
+@pytest.mark.parametrize("opener", ["Store.open", "AsyncStore.open", "migrate.upgrade"])
+def test_without_psycopg_the_package_raises_a_typed_error_naming_the_extra(opener: str) -> None:
+    """`Store.open` on a PostgreSQL URL without the `postgresql` extra was a bare
+    `ModuleNotFoundError`; it is `MissingDriverError` (still a `ModuleNotFoundError`) with
+    the install line the command gives, and the URL's password is never in it."""
+    url = f"postgresql+psycopg://u:{SECRET}@127.0.0.1:5432/x"
+    probe = (
+        "import asyncio, sys\n"
+        "sys.modules['psycopg'] = None\n"
+        "from harness_store import AsyncStore, Store\n"
+        "from harness_store.errors import MissingDriverError\n"
+        "from harness_store.schema import migrate\n"
+        f"url, opener = {url!r}, {opener!r}\n"
+        "try:\n"
+        "    if opener == 'Store.open':\n"
+        "        Store.open(url)\n"
+        "    elif opener == 'AsyncStore.open':\n"
+        "        asyncio.run(AsyncStore.open(url))\n"
+        "    else:\n"
+        "        migrate.upgrade(url)\n"
+        "except MissingDriverError as exc:\n"
+        "    assert isinstance(exc, ModuleNotFoundError) and exc.name == 'psycopg'\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=environ(), timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert 'pip install ".[postgresql]"' in done.stdout, done.stdout
+    assert SECRET not in done.stdout

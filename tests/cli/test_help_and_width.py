@@ -3,6 +3,7 @@ tables that fit an 80-column terminal without cutting an id."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import tomllib
 from pathlib import Path
@@ -90,3 +91,44 @@ def test_spend_by_model_fits_80_columns_on_a_real_store(tmp_path: Path) -> None:
     for shown in (ANSI.sub("", out), piped.stdout):
         assert "fixture-model" in shown
         assert max(len(line) for line in shown.splitlines()) <= 80, shown
+
+
+def test_runs_at_80_columns_keeps_the_outcome_ahead_of_how_long_it_took(
+    wide_store: Path,
+) -> None:
+    """At 80 columns `runs` left out the outcome and kept "took": a run finished with a
+    failure read as `completed`. What a person needs to judge a run goes last."""
+    code, out = on_terminal("runs", wide_store, columns=80)
+    assert code == 0, out
+    lines = ANSI.sub("", out).splitlines()
+    header = next(line for line in lines if line.split()[:1] == ["id"])
+    assert "outcome" in header.split() and "took" not in header.split(), header
+    assert any(line.startswith("(not shown at 80 columns: parent") for line in lines), out
+    row = lines[lines.index(header) + 1]
+    assert "success" in row, row
+
+
+def test_the_exit_codes_listed_are_the_ones_the_command_uses() -> None:
+    """`--help` listed the codes to 6 and the guide to 130, each missing the other's: both
+    list every code the command exits with."""
+    from harness_store.cli.check import EXIT_UNHEALTHY
+
+    command = importlib.import_module("harness_store.cli.app")  # the module, not its `app`
+
+    used = {
+        0,
+        command.EXIT_OTHER,
+        command.EXIT_USAGE,
+        command.EXIT_NOT_A_STORE,
+        command.EXIT_LOCKED,
+        command.EXIT_NOT_FOUND,
+        EXIT_UNHEALTHY,
+        command.EXIT_INTERRUPTED,
+    }
+    top = run_in_process("--help").stdout
+    listed = top[top.index("Exit codes") :]
+    in_help = {int(m) for m in re.findall(r"^\s*(\d+)  \S", listed, flags=re.MULTILINE)}
+    guide = (REPO / "docs" / "guides" / "cli.md").read_text()
+    in_guide = {int(m) for m in re.findall(r"^\| (\d+) \|", guide, flags=re.MULTILINE)}
+    assert in_help == used
+    assert in_guide == used

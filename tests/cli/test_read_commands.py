@@ -14,6 +14,7 @@ from support.clirun import run_in_process
 from support.shared import in_newest_memory_order
 
 from harness_store import Store
+from harness_store.cli.output import visible
 
 from .commandkit import (
     EXIT_NOT_A_STORE,
@@ -288,3 +289,44 @@ def test_memory_shows_kind_and_pinned(tmp_path: Path, born_013: Path) -> None:
 def test_unknown_run_is_exit_5(fixture_copy: Copy, command: str) -> None:
     line = fails(EXIT_NOT_FOUND, command, fixture_copy("io-harness-0.22.0/populated"), "42")
     assert "no run with id 42" in line
+
+
+def test_trace_text_shows_each_steps_result(fixture_copy: Copy) -> None:
+    """The text left out what each step came to; every step's line shows its result, as the
+    JSON holds it (on a terminal a long one is cut like any text)."""
+    name = "io-harness-0.22.0/populated"
+    path = fixture_copy(name)
+    run = str(fixture_json(name)["run_id"])
+    steps = [e for e in as_json("trace", path, run)["entries"] if e["type"] == "step"]
+    lines = [line for line in ok("trace", path, run).splitlines()[2:] if line.split()[1] == "step"]
+    assert len(lines) == len(steps)
+    for line, step in zip(lines, steps, strict=True):
+        shown = visible(step["result"])  # a line break shown as \n, as in every cell
+        assert step["result"] and line.endswith(f" ⇒ {shown}"), (line, step)
+
+
+def test_tree_draws_siblings_and_their_subtrees_with_rich_s_guides(tmp_path: Path) -> None:
+    """The guides drawn by hand are the ones Rich's `Tree` drew: a run with siblings after it
+    keeps its `│` down beside its subtree."""
+    path = tmp_path / "tree.sqlite3"
+    with Store.open(path) as store:
+        root = store.start_run("root", "f")
+        a = store.start_child_run("a", "f", root, 1)
+        b = store.start_child_run("b", "f", root, 1)
+        a1 = store.start_child_run("a1", "f", a, 2)
+        store.start_child_run("a2", "f", a, 2)
+        store.start_child_run("b1", "f", b, 2)
+        store.start_child_run("a1x", "f", a1, 3)
+        store.start_child_run("c", "f", root, 1)
+    label = "running  —  0 steps  0 tokens"
+    assert ok("tree", path, str(root)).splitlines() == [
+        f"run 1  {label}  root",
+        f"├── run 2  {label}  a",
+        f"│   ├── run 4  {label}  a1",
+        f"│   │   └── run 7  {label}  a1x",
+        f"│   └── run 5  {label}  a2",
+        f"├── run 3  {label}  b",
+        f"│   └── run 6  {label}  b1",
+        f"└── run 8  {label}  c",
+        "8 runs, 0 steps, 0 tokens",
+    ]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 from support import legacy
-from support.clirun import on_terminal, run_cli
+from support.clirun import on_terminal, run_cli, run_in_process
 
 from harness_store import Store
 from harness_store.records import StepRecord
@@ -46,11 +46,11 @@ def test_runs_fit_the_terminal_with_ids_and_numbers_whole(wordy: Path, columns: 
     assert code == 0, out
     # Where the table is too wide, a note on stderr names the columns left out (parent first).
     lines = plain(out).splitlines()
-    if columns < 160:
+    if columns == 80:
         assert lines.pop(0).startswith(f"(not shown at {columns} columns: parent")
     assert len(lines) == 7  # the header and six runs, one line each
     assert all(cell_len(line) <= columns for line in lines), [cell_len(x) for x in lines]
-    assert lines[0].split()[:2] == (["id", "status"] if columns < 160 else ["id", "parent"])
+    assert lines[0].split()[:2] == (["id", "status"] if columns == 80 else ["id", "parent"])
     assert [line.split()[0] for line in lines[1:]] == ["6", "5", "4", "3", "2", "1"]
     assert all("123,456,789" in line and "2026-" in line for line in lines[1:])
     assert all(line.endswith("…") for line in lines[1:])
@@ -127,3 +127,38 @@ def test_names_are_one_line_on_a_terminal(wordy: Path) -> None:
     code, out = on_terminal("runs", wordy, "--limit", "1", columns=80)
     assert code == 0
     assert not any(unicodedata.category(c) == "Cc" for c in plain(out).replace("\n", ""))
+
+
+def test_one_is_singular_in_sync_and_the_parquet_export(tmp_path: Path) -> None:
+    """ "synced 1 stores …: 3 rows" and "runs: rewritten, 1 rows (1 in all)": one of a thing is
+    said in the singular, as `plural` says it everywhere else."""
+    path = tmp_path / "one.sqlite3"
+    with Store.open(path) as store:
+        run = store.start_run("only", "task.md")
+        store.checkpoint_step(run, StepRecord(1, "d", "r", tokens=1))
+    synced = run_in_process("sync", path, tmp_path / "central.sqlite3")
+    assert synced.returncode == 0, synced.stderr
+    assert " 1 store into " in synced.stdout and " 1 stores " not in synced.stdout
+    exported = run_in_process("export", "parquet", path, tmp_path / "pq")
+    assert exported.returncode == 0, exported.stderr
+    assert "runs: rewritten, 1 row (1 in all)" in exported.stdout.splitlines()
+    assert " 1 rows" not in exported.stdout
+
+
+def test_a_deep_tree_on_a_narrow_terminal_shows_every_run(tmp_path: Path) -> None:
+    """On an 80-column terminal the guides of a run 30 levels down would fill the line and
+    its label be cut away: the levels drawn there leave room for the label."""
+    path = tmp_path / "chain.sqlite3"
+    with Store.open(path) as store:
+        parent = store.start_run("goal 1", "task.md")
+        for k in range(2, 31):
+            parent = store.start_child_run(f"goal {k}", "task.md", parent, k - 1)
+    code, out = on_terminal("tree", path, "1", columns=80)
+    assert code == 0, out
+    lines = plain(out).splitlines()[:-1]
+    assert len(lines) == 30 and all(len(line) <= 80 for line in lines), lines
+    assert all(f"run {k} " in line for k, line in enumerate(lines, start=1)), lines
+    # 80 columns keep 40 for the label: 10 levels drawn, the deeper runs say how many are not
+    for depth, line in enumerate(lines):
+        marked = line.startswith(f"+{depth - 10} ") if depth > 10 else not line.startswith("+")
+        assert marked, (depth, line)

@@ -84,3 +84,37 @@ def test_read_only_file_is_read_but_not_upgraded(born_05: Path, born_013: Path) 
     assert as_json("inspect", born_05)["shape_revision"] == "0.5"
     assert "read-only" in fails(1, "upgrade", born_05, said="found: io-harness 0.5 store")
     assert digest(born_05) == before and backups(born_05) == []
+
+
+def test_a_read_only_store_already_at_the_head_has_nothing_to_do(tmp_path: Path) -> None:
+    """A store at the head on read-only media (here: a file without write permission) was
+    refused as read-only, though upgrading it writes nothing: it is "nothing to do", the file
+    untouched and nothing written beside it. One that needs work is still refused."""
+    from harness_store import Store
+
+    path = tmp_path / "runs.sqlite3"
+    with Store.open(path) as store:
+        store.start_run("kept", "task.md")
+    path.chmod(0o444)
+    before = digest(path)
+    out = ok("upgrade", path)
+    assert f"{path}: nothing to do — already at {HEAD}; nothing changed" in out.splitlines()
+    assert digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.sqlite3"]
+
+
+def test_through_a_symlink_the_backup_goes_beside_the_real_file(
+    tmp_path: Path, born_05: Path
+) -> None:
+    """Upgraded through a symbolic link, the backup was written beside the link, in a folder
+    that may not even be the store's volume; it goes beside the file the link names, where
+    the guide's restore looks for it."""
+    links = tmp_path / "links"
+    links.mkdir()
+    link = links / "runs.sqlite3"
+    link.symlink_to(born_05)
+    out = ok("upgrade", link)
+    (backup,) = backups(born_05)
+    assert f"backup: {backup}" in out
+    assert sorted(p.name for p in links.iterdir()) == ["runs.sqlite3"]
+    assert as_json("inspect", born_05)["revision"] == HEAD

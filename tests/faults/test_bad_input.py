@@ -200,7 +200,13 @@ def test_store_open_refuses_bad_file(
     assert snapshot(path.parent) == before, "the file and its directory must be untouched"
 
 
-@pytest.mark.parametrize("bad_file", list(BAD_FILES), indirect=True)
+@pytest.mark.parametrize(
+    "bad_file",
+    # a read-only store already at the head is no bad file to `alembic upgrade`: it has
+    # nothing to do and writes nothing (tests/schema/test_upgrade_safety.py)
+    [name for name in BAD_FILES if name != "read-only-at-head"],
+    indirect=True,
+)
 def test_alembic_command_refuses_bad_file(bad_file: tuple[Path, type[StoreError]]) -> None:
     path, error = bad_file
     before = snapshot(path.parent)

@@ -18,6 +18,8 @@ sweeps every release.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from argparse import Namespace
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,11 +30,13 @@ from alembic.config import Config
 from interop import oracles
 from interop.releases import RELEASES as ORACLE_RELEASES
 from interop.releases import OracleRelease
+from sqlalchemy import create_engine, text
 from support import legacy
 from support.pg_databases import PG_ENV, fresh_pg_database
 from support.schema_shape import Shape, as_io_harness_leaves, differences, schema_shape
 from support.shared import FIXTURE_STORES, SHARED, copy_fixture
 
+from harness_store.engine import to_url
 from harness_store.releases import (
     HEAD,
     RELEASE_NAMES,
@@ -239,3 +243,44 @@ def test_alembic_check_passes_on_an_upgraded_store_io_harness_wrote(
     path = oracle_store(oracle_path, release)
     migrate.upgrade(path, backup=False)
     alembic_check(path)
+
+
+def alembic_check_command(target: str) -> subprocess.CompletedProcess[str]:
+    """The real `alembic -c alembic.ini -x db=TARGET check`, whose ini logs Alembic at INFO."""
+    alembic = Path(sys.executable).with_name("alembic")
+    argv = [str(alembic), "-c", str(REPO / "alembic.ini"), "-x", f"db={target}", "check"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+def test_alembic_check_is_quiet_on_a_clean_store(store_target: str) -> None:
+    """On PostgreSQL a clean store's check first printed a "Detected NULL on column" line for
+    every primary key (the models keep upstream's SQLite shape, where a key carries no NOT
+    NULL) and a "Detected sequence" line for every SERIAL key: intended, and noise. A clean
+    check says only that nothing was detected, on both backends."""
+    migrate.upgrade(store_target, backup=False)
+    done = alembic_check_command(store_target)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == "No new upgrade operations detected.\n"
+    assert "Detected" not in done.stderr, done.stderr
+
+
+def test_alembic_check_still_fails_on_a_real_difference(store_target: str) -> None:
+    """What the quiet check leaves out is the intended differences only: a column the
+    models lack, or a key column that lost its NOT NULL on PostgreSQL, still fails it."""
+    migrate.upgrade(store_target, backup=False)
+    engine = create_engine(to_url(store_target))
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE runs ADD COLUMN rogue TEXT"))
+    done = alembic_check_command(store_target)
+    assert done.returncode == 255, done.stdout + done.stderr
+    assert "FAILED: New upgrade operations detected" in done.stdout, done.stdout
+    assert "rogue" in done.stdout, done.stdout
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE runs DROP COLUMN rogue"))
+            conn.execute(text("ALTER TABLE run_leases DROP CONSTRAINT run_leases_pkey"))
+            conn.execute(text("ALTER TABLE run_leases ALTER COLUMN run_id DROP NOT NULL"))
+        done = alembic_check_command(store_target)
+        assert done.returncode == 255, done.stdout + done.stderr
+        assert "run_leases" in done.stdout, done.stdout
+    engine.dispose()

@@ -9,6 +9,10 @@ a plain `alembic` run keeps that order.
 from __future__ import annotations
 
 import hashlib
+import io
+import subprocess
+import sys
+from argparse import Namespace
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +22,7 @@ from typing import Any
 import pytest
 from alembic import command
 from alembic.config import Config
+from alembic.util import CommandError
 from pytest_alembic.tests.experimental.downgrade_leaves_no_trace import WrappingConnection
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
 
@@ -156,3 +161,121 @@ def test_a_plain_connection_and_engine_still_work(store_target: str, real_store:
             conn.commit()
     assert revision_of(store_target) == HEAD
     assert sha256(real_store) == before
+
+
+# --- `-x` options ----------------------------------------------------------------------------
+
+
+def alembic_x(*options: str) -> list[str]:
+    """`alembic -c alembic.ini -x OPTION … upgrade head`, the real command line."""
+    alembic = Path(sys.executable).with_name("alembic")
+    x = [arg for option in options for arg in ("-x", option)]
+    return [str(alembic), "-c", str(REPO / "alembic.ini"), *x, "upgrade", "head"]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["url=postgresql+psycopg://nobody@127.0.0.1:1/none"], "url"),
+        (["backup=nope"], "nope"),
+        (["db"], "db"),
+        (["db=postgresql+psycopg://someone:secret@127.0.0.1:notaport/db"], "db"),
+    ],
+    ids=["unknown key", "unparseable backup", "no value", "unparseable db"],
+)
+def test_a_mistyped_x_option_is_refused_creating_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: list[str], named: str
+) -> None:
+    """`-x url=…` for `-x db=…` used to upgrade `./runs.sqlite3` (creating it) and exit 0;
+    a mistyped option stops Alembic's command line with one `FAILED:` line that names it
+    and lists the known ones, exit 255, no traceback, nothing created."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_STORE_URL", raising=False)
+    done = subprocess.run(alembic_x(*options), capture_output=True, text=True, timeout=120)
+    said = done.stdout + done.stderr
+    assert done.returncode == 255, said
+    assert "Traceback" not in said, said
+    failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED: ")]
+    assert len(failed) == 1, said
+    assert named in failed[0] and "db=" in failed[0] and "backup=" in failed[0], failed
+    assert "secret" not in said
+    assert list(tmp_path.iterdir()) == []
+
+
+def x_config(*options: str) -> Config:
+    """The repository's `alembic.ini` with `-x` options, as Alembic's command line builds it."""
+    return Config(str(REPO / "alembic.ini"), cmd_opts=Namespace(x=list(options)))
+
+
+@pytest.mark.parametrize("spelling", ["no", "0", "false", "off", "False"])
+def test_backup_off_in_every_usual_spelling(tmp_path: Path, spelling: str) -> None:
+    path = tmp_path / "runs.sqlite3"
+    migrate.upgrade(path, "0.13", backup=False)
+    command.upgrade(x_config(f"db={path}", f"backup={spelling}"), "head")
+    assert revision_of(str(path)) == HEAD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.sqlite3"]
+
+
+@pytest.mark.parametrize("options", [["db=a.sqlite3", "db=b.sqlite3"], ["db="], ["backup="]])
+def test_an_option_given_twice_or_empty_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_STORE_URL", raising=False)
+    with pytest.raises(CommandError, match="db=PATH_OR_URL"):
+        command.upgrade(x_config(*options), "head")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- what was handed over decides, online and offline ---------------------------------------
+
+
+def the_other_backend(store_target: str, tmp_path: Path) -> str:
+    """A target of the other backend than `store_target`'s: what `$HARNESS_STORE_URL` names
+    beside the engine handed over, which must never be read."""
+    if store_target.startswith("postgresql"):
+        return str(tmp_path / "elsewhere.sqlite3")
+    return "postgresql+psycopg://nobody@127.0.0.1:1/none"
+
+
+def test_offline_the_script_is_for_the_engine_handed_over(
+    store_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a PostgreSQL engine handed over and `$HARNESS_STORE_URL` naming a SQLite file, the
+    script was rendered for SQLite (`AUTOINCREMENT`); it is rendered for the engine's dialect,
+    and what the variable names is never created or touched."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_STORE_URL", the_other_backend(store_target, tmp_path))
+    engine = create_engine(to_url(store_target))
+    try:
+        for handed in (engine, engine.connect()):
+            out = io.StringIO()
+            config = Config(str(REPO / "alembic.ini"), output_buffer=out)
+            config.attributes["connection"] = handed
+            command.upgrade(config, "0.13", sql=True)
+            script = out.getvalue()
+            sqlite = engine.dialect.name == "sqlite"
+            assert ("AUTOINCREMENT" in script) is sqlite, script[:2000]
+            assert ("SERIAL" in script) is not sqlite, script[:2000]
+            if isinstance(handed, Connection):
+                handed.close()
+    finally:
+        engine.dispose()
+    assert {p.name for p in tmp_path.iterdir()} <= {"runs.sqlite3"}  # the SQLite engine's
+    assert revision_of(store_target) is None
+
+
+def test_a_malformed_url_beside_a_handed_connection_is_never_read(
+    store_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config carrying `cmd_opts` (as Alembic's command line builds it) and a malformed
+    `$HARNESS_STORE_URL` failed the migration of the connection handed over; nothing but
+    that connection is read once one is handed over."""
+    monkeypatch.setenv("HARNESS_STORE_URL", "postgresql+psycopg://someone@127.0.0.1:notaport/db")
+    with scratch(store_target) as engine:
+        config = x_config()
+        config.attributes["connection"] = engine
+        command.downgrade(config, "0.13")
+        assert revision_of(store_target) == "0.13"
+        command.upgrade(config, "head")
+    assert revision_of(store_target) == HEAD

@@ -12,11 +12,13 @@ import signal
 import stat
 import subprocess
 import sys
+from argparse import Namespace
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from alembic import command
+from alembic.config import Config
 from sqlalchemy import create_engine, text
 from support import legacy
 from support.clirun import run_in_process
@@ -29,11 +31,14 @@ from harness_store.errors import (
     MalformedStoreError,
     NotADatabaseError,
     ResumeError,
+    StoreAccessError,
     UnfinishedTransactionError,
     UpgradeFailedError,
 )
 from harness_store.releases import HEAD
 from harness_store.schema import migrate
+
+REPO = Path(__file__).resolve().parents[2]
 
 STEPS = 20_000
 
@@ -569,3 +574,24 @@ def test_postgresql_downgrade_needs_no_backup_file(pg_url: str) -> None:
     migrate.upgrade(pg_url)
     report = migrate.downgrade(pg_url, "0.12")
     assert report.backup is None and report.after == "0.12"
+
+
+def test_alembic_check_reads_a_read_only_store(tmp_path: Path) -> None:
+    """`alembic check` writes nothing, yet refused a store without write permission as
+    read-only; it compares it, and an upgrade with nothing to do passes too. An upgrade with
+    work is still refused before anything is written."""
+    path = tmp_path / "runs.sqlite3"
+    migrate.upgrade(path, backup=False)
+    path.chmod(0o444)
+    before = path.read_bytes()
+    config = Config(str(REPO / "alembic.ini"), cmd_opts=Namespace(x=[f"db={path}"]))
+    command.check(config)
+    assert migrate.upgrade(path).changed is False
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.sqlite3"]
+    old = tmp_path / "old.sqlite3"
+    migrate.upgrade(old, "0.13", backup=False)
+    old.chmod(0o444)
+    with pytest.raises(StoreAccessError, match="read-only"):
+        migrate.upgrade(old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.sqlite3", "runs.sqlite3"]

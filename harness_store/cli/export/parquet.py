@@ -10,7 +10,7 @@ import typer
 
 from ...errors import InvalidValueError
 from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, missing_extra
-from ..output import emit_json, progress_bars, stderr_console, stdout_console
+from ..output import emit_json, plural, progress_bars, stderr_console, stdout_console
 from ..reader import open_reader
 from . import export_app
 
@@ -31,7 +31,7 @@ class ExportProgress:
             return
         if self.task is None:
             self.task = self.bars.add_task("tables", total=total, rows="")
-        shown = f"{table}: {rows:,} rows" if table else ""
+        shown = f"{table}: {plural(rows, 'row')}" if table else ""
         self.bars.update(self.task, completed=done, rows=shown)
 
 
@@ -130,15 +130,18 @@ def parquet_command(
     console = stdout_console()
     changed = [t for t in report.tables if t.action != "unchanged"]
     for t in changed:
-        gone = f", {t.removed:,} rows of pruned runs removed" if t.removed else ""
+        gone = f", {plural(t.removed, 'row')} of pruned runs removed" if t.removed else ""
         if t.rows or t.removed:
             console.print(
-                Text(f"{t.table}: {t.action}, {t.rows:,} rows{gone} ({t.total_rows:,} in all)")
+                Text(
+                    f"{t.table}: {t.action}, {plural(t.rows, 'row')}{gone} "
+                    f"({t.total_rows:,} in all)"
+                )
             )
     unchanged = len(report.tables) - len(changed)
     console.print(
         Text(
-            f"{report.rows:,} rows written to {report.directory} "
-            f"({len(changed)} tables written, {unchanged} unchanged)"
+            f"{plural(report.rows, 'row')} written to {report.directory} "
+            f"({plural(len(changed), 'table')} written, {unchanged:,} unchanged)"
         )
     )

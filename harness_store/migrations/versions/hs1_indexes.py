@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from harness_store.releases import OWN_INDEXES, OWN_INDEXES_ADDED
 from harness_store.schema.migration_ops import create_index, drop_index
+from harness_store.schema.release_labels import labels_for
 
 revision = "hs1"
 down_revision = "0.13"
-branch_labels = ("0.14", "0.15", "0.16", "0.17")
+branch_labels = labels_for(revision)
 depends_on = None
 
 INDEXES: tuple[tuple[str, str, list[str]], ...] = tuple(

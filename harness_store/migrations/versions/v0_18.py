@@ -17,11 +17,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from harness_store.schema.migration_ops import INT, create_table, drop_table, id_column
+from harness_store.schema.release_labels import labels_for
 from harness_store.sqldefaults import datetime_now
 
 revision = "0.18"
 down_revision = "hs1"
-branch_labels = ("0.19",)
+branch_labels = labels_for(revision)
 depends_on = None
 
 

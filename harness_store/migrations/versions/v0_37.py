@@ -15,10 +15,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from harness_store.schema.migration_ops import add_columns, create_index, drop_columns, drop_index
+from harness_store.schema.release_labels import labels_for
 
 revision = "0.37"
 down_revision = "0.36"
-branch_labels = ("0.38", "0.39", "0.40", "0.41", "0.42")
+branch_labels = labels_for(revision)
 depends_on = None
 
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from harness_store.schema.migration_ops import INT, add_columns, drop_columns
+from harness_store.schema.release_labels import labels_for
 
 revision = "0.51"
 down_revision = "0.43"
-branch_labels = ("0.52", "0.53", "0.54", "0.55")
+branch_labels = labels_for(revision)
 depends_on = None
 
 

@@ -13,10 +13,11 @@ Revises: 0.51
 from __future__ import annotations
 
 from harness_store.schema.migration_ops import create_index, drop_index
+from harness_store.schema.release_labels import labels_for
 
 revision = "0.56"
 down_revision = "0.51"
-branch_labels = ("0.57",)
+branch_labels = labels_for(revision)
 depends_on = None
 
 

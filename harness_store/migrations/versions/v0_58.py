@@ -12,10 +12,11 @@ Revises: 0.56
 from __future__ import annotations
 
 from harness_store.schema.migration_ops import create_index, drop_index
+from harness_store.schema.release_labels import labels_for
 
 revision = "0.58"
 down_revision = "0.56"
-branch_labels = ("0.59",)
+branch_labels = labels_for(revision)
 depends_on = None
 
 

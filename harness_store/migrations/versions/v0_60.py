@@ -25,11 +25,12 @@ from harness_store.schema.migration_ops import (
     drop_table,
     id_column,
 )
+from harness_store.schema.release_labels import labels_for
 from harness_store.sqldefaults import stamp_now
 
 revision = "0.60"
 down_revision = "0.58"
-branch_labels = ("0.61",)
+branch_labels = labels_for(revision)
 depends_on = None
 
 

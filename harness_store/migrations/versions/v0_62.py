@@ -16,11 +16,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from harness_store.schema.migration_ops import INT, create_table, drop_table
+from harness_store.schema.release_labels import labels_for
 from harness_store.sqldefaults import stamp_now
 
 revision = "0.62"
 down_revision = "0.60"
-branch_labels = ("0.63",)
+branch_labels = labels_for(revision)
 depends_on = None
 
 
