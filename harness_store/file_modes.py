@@ -28,15 +28,17 @@ class FileModes:
 
     @classmethod
     def of(cls, store_file: Path | None) -> FileModes:
-        """The modes of `store_file`'s companions: its read and write bits (never execute),
-        its group; private when there is no file (or it cannot be read)."""
+        """The modes of `store_file`'s companions: its read and write bits (never execute)
+        and its group, the owner's own reading and writing always kept (a read-only store's
+        export is still its owner's to replace); private when there is no file (or it
+        cannot be read)."""
         if store_file is None:
             return cls(PRIVATE_FILE)
         try:
             info = store_file.stat()
         except OSError:
             return cls(PRIVATE_FILE)
-        return cls(stat.S_IMODE(info.st_mode) & 0o666, info.st_gid)
+        return cls(stat.S_IMODE(info.st_mode) & 0o666 | PRIVATE_FILE, info.st_gid)
 
     @property
     def directory(self) -> int:

@@ -37,8 +37,9 @@ def written_below(root: Path) -> list[Path]:
     return [root, *sorted(root.rglob("*"))]
 
 
-@pytest.mark.parametrize("store_mode", [0o600, 0o640])
+@pytest.mark.parametrize("store_mode", [0o600, 0o640, 0o440])
 def test_a_parquet_dataset_is_as_private_as_its_store(tmp_path: Path, store_mode: int) -> None:
+    """The store's bits for group and others; the owner always reads and writes its files."""
     source = tmp_path / "agent.sqlite3"
     write_source(source, runs=2)
     os.chmod(source, store_mode)
@@ -46,7 +47,8 @@ def test_a_parquet_dataset_is_as_private_as_its_store(tmp_path: Path, store_mode
     with open_umask(), Store.open(source) as store:
         export_parquet(store, dataset)
         export_parquet(store, dataset, tables=["runs"], since="2000-01-01")  # rewrites
-    directory_mode = store_mode | 0o700 | (0o050 if store_mode & 0o040 else 0)
+    file_mode = store_mode | 0o600
+    directory_mode = file_mode | 0o700 | (0o050 if store_mode & 0o040 else 0)
     seen = written_below(tmp_path / "exports")
     assert any(p.suffix == ".parquet" for p in seen)
     assert any(p.name == "_manifest.json" for p in seen)
@@ -54,7 +56,7 @@ def test_a_parquet_dataset_is_as_private_as_its_store(tmp_path: Path, store_mode
     wrong = {
         str(p.relative_to(tmp_path)): oct(mode_of(p))
         for p in seen
-        if mode_of(p) != (directory_mode if p.is_dir() else store_mode)
+        if mode_of(p) != (directory_mode if p.is_dir() else file_mode)
     }
     assert wrong == {}
 

@@ -107,6 +107,7 @@ def create_like(path: Path, sources: list[Path]) -> None:
     mode = 0o666
     for info in modes:
         mode &= stat.S_IMODE(info.st_mode)
+    mode |= stat.S_IRUSR | stat.S_IWUSR  # a read-only source still makes a store one can write
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     except OSError:
