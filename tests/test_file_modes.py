@@ -44,7 +44,7 @@ def test_a_parquet_dataset_is_as_private_as_its_store(tmp_path: Path, store_mode
     write_source(source, runs=2)
     os.chmod(source, store_mode)
     dataset = tmp_path / "exports" / "dataset"
-    with open_umask(), Store.open(source) as store:
+    with open_umask(), Store.open(source, read_only=True) as store:
         export_parquet(store, dataset)
         export_parquet(store, dataset, tables=["runs"], since="2000-01-01")  # rewrites
     file_mode = store_mode | 0o600
