@@ -20,7 +20,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ..errors import ExportError, InvalidValueError, RunNotFoundError, StoreConnectionError
-from ..records import PriceTable
+from ..records import PriceTable, RunStatus
 from ..store import Store
 from ..store.export_reads import RUN_PAGE, RunRows, SpanRun
 from .mapping import MappingOptions, RunSpans, SpanIds, resource, scope
@@ -33,6 +33,18 @@ TRACES_PATH = "/v1/traces"
 
 ROOT_CACHE = 4096
 """Runs whose tree's root an export keeps at hand."""
+
+FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
+"""The statuses a run ends in. A paused run (awaiting an approval or a plan) resumes, and a
+status upstream does not know reads as `running`: neither is finished."""
+
+UNFINISHED = tuple(s.value for s in RunStatus if s not in FINISHED)
+"""The statuses of a run that is not finished yet, as the store writes them."""
+
+
+def finished(run: SpanRun) -> bool:
+    """Whether `run` has ended (completed or failed), so its spans are final."""
+    return RunStatus.from_str(run.status) in FINISHED
 
 
 @dataclass
@@ -49,7 +61,7 @@ class ExportReport:
     """The highest run id the export (or follow) has taken into account: a follow from this
     report goes on after it."""
     running: list[int] = field(default_factory=list)
-    """Runs left out because they were still running (`finished_only`)."""
+    """Runs left out because they were not finished, running or paused (`finished_only`)."""
 
 
 def traces_url(endpoint: str) -> str:
@@ -240,7 +252,7 @@ class Exporter:
 
     def send_runs(self, runs: Iterator[SpanRun], *, finished_only: bool = False) -> None:
         for run in runs:
-            if finished_only and run.status == "running":
+            if finished_only and not finished(run):
                 self.report.running.append(run.id)
             else:
                 self.send_run(run)
@@ -278,14 +290,16 @@ def walk_runs(
 
 
 def running_runs(store: Store, until: int) -> Iterator[int]:
-    """The ids of the runs still running, none above `until`, newest first."""
-    before = until + 1
-    while True:
-        page = store.run_page(status="running", before=before)
-        yield from (listing.run_id for listing in page)
-        if len(page) < RUN_PAGE:
-            return
-        before = page[-1].run_id
+    """The ids of the runs not finished (running or paused), none above `until`, newest first
+    within each status."""
+    for status in UNFINISHED:
+        before = until + 1
+        while True:
+            page = store.run_page(status=status, before=before)
+            yield from (listing.run_id for listing in page)
+            if len(page) < RUN_PAGE:
+                break
+            before = page[-1].run_id
 
 
 def export(
@@ -307,9 +321,9 @@ def export(
     e.g. `http://127.0.0.1:6006`, or its full `/v1/traces` URL). One trace per tree of runs;
     the same rows always give the same ids. Raises `ExportError` when the receiver cannot be
     reached or refuses a batch (spans of earlier batches were delivered); never writes.
-    `finished_only` leaves out runs still running (listed in the report's `running`): a
-    receiver that keeps the first copy of a span id (Phoenix) would keep their unfinished
-    state, so `follow` ships them once they finish."""
+    `finished_only` leaves out runs not finished, running or paused (listed in the report's
+    `running`): a receiver that keeps the first copy of a span id (Phoenix) would keep their
+    unfinished state, so `follow` ships them once they finish."""
     stamp = since_stamp(since) if since is not None else None
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
@@ -321,7 +335,7 @@ def export(
             walk_runs(store, since=stamp, run_ids=runs, until=until), finished_only=finished_only
         )
         if until is not None:
-            # a run started before `since` that is still running is shipped once it finishes
+            # a run started before `since` that is not finished is shipped once it finishes
             exporter.report.last_run_id = until
             known = set(exporter.report.running)
             exporter.report.running.extend(r for r in running_runs(store, until) if r not in known)
@@ -339,11 +353,12 @@ GAP_LIMIT = 10_000
 
 
 class Follower:
-    """The follow loop's state: the highest run id seen, the runs seen running and not yet
-    shipped, and run ids skipped over that may still appear. A run is shipped once, when it is
-    first seen not running: a run above the highest id when it appears, a run seen running
-    when its status leaves `running`. So every run that finishes is shipped exactly once,
-    whatever events (none, or many) its writer recorded."""
+    """The follow loop's state: the highest run id seen, the runs seen unfinished (running or
+    paused) and not yet shipped, and run ids skipped over that may still appear. A run is
+    shipped once, when it is first seen finished (completed or failed): a run above the
+    highest id when it appears, a run seen unfinished when its status becomes final; a paused
+    run stays watched until it resumes and finishes. So every run that finishes is shipped
+    exactly once, with all its rows, whatever events (none, or many) its writer recorded."""
 
     def __init__(
         self, exporter: Exporter, after: int, running: Sequence[int],
@@ -357,7 +372,7 @@ class Follower:
         self.gaps: dict[int, float] = {}
 
     def _ship(self, run: SpanRun) -> None:
-        if run.status == "running":
+        if not finished(run):
             self.live.add(run.id)
             return
         self.live.discard(run.id)
@@ -388,7 +403,7 @@ class Follower:
         self.exporter.report.last_run_id = self.high
 
     def _ship_watched(self) -> None:
-        """Read the runs seen running and the skipped ids; ship those now finished."""
+        """Read the runs seen unfinished and the skipped ids; ship those now finished."""
         watched = sorted(self.live | set(self.gaps))
         seen: set[int] = set()
         for i in range(0, len(watched), RUN_PAGE):
@@ -424,12 +439,13 @@ def follow(
     on_send: Callable[[ExportReport], None] | None = None,
 ) -> ExportReport:
     """Ship runs as they finish, until `stop` is set: each run above the id `after` once it
-    is no longer `running`, and each run of `running` (runs already known to be running, as an
-    export's `running`) once it finishes. `after` None: from now, the store's newest run, with
-    every run running now. Every run that finishes is shipped exactly once, whether or not its
-    writer recorded events, and a run that finished before a newer one started is shipped
-    ahead of it. The store is read every `interval` seconds; memory holds only the
-    runs seen running and not yet finished. `on_send` is called after each run shipped."""
+    is completed or failed, and each run of `running` (runs already known to be unfinished,
+    as an export's `running`) once it finishes; a paused run is shipped when it has resumed
+    and finished. `after` None: from now, the store's newest run, with every run running or
+    paused now. Every run that finishes is shipped exactly once, whether or not its writer
+    recorded events, and a run that finished before a newer one started is shipped ahead of
+    it. The store is read every `interval` seconds; memory holds only the runs seen
+    unfinished. `on_send` is called after each run shipped."""
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
         prices=prices, identity=identity, project=project, timeout=timeout, batch=BATCH,
