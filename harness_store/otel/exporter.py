@@ -250,8 +250,15 @@ class Exporter:
             self.sender.add(span)
         self.report.runs += 1
 
-    def send_runs(self, runs: Iterator[SpanRun], *, finished_only: bool = False) -> None:
+    def send_runs(
+        self, runs: Iterator[SpanRun], *, finished_only: bool = False,
+        stop: threading.Event | None = None,
+    ) -> None:  # fmt: skip
+        """Send each run (with `finished_only`, each finished one; the others are listed in the
+        report's `running`), until `stop` is set: then after the run in flight."""
         for run in runs:
+            if stop is not None and stop.is_set():
+                break
             if finished_only and not finished(run):
                 self.report.running.append(run.id)
             else:
@@ -315,6 +322,7 @@ def export(
     project: str = "io-harness",
     timeout: float = 10.0,
     finished_only: bool = False,
+    stop: threading.Event | None = None,
 ) -> ExportReport:
     """Send the store's runs (or the trees under `runs`; only those started or finished at or
     after the stamp `since`) as OTLP/HTTP protobuf spans to `endpoint` (a receiver's base URL,
@@ -323,7 +331,8 @@ def export(
     reached or refuses a batch (spans of earlier batches were delivered); never writes.
     `finished_only` leaves out runs not finished, running or paused (listed in the report's
     `running`): a receiver that keeps the first copy of a span id (Phoenix) would keep their
-    unfinished state, so `follow` ships them once they finish."""
+    unfinished state, so `follow` ships them once they finish. Once `stop` is set, the
+    export ends after the run in flight: the report says what was sent."""
     stamp = since_stamp(since) if since is not None else None
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
@@ -332,8 +341,9 @@ def export(
     try:
         until = (store.last_run() or 0) if finished_only else None
         exporter.send_runs(
-            walk_runs(store, since=stamp, run_ids=runs, until=until), finished_only=finished_only
-        )
+            walk_runs(store, since=stamp, run_ids=runs, until=until),
+            finished_only=finished_only, stop=stop,
+        )  # fmt: skip
         if until is not None:
             # a run started before `since` that is not finished is shipped once it finishes
             exporter.report.last_run_id = until

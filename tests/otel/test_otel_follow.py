@@ -10,6 +10,7 @@ import signal
 import subprocess
 import threading
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from support.clirun import COMMAND as CLI
@@ -191,3 +192,37 @@ def test_a_paused_run_is_shipped_when_it_finishes_with_its_later_steps(
                        and s["trace_id"] == agent[0]["trace_id"])  # fmt: skip
         assert chats == [1, 2], f"run {run}: chat spans of steps {chats}"
     assert set(sink.counts.values()) == {1}, "a span was sent twice"
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_stop_signal_ends_the_follow_cleanly_with_its_summary(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """SIGTERM (a service manager, `docker stop`) and SIGHUP (a closed terminal) stop the
+    follow as Ctrl-C does: the run it is shipping goes out, then a last line counts what the
+    follow sent, and the exit code is 0, nothing on stderr."""
+    path = tmp_path / "runs.sqlite3"
+    with Store.open(path) as store:
+        run = store.start_run("finished before the follow", "/repo")
+        write_run(store, run, 1, "m")
+        store.finish_run(run, "success")
+    sink = Sink.start()
+    follower = Worker([*CLI, "export", "otlp", str(path), "--endpoint", sink.url, "--follow"])
+    try:
+        first = follower.wait_line("", timeout=180)
+        assert first.startswith("sent 3 spans of 1 runs"), first
+        with Store.open(path) as store:
+            run = store.start_run("finished during the follow", "/repo")
+            write_run(store, run, 1, "m")
+            store.finish_run(run, "success")
+        shipped = follower.wait_line("", timeout=180)
+        follower.proc.send_signal(stop)
+        code = follower.finish(timeout=60)
+    finally:
+        if follower.proc.poll() is None:
+            follower.kill()
+        sink.stop()
+    assert code == 0, (code, follower.stderr)
+    assert follower.stderr == ""
+    assert follower.lines == [first, shipped, shipped], follower.lines
+    assert shipped.startswith("sent 3 spans of 1 runs")

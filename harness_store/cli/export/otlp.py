@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +15,7 @@ from ...errors import InvalidValueError
 from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, missing_extra
 from ..output import stdout_console
 from ..reader import open_reader
+from ..stop_signals import stopped_by_signals
 from . import export_app
 
 if TYPE_CHECKING:
@@ -84,7 +86,10 @@ def otlp_command(
     ] = None,
     follow: Annotated[
         bool,
-        typer.Option("--follow", help="Then ship each run as it finishes (Ctrl-C ends)."),
+        typer.Option(
+            "--follow",
+            help="Then ship each run as it finishes, until SIGTERM or Ctrl-C.",
+        ),
     ] = False,
     header: Annotated[
         list[str] | None,
@@ -156,25 +161,28 @@ def otlp_command(
                 )  # fmt: skip
             console.print(summary(report), highlight=False, soft_wrap=True)
             return
+
         # A live store: the read-only Store sees other processes' writes, also those of a
-        # writer that opens a still file after it (`dialects.still`).
-        with open_reader(db) as reader:
+        # writer that opens a still file after it (`dialects.still`). Ctrl-C, SIGTERM and
+        # SIGHUP stop it after the run in flight, with a last line counting what the follow
+        # sent (exit 0).
+        def shipped(done: ExportReport) -> None:
+            console.print(summary(done), highlight=False, soft_wrap=True)
+
+        stop = threading.Event()
+        with stopped_by_signals(stop), open_reader(db) as reader:
             report = export(
                 reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
                 include_content=include_content, prices=table, project=project,
-                timeout=timeout, identity=identity, finished_only=True,
+                timeout=timeout, identity=identity, finished_only=True, stop=stop,
             )  # fmt: skip
             console.print(summary(report), highlight=False, soft_wrap=True)
-
-            def shipped(done: ExportReport) -> None:
-                console.print(summary(done), highlight=False, soft_wrap=True)
-
-            try:
-                follow_runs(
-                    reader.store, endpoint=endpoint, after=report.last_run_id,
-                    running=report.running, headers=headers, include_content=include_content,
-                    prices=table, project=project, timeout=timeout, identity=identity,
-                    on_send=shipped,
-                )  # fmt: skip
-            except KeyboardInterrupt:
+            if stop.is_set():
                 return
+            followed = follow_runs(
+                reader.store, endpoint=endpoint, after=report.last_run_id,
+                running=report.running, headers=headers, include_content=include_content,
+                prices=table, project=project, timeout=timeout, identity=identity,
+                stop=stop, on_send=shipped,
+            )  # fmt: skip
+        shipped(followed)
