@@ -23,11 +23,20 @@ from ..errors import ExportError, InvalidValueError, RunNotFoundError, StoreConn
 from ..records import PriceTable, RunStatus
 from ..store import Store
 from ..store.export_reads import RUN_PAGE, RunRows, SpanRun
-from .mapping import MappingOptions, RunSpans, SpanIds, resource, scope
+from .mapping import EVENT_BYTES_PER_SPAN, MappingOptions, RunSpans, SpanIds, resource, scope
 from .transport import BatchFailed, Failure, Transport
 
 BATCH = 512
-"""Spans sent per OTLP request."""
+"""Spans sent per OTLP request at most."""
+
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+"""The largest request body sent by default: 4 MiB, which the OpenTelemetry Collector's OTLP/HTTP
+receiver (20 MiB by default), Phoenix and MLflow (no limit of their own) take, and which is the
+gRPC default message size a collector forwarding the spans meets next. A batch encoded larger
+is split; a single span larger than it is sent alone."""
+
+SMALLEST_REQUEST = 4096
+"""The least `max_request_bytes` takes: smaller would leave a run's span alone in its request."""
 
 TRACES_PATH = "/v1/traces"
 
@@ -105,21 +114,34 @@ def _version() -> str:
         return "0"
 
 
+def request_limit(max_request_bytes: int) -> int:
+    """`max_request_bytes` checked: `InvalidValueError` for a size below `SMALLEST_REQUEST`."""
+    if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
+        raise InvalidValueError(f"a request size is a number of bytes, not {max_request_bytes!r}")
+    if max_request_bytes < SMALLEST_REQUEST:
+        raise InvalidValueError(
+            f"a request size must be at least {SMALLEST_REQUEST:,} bytes, not {max_request_bytes:,}"
+        )
+    return max_request_bytes
+
+
 class Sender:
     """Batches spans and posts each batch (OTLP protobuf) within the timeout, a wall-clock
     limit per batch with its retries; a batch not answered 2xx raises `ExportError` saying
     what is known: unreachable, refused (the status), or reached but slow (and which spans
-    may have landed)."""
+    may have landed). A batch holds at most `batch` spans and, encoded, at most
+    `max_request_bytes` (a larger one is halved until it fits, or is one span)."""
 
     def __init__(
         self, url: str, headers: Mapping[str, str], timeout: float, report: ExportReport,
-        batch: int = BATCH,
+        batch: int = BATCH, max_request_bytes: int = MAX_REQUEST_BYTES,
     ) -> None:  # fmt: skip
         self.url = url
         self.timeout = timeout
         self.transport = Transport(url, dict(headers), timeout)
         self.report = report
         self.batch = batch
+        self.max_request_bytes = request_limit(max_request_bytes)
         self.pending: list[ReadableSpan] = []
 
     def add(self, span: ReadableSpan) -> None:
@@ -131,7 +153,16 @@ class Sender:
         if not self.pending:
             return
         spans, self.pending = self.pending, []
+        self._post(spans)
+
+    def _post(self, spans: list[ReadableSpan]) -> None:
         body = encode_spans(spans).SerializePartialToString()
+        if len(body) > self.max_request_bytes and len(spans) > 1:
+            del body
+            half = len(spans) // 2
+            self._post(spans[:half])
+            self._post(spans[half:])
+            return
         try:
             self.transport.post(body)
         except BatchFailed as failed:
@@ -198,16 +229,18 @@ class Exporter:
         project: str,
         timeout: float,
         batch: int = BATCH,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
     ) -> None:
         self.store = store
         url = traces_url(endpoint)
         self.report = ExportReport(shown_url(url))
         ident = identity or ""
+        self.sender = Sender(url, headers or {}, timeout, self.report, batch, max_request_bytes)
+        event_bytes = min(EVENT_BYTES_PER_SPAN, self.sender.max_request_bytes // 2)
         self.builder = RunSpans(
             SpanIds(ident), resource(ident, project), scope(_version()),
-            MappingOptions(include_content=include_content, prices=prices),
+            MappingOptions(include_content=include_content, prices=prices, event_bytes=event_bytes),
         )  # fmt: skip
-        self.sender = Sender(url, headers or {}, timeout, self.report, batch)
         self.roots: OrderedDict[int, SpanRun] = OrderedDict()
 
     def _remember(self, run_id: int, root: SpanRun) -> SpanRun:
@@ -323,6 +356,7 @@ def export(
     timeout: float = 10.0,
     finished_only: bool = False,
     stop: threading.Event | None = None,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
 ) -> ExportReport:
     """Send the store's runs (or the trees under `runs`; only those started or finished at or
     after the stamp `since`) as OTLP/HTTP protobuf spans to `endpoint` (a receiver's base URL,
@@ -332,11 +366,14 @@ def export(
     `finished_only` leaves out runs not finished, running or paused (listed in the report's
     `running`): a receiver that keeps the first copy of a span id (Phoenix) would keep their
     unfinished state, so `follow` ships them once they finish. Once `stop` is set, the
-    export ends after the run in flight: the report says what was sent."""
+    export ends after the run in flight: the report says what was sent. No request carries
+    more than `BATCH` spans or `max_request_bytes` bytes (one span larger than that alone):
+    a long run's trace goes out over several requests, with the same ids."""
     stamp = since_stamp(since) if since is not None else None
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
         prices=prices, identity=identity, project=project, timeout=timeout,
+        max_request_bytes=max_request_bytes,
     )  # fmt: skip
     try:
         until = (store.last_run() or 0) if finished_only else None
@@ -447,6 +484,7 @@ def follow(
     interval: float = 0.5,
     stop: threading.Event | None = None,
     on_send: Callable[[ExportReport], None] | None = None,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
 ) -> ExportReport:
     """Ship runs as they finish, until `stop` is set: each run above the id `after` once it
     is completed or failed, and each run of `running` (runs already known to be unfinished,
@@ -455,10 +493,12 @@ def follow(
     paused now. Every run that finishes is shipped exactly once, whether or not its writer
     recorded events, and a run that finished before a newer one started is shipped ahead of
     it. The store is read every `interval` seconds; memory holds only the runs seen
-    unfinished. `on_send` is called after each run shipped."""
+    unfinished. `on_send` is called after each run shipped. Requests are bounded as
+    `export`'s (`max_request_bytes`)."""
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
         prices=prices, identity=identity, project=project, timeout=timeout, batch=BATCH,
+        max_request_bytes=max_request_bytes,
     )  # fmt: skip
     if after is None:
         after = store.last_run() or 0

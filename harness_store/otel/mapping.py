@@ -51,6 +51,15 @@ EVENT_NAMES = {
 }
 """The span event each store table's rows become on their run's span."""
 
+EVENTS_PER_SPAN = 1000
+"""Events one span carries at most: a run's first this many are its own span's, each further
+page a `harness.events` span under it, so no span (and no request) grows with the run."""
+
+EVENT_BYTES_PER_SPAN = 1024 * 1024
+"""About how many bytes one span's events take at most, encoded (with `include_content`, a
+step's prompt and result make them large): a page ends when it reaches this (or half the
+export's request size, if less), or holds `EVENTS_PER_SPAN` events."""
+
 Attributes = dict[str, AttributeValue]
 
 
@@ -88,6 +97,8 @@ class MappingOptions:
     """Prompts, results and tool arguments (they can hold secrets): off unless asked for."""
     prices: PriceTable | None = None
     """Prices for `harness.cost.*`; without one no cost attribute is set."""
+    event_bytes: int = EVENT_BYTES_PER_SPAN
+    """About how many bytes of events one span carries at most (`EventPages`)."""
 
 
 def resource(identity: str, project: str) -> Resource:
@@ -163,7 +174,7 @@ class RunSpans:
         when = StepClock(rows)
         attempts_at = {(a.step, a.tool) for a in rows.tool_attempts}
 
-        priced_calls: list[int | None] = []
+        cost = Cost()
         calls_of_step: dict[int, list[SpanProviderCall]] = {}
         for call in rows.provider_calls:
             calls_of_step.setdefault(call.step, []).append(call)
@@ -173,18 +184,18 @@ class RunSpans:
             if mcp.kind == "call" or mcp.tool:
                 yield self.mcp_span(mcp, trace_id, run_context, when)
 
-        events: list[Event] = []
+        events = EventPages(self, trace_id, run_context, run.id)
         steps = tokens = 0
         for step in rows.steps:
             steps = max(steps, step.step)
             tokens += step.tokens
             calls = step_calls(step.tool_call)
-            events.append(self.step_event(step, calls, when.at(step.step)))
+            yield from events.add(self.step_event(step, calls, when.at(step.step)))
             for call in calls_of_step.pop(step.step, ()):
                 # a step's provider calls were asked its prompt and answered its calls
                 content = (step, calls) if self.options.include_content else None
                 span, priced = self.chat_span(call, trace_id, run_context, when, content)
-                priced_calls.append(priced)
+                cost.add(priced)
                 yield span
             for index, (name, arguments) in enumerate(calls):
                 if (step.step, name) in attempts_at:
@@ -196,16 +207,32 @@ class RunSpans:
         for left in calls_of_step.values():  # provider calls of steps never recorded
             for call in left:
                 span, priced = self.chat_span(call, trace_id, run_context, when, None)
-                priced_calls.append(priced)
+                cost.add(priced)
                 yield span
-        cost = sum(p for p in priced_calls if p is not None)
-        unpriced = sum(1 for p in priced_calls if p is None)
         for attempt in rows.tool_attempts:
             yield self.tool_attempt_span(attempt, run.id, trace_id, run_context, when)
         for row in rows.event_rows:
-            events.append(self.row_event(row, when))
+            yield from events.add(self.row_event(row, when))
+        yield from events.close()
+        yield self.run_span(
+            rows, run_context, events.first, when, steps, tokens, cost.micros, cost.unpriced
+        )
 
-        yield self.run_span(rows, run_context, events, when, steps, tokens, cost, unpriced)
+    def events_span(
+        self, trace_id: int, parent: SpanContext, run_id: int, page: int, events: list[Event]
+    ) -> ReadableSpan:
+        """A `harness.events` span under a run's span: the `page`-th page (from 2: the first
+        is the run's own span's) of the run's events, as long as their times."""
+        a: Attributes = {
+            "harness.run.id": run_id,
+            "harness.events.page": page,
+            "harness.events.count": len(events),
+        }
+        times = [e.timestamp for e in events]
+        context = self._context(trace_id, self.ids.span(trace_id, "run_events", run_id, page))
+        return self._span(
+            "harness.events", context, parent, a, min(times), max(times), events=events
+        )
 
     def run_span(
         self,
@@ -442,6 +469,65 @@ class RunSpans:
             a[f"{prefix}.{key}"] = value
         stamped = stamp_ns(str(row.fields["at"])) if "at" in row.fields else None
         return Event(prefix, a, stamped or when.at(row.step))
+
+
+class Cost:
+    """A run's priced cost so far: the sum of its calls' prices, and how many had none."""
+
+    def __init__(self) -> None:
+        self.micros = 0
+        self.unpriced = 0
+
+    def add(self, priced: int | None) -> None:
+        if priced is None:
+            self.unpriced += 1
+        else:
+            self.micros += priced
+
+
+def _encoded_size(event: Event) -> int:
+    """About the bytes an event takes in a request, erring high: its time and name, and each
+    attribute's key and value with protobuf's tags and lengths."""
+    size = 16 + len(event.name)
+    for key, value in (event.attributes or {}).items():
+        size += len(key) + (len(value.encode()) + 12 if isinstance(value, str) else 20)
+    return size
+
+
+class EventPages:
+    """A run's span events, a page at a time: the first page stays for the run's own span
+    (`first`), each later one is given out as a `harness.events` span as soon as it is full,
+    so a run's events are never held whole."""
+
+    def __init__(self, spans: RunSpans, trace_id: int, parent: SpanContext, run_id: int) -> None:
+        self.spans = spans
+        self.trace_id = trace_id
+        self.parent = parent
+        self.run_id = run_id
+        self.first: list[Event] = []
+        self.page: list[Event] = []
+        self.size = 0
+        self.pages = 0
+
+    def add(self, event: Event) -> Iterator[ReadableSpan]:
+        """Take `event`; yields the page it filled, if any, as a span."""
+        self.page.append(event)
+        self.size += _encoded_size(event)
+        if len(self.page) >= EVENTS_PER_SPAN or self.size >= self.spans.options.event_bytes:
+            yield from self._turn()
+
+    def close(self) -> Iterator[ReadableSpan]:
+        """The last page's span, if there are pages beyond the first."""
+        if self.page:
+            yield from self._turn()
+
+    def _turn(self) -> Iterator[ReadableSpan]:
+        page, self.page, self.size = self.page, [], 0
+        self.pages += 1
+        if self.pages == 1:
+            self.first = page
+            return
+        yield self.spans.events_span(self.trace_id, self.parent, self.run_id, self.pages, page)
 
 
 def usage_of(call: SpanProviderCall) -> Usage:

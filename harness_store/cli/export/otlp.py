@@ -21,6 +21,10 @@ from . import export_app
 if TYPE_CHECKING:
     from ...otel import ExportReport
 
+MAX_REQUEST_BYTES_DEFAULT = 4 * 1024 * 1024
+"""`--max-request-bytes`'s default, `harness_store.otel.exporter.MAX_REQUEST_BYTES` (spelled
+here so that `--help` does not import the OpenTelemetry SDK; a test holds the two equal)."""
+
 EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http"
 """The SDK exporter logs each failed batch itself; the command reports the failure once."""
 
@@ -129,6 +133,15 @@ def otlp_command(
             help="The most each request may take, retries included (a wall-clock limit).",
         ),
     ] = 10.0,
+    max_request_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-request-bytes",
+            metavar="BYTES",
+            help="The largest request to send (default 4 MiB, which the OpenTelemetry "
+            "Collector, Phoenix and MLflow take); a long run goes out over several.",
+        ),
+    ] = MAX_REQUEST_BYTES_DEFAULT,
 ) -> None:
     """Send the store's runs to an OTLP/HTTP receiver (Phoenix, Jaeger, Langfuse, MLflow) as
     traces: one trace per tree of runs, an invoke_agent span per run, a chat span per provider
@@ -137,6 +150,7 @@ def otlp_command(
     try:
         from ...otel import export, since_stamp, traces_url
         from ...otel import follow as follow_runs
+        from ...otel.exporter import request_limit
     except ImportError as exc:
         raise missing_extra(exc, "export otlp", "otel") from None
     from ..spend import load_prices
@@ -150,6 +164,10 @@ def otlp_command(
         stamp = since_stamp(since) if since is not None else None
     except InvalidValueError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
+    try:
+        request_limit(max_request_bytes)
+    except InvalidValueError as exc:
+        raise CliError(EXIT_USAGE, f"--max-request-bytes: {exc}") from None
     with exporter_quiet():
         console = stdout_console()
         if not follow:
@@ -157,7 +175,7 @@ def otlp_command(
                 report = export(
                     reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
                     include_content=include_content, prices=table, project=project,
-                    timeout=timeout, identity=identity,
+                    timeout=timeout, identity=identity, max_request_bytes=max_request_bytes,
                 )  # fmt: skip
             console.print(summary(report), highlight=False, soft_wrap=True)
             return
@@ -175,6 +193,7 @@ def otlp_command(
                 reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
                 include_content=include_content, prices=table, project=project,
                 timeout=timeout, identity=identity, finished_only=True, stop=stop,
+                max_request_bytes=max_request_bytes,
             )  # fmt: skip
             console.print(summary(report), highlight=False, soft_wrap=True)
             if stop.is_set():
@@ -183,6 +202,6 @@ def otlp_command(
                 reader.store, endpoint=endpoint, after=report.last_run_id,
                 running=report.running, headers=headers, include_content=include_content,
                 prices=table, project=project, timeout=timeout, identity=identity,
-                stop=stop, on_send=shipped,
+                stop=stop, on_send=shipped, max_request_bytes=max_request_bytes,
             )  # fmt: skip
         shipped(followed)
