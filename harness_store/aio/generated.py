@@ -2069,10 +2069,19 @@ class StoreMethods:
     async def span_provider_calls(
         self,
         run_id: int,
+        *,
+        after_step: int | None = None,
+        last_step: int | None = None,
     ) -> list[SpanProviderCall]:
-        """The run's provider calls in row order, with their ids and stamps."""
+        """The run's provider calls in row order, with their ids and stamps; only those of
+        the steps above `after_step` and up to `last_step`, when given (an exporter streaming
+        a long run reads its calls a window of steps at a time).
+        """
         result: list[SpanProviderCall] = await self._call(
-            READ, "span_provider_calls", (run_id,), {}
+            READ,
+            "span_provider_calls",
+            (run_id,),
+            {"after_step": after_step, "last_step": last_step},
         )
         return result
 

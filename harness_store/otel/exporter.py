@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from ..errors import ExportError, InvalidValueError, RunNotFoundError, StoreConnectionError
 from ..records import PriceTable, RunStatus
 from ..store import Store
-from ..store.export_reads import RUN_PAGE, RunRows, SpanRun
+from ..store.export_reads import RUN_PAGE, RunRows, SpanProviderCall, SpanRun
 from .mapping import EVENT_BYTES_PER_SPAN, MappingOptions, RunSpans, SpanIds, resource, scope
 from .transport import BatchFailed, Failure, Transport
 
@@ -268,13 +268,17 @@ class Exporter:
             run=run,
             root_run_id=root.id,
             steps=store.span_steps(run.id),
-            provider_calls=store.span_provider_calls(run.id),
+            provider_calls=[],  # read a window of steps at a time, below
             tool_attempts=store.span_tool_attempts(run.id),
             server_tool_calls=store.span_server_tool_calls(run.id),
             mcp_events=store.span_mcp_events(run.id),
             event_rows=store.span_event_rows(run.id),
         )
-        for span in self.builder.spans(rows, root):
+
+        def calls(after: int | None, through: int | None) -> list[SpanProviderCall]:
+            return store.span_provider_calls(run.id, after_step=after, last_step=through)
+
+        for span in self.builder.spans(rows, root, calls):
             kind = (span.attributes or {}).get("gen_ai.operation.name")
             if kind == "chat":
                 self.report.chat_spans += 1

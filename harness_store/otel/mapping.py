@@ -9,8 +9,9 @@ again sends the same trace and span ids. Times come from the store's own stamps.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -50,6 +51,13 @@ EVENT_NAMES = {
     "gate_attempts": "harness.gate",
 }
 """The span event each store table's rows become on their run's span."""
+
+STEP_WINDOW = 2000
+"""Steps a run's spans are built from at a time, with their provider calls."""
+
+CallWindow = Callable[[int | None, int | None], list[SpanProviderCall]]
+"""A run's provider calls of the steps above the first number and up to the second, in row
+order (None: from the first step; to the last)."""
 
 EVENTS_PER_SPAN = 1000
 """Events one span carries at most: a run's first this many are its own span's, each further
@@ -165,50 +173,69 @@ class RunSpans:
         """The span id of a run's `invoke_agent` span."""
         return self.ids.span(trace_id, "runs", run_id)
 
-    def spans(self, rows: RunRows, root: SpanRun) -> Iterator[ReadableSpan]:
+    def spans(
+        self, rows: RunRows, root: SpanRun, calls: CallWindow | None = None
+    ) -> Iterator[ReadableSpan]:
         """The run's child spans as they are built, then the run's own span last; `root` is
-        the root run of its tree (the run itself for a root)."""
+        the root run of its tree (the run itself for a root). The steps are taken
+        `STEP_WINDOW` at a time, each window with the provider calls of its steps read by
+        `calls` (by default from `rows.provider_calls`), so a long run is never held whole:
+        a step's calls go out beside it, and a call whose step was never recorded after the
+        steps."""
         run = rows.run
+        read = calls or calls_in(rows.provider_calls)
         trace_id = self.ids.trace(root.id, root.started_at, root.goal)
         run_context = self._context(trace_id, self.run_span_id(trace_id, run.id))
-        when = StepClock(rows)
+        when = StepClock(rows, lambda: earliest(read(None, None)))
         attempts_at = {(a.step, a.tool) for a in rows.tool_attempts}
-
         cost = Cost()
-        calls_of_step: dict[int, list[SpanProviderCall]] = {}
-        for call in rows.provider_calls:
-            calls_of_step.setdefault(call.step, []).append(call)
+        waiting: dict[int, list[SpanProviderCall]] = {}
+        """Calls read but not yet given out: their step is still to come, or never will."""
+
+        def take(after: int | None, through: int | None) -> None:
+            taken = read(after, through)
+            when.take(taken, through)
+            for call in taken:
+                waiting.setdefault(call.step, []).append(call)
+
+        events = EventPages(self, trace_id, run_context, run.id)
+        steps = tokens = 0
+        high: int | None = None
+        pending = iter(rows.steps)
+        while window := list(islice(pending, STEP_WINDOW)):
+            top = max(step.step for step in window)
+            if high is None or top > high:
+                take(high, top)
+                high = top
+            for step in window:
+                steps = max(steps, step.step)
+                tokens += step.tokens
+                calls_made = step_calls(step.tool_call)
+                yield from events.add(self.step_event(step, calls_made, when.at(step.step)))
+                for call in waiting.pop(step.step, ()):
+                    # a step's provider calls were asked its prompt and answered its calls
+                    content = (step, calls_made) if self.options.include_content else None
+                    span, priced = self.chat_span(call, trace_id, run_context, when, content)
+                    cost.add(priced)
+                    yield span
+                for index, (name, arguments) in enumerate(calls_made):
+                    if (step.step, name) in attempts_at:
+                        when.keep_step(step, name, arguments)
+                    else:
+                        yield self.step_tool_span(
+                            step, index, name, arguments, trace_id, run_context, when
+                        )
+        take(high, None)  # the calls of steps after the last one recorded
+        for left in waiting.values():  # provider calls of steps never recorded
+            for call in left:
+                span, priced = self.chat_span(call, trace_id, run_context, when, None)
+                cost.add(priced)
+                yield span
         for server in rows.server_tool_calls:
             yield self.server_tool_span(server, trace_id, run_context, when)
         for mcp in rows.mcp_events:
             if mcp.kind == "call" or mcp.tool:
                 yield self.mcp_span(mcp, trace_id, run_context, when)
-
-        events = EventPages(self, trace_id, run_context, run.id)
-        steps = tokens = 0
-        for step in rows.steps:
-            steps = max(steps, step.step)
-            tokens += step.tokens
-            calls = step_calls(step.tool_call)
-            yield from events.add(self.step_event(step, calls, when.at(step.step)))
-            for call in calls_of_step.pop(step.step, ()):
-                # a step's provider calls were asked its prompt and answered its calls
-                content = (step, calls) if self.options.include_content else None
-                span, priced = self.chat_span(call, trace_id, run_context, when, content)
-                cost.add(priced)
-                yield span
-            for index, (name, arguments) in enumerate(calls):
-                if (step.step, name) in attempts_at:
-                    when.keep_step(step, name, arguments)
-                else:
-                    yield self.step_tool_span(
-                        step, index, name, arguments, trace_id, run_context, when
-                    )
-        for left in calls_of_step.values():  # provider calls of steps never recorded
-            for call in left:
-                span, priced = self.chat_span(call, trace_id, run_context, when, None)
-                cost.add(priced)
-                yield span
         for attempt in rows.tool_attempts:
             yield self.tool_attempt_span(attempt, run.id, trace_id, run_context, when)
         for row in rows.event_rows:
@@ -528,6 +555,25 @@ class EventPages:
             self.first = page
             return
         yield self.spans.events_span(self.trace_id, self.parent, self.run_id, self.pages, page)
+
+
+def calls_in(calls: list[SpanProviderCall]) -> CallWindow:
+    """`calls` (a run's provider calls, already read) as windows of steps."""
+
+    def window(after: int | None, through: int | None) -> list[SpanProviderCall]:
+        return [
+            c
+            for c in calls
+            if (after is None or c.step > after) and (through is None or c.step <= through)
+        ]
+
+    return window
+
+
+def earliest(calls: list[SpanProviderCall]) -> int | None:
+    """The earliest stamp among `calls`, or None."""
+    stamps = [at for at in (stamp_ns(c.at) for c in calls) if at is not None]
+    return min(stamps, default=None)
 
 
 def usage_of(call: SpanProviderCall) -> Usage:

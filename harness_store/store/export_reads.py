@@ -262,11 +262,19 @@ class ExportReadsMixin(OlderStoreMixin):
             after = rows[-1].id
 
     @reads
-    def span_provider_calls(self, run_id: int) -> list[SpanProviderCall]:
-        """The run's provider calls in row order, with their ids and stamps."""
+    def span_provider_calls(
+        self, run_id: int, *, after_step: int | None = None, last_step: int | None = None
+    ) -> list[SpanProviderCall]:
+        """The run's provider calls in row order, with their ids and stamps; only those of
+        the steps above `after_step` and up to `last_step`, when given (an exporter streaming
+        a long run reads its calls a window of steps at a time)."""
         c = m.table_of(m.ProviderCall)
         columns = [c.c[name] for name in SpanProviderCall._fields]
         statement = select(*columns).where(c.c.run_id == run_id).order_by(c.c.id)
+        if after_step is not None:
+            statement = statement.where(c.c.step > after_step)
+        if last_step is not None:
+            statement = statement.where(c.c.step <= last_step)
         return self._select(statement, SpanProviderCall)
 
     @reads

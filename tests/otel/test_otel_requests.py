@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support.clirun import run_in_process
+from support.clirun import peak_rss_kib, run_in_process
 
 from harness_store import StepRecord, Store
 from harness_store.cli.export.otlp import MAX_REQUEST_BYTES_DEFAULT
@@ -95,3 +95,26 @@ def test_the_default_limit_is_one_every_receiver_takes() -> None:
     """4 MiB: below the OpenTelemetry Collector's OTLP/HTTP default (20 MiB) and the gRPC
     default message size (4 MiB) a collector forwarding the spans meets next."""
     assert MAX_REQUEST_BYTES == MAX_REQUEST_BYTES_DEFAULT == 4 * 1024 * 1024
+
+
+def _peak_mib(path: Path, sink: Sink) -> float:
+    return peak_rss_kib("export", "otlp", path, "--endpoint", sink.url) / 1024
+
+
+@pytest.mark.parametrize(
+    "big", [pytest.param(20_000), pytest.param(100_000, marks=pytest.mark.slow)]
+)
+def test_memory_stays_flat_as_a_run_grows(tmp_path: Path, big: int) -> None:
+    """The command's peak RSS exporting one run of `big` steps is within a few MiB of its
+    peak for a run of 1,000: 20,000 steps already held some 60 MiB more when the run's events
+    were kept whole (100,000: 250 MiB more)."""
+    small_path, big_path = tmp_path / "small.sqlite3", tmp_path / "big.sqlite3"
+    long_run(small_path, 1_000)
+    long_run(big_path, big)
+    sink = Sink.start()
+    try:
+        small, large = _peak_mib(small_path, sink), _peak_mib(big_path, sink)
+    finally:
+        sink.stop()
+    assert large <= small + 16, f"{small:.1f} MiB for 1,000 steps, {large:.1f} MiB for {big:,}"
+    assert sink.total() == 2 * (1_000 + big) + 2 + (big - 1) // 1000
