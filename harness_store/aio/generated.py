@@ -2070,18 +2070,15 @@ class StoreMethods:
         self,
         run_id: int,
         *,
-        after_step: int | None = None,
-        last_step: int | None = None,
+        after: int = 0,
+        limit: int | None = None,
     ) -> list[SpanProviderCall]:
-        """The run's provider calls in row order, with their ids and stamps; only those of
-        the steps above `after_step` and up to `last_step`, when given (an exporter streaming
-        a long run reads its calls a window of steps at a time).
+        """The run's provider calls in row order, with their ids and stamps: those with id
+        above `after`, at most `limit` (an exporter streaming a long run reads a page at a
+        time).
         """
         result: list[SpanProviderCall] = await self._call(
-            READ,
-            "span_provider_calls",
-            (run_id,),
-            {"after_step": after_step, "last_step": last_step},
+            READ, "span_provider_calls", (run_id,), {"after": after, "limit": limit}
         )
         return result
 

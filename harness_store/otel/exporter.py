@@ -268,15 +268,15 @@ class Exporter:
             run=run,
             root_run_id=root.id,
             steps=store.span_steps(run.id),
-            provider_calls=[],  # read a window of steps at a time, below
+            provider_calls=[],  # read a page at a time as the steps go, below
             tool_attempts=store.span_tool_attempts(run.id),
             server_tool_calls=store.span_server_tool_calls(run.id),
             mcp_events=store.span_mcp_events(run.id),
             event_rows=store.span_event_rows(run.id),
         )
 
-        def calls(after: int | None, through: int | None) -> list[SpanProviderCall]:
-            return store.span_provider_calls(run.id, after_step=after, last_step=through)
+        def calls(after: int, limit: int) -> list[SpanProviderCall]:
+            return store.span_provider_calls(run.id, after=after, limit=limit)
 
         for span in self.builder.spans(rows, root, calls):
             kind = (span.attributes or {}).get("gen_ai.operation.name")

@@ -55,9 +55,11 @@ EVENT_NAMES = {
 STEP_WINDOW = 2000
 """Steps a run's spans are built from at a time, with their provider calls."""
 
-CallWindow = Callable[[int | None, int | None], list[SpanProviderCall]]
-"""A run's provider calls of the steps above the first number and up to the second, in row
-order (None: from the first step; to the last)."""
+CALL_PAGE = 2000
+"""Provider calls of a run read at a time."""
+
+CallPages = Callable[[int, int], list[SpanProviderCall]]
+"""A run's provider calls with ids above the first number, in row order, at most the second."""
 
 EVENTS_PER_SPAN = 1000
 """Events one span carries at most: a run's first this many are its own span's, each further
@@ -174,45 +176,34 @@ class RunSpans:
         return self.ids.span(trace_id, "runs", run_id)
 
     def spans(
-        self, rows: RunRows, root: SpanRun, calls: CallWindow | None = None
+        self, rows: RunRows, root: SpanRun, calls: CallPages | None = None
     ) -> Iterator[ReadableSpan]:
         """The run's child spans as they are built, then the run's own span last; `root` is
         the root run of its tree (the run itself for a root). The steps are taken
-        `STEP_WINDOW` at a time, each window with the provider calls of its steps read by
-        `calls` (by default from `rows.provider_calls`), so a long run is never held whole:
-        a step's calls go out beside it, and a call whose step was never recorded after the
-        steps."""
+        `STEP_WINDOW` at a time, and the provider calls a page at a time in row order by
+        `calls` (by default from `rows.provider_calls`), read ahead until a call of a later
+        step than the window's last: a step's calls go out beside it, a call whose step was
+        never recorded after the steps, and a long run is never held whole."""
         run = rows.run
         read = calls or calls_in(rows.provider_calls)
         trace_id = self.ids.trace(root.id, root.started_at, root.goal)
         run_context = self._context(trace_id, self.run_span_id(trace_id, run.id))
-        when = StepClock(rows, lambda: earliest(read(None, None)))
+        when = StepClock(rows, lambda: earliest(read))
         attempts_at = {(a.step, a.tool) for a in rows.tool_attempts}
         cost = Cost()
-        waiting: dict[int, list[SpanProviderCall]] = {}
-        """Calls read but not yet given out: their step is still to come, or never will."""
-
-        def take(after: int | None, through: int | None) -> None:
-            taken = read(after, through)
-            when.take(taken, through)
-            for call in taken:
-                waiting.setdefault(call.step, []).append(call)
-
+        ahead = CallsAhead(read)
         events = EventPages(self, trace_id, run_context, run.id)
         steps = tokens = 0
-        high: int | None = None
         pending = iter(rows.steps)
         while window := list(islice(pending, STEP_WINDOW)):
             top = max(step.step for step in window)
-            if high is None or top > high:
-                take(high, top)
-                high = top
+            when.take(ahead.through(top), top)
             for step in window:
                 steps = max(steps, step.step)
                 tokens += step.tokens
                 calls_made = step_calls(step.tool_call)
                 yield from events.add(self.step_event(step, calls_made, when.at(step.step)))
-                for call in waiting.pop(step.step, ()):
+                for call in ahead.waiting.pop(step.step, ()):
                     # a step's provider calls were asked its prompt and answered its calls
                     content = (step, calls_made) if self.options.include_content else None
                     span, priced = self.chat_span(call, trace_id, run_context, when, content)
@@ -225,8 +216,8 @@ class RunSpans:
                         yield self.step_tool_span(
                             step, index, name, arguments, trace_id, run_context, when
                         )
-        take(high, None)  # the calls of steps after the last one recorded
-        for left in waiting.values():  # provider calls of steps never recorded
+        when.take(ahead.through(None), None)
+        for left in ahead.waiting.values():  # provider calls of steps never recorded
             for call in left:
                 span, priced = self.chat_span(call, trace_id, run_context, when, None)
                 cost.add(priced)
@@ -557,23 +548,71 @@ class EventPages:
         yield self.spans.events_span(self.trace_id, self.parent, self.run_id, self.pages, page)
 
 
-def calls_in(calls: list[SpanProviderCall]) -> CallWindow:
-    """`calls` (a run's provider calls, already read) as windows of steps."""
+def calls_in(calls: list[SpanProviderCall]) -> CallPages:
+    """`calls` (a run's provider calls, already read, in row order) as pages."""
 
-    def window(after: int | None, through: int | None) -> list[SpanProviderCall]:
-        return [
-            c
-            for c in calls
-            if (after is None or c.step > after) and (through is None or c.step <= through)
+    def page(after: int, limit: int) -> list[SpanProviderCall]:
+        return [c for c in calls if c.id > after][:limit]
+
+    return page
+
+
+def earliest(read: CallPages) -> int | None:
+    """The earliest stamp among a run's provider calls, read a page at a time; None if none
+    has one."""
+    first: int | None = None
+    after = 0
+    while page := read(after, CALL_PAGE):
+        for call in page:
+            at = stamp_ns(call.at)
+            if at is not None and (first is None or at < first):
+                first = at
+        after = page[-1].id
+    return first
+
+
+class CallsAhead:
+    """A run's provider calls read a page at a time in row order, kept by step until their
+    step comes (`waiting`): only those read ahead of the steps given out are held."""
+
+    def __init__(self, read: CallPages) -> None:
+        self.read = read
+        self.after = 0
+        self.done = False
+        self.high: int | None = None
+        """The last step whose calls `through` has handed out."""
+        self.waiting: dict[int, list[SpanProviderCall]] = {}
+        self.top: int | None = None
+        """The highest step of a call read so far."""
+
+    def through(self, step: int | None) -> list[SpanProviderCall]:
+        """Read on until a call of a step after `step` (None: to the end); the calls of the
+        steps after the last `through`'s up to `step`, for the clock. A call read after its
+        step's window (a store whose calls are out of step order) still goes out with a
+        later step of its number, or after the steps."""
+        while not self.done and not self._past(step):
+            page = self.read(self.after, CALL_PAGE)
+            if len(page) < CALL_PAGE:
+                self.done = True
+            if page:
+                self.after = page[-1].id
+            for call in page:
+                self.waiting.setdefault(call.step, []).append(call)
+                if self.top is None or call.step > self.top:
+                    self.top = call.step
+        low = self.high
+        fresh = [
+            call
+            for number, calls in self.waiting.items()
+            if (low is None or number > low) and (step is None or number <= step)
+            for call in calls
         ]
+        if step is not None:
+            self.high = step if low is None else max(low, step)
+        return fresh
 
-    return window
-
-
-def earliest(calls: list[SpanProviderCall]) -> int | None:
-    """The earliest stamp among `calls`, or None."""
-    stamps = [at for at in (stamp_ns(c.at) for c in calls) if at is not None]
-    return min(stamps, default=None)
+    def _past(self, step: int | None) -> bool:
+        return step is not None and self.top is not None and self.top > step
 
 
 def usage_of(call: SpanProviderCall) -> Usage:

@@ -263,18 +263,16 @@ class ExportReadsMixin(OlderStoreMixin):
 
     @reads
     def span_provider_calls(
-        self, run_id: int, *, after_step: int | None = None, last_step: int | None = None
+        self, run_id: int, *, after: int = 0, limit: int | None = None
     ) -> list[SpanProviderCall]:
-        """The run's provider calls in row order, with their ids and stamps; only those of
-        the steps above `after_step` and up to `last_step`, when given (an exporter streaming
-        a long run reads its calls a window of steps at a time)."""
+        """The run's provider calls in row order, with their ids and stamps: those with id
+        above `after`, at most `limit` (an exporter streaming a long run reads a page at a
+        time)."""
         c = m.table_of(m.ProviderCall)
         columns = [c.c[name] for name in SpanProviderCall._fields]
-        statement = select(*columns).where(c.c.run_id == run_id).order_by(c.c.id)
-        if after_step is not None:
-            statement = statement.where(c.c.step > after_step)
-        if last_step is not None:
-            statement = statement.where(c.c.step <= last_step)
+        statement = select(*columns).where(c.c.run_id == run_id, c.c.id > after).order_by(c.c.id)
+        if limit is not None:
+            statement = statement.limit(limit)
         return self._select(statement, SpanProviderCall)
 
     @reads
