@@ -191,7 +191,7 @@ class RunSpans:
         when = StepClock(rows, lambda: earliest(read))
         attempts_at = {(a.step, a.tool) for a in rows.tool_attempts}
         cost = Cost()
-        ahead = CallsAhead(read)
+        ahead = CallsAhead(read, when.later)
         events = EventPages(self, trace_id, run_context, run.id)
         steps = tokens = 0
         pending = iter(rows.steps)
@@ -575,8 +575,10 @@ class CallsAhead:
     """A run's provider calls read a page at a time in row order, kept by step until their
     step comes (`waiting`): only those read ahead of the steps given out are held."""
 
-    def __init__(self, read: CallPages) -> None:
+    def __init__(self, read: CallPages, stamped: Callable[[int | None], None]) -> None:
         self.read = read
+        self.stamped = stamped
+        """Told each call's stamp as it is read (the run ends no earlier)."""
         self.after = 0
         self.done = False
         self.high: int | None = None
@@ -597,6 +599,7 @@ class CallsAhead:
             if page:
                 self.after = page[-1].id
             for call in page:
+                self.stamped(stamp_ns(call.at))
                 self.waiting.setdefault(call.step, []).append(call)
                 if self.top is None or call.step > self.top:
                     self.top = call.step

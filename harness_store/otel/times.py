@@ -52,7 +52,7 @@ class StepClock:
             if ran is not None:
                 stamps.append(ran)
         for at in stamps:
-            self._later(at)
+            self.later(at)
         run = rows.run
         start = stamp_ns(run.started_at)
         finished = stamp_ns(run.finished_at)
@@ -71,10 +71,15 @@ class StepClock:
         self._high: int | None = None
         self._marked = array("q")
         self._times = array("q")
+        self._attempts_ahead = sorted(self._attempt_marks.items())
+        """The tool attempts' marks by step, taken in order with the windows (`_next`)."""
+        self._next = 0
         self._step_rows: dict[tuple[int, str], tuple[SpanStep, str]] = {}
         self._attempt_steps = {(a.step, a.tool) for a in rows.tool_attempts}
 
-    def _later(self, at: int | None) -> None:
+    def later(self, at: int | None) -> None:
+        """A row stamped `at` belongs to the run: the run ends no earlier (every provider
+        call's stamp is given here as it is read)."""
         if at is not None and (self._end is None or at > self._end):
             self._end = at
 
@@ -92,10 +97,12 @@ class StepClock:
             at = stamp_ns(call.at)
             if at is not None:
                 marks[call.step] = max(marks.get(call.step, at), at)
-                self._later(at)
         low = self._high
-        for step, started in self._attempt_marks.items():
-            if (low is None or step > low) and (through is None or step <= through):
+        ahead = self._attempts_ahead
+        while self._next < len(ahead) and (through is None or ahead[self._next][0] <= through):
+            step, started = ahead[self._next]
+            self._next += 1
+            if low is None or step > low:
                 marks.setdefault(step, started)
         for marked, at in sorted(marks.items()):
             self._latest = max(self._latest, at)
