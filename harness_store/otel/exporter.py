@@ -36,7 +36,7 @@ gRPC default message size a collector forwarding the spans meets next. A batch e
 is split; a single span larger than it is sent alone."""
 
 SMALLEST_REQUEST = 4096
-"""The least `max_request_bytes` takes: smaller would leave a run's span alone in its request."""
+"""The least `max_request_bytes` takes: below it, most spans would go out one per request."""
 
 TRACES_PATH = "/v1/traces"
 
