@@ -6,7 +6,8 @@ run), exported over OTLP/HTTP protobuf to a minimal local sink (a separate proce
 sending the same number of prebuilt spans (one run's spans, built once, sent again and again)
 to the same sink in batches of the same size. Each side runs in its own subprocess, alternated,
 and its peak RSS is read there: the export at two store sizes shows whether memory stays flat
-as the store grows.
+as the store grows, and the export of a store holding one run of as many steps whether it
+stays flat as a run grows (its spans go out over many requests, its events in pages).
 """
 
 from __future__ import annotations
@@ -75,6 +76,39 @@ def build(path: Path, steps: int) -> Path:
     return path
 
 
+def build_long(path: Path, steps: int) -> Path:
+    """A store of one run of `steps` steps, each with a provider call and a tool call (built
+    once per size, kept in the cache)."""
+    if path.exists():
+        return path
+    from harness_store import Store
+    from harness_store.records import ProviderCall, StepRecord, Usage
+
+    partial = path.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    usage = Usage(prompt_tokens=1000, completion_tokens=100, total_tokens=1100)
+    with Store.open(partial) as store:
+        run = store.start_run("one long benchmark run", "/repo")
+        with store.transaction():
+            store.checkpoint_steps(run, [
+                StepRecord.new(n, f"edit step {n}", f"ok {n}").with_trace(
+                    f"prompt {n}", f'edit_file:{{"path":"src/{n}.rs"}}', 100
+                )
+                for n in range(1, steps + 1)
+            ])  # fmt: skip
+            for n in range(1, steps + 1):
+                store.record_provider_call(
+                    run, ProviderCall(step=n, attempt=1, provider="anthropic",
+                                      model="claude-sonnet-4-5", usage=usage, latency_ms=800,
+                                      finish_reason="tool_use"),
+                )  # fmt: skip
+        store.finish_run(run, "success")
+    partial.rename(path)
+    for leftover in path.parent.glob(partial.name + "*"):  # the closed store's side files
+        leftover.unlink()
+    return path
+
+
 def child_export(path: str, url: str) -> dict[str, Any]:
     from harness_store import Store
     from harness_store.otel import export
@@ -83,7 +117,7 @@ def child_export(path: str, url: str) -> dict[str, Any]:
         started = time.perf_counter()
         report = export(store, endpoint=url)
         seconds = time.perf_counter() - started
-    return {"seconds": seconds, "spans": report.spans}
+    return {"seconds": seconds, "spans": report.spans, "requests": report.requests}
 
 
 def child_floor(path: str, url: str, spans: int) -> dict[str, Any]:
@@ -140,6 +174,8 @@ def run(cfg: Config) -> list[Table]:
     say(f"otlp: building stores of {small:,} and {big:,} steps")
     big_store = build(cfg.cache / f"otlp-{big}.sqlite3", big)
     small_store = build(cfg.cache / f"otlp-{small}.sqlite3", small)
+    say(f"otlp: building a store of one run of {big:,} steps")
+    long_store = build_long(cfg.cache / f"otlp-one-run-{big}.sqlite3", big)
     sink = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
     try:
         assert sink.stdout is not None
@@ -154,6 +190,7 @@ def run(cfg: Config) -> list[Table]:
             if i % 2 == 1:
                 exports.append(in_child("export", str(big_store), url))
         small_run = in_child("export", str(small_store), url)
+        long_run = in_child("export", str(long_store), url)
     finally:
         sink.terminate()
         sink.wait()
@@ -177,9 +214,17 @@ def run(cfg: Config) -> list[Table]:
               fmt_bytes(small_run["maxrss"]),
               table.check(f"peak RSS flat from {small:,} to {big:,} steps (≤ 1.25×)",
                           growth <= 1.25))  # fmt: skip
+    long_growth = long_run["maxrss"] / small_run["maxrss"]
+    long_rate = long_run["spans"] / long_run["seconds"]
+    table.add(f"export of one run of {big:,} steps", fmt_rate(long_rate), "",
+              fmt_bytes(long_run["maxrss"]),
+              table.check(f"peak RSS of one {big:,}-step run ≤ 1.25× the {small:,}-step store's",
+                          long_growth <= 1.25))  # fmt: skip
     table.notes.append(
-        f"peak RSS at {big:,} steps is {growth:.2f}× that at {small:,}; each variant runs in its "
-        "own process against one local sink process that answers 200 to every request"
+        f"peak RSS at {big:,} steps is {growth:.2f}× that at {small:,}, and {long_growth:.2f}× "
+        f"for one run of {big:,} steps (sent in {long_run['requests']:,} requests); each "
+        "variant runs in its own process against one local sink process that answers 200 to "
+        "every request"
     )
     return [table]
 

@@ -2099,10 +2099,16 @@ class StoreMethods:
     async def span_provider_calls(
         self,
         run_id: int,
+        *,
+        after: int = 0,
+        limit: int | None = None,
     ) -> list[SpanProviderCall]:
-        """The run's provider calls in row order, with their ids and stamps."""
+        """The run's provider calls in row order, with their ids and stamps: those with id
+        above `after`, at most `limit` (an exporter streaming a long run reads a page at a
+        time).
+        """
         result: list[SpanProviderCall] = await self._call(
-            READ, "span_provider_calls", (run_id,), {}
+            READ, "span_provider_calls", (run_id,), {"after": after, "limit": limit}
         )
         return result
 

@@ -148,10 +148,6 @@ def sync_command(
         )
 
 
-FOLLOW_STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-"""The signals that stop `sync --follow` after its passes in flight (exit code 0)."""
-
-
 def follow_sources(
     sources: list[URL], dest: URL, *, mark: bool, as_json: bool, quiet: bool
 ) -> None:
@@ -159,11 +155,11 @@ def follow_sources(
     come (text: passes that sent something on stdout, notices on stderr; --json: every
     event a line on stdout), then the summary."""
     import json
-    import signal
     import threading
 
     from ..sync import FollowNotice, FollowPass, follow
     from ..sync.follow_report import FollowEvent
+    from .stop_signals import stopped_by_signals
 
     stop = threading.Event()
 
@@ -180,19 +176,8 @@ def follow_sources(
         elif isinstance(event, FollowNotice):
             note(event.describe())
 
-    def stopping(signum: int, frame: object) -> None:
-        stop.set()
-
-    previous = {
-        sig: signal.signal(sig, stopping)
-        for sig in (getattr(signal, name) for name in FOLLOW_STOP_SIGNALS)
-        if signal.getsignal(sig) is not signal.SIG_IGN
-    }
-    try:
+    with stopped_by_signals(stop):
         report = follow(sources, dest, stop=stop, on_event=said, mark=mark)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if quiet:
         return
     if as_json:

@@ -20,19 +20,40 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ..errors import ExportError, InvalidValueError, RunNotFoundError, StoreConnectionError
-from ..records import PriceTable
+from ..records import PriceTable, RunStatus
 from ..store import Store
-from ..store.export_reads import RUN_PAGE, RunRows, SpanRun
-from .mapping import MappingOptions, RunSpans, SpanIds, resource, scope
+from ..store.export_reads import RUN_PAGE, RunRows, SpanProviderCall, SpanRun
+from .mapping import EVENT_BYTES_PER_SPAN, MappingOptions, RunSpans, SpanIds, resource, scope
 from .transport import BatchFailed, Failure, Transport
 
 BATCH = 512
-"""Spans sent per OTLP request."""
+"""Spans sent per OTLP request at most."""
+
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+"""The largest request body sent by default: 4 MiB, which the OpenTelemetry Collector's OTLP/HTTP
+receiver (20 MiB by default), Phoenix and MLflow (no limit of their own) take, and which is the
+gRPC default message size a collector forwarding the spans meets next. A batch encoded larger
+is split; a single span larger than it is sent alone."""
+
+SMALLEST_REQUEST = 4096
+"""The least `max_request_bytes` takes: below it, most spans would go out one per request."""
 
 TRACES_PATH = "/v1/traces"
 
 ROOT_CACHE = 4096
 """Runs whose tree's root an export keeps at hand."""
+
+FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
+"""The statuses a run ends in. A paused run (awaiting an approval or a plan) resumes, and a
+status upstream does not know reads as `running`: neither is finished."""
+
+UNFINISHED = tuple(s.value for s in RunStatus if s not in FINISHED)
+"""The statuses of a run that is not finished yet, as the store writes them."""
+
+
+def finished(run: SpanRun) -> bool:
+    """Whether `run` has ended (completed or failed), so its spans are final."""
+    return RunStatus.from_str(run.status) in FINISHED
 
 
 @dataclass
@@ -49,7 +70,7 @@ class ExportReport:
     """The highest run id the export (or follow) has taken into account: a follow from this
     report goes on after it."""
     running: list[int] = field(default_factory=list)
-    """Runs left out because they were still running (`finished_only`)."""
+    """Runs left out because they were not finished, running or paused (`finished_only`)."""
 
 
 def traces_url(endpoint: str) -> str:
@@ -93,21 +114,34 @@ def _version() -> str:
         return "0"
 
 
+def request_limit(max_request_bytes: int) -> int:
+    """`max_request_bytes` checked: `InvalidValueError` for a size below `SMALLEST_REQUEST`."""
+    if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
+        raise InvalidValueError(f"a request size is a number of bytes, not {max_request_bytes!r}")
+    if max_request_bytes < SMALLEST_REQUEST:
+        raise InvalidValueError(
+            f"a request size must be at least {SMALLEST_REQUEST:,} bytes, not {max_request_bytes:,}"
+        )
+    return max_request_bytes
+
+
 class Sender:
     """Batches spans and posts each batch (OTLP protobuf) within the timeout, a wall-clock
     limit per batch with its retries; a batch not answered 2xx raises `ExportError` saying
     what is known: unreachable, refused (the status), or reached but slow (and which spans
-    may have landed)."""
+    may have landed). A batch holds at most `batch` spans and, encoded, at most
+    `max_request_bytes` (a larger one is halved until it fits, or is one span)."""
 
     def __init__(
         self, url: str, headers: Mapping[str, str], timeout: float, report: ExportReport,
-        batch: int = BATCH,
+        batch: int = BATCH, max_request_bytes: int = MAX_REQUEST_BYTES,
     ) -> None:  # fmt: skip
         self.url = url
         self.timeout = timeout
         self.transport = Transport(url, dict(headers), timeout)
         self.report = report
         self.batch = batch
+        self.max_request_bytes = request_limit(max_request_bytes)
         self.pending: list[ReadableSpan] = []
 
     def add(self, span: ReadableSpan) -> None:
@@ -119,7 +153,16 @@ class Sender:
         if not self.pending:
             return
         spans, self.pending = self.pending, []
+        self._post(spans)
+
+    def _post(self, spans: list[ReadableSpan]) -> None:
         body = encode_spans(spans).SerializePartialToString()
+        if len(body) > self.max_request_bytes and len(spans) > 1:
+            del body
+            half = len(spans) // 2
+            self._post(spans[:half])
+            self._post(spans[half:])
+            return
         try:
             self.transport.post(body)
         except BatchFailed as failed:
@@ -186,16 +229,18 @@ class Exporter:
         project: str,
         timeout: float,
         batch: int = BATCH,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
     ) -> None:
         self.store = store
         url = traces_url(endpoint)
         self.report = ExportReport(shown_url(url))
         ident = identity or ""
+        self.sender = Sender(url, headers or {}, timeout, self.report, batch, max_request_bytes)
+        event_bytes = min(EVENT_BYTES_PER_SPAN, self.sender.max_request_bytes // 2)
         self.builder = RunSpans(
             SpanIds(ident), resource(ident, project), scope(_version()),
-            MappingOptions(include_content=include_content, prices=prices),
+            MappingOptions(include_content=include_content, prices=prices, event_bytes=event_bytes),
         )  # fmt: skip
-        self.sender = Sender(url, headers or {}, timeout, self.report, batch)
         self.roots: OrderedDict[int, SpanRun] = OrderedDict()
 
     def _remember(self, run_id: int, root: SpanRun) -> SpanRun:
@@ -223,13 +268,17 @@ class Exporter:
             run=run,
             root_run_id=root.id,
             steps=store.span_steps(run.id),
-            provider_calls=store.span_provider_calls(run.id),
+            provider_calls=[],  # read a page at a time as the steps go, below
             tool_attempts=store.span_tool_attempts(run.id),
             server_tool_calls=store.span_server_tool_calls(run.id),
             mcp_events=store.span_mcp_events(run.id),
             event_rows=store.span_event_rows(run.id),
         )
-        for span in self.builder.spans(rows, root):
+
+        def calls(after: int, limit: int) -> list[SpanProviderCall]:
+            return store.span_provider_calls(run.id, after=after, limit=limit)
+
+        for span in self.builder.spans(rows, root, calls):
             kind = (span.attributes or {}).get("gen_ai.operation.name")
             if kind == "chat":
                 self.report.chat_spans += 1
@@ -238,9 +287,16 @@ class Exporter:
             self.sender.add(span)
         self.report.runs += 1
 
-    def send_runs(self, runs: Iterator[SpanRun], *, finished_only: bool = False) -> None:
+    def send_runs(
+        self, runs: Iterator[SpanRun], *, finished_only: bool = False,
+        stop: threading.Event | None = None,
+    ) -> None:  # fmt: skip
+        """Send each run (with `finished_only`, each finished one; the others are listed in the
+        report's `running`), until `stop` is set: then after the run in flight."""
         for run in runs:
-            if finished_only and run.status == "running":
+            if stop is not None and stop.is_set():
+                break
+            if finished_only and not finished(run):
                 self.report.running.append(run.id)
             else:
                 self.send_run(run)
@@ -278,14 +334,16 @@ def walk_runs(
 
 
 def running_runs(store: Store, until: int) -> Iterator[int]:
-    """The ids of the runs still running, none above `until`, newest first."""
-    before = until + 1
-    while True:
-        page = store.run_page(status="running", before=before)
-        yield from (listing.run_id for listing in page)
-        if len(page) < RUN_PAGE:
-            return
-        before = page[-1].run_id
+    """The ids of the runs not finished (running or paused), none above `until`, newest first
+    within each status."""
+    for status in UNFINISHED:
+        before = until + 1
+        while True:
+            page = store.run_page(status=status, before=before)
+            yield from (listing.run_id for listing in page)
+            if len(page) < RUN_PAGE:
+                break
+            before = page[-1].run_id
 
 
 def export(
@@ -301,27 +359,34 @@ def export(
     project: str = "io-harness",
     timeout: float = 10.0,
     finished_only: bool = False,
+    stop: threading.Event | None = None,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
 ) -> ExportReport:
     """Send the store's runs (or the trees under `runs`; only those started or finished at or
     after the stamp `since`) as OTLP/HTTP protobuf spans to `endpoint` (a receiver's base URL,
     e.g. `http://127.0.0.1:6006`, or its full `/v1/traces` URL). One trace per tree of runs;
     the same rows always give the same ids. Raises `ExportError` when the receiver cannot be
     reached or refuses a batch (spans of earlier batches were delivered); never writes.
-    `finished_only` leaves out runs still running (listed in the report's `running`): a
-    receiver that keeps the first copy of a span id (Phoenix) would keep their unfinished
-    state, so `follow` ships them once they finish."""
+    `finished_only` leaves out runs not finished, running or paused (listed in the report's
+    `running`): a receiver that keeps the first copy of a span id (Phoenix) would keep their
+    unfinished state, so `follow` ships them once they finish. Once `stop` is set, the
+    export ends after the run in flight: the report says what was sent. No request carries
+    more than `BATCH` spans or `max_request_bytes` bytes (one span larger than that alone):
+    a long run's trace goes out over several requests, with the same ids."""
     stamp = since_stamp(since) if since is not None else None
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
         prices=prices, identity=identity, project=project, timeout=timeout,
+        max_request_bytes=max_request_bytes,
     )  # fmt: skip
     try:
         until = (store.last_run() or 0) if finished_only else None
         exporter.send_runs(
-            walk_runs(store, since=stamp, run_ids=runs, until=until), finished_only=finished_only
-        )
+            walk_runs(store, since=stamp, run_ids=runs, until=until),
+            finished_only=finished_only, stop=stop,
+        )  # fmt: skip
         if until is not None:
-            # a run started before `since` that is still running is shipped once it finishes
+            # a run started before `since` that is not finished is shipped once it finishes
             exporter.report.last_run_id = until
             known = set(exporter.report.running)
             exporter.report.running.extend(r for r in running_runs(store, until) if r not in known)
@@ -339,11 +404,12 @@ GAP_LIMIT = 10_000
 
 
 class Follower:
-    """The follow loop's state: the highest run id seen, the runs seen running and not yet
-    shipped, and run ids skipped over that may still appear. A run is shipped once, when it is
-    first seen not running: a run above the highest id when it appears, a run seen running
-    when its status leaves `running`. So every run that finishes is shipped exactly once,
-    whatever events (none, or many) its writer recorded."""
+    """The follow loop's state: the highest run id seen, the runs seen unfinished (running or
+    paused) and not yet shipped, and run ids skipped over that may still appear. A run is
+    shipped once, when it is first seen finished (completed or failed): a run above the
+    highest id when it appears, a run seen unfinished when its status becomes final; a paused
+    run stays watched until it resumes and finishes. So every run that finishes is shipped
+    exactly once, with all its rows, whatever events (none, or many) its writer recorded."""
 
     def __init__(
         self, exporter: Exporter, after: int, running: Sequence[int],
@@ -357,7 +423,7 @@ class Follower:
         self.gaps: dict[int, float] = {}
 
     def _ship(self, run: SpanRun) -> None:
-        if run.status == "running":
+        if not finished(run):
             self.live.add(run.id)
             return
         self.live.discard(run.id)
@@ -388,7 +454,7 @@ class Follower:
         self.exporter.report.last_run_id = self.high
 
     def _ship_watched(self) -> None:
-        """Read the runs seen running and the skipped ids; ship those now finished."""
+        """Read the runs seen unfinished and the skipped ids; ship those now finished."""
         watched = sorted(self.live | set(self.gaps))
         seen: set[int] = set()
         for i in range(0, len(watched), RUN_PAGE):
@@ -422,17 +488,21 @@ def follow(
     interval: float = 0.5,
     stop: threading.Event | None = None,
     on_send: Callable[[ExportReport], None] | None = None,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
 ) -> ExportReport:
     """Ship runs as they finish, until `stop` is set: each run above the id `after` once it
-    is no longer `running`, and each run of `running` (runs already known to be running, as an
-    export's `running`) once it finishes. `after` None: from now, the store's newest run, with
-    every run running now. Every run that finishes is shipped exactly once, whether or not its
-    writer recorded events, and a run that finished before a newer one started is shipped
-    ahead of it. The store is read every `interval` seconds; memory holds only the
-    runs seen running and not yet finished. `on_send` is called after each run shipped."""
+    is completed or failed, and each run of `running` (runs already known to be unfinished,
+    as an export's `running`) once it finishes; a paused run is shipped when it has resumed
+    and finished. `after` None: from now, the store's newest run, with every run running or
+    paused now. Every run that finishes is shipped exactly once, whether or not its writer
+    recorded events, and a run that finished before a newer one started is shipped ahead of
+    it. The store is read every `interval` seconds; memory holds only the runs seen
+    unfinished. `on_send` is called after each run shipped. Requests are bounded as
+    `export`'s (`max_request_bytes`)."""
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
         prices=prices, identity=identity, project=project, timeout=timeout, batch=BATCH,
+        max_request_bytes=max_request_bytes,
     )  # fmt: skip
     if after is None:
         after = store.last_run() or 0

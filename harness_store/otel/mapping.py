@@ -9,8 +9,9 @@ again sends the same trace and span ids. Times come from the store's own stamps.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -51,6 +52,24 @@ EVENT_NAMES = {
 }
 """The span event each store table's rows become on their run's span."""
 
+STEP_WINDOW = 2000
+"""Steps a run's spans are built from at a time, with their provider calls."""
+
+CALL_PAGE = 2000
+"""Provider calls of a run read at a time."""
+
+CallPages = Callable[[int, int], list[SpanProviderCall]]
+"""A run's provider calls with ids above the first number, in row order, at most the second."""
+
+EVENTS_PER_SPAN = 1000
+"""Events one span carries at most: a run's first this many are its own span's, each further
+page a `harness.events` span under it, so no span (and no request) grows with the run."""
+
+EVENT_BYTES_PER_SPAN = 1024 * 1024
+"""About how many bytes one span's events take at most, encoded (with `include_content`, a
+step's prompt and result make them large): a page ends when it reaches this (or half the
+export's request size, if less), or holds `EVENTS_PER_SPAN` events."""
+
 Attributes = dict[str, AttributeValue]
 
 
@@ -88,6 +107,8 @@ class MappingOptions:
     """Prompts, results and tool arguments (they can hold secrets): off unless asked for."""
     prices: PriceTable | None = None
     """Prices for `harness.cost.*`; without one no cost attribute is set."""
+    event_bytes: int = EVENT_BYTES_PER_SPAN
+    """About how many bytes of events one span carries at most (`EventPages`)."""
 
 
 def resource(identity: str, project: str) -> Resource:
@@ -154,58 +175,82 @@ class RunSpans:
         """The span id of a run's `invoke_agent` span."""
         return self.ids.span(trace_id, "runs", run_id)
 
-    def spans(self, rows: RunRows, root: SpanRun) -> Iterator[ReadableSpan]:
+    def spans(
+        self, rows: RunRows, root: SpanRun, calls: CallPages | None = None
+    ) -> Iterator[ReadableSpan]:
         """The run's child spans as they are built, then the run's own span last; `root` is
-        the root run of its tree (the run itself for a root)."""
+        the root run of its tree (the run itself for a root). The steps are taken
+        `STEP_WINDOW` at a time, and the provider calls a page at a time in row order by
+        `calls` (by default from `rows.provider_calls`), read ahead until a call of a later
+        step than the window's last: a step's calls go out beside it, a call whose step was
+        never recorded after the steps, and a long run is never held whole."""
         run = rows.run
+        read = calls or calls_in(rows.provider_calls)
         trace_id = self.ids.trace(root.id, root.started_at, root.goal)
         run_context = self._context(trace_id, self.run_span_id(trace_id, run.id))
-        when = StepClock(rows)
+        when = StepClock(rows, lambda: earliest(read))
         attempts_at = {(a.step, a.tool) for a in rows.tool_attempts}
-
-        priced_calls: list[int | None] = []
-        calls_of_step: dict[int, list[SpanProviderCall]] = {}
-        for call in rows.provider_calls:
-            calls_of_step.setdefault(call.step, []).append(call)
+        cost = Cost()
+        ahead = CallsAhead(read, when.later)
+        events = EventPages(self, trace_id, run_context, run.id)
+        steps = tokens = 0
+        pending = iter(rows.steps)
+        while window := list(islice(pending, STEP_WINDOW)):
+            top = max(step.step for step in window)
+            when.take(ahead.through(top), top)
+            for step in window:
+                steps = max(steps, step.step)
+                tokens += step.tokens
+                calls_made = step_calls(step.tool_call)
+                yield from events.add(self.step_event(step, calls_made, when.at(step.step)))
+                for call in ahead.waiting.pop(step.step, ()):
+                    # a step's provider calls were asked its prompt and answered its calls
+                    content = (step, calls_made) if self.options.include_content else None
+                    span, priced = self.chat_span(call, trace_id, run_context, when, content)
+                    cost.add(priced)
+                    yield span
+                for index, (name, arguments) in enumerate(calls_made):
+                    if (step.step, name) in attempts_at:
+                        when.keep_step(step, name, arguments)
+                    else:
+                        yield self.step_tool_span(
+                            step, index, name, arguments, trace_id, run_context, when
+                        )
+        when.take(ahead.through(None), None)
+        for left in ahead.waiting.values():  # provider calls of steps never recorded
+            for call in left:
+                span, priced = self.chat_span(call, trace_id, run_context, when, None)
+                cost.add(priced)
+                yield span
         for server in rows.server_tool_calls:
             yield self.server_tool_span(server, trace_id, run_context, when)
         for mcp in rows.mcp_events:
             if mcp.kind == "call" or mcp.tool:
                 yield self.mcp_span(mcp, trace_id, run_context, when)
-
-        events: list[Event] = []
-        steps = tokens = 0
-        for step in rows.steps:
-            steps = max(steps, step.step)
-            tokens += step.tokens
-            calls = step_calls(step.tool_call)
-            events.append(self.step_event(step, calls, when.at(step.step)))
-            for call in calls_of_step.pop(step.step, ()):
-                # a step's provider calls were asked its prompt and answered its calls
-                content = (step, calls) if self.options.include_content else None
-                span, priced = self.chat_span(call, trace_id, run_context, when, content)
-                priced_calls.append(priced)
-                yield span
-            for index, (name, arguments) in enumerate(calls):
-                if (step.step, name) in attempts_at:
-                    when.keep_step(step, name, arguments)
-                else:
-                    yield self.step_tool_span(
-                        step, index, name, arguments, trace_id, run_context, when
-                    )
-        for left in calls_of_step.values():  # provider calls of steps never recorded
-            for call in left:
-                span, priced = self.chat_span(call, trace_id, run_context, when, None)
-                priced_calls.append(priced)
-                yield span
-        cost = sum(p for p in priced_calls if p is not None)
-        unpriced = sum(1 for p in priced_calls if p is None)
         for attempt in rows.tool_attempts:
             yield self.tool_attempt_span(attempt, run.id, trace_id, run_context, when)
         for row in rows.event_rows:
-            events.append(self.row_event(row, when))
+            yield from events.add(self.row_event(row, when))
+        yield from events.close()
+        yield self.run_span(
+            rows, run_context, events.first, when, steps, tokens, cost.micros, cost.unpriced
+        )
 
-        yield self.run_span(rows, run_context, events, when, steps, tokens, cost, unpriced)
+    def events_span(
+        self, trace_id: int, parent: SpanContext, run_id: int, page: int, events: list[Event]
+    ) -> ReadableSpan:
+        """A `harness.events` span under a run's span: the `page`-th page (from 2: the first
+        is the run's own span's) of the run's events, as long as their times."""
+        a: Attributes = {
+            "harness.run.id": run_id,
+            "harness.events.page": page,
+            "harness.events.count": len(events),
+        }
+        times = [e.timestamp for e in events]
+        context = self._context(trace_id, self.ids.span(trace_id, "run_events", run_id, page))
+        return self._span(
+            "harness.events", context, parent, a, min(times), max(times), events=events
+        )
 
     def run_span(
         self,
@@ -442,6 +487,135 @@ class RunSpans:
             a[f"{prefix}.{key}"] = value
         stamped = stamp_ns(str(row.fields["at"])) if "at" in row.fields else None
         return Event(prefix, a, stamped or when.at(row.step))
+
+
+class Cost:
+    """A run's priced cost so far: the sum of its calls' prices, and how many had none."""
+
+    def __init__(self) -> None:
+        self.micros = 0
+        self.unpriced = 0
+
+    def add(self, priced: int | None) -> None:
+        if priced is None:
+            self.unpriced += 1
+        else:
+            self.micros += priced
+
+
+def _encoded_size(event: Event) -> int:
+    """About the bytes an event takes in a request, erring high: its time and name, and each
+    attribute's key and value with protobuf's tags and lengths."""
+    size = 16 + len(event.name)
+    for key, value in (event.attributes or {}).items():
+        size += len(key) + (len(value.encode()) + 12 if isinstance(value, str) else 20)
+    return size
+
+
+class EventPages:
+    """A run's span events, a page at a time: the first page stays for the run's own span
+    (`first`), each later one is given out as a `harness.events` span as soon as it is full,
+    so a run's events are never held whole."""
+
+    def __init__(self, spans: RunSpans, trace_id: int, parent: SpanContext, run_id: int) -> None:
+        self.spans = spans
+        self.trace_id = trace_id
+        self.parent = parent
+        self.run_id = run_id
+        self.first: list[Event] = []
+        self.page: list[Event] = []
+        self.size = 0
+        self.pages = 0
+
+    def add(self, event: Event) -> Iterator[ReadableSpan]:
+        """Take `event`; yields the page it filled, if any, as a span."""
+        self.page.append(event)
+        self.size += _encoded_size(event)
+        if len(self.page) >= EVENTS_PER_SPAN or self.size >= self.spans.options.event_bytes:
+            yield from self._turn()
+
+    def close(self) -> Iterator[ReadableSpan]:
+        """The last page's span, if there are pages beyond the first."""
+        if self.page:
+            yield from self._turn()
+
+    def _turn(self) -> Iterator[ReadableSpan]:
+        page, self.page, self.size = self.page, [], 0
+        self.pages += 1
+        if self.pages == 1:
+            self.first = page
+            return
+        yield self.spans.events_span(self.trace_id, self.parent, self.run_id, self.pages, page)
+
+
+def calls_in(calls: list[SpanProviderCall]) -> CallPages:
+    """`calls` (a run's provider calls, already read, in row order) as pages."""
+
+    def page(after: int, limit: int) -> list[SpanProviderCall]:
+        return [c for c in calls if c.id > after][:limit]
+
+    return page
+
+
+def earliest(read: CallPages) -> int | None:
+    """The earliest stamp among a run's provider calls, read a page at a time; None if none
+    has one."""
+    first: int | None = None
+    after = 0
+    while page := read(after, CALL_PAGE):
+        for call in page:
+            at = stamp_ns(call.at)
+            if at is not None and (first is None or at < first):
+                first = at
+        after = page[-1].id
+    return first
+
+
+class CallsAhead:
+    """A run's provider calls read a page at a time in row order, kept by step until their
+    step comes (`waiting`): only those read ahead of the steps given out are held."""
+
+    def __init__(self, read: CallPages, stamped: Callable[[int | None], None]) -> None:
+        self.read = read
+        self.stamped = stamped
+        """Told each call's stamp as it is read (the run ends no earlier)."""
+        self.after = 0
+        self.done = False
+        self.high: int | None = None
+        """The last step whose calls `through` has handed out."""
+        self.waiting: dict[int, list[SpanProviderCall]] = {}
+        self.top: int | None = None
+        """The highest step of a call read so far."""
+
+    def through(self, step: int | None) -> list[SpanProviderCall]:
+        """Read on until a call of a step after `step` (None: to the end); the calls of the
+        steps after the last `through`'s up to `step`, for the clock. A call read after its
+        step's window (a store whose calls are out of step order) still goes out with a
+        later step of its number, or after the steps."""
+        while not self.done and not self._past(step):
+            page = self.read(self.after, CALL_PAGE)
+            if len(page) < CALL_PAGE:
+                self.done = True
+            if page:
+                self.after = page[-1].id
+            for call in page:
+                self.stamped(stamp_ns(call.at))
+                self.waiting.setdefault(call.step, []).append(call)
+                if self.top is None or call.step > self.top:
+                    self.top = call.step
+        low = self.high
+        fresh = [
+            call
+            for number, calls in self.waiting.items()
+            if (low is None or number > low) and (step is None or number <= step)
+            for call in calls
+        ]
+        if step is not None:
+            self.high = step if low is None else max(low, step)
+        return fresh
+
+    def _past(self, step: int | None) -> bool:
+        return step is not None and self.top is not None and self.top > step
 
 
 def usage_of(call: SpanProviderCall) -> Usage:

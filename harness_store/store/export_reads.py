@@ -267,11 +267,17 @@ class ExportReadsMixin(OlderStoreMixin):
             after = rows[-1].id
 
     @reads
-    def span_provider_calls(self, run_id: int) -> list[SpanProviderCall]:
-        """The run's provider calls in row order, with their ids and stamps."""
+    def span_provider_calls(
+        self, run_id: int, *, after: int = 0, limit: int | None = None
+    ) -> list[SpanProviderCall]:
+        """The run's provider calls in row order, with their ids and stamps: those with id
+        above `after`, at most `limit` (an exporter streaming a long run reads a page at a
+        time)."""
         c = m.table_of(m.ProviderCall)
         columns = [c.c[name] for name in SpanProviderCall._fields]
-        statement = select(*columns).where(c.c.run_id == run_id).order_by(c.c.id)
+        statement = select(*columns).where(c.c.run_id == run_id, c.c.id > after).order_by(c.c.id)
+        if limit is not None:
+            statement = statement.limit(limit)
         return self._select(statement, SpanProviderCall)
 
     @reads

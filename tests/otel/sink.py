@@ -38,6 +38,8 @@ class Sink:
     """Run ids in the order their `invoke_agent` spans arrived."""
     paths: list[str] = field(default_factory=list)
     """The request targets as sent (a request through a proxy names the whole URL)."""
+    bodies: list[tuple[int, int]] = field(default_factory=list)
+    """Each request's body size in bytes and its number of spans, in order."""
     slow_after: int | None = None
     """With `ok`: trickle the replies to requests after this many."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -102,16 +104,27 @@ class Sink:
         request.ParseFromString(body)
         with self.lock:
             self.requests += 1
+            spans = 0
             for resource in request.resource_spans:
                 for scope in resource.scope_spans:
                     for span in scope.spans:
+                        spans += 1
                         self.counts[span.span_id] += 1
                         attributes = {a.key: _value(a.value) for a in span.attributes}
+                        steps = [
+                            _value(a.value)
+                            for e in span.events
+                            if e.name == "harness.step"
+                            for a in e.attributes
+                            if a.key == "harness.step"
+                        ]
                         self.spans[span.span_id] = {
-                            "name": span.name, "trace_id": span.trace_id, **attributes
+                            "name": span.name, "trace_id": span.trace_id,
+                            "parent": span.parent_span_id, "step_events": steps, **attributes,
                         }  # fmt: skip
                         if attributes.get("gen_ai.operation.name") == "invoke_agent":
                             self.arrivals.append(attributes["harness.run.id"])
+            self.bodies.append((len(body), spans))
         self.got_request.set()
 
     def total(self) -> int:

@@ -16,6 +16,7 @@ from support.clirun import run_cli
 from harness_store import Store
 from harness_store.otel import export
 
+from .big_run import long_run
 from .conftest import Mlflow, Span
 from .trees import build_tree, calls_and_chat_spans, expected_tool_calls
 
@@ -151,3 +152,25 @@ def test_a_second_destination_with_its_own_identity_gets_its_own_traces(
     assert len(in_a) == 22
     assert not [s for s in in_a if operation(s) != "invoke_agent" and s["inputs"] is not None]
     assert not {s["trace_id"] for s in in_a} & {s["trace_id"] for s in in_b}
+
+
+def test_a_long_run_sent_over_many_requests_is_one_whole_trace_in_mlflow(
+    tmp_path: Path, mlflow: Mlflow
+) -> None:
+    """A run of 600 steps, sent in requests of at most 32 KiB (dozens of them, the run's own
+    span in the last): MLflow puts every span in one trace, once, each under the run's span."""
+    path = tmp_path / "long.sqlite3"
+    run = long_run(path, 600)
+    experiment = mlflow.experiment()
+    with Store.open(path, read_only=True) as store:
+        spans = sent(store, mlflow, experiment, max_request_bytes=32_768)
+    pages = [s for s in spans if s["name"] == "harness.events"]
+    assert len(pages) > 1
+    assert len({s["span_id"] for s in spans}) == len(spans) == 2 * 600 + 1 + len(pages)
+    assert len({s["trace"] for s in spans}) == 1
+    (agent,) = [s for s in spans if operation(s) == "invoke_agent"]
+    assert agent["attributes"]["harness.run.id"] == run and agent["parent_id"] is None
+    assert {s["parent_id"] for s in spans if s is not agent} == {agent["span_id"]}
+    assert Counter(operation(s) for s in spans if s is not agent) == Counter(
+        {"chat": 600, "execute_tool": 600, None: len(pages)}
+    )

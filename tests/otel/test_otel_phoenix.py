@@ -16,6 +16,7 @@ from harness_store import Store
 from harness_store.otel import export
 from harness_store.records import Price, PriceTable
 
+from .big_run import long_run
 from .conftest import Phoenix, Span
 from .trees import build_tree, calls_and_chat_spans, expected_tool_calls
 
@@ -201,3 +202,34 @@ def test_priced_cost_rides_on_the_spans(tmp_path: Path, phoenix: Phoenix, projec
     assert root["attributes"]["harness.cost.prices_as_of"] == "2026-08-01"
     child = next(s for s in spans if s["attributes"].get("harness.run.id") == roles["b"])
     assert child["attributes"]["harness.cost.unpriced_calls"] == 3  # gpt-5 has no price
+
+
+def test_a_long_run_sent_over_many_requests_is_one_whole_trace_in_phoenix(
+    tmp_path: Path, phoenix: Phoenix, project: str
+) -> None:
+    """A run of 1,200 steps, sent in requests of at most 64 KiB (dozens of them): Phoenix
+    holds every span once, in one trace, each under the run's span, and every step's event on
+    the run's span or one of its `harness.events` spans."""
+    path = tmp_path / "long.sqlite3"
+    run = long_run(path, 1_200)
+    with Store.open(path, read_only=True) as store:
+        report = export(store, endpoint=phoenix.url, project=project, max_request_bytes=65_536)
+    assert report.requests > 10
+    spans = phoenix.settled(project, report.spans)
+    assert len(spans) == report.spans
+    assert len({s["context"]["span_id"] for s in spans}) == len(spans)
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+    (agent,) = by_operation(spans, "invoke_agent")
+    assert agent["attributes"]["harness.run.id"] == run and agent["parent_id"] is None
+    children = [s for s in spans if s is not agent]
+    assert {s["parent_id"] for s in children} == {agent["context"]["span_id"]}
+    assert len(by_operation(spans, "chat")) == len(by_operation(spans, "execute_tool")) == 1_200
+    pages = [s for s in spans if s["name"] == "harness.events"]
+    assert len(pages) > 1
+    steps = sorted(
+        e["attributes"]["harness.step"]
+        for s in [agent, *pages]
+        for e in s["events"]
+        if e["name"] == "harness.step"
+    )
+    assert steps == list(range(1, 1_201))

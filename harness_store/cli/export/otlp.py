@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,10 +15,15 @@ from ...errors import InvalidValueError
 from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, missing_extra
 from ..output import stdout_console
 from ..reader import open_reader
+from ..stop_signals import stopped_by_signals
 from . import export_app
 
 if TYPE_CHECKING:
     from ...otel import ExportReport
+
+MAX_REQUEST_BYTES_DEFAULT = 4 * 1024 * 1024
+"""`--max-request-bytes`'s default, `harness_store.otel.exporter.MAX_REQUEST_BYTES` (spelled
+here so that `--help` does not import the OpenTelemetry SDK; a test holds the two equal)."""
 
 EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http"
 """The SDK exporter logs each failed batch itself; the command reports the failure once."""
@@ -84,7 +90,10 @@ def otlp_command(
     ] = None,
     follow: Annotated[
         bool,
-        typer.Option("--follow", help="Then ship each run as it finishes (Ctrl-C ends)."),
+        typer.Option(
+            "--follow",
+            help="Then ship each run as it finishes, until SIGTERM or Ctrl-C.",
+        ),
     ] = False,
     header: Annotated[
         list[str] | None,
@@ -124,6 +133,15 @@ def otlp_command(
             help="The most each request may take, retries included (a wall-clock limit).",
         ),
     ] = 10.0,
+    max_request_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-request-bytes",
+            metavar="BYTES",
+            help="The largest request to send (default 4 MiB, which the OpenTelemetry "
+            "Collector, Phoenix and MLflow take); a long run goes out over several.",
+        ),
+    ] = MAX_REQUEST_BYTES_DEFAULT,
 ) -> None:
     """Send the store's runs to an OTLP/HTTP receiver (Phoenix, Jaeger, Langfuse, MLflow) as
     traces: one trace per tree of runs, an invoke_agent span per run, a chat span per provider
@@ -132,6 +150,7 @@ def otlp_command(
     try:
         from ...otel import export, since_stamp, traces_url
         from ...otel import follow as follow_runs
+        from ...otel.exporter import request_limit
     except ImportError as exc:
         raise missing_extra(exc, "export otlp", "otel") from None
     from ..spend import load_prices
@@ -145,6 +164,10 @@ def otlp_command(
         stamp = since_stamp(since) if since is not None else None
     except InvalidValueError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
+    try:
+        request_limit(max_request_bytes)
+    except InvalidValueError as exc:
+        raise CliError(EXIT_USAGE, f"--max-request-bytes: {exc}") from None
     with exporter_quiet():
         console = stdout_console()
         if not follow:
@@ -152,29 +175,33 @@ def otlp_command(
                 report = export(
                     reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
                     include_content=include_content, prices=table, project=project,
-                    timeout=timeout, identity=identity,
+                    timeout=timeout, identity=identity, max_request_bytes=max_request_bytes,
                 )  # fmt: skip
             console.print(summary(report), highlight=False, soft_wrap=True)
             return
+
         # A live store: the read-only Store sees other processes' writes, also those of a
-        # writer that opens a still file after it (`dialects.still`).
-        with open_reader(db) as reader:
+        # writer that opens a still file after it (`dialects.still`). Ctrl-C, SIGTERM and
+        # SIGHUP stop it after the run in flight, with a last line counting what the follow
+        # sent (exit 0).
+        def shipped(done: ExportReport) -> None:
+            console.print(summary(done), highlight=False, soft_wrap=True)
+
+        stop = threading.Event()
+        with stopped_by_signals(stop), open_reader(db) as reader:
             report = export(
                 reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
                 include_content=include_content, prices=table, project=project,
-                timeout=timeout, identity=identity, finished_only=True,
+                timeout=timeout, identity=identity, finished_only=True, stop=stop,
+                max_request_bytes=max_request_bytes,
             )  # fmt: skip
             console.print(summary(report), highlight=False, soft_wrap=True)
-
-            def shipped(done: ExportReport) -> None:
-                console.print(summary(done), highlight=False, soft_wrap=True)
-
-            try:
-                follow_runs(
-                    reader.store, endpoint=endpoint, after=report.last_run_id,
-                    running=report.running, headers=headers, include_content=include_content,
-                    prices=table, project=project, timeout=timeout, identity=identity,
-                    on_send=shipped,
-                )  # fmt: skip
-            except KeyboardInterrupt:
+            if stop.is_set():
                 return
+            followed = follow_runs(
+                reader.store, endpoint=endpoint, after=report.last_run_id,
+                running=report.running, headers=headers, include_content=include_content,
+                prices=table, project=project, timeout=timeout, identity=identity,
+                stop=stop, on_send=shipped, max_request_bytes=max_request_bytes,
+            )  # fmt: skip
+        shipped(followed)
