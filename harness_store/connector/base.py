@@ -118,6 +118,9 @@ class Connector(ABC):
         on PostgreSQL): the hot paths then drive the asyncio driver's own cursors (`Awaited`)."""
         self._compiled: dict[Any, Any] = {}
         """`rows`' and `stream`'s statements compiled, by SQLAlchemy's cache key (`_bound`)."""
+        self._built_once: dict[int, tuple[ClauseElement, Any]] = {}
+        """The statements readers built once, compiled, by identity (each kept beside its
+        compiled form, so that its id is never another's)."""
         self.closed = False
         self.owns_engine = True
         """Whether `close` disposes the engine (not a caller's, see `connector_over`)."""
@@ -388,13 +391,18 @@ class Connector(ABC):
             cursor.close()
 
     def stream(
-        self, conn: Connection, statement: ClauseElement, batch_rows: int
+        self,
+        conn: Connection,
+        statement: ClauseElement,
+        batch_rows: int,
+        values: Mapping[str, Any] | None = None,
     ) -> Iterator[list[Any]]:
         """The rows of `statement` read on `conn`'s driver connection as they are consumed, in
         lists of at most `batch_rows` plain tuples, inside the unit `conn` belongs to: `rows`
         for reads too large to hold at once (an Arrow export). One batch is held at a time:
-        SQLite steps its cursor, PostgreSQL reads through a server-side cursor."""
-        sql, params = self._bound(statement)
+        SQLite steps its cursor, PostgreSQL reads through a server-side cursor. `values` are
+        the parameters of a statement its reader built once (see `_bound`)."""
+        sql, params = self._bound(statement, values)
         dbapi_connection = conn.connection.dbapi_connection
         cursor = self._streaming_cursor(dbapi_connection)
         try:
@@ -407,29 +415,40 @@ class Connector(ABC):
         finally:
             cursor.close()
 
-    def _bound(self, statement: ClauseElement) -> tuple[str, Any]:
+    def _bound(
+        self, statement: ClauseElement, values: Mapping[str, Any] | None = None
+    ) -> tuple[str, Any]:
         """`statement` as the driver takes it: its SQL for this connector's dialect and its
         parameters, bound (never inlined; an `IN` list's values each a parameter of its own).
 
-        Compiled once per statement shape: SQLAlchemy's cache key of the statement (its
-        structure, without its values) finds the compiled form an earlier call made, and the
-        key's values are this call's parameters, as SQLAlchemy's own execution does; only the
-        `IN` lists are expanded per call. A statement SQLAlchemy cannot cache is compiled for
-        its call alone. One over the driver's parameter limit is refused before it is sent
-        (`StatementRefusedError`)."""
-        key = statement._generate_cache_key()
-        compiled: Any = None if key is None else self._compiled.get(key.key)
-        if compiled is None:
-            dialect = self.engine.dialect
-            compiled = statement.compile(dialect=dialect, cache_key=key)
-            if key is not None:
-                if len(self._compiled) >= STATEMENTS_KEPT:
-                    self._compiled.clear()
-                self._compiled[key.key] = compiled
-        values = compiled.construct_params(
-            extracted_parameters=None if key is None else key.bindparams, escape_names=False
-        )
-        expanded = compiled.construct_expanded_state(values)
+        Compiled once per statement: one given with its `values` was built once by its reader
+        (its parameters named), and is found by what it is, nothing computed from it per call;
+        any other is found by SQLAlchemy's cache key of it (its structure, without its
+        values), whose values are this call's parameters, as SQLAlchemy's own execution does.
+        Only the `IN` lists are expanded per call. A statement SQLAlchemy cannot cache is
+        compiled for its call alone. One over the driver's parameter limit is refused before
+        it is sent (`StatementRefusedError`)."""
+        if values is not None:
+            kept = self._built_once.get(id(statement))
+            if kept is None or kept[0] is not statement:
+                kept = (statement, statement.compile(dialect=self.engine.dialect))
+                if len(self._built_once) >= STATEMENTS_KEPT:
+                    self._built_once.clear()
+                self._built_once[id(statement)] = kept
+            compiled: Any = kept[1]
+            bound = compiled.construct_params(values, escape_names=False)
+        else:
+            key = statement._generate_cache_key()
+            compiled = None if key is None else self._compiled.get(key.key)
+            if compiled is None:
+                compiled = statement.compile(dialect=self.engine.dialect, cache_key=key)
+                if key is not None:
+                    if len(self._compiled) >= STATEMENTS_KEPT:
+                        self._compiled.clear()
+                    self._compiled[key.key] = compiled
+            extracted = None if key is None else key.bindparams
+            bound = compiled.construct_params(extracted_parameters=extracted, escape_names=False)
+        expanded = compiled.construct_expanded_state(bound)
         params = expanded.positional_parameters if compiled.positional else expanded.parameters
         limit = self.backend.statement_parameters
         if limit is not None and len(params) > limit:
