@@ -412,6 +412,8 @@ class Connector(ABC):
                 self.raise_on(dbapi_connection, exc)
             while batch := cursor.fetchmany(batch_rows):
                 yield batch
+                if len(batch) < batch_rows:
+                    break  # the last: a short batch is only ever the end (no FETCH more)
         finally:
             cursor.close()
 
