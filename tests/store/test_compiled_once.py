@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from support.compilations import compilations
 
-from harness_store import Edit, StepRecord, Store
+from harness_store import Edit, Price, PriceTable, ProviderCall, StepRecord, Store, Usage
 
 Read = Callable[[Store, int, int], Any]
 """A read of the store, given a run and a step number that vary between calls."""
@@ -32,8 +32,13 @@ READS: dict[str, Read] = {
     "row_counts": lambda s, run, k: s.row_counts(),
     "memory_workspaces": lambda s, run, k: s.memory_workspaces(),
     "events_after": lambda s, run, k: s.events_after(k, 10, run),
+    "spend_by_run": lambda s, run, k: s.spend_by_run(PRICES),
+    "arrow, of some runs": lambda s, run, k: s.arrow("steps", runs=[run, k]).to_pylist(),
 }
-"""What `trace`, `runs` and `show` read, and a run's steps read whole and by pages."""
+"""What `trace`, `runs` and `show` read, a run's steps read whole and by pages, and the reads
+of plain rows (`spend`'s kept answers; an Arrow export, its runs an `IN` list)."""
+
+PRICES = PriceTable.new("2026-01-01").with_("m", Price(input=1_000_000))
 
 
 @pytest.mark.parametrize("read", list(READS))
@@ -46,6 +51,7 @@ def test_a_read_compiles_nothing_after_its_first_call(
         store.checkpoint_steps(each, [StepRecord(n, f"d{n}", f"r{n}") for n in (1, 2, 3, 4)])
         store.record_edit(each, Edit(2, "write_file", "src/a.rs", 3, 1))
     store.memory_put("ws", "k", "v", run, 1)
+    store.record_provider_call(run, ProviderCall(1, 1, "p", "m", Usage(10, 5, 15)))
     call = READS[read]
     first = call(store, run, 2)  # the first call compiles what it needs
     assert call(store, other, 3) is not None
