@@ -1850,7 +1850,9 @@ class StoreMethods:
         from_name: str | None = None,
     ) -> list[AgentMessage]:
         """Take a run's unread messages (only `from_name`'s when given), oldest first, and
-        mark them read at one stamp — in one transaction, so a message is delivered once.
+        mark them read at one stamp: one `UPDATE … RETURNING` of the unread ones, so a message
+        is delivered once (a concurrent reader finds it read), and the statement's parameters
+        are the same few however many messages wait.
         """
         result: list[AgentMessage] = await self._call(
             WRITE,

@@ -38,19 +38,28 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, Select, TableClause
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.sql import ClauseElement
 
 from ..dialects import Backend
 from ..dialects.base import KEEP_ORPHANS, WRITE_DEADLINE, WRITE_TRANSACTION
-from ..errors import StoreConnectionError, StoreError, TransactionOpenError
+from ..errors import (
+    StatementRefusedError,
+    StoreConnectionError,
+    StoreError,
+    TransactionOpenError,
+)
 from .driver import DriverStatement
 from .kept import Awaited
 
 Work = Sequence[tuple[DriverStatement, Any]]
 """Pre-compiled statements and their parameters, run in order."""
+
+STATEMENTS_KEPT = 500
+"""How many compiled statements a connector keeps for `rows` and `stream` (as many as
+SQLAlchemy's own compiled cache keeps by default); past it they are compiled afresh."""
 
 INHERITED: list[Any] = []
 """Connections a forked child inherited and dropped: referenced for the child's life so that
@@ -107,6 +116,11 @@ class Connector(ABC):
         self._adapted = bool(engine.dialect.is_async)
         """Whether the pool's connections are SQLAlchemy's asyncio adapters (an `AsyncStore`
         on PostgreSQL): the hot paths then drive the asyncio driver's own cursors (`Awaited`)."""
+        self._compiled: dict[Any, Any] = {}
+        """`rows`' and `stream`'s statements compiled, by SQLAlchemy's cache key (`_bound`)."""
+        self._built_once: dict[int, tuple[ClauseElement, Any]] = {}
+        """The statements readers built once, compiled, by identity (each kept beside its
+        compiled form, so that its id is never another's)."""
         self.closed = False
         self.owns_engine = True
         """Whether `close` disposes the engine (not a caller's, see `connector_over`)."""
@@ -366,7 +380,7 @@ class Connector(ABC):
         """The rows of `statement` read on `conn`'s driver connection, inside the unit `conn`
         belongs to, as plain tuples: for reads of many rows, where building a SQLAlchemy
         `Row` for each costs more than reading them. Parameters are bound, never inlined."""
-        sql, params = _bound(conn, statement)
+        sql, params = self._bound(statement)
         dbapi_connection = conn.connection.dbapi_connection
         cursor = self.driver_cursor(dbapi_connection)
         try:
@@ -377,13 +391,18 @@ class Connector(ABC):
             cursor.close()
 
     def stream(
-        self, conn: Connection, statement: ClauseElement, batch_rows: int
+        self,
+        conn: Connection,
+        statement: ClauseElement,
+        batch_rows: int,
+        values: Mapping[str, Any] | None = None,
     ) -> Iterator[list[Any]]:
         """The rows of `statement` read on `conn`'s driver connection as they are consumed, in
         lists of at most `batch_rows` plain tuples, inside the unit `conn` belongs to: `rows`
         for reads too large to hold at once (an Arrow export). One batch is held at a time:
-        SQLite steps its cursor, PostgreSQL reads through a server-side cursor."""
-        sql, params = _bound(conn, statement)
+        SQLite steps its cursor, PostgreSQL reads through a server-side cursor. `values` are
+        the parameters of a statement its reader built once (see `_bound`)."""
+        sql, params = self._bound(statement, values)
         dbapi_connection = conn.connection.dbapi_connection
         cursor = self._streaming_cursor(dbapi_connection)
         try:
@@ -393,8 +412,54 @@ class Connector(ABC):
                 self.raise_on(dbapi_connection, exc)
             while batch := cursor.fetchmany(batch_rows):
                 yield batch
+                if len(batch) < batch_rows:
+                    break  # the last: a short batch is only ever the end (no FETCH more)
         finally:
             cursor.close()
+
+    def _bound(
+        self, statement: ClauseElement, values: Mapping[str, Any] | None = None
+    ) -> tuple[str, Any]:
+        """`statement` as the driver takes it: its SQL for this connector's dialect and its
+        parameters, bound (never inlined; an `IN` list's values each a parameter of its own).
+
+        Compiled once per statement: one given with its `values` was built once by its reader
+        (its parameters named), and is found by what it is, nothing computed from it per call;
+        any other is found by SQLAlchemy's cache key of it (its structure, without its
+        values), whose values are this call's parameters, as SQLAlchemy's own execution does.
+        Only the `IN` lists are expanded per call. A statement SQLAlchemy cannot cache is
+        compiled for its call alone. One over the driver's parameter limit is refused before
+        it is sent (`StatementRefusedError`)."""
+        if values is not None:
+            kept = self._built_once.get(id(statement))
+            if kept is None or kept[0] is not statement:
+                kept = (statement, statement.compile(dialect=self.engine.dialect))
+                if len(self._built_once) >= STATEMENTS_KEPT:
+                    self._built_once.clear()
+                self._built_once[id(statement)] = kept
+            compiled: Any = kept[1]
+            bound = compiled.construct_params(values, escape_names=False)
+        else:
+            key = statement._generate_cache_key()
+            compiled = None if key is None else self._compiled.get(key.key)
+            if compiled is None:
+                compiled = statement.compile(dialect=self.engine.dialect, cache_key=key)
+                if key is not None:
+                    if len(self._compiled) >= STATEMENTS_KEPT:
+                        self._compiled.clear()
+                    self._compiled[key.key] = compiled
+            extracted = None if key is None else key.bindparams
+            bound = compiled.construct_params(extracted_parameters=extracted, escape_names=False)
+        expanded = compiled.construct_expanded_state(bound)
+        params = expanded.positional_parameters if compiled.positional else expanded.parameters
+        limit = self.backend.statement_parameters
+        if limit is not None and len(params) > limit:
+            raise StatementRefusedError(
+                f"a statement reading {_tables_of(statement)} would send {len(params):,} "
+                f"parameters, and {self.backend.name}'s driver sends at most {limit:,}; it was "
+                "not sent, nothing changed"
+            )
+        return expanded.statement, params
 
     def _streaming_cursor(self, dbapi_connection: Any) -> Any:
         """The cursor `stream` reads with: a plain one, which fetches as it is stepped."""
@@ -513,12 +578,8 @@ def translated(
     return backend.translate_error(orig, connection_intact=connection_intact)
 
 
-def _bound(conn: Connection, statement: ClauseElement) -> tuple[str, Any]:
-    """`statement` compiled for `conn`'s dialect, and its parameters, bound (never inlined;
-    an `IN` list's values each a parameter of its own)."""
-    compiled: Any = statement.compile(
-        dialect=conn.dialect, compile_kwargs={"render_postcompile": True}
-    )
-    if compiled.positional:
-        return str(compiled), [compiled.params[name] for name in compiled.positiontup or ()]
-    return str(compiled), compiled.params
+def _tables_of(statement: ClauseElement) -> str:
+    """The tables a statement reads, named for an error (or "its tables")."""
+    froms = statement.get_final_froms() if isinstance(statement, Select) else []
+    names = [f.name for f in froms if isinstance(f, TableClause)]
+    return ", ".join(names) if names else "its tables"

@@ -114,6 +114,9 @@ class Backend(ABC):
     loop_ping_after: ClassVar[float] = 0.0
     """Seconds a kept connection of an `AsyncStore` (on the event loop) may sit idle and be
     reused without a ping."""
+    statement_parameters: ClassVar[int | None] = None
+    """The most parameters the driver sends in one statement (None: no limit the package
+    meets)."""
 
     @abstractmethod
     def engine_options(

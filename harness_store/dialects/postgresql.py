@@ -94,6 +94,8 @@ class PostgreSQLBackend(Backend):
     taken from the pool; the pool's own connections stay for reads and transactions."""
     native_async = True
     loop_ping_after = ASYNC_PING_AFTER
+    statement_parameters = 65_535
+    """libpq's protocol: a statement's parameter count is a 16-bit number."""
 
     def engine_options(
         self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None

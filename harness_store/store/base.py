@@ -178,11 +178,16 @@ class StoreBase:
         return self._connector.rows(conn, statement)
 
     def _stream(
-        self, conn: Connection, statement: ClauseElement, rows: int
+        self,
+        conn: Connection,
+        statement: ClauseElement,
+        rows: int,
+        values: Mapping[str, Any] | None = None,
     ) -> Iterator[Sequence[Any]]:
         """The rows of `statement` in `conn`'s transaction, `rows` at a time (a server-side
-        cursor on PostgreSQL): constant memory however many there are."""
-        return self._connector.stream(conn, statement, rows)
+        cursor on PostgreSQL): constant memory however many there are. `values`: the
+        parameters of a statement built once (compiled once, see `Connector.stream`)."""
+        return self._connector.stream(conn, statement, rows, values)
 
     def _maintenance(self) -> AbstractContextManager[Any]:
         """A driver connection outside any transaction (`VACUUM`, the WAL switch);

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, insert, literal, literal_column, select, update
+from sqlalchemy import delete, insert, literal_column, select, update
 from sqlalchemy import text as sql_text
 
 from .. import models as m
@@ -86,25 +86,19 @@ class MailboxMixin(OlderStoreMixin):
     @writes
     def read_messages(self, to_run_id: int, from_name: str | None = None) -> list[AgentMessage]:
         """Take a run's unread messages (only `from_name`'s when given), oldest first, and
-        mark them read at one stamp — in one transaction, so a message is delivered once."""
+        mark them read at one stamp: one `UPDATE … RETURNING` of the unread ones, so a message
+        is delivered once (a concurrent reader finds it read), and the statement's parameters
+        are the same few however many messages wait."""
         a = m.AgentMessage
-        statement = select(
-            a.id, a.from_run_id, a.to_run_id, a.from_name, a.step, a.body, a.sent_at, literal(None)
-        ).where(a.to_run_id == to_run_id, a.read_at.is_(None))
+        unread = [a.to_run_id == to_run_id, a.read_at.is_(None)]
         if from_name is not None:
-            statement = statement.where(a.from_name == from_name)
+            unread.append(a.from_name == from_name)
         with self._write() as conn:
-            rows = [message_row(*r) for r in conn.execute(statement.order_by(a.id))]
-            if not rows:
-                return []
             now = conn.execute(select(literal_now(self))).scalar()
-            conn.execute(update(a).where(a.id.in_([r.id for r in rows])).values(read_at=now))
-        return [
-            AgentMessage(
-                r.id, r.from_run_id, r.to_run_id, r.from_name, r.step, r.body, r.sent_at, now
-            )
-            for r in rows
-        ]
+            taken = update(a).where(*unread).values(read_at=now)
+            columns = (a.id, a.from_run_id, a.to_run_id, a.from_name, a.step, a.body, a.sent_at)
+            rows = conn.execute(taken.returning(*columns, a.read_at)).all()
+        return sorted((message_row(*r) for r in rows), key=lambda message: message.id)
 
     @reads
     def messages_for(self, to_run_id: int) -> list[AgentMessage]:

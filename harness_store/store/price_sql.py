@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    BindParameter,
     ColumnElement,
     Connection,
     Select,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     null,
     select,
 )
+from sqlalchemy.sql import visitors
 
 from .. import models as m
 from ..models.spend import USAGE_SUMS
@@ -132,9 +134,17 @@ _STATEMENTS: dict[tuple[str, str, str], Select[Any]] = {}
 CASE costs more than running it on one day's calls, so each is built once."""
 
 
+RUNS_PER_STATEMENT = 10_000
+"""The most run ids one priced statement of runs (`ids`) carries, far below the 65,535
+parameters PostgreSQL's driver sends: more are priced a part at a time (each run is a group of
+its own, so the parts' groups are the whole answer's)."""
+
+
 def priced_statement(prices: PriceTable, by: str, shape: str) -> Select[Any]:
     """The priced GROUP BY of grouping `by` over the calls filter `shape` selects (bound:
-    `since`; `d`, `lo`, `hi` for one day; `ids` for runs)."""
+    `since`; `d`, `lo`, `hi` for one day; `ids` for runs, grouped by run only)."""
+    if shape == "runs" and by != "run":
+        raise ValueError("the calls of given runs are priced by run (priced_rows splits them)")
     key = (fingerprint(prices), by, shape)
     statement = _STATEMENTS.get(key)
     if statement is None:
@@ -152,12 +162,28 @@ def priced_rows(
     conn: Connection, statement: Select[Any], params: dict[str, Any], keys: int
 ) -> Iterator[tuple[tuple[Any, ...], list[int]]]:
     """Each group a priced statement returns: its key values and its ten integers (raises
-    `InexactSums` where SQLite's sums overflowed into floating point)."""
-    for row in conn.execute(statement, params).all():
-        values = row[keys:]
-        if any(isinstance(v, float) for v in values):
-            raise InexactSums
-        yield tuple(row[:keys]), [int(v or 0) for v in values]
+    `InexactSums` where SQLite's sums overflowed into floating point). Run ids (`ids`) go
+    `RUNS_PER_STATEMENT` at a time."""
+    ids = params.get("ids")
+    parts = [params]
+    if ids is not None and len(ids) > RUNS_PER_STATEMENT and _takes_ids(statement):
+        step = RUNS_PER_STATEMENT
+        parts = [{**params, "ids": ids[i : i + step]} for i in range(0, len(ids), step)]
+    for part in parts:
+        for row in conn.execute(statement, part).all():
+            values = row[keys:]
+            if any(isinstance(v, float) for v in values):
+                raise InexactSums
+            yield tuple(row[:keys]), [int(v or 0) for v in values]
+
+
+def _takes_ids(statement: Select[Any]) -> bool:
+    """Whether `statement` filters by the run ids `ids` (a statement of every call is given
+    them too, and ignores them)."""
+    where = statement.whereclause
+    return where is not None and any(
+        isinstance(e, BindParameter) and e.key == "ids" for e in visitors.iterate(where)
+    )
 
 
 class InexactSums(Exception):

@@ -14,7 +14,7 @@ import heapq
 from collections.abc import Callable, Generator
 from typing import Any
 
-from sqlalchemy import Select, null, select
+from sqlalchemy import BindParameter, Select, bindparam, null, select
 
 from .. import models as m
 from ..errors import RunNotFoundError
@@ -22,6 +22,7 @@ from ..formats import REPLY_TURN, i64
 from ..records import RunHeader, TraceEntry
 from .marks import pages, reads
 from .older import OlderStoreMixin
+from .point_reads import RUN_ID
 from .unreadable import check_integers, integer_columns
 
 TRACE_PAGE = 1000
@@ -85,27 +86,27 @@ class WholeTraceMixin(OlderStoreMixin):
             None if first_step is None else i64(first_step, "first_step"),
             None if last_step is None else i64(last_step, "last_step"),
         )
+        values = {"run_id": run_id, "first_step": window[0], "last_step": window[1]}
+        ends = (window[0] is not None, window[1] is not None)
         with self._read() as conn:
-            kind_column = m.Run.turn_kind if not self._lacks("runs", "turn_kind") else null()
-            found = conn.execute(select(kind_column).where(m.Run.id == run_id)).first()
+            found = conn.execute(_run_kind(self._lacks("runs", "turn_kind")), values).first()
             if found is None:
                 raise RunNotFoundError(f"no run with id {run_id} in the store")
             reply = found[0] == REPLY_TURN
 
             def stream(
-                model: Any, columns: list[Any], make: Made
+                model: Any, names: list[str], make: Made
             ) -> Generator[TraceEntry, None, None]:
-                statement = select(model.id, model.step, *columns).where(model.run_id == run_id)
-                statement = _within(statement, model.step, window).order_by(model.step, model.id)
+                statement = _table_read(model, tuple(names), ends)
                 integers = integer_columns(statement.selected_columns)
-                for rows in self._stream(conn, statement, TRACE_PAGE):
+                for rows in self._stream(conn, statement, TRACE_PAGE, values):
                     check_integers(rows, integers, 0)  # a step that is none: named, typed
                     for seq, step, *rest in rows:
                         kind, tokens, fields = make(*rest)
                         yield TraceEntry(step, kind, seq, tokens, fields)
 
             streams = [
-                stream(model, [getattr(model, name) for name in names], make)
+                stream(model, names, make)
                 for model, names, make in _tables(reply, results)
                 if not self._lacks(model.__tablename__)
             ]
@@ -120,12 +121,37 @@ def _order(entry: TraceEntry) -> tuple[int, int, int]:
     return (entry.step, ENTRY_RANK[entry.kind], entry.seq)
 
 
-def _within(statement: Select[Any], step: Any, window: tuple[int | None, int | None]) -> Any:
-    first, last = window
-    if first is not None:
-        statement = statement.where(step >= first)
-    if last is not None:
-        statement = statement.where(step <= last)
+_BUILT: dict[tuple[Any, ...], Any] = {}
+"""The trace's statements, built once (a few per table: its columns and the window's ends)."""
+
+FIRST_STEP: BindParameter[Any] = bindparam("first_step")
+LAST_STEP: BindParameter[Any] = bindparam("last_step")
+
+
+def _run_kind(lacks_kind: bool) -> Select[Any]:
+    """The run's turn kind (NULL before 0.37), one row when the run exists."""
+    key = ("runs", lacks_kind)
+    statement = _BUILT.get(key)
+    if statement is None:
+        kind = null() if lacks_kind else m.Run.turn_kind
+        statement = _BUILT[key] = select(kind).where(m.Run.id == RUN_ID)
+    return statement
+
+
+def _table_read(model: Any, names: tuple[str, ...], ends: tuple[bool, bool]) -> Select[Any]:
+    """One table's rows of the run (`run_id`), `id`, `step` and `names`, in step and id order,
+    within the window's given ends (`first_step`, `last_step`): built once per shape, and so
+    compiled once (the values are bound per call)."""
+    key = (model, names, ends)
+    statement = _BUILT.get(key)
+    if statement is None:
+        columns = [getattr(model, name) for name in names]
+        statement = select(model.id, model.step, *columns).where(model.run_id == RUN_ID)
+        if ends[0]:
+            statement = statement.where(model.step >= FIRST_STEP)
+        if ends[1]:
+            statement = statement.where(model.step <= LAST_STEP)
+        statement = _BUILT[key] = statement.order_by(model.step, model.id)
     return statement
 
 

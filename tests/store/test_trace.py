@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, select, update
-from sqlalchemy.sql.compiler import Compiled
 from support import upstream_sql as up
 from support.asyncfacade import BlockingAsyncStore
+from support.compilations import compilations
 from support.pg_proxy import PgProxy
 from support.rows import count, execute
 from support.upstream_sql import counts, raw
@@ -526,22 +526,6 @@ def test_one_step_is_read_by_number_and_the_last_one_as_a_resuming_agent_reads_i
     assert store.last_step_record(run) == listed[store.last_step(run)]
     with pytest.raises(InvalidValueError):
         store.step(run, "3")  # type: ignore[arg-type]
-
-
-@contextmanager
-def compilations(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every statement SQLAlchemy compiles in the block (any dialect, any compiler), by the
-    statement's class name."""
-    compiled: list[str] = []
-    original = Compiled.__init__
-
-    def counting(self: Any, dialect: Any, statement: Any, *args: Any, **kwargs: Any) -> None:
-        compiled.append(type(statement).__name__)
-        original(self, dialect, statement, *args, **kwargs)
-
-    with monkeypatch.context() as patched:
-        patched.setattr(Compiled, "__init__", counting)
-        yield compiled
 
 
 @contextmanager

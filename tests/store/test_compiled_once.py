@@ -1,0 +1,62 @@
+"""The package's read paths compile each statement once: a second call of the same read, with
+other values, compiles nothing (SQLAlchemy's compiled cache, or the connector's statements kept
+compiled), on both backends and both APIs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from support.compilations import compilations
+
+from harness_store import Edit, Price, PriceTable, ProviderCall, StepRecord, Store, Usage
+
+Read = Callable[[Store, int, int], Any]
+"""A read of the store, given a run and a step number that vary between calls."""
+
+READS: dict[str, Read] = {
+    "trace_entries, one step": lambda s, run, k: list(
+        s.trace_entries(run, first_step=k, last_step=k)
+    ),
+    "trace_entries, a window without results": lambda s, run, k: list(
+        s.trace_entries(run, first_step=1, last_step=k, results=False)
+    ),
+    "trace_entries, whole": lambda s, run, k: list(s.trace_entries(run)),
+    "run_header": lambda s, run, k: s.run_header(run),
+    "iter_steps, paged": lambda s, run, k: list(s.iter_steps(run, page=k)),
+    "steps": lambda s, run, k: s.steps(run),
+    "run_page": lambda s, run, k: s.run_page(limit=k),
+    "run_page, filtered": lambda s, run, k: s.run_page(status="running", before=run + k),
+    "count_runs": lambda s, run, k: s.count_runs(status="running"),
+    "row_counts": lambda s, run, k: s.row_counts(),
+    "memory_workspaces": lambda s, run, k: s.memory_workspaces(),
+    "events_after": lambda s, run, k: s.events_after(k, 10, run),
+    "spend_by_run": lambda s, run, k: s.spend_by_run(PRICES),
+    "arrow, of some runs": lambda s, run, k: s.arrow("steps", runs=[run, k]).to_pylist(),
+}
+"""What `trace`, `runs` and `show` read, a run's steps read whole and by pages, and the reads
+of plain rows (`spend`'s kept answers; an Arrow export, its runs an `IN` list)."""
+
+PRICES = PriceTable.new("2026-01-01").with_("m", Price(input=1_000_000))
+
+
+@pytest.mark.parametrize("read", list(READS))
+def test_a_read_compiles_nothing_after_its_first_call(
+    store: Store, monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
+    run = store.start_run("goal", "f")
+    other = store.start_run("other goal", "g")
+    for each in (run, other):
+        store.checkpoint_steps(each, [StepRecord(n, f"d{n}", f"r{n}") for n in (1, 2, 3, 4)])
+        store.record_edit(each, Edit(2, "write_file", "src/a.rs", 3, 1))
+    store.memory_put("ws", "k", "v", run, 1)
+    store.record_provider_call(run, ProviderCall(1, 1, "p", "m", Usage(10, 5, 15)))
+    call = READS[read]
+    first = call(store, run, 2)  # the first call compiles what it needs
+    assert call(store, other, 3) is not None
+    with compilations(monkeypatch) as compiled:
+        again = call(store, run, 2)
+        call(store, other, 3)
+    assert compiled == [], "nothing is compiled on a later call"
+    assert again == first, "and the statements kept read what a first call reads"
