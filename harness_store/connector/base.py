@@ -411,8 +411,9 @@ class Connector(ABC):
             except Exception as exc:
                 self.raise_on(dbapi_connection, exc)
             while batch := cursor.fetchmany(batch_rows):
+                last = len(batch) < batch_rows  # before the reader has it (it may empty it)
                 yield batch
-                if len(batch) < batch_rows:
+                if last:
                     break  # the last: a short batch is only ever the end (no FETCH more)
         finally:
             cursor.close()
