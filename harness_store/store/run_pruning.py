@@ -1,6 +1,7 @@
 """Retention for runs (beyond upstream): `prune_runs` deletes whole run trees that finished
 before a date, in batches, each batch decided again and deleted in one transaction with its
-runs locked, optionally copying exactly the rows it deletes into an archive store first.
+runs locked, optionally copying exactly the rows its deletions return into an archive store,
+committed before the batch is.
 
 A tree goes or stays whole: a root run goes with every descendant only when every run of the
 tree qualifies. A run in use is never pruned, whatever its date: running or paused, leased
@@ -125,10 +126,11 @@ class RunPruningMixin(OlderStoreMixin):
         Batches of whole trees (about `batch_rows` rows each) are each decided again and
         deleted in one transaction with their runs locked, so a live writer waits at most one
         batch and a run resumed meanwhile is kept. `archive` (a SQLite file, created at head
-        if absent) first receives exactly the rows of each batch, committed before the batch
-        is deleted: a crash leaves every run in the source, or in the archive and not in the
-        source. `dry_run=True` says what would go and writes nothing. `progress(done, total)`
-        is called with runs after each batch.
+        if absent) receives exactly the rows each batch's deletions return (a row written
+        meanwhile is archived, or kept in the source), committed before the batch is: a
+        crash leaves every run in the source, or in the archive and not in the source.
+        `dry_run=True` says what would go and writes nothing. `progress(done, total)` is
+        called with runs after each batch.
         """
         cutoff = Cutoff.parse(before)
         chosen = check_statuses(statuses)
@@ -288,8 +290,8 @@ class RunPruningMixin(OlderStoreMixin):
     def _prune_batch(
         self, batch: list[Tree], cutoff: Cutoff, chosen: frozenset[str], archive: Any
     ) -> Pruned:
-        """One transaction: lock the batch's runs, decide again, copy to the archive (its own
-        transaction, committed first), delete."""
+        """One transaction: lock the batch's runs, decide again, delete, and copy what the
+        deletions returned to the archive (its own transaction, committed first)."""
         with self._write() as conn:
             lock_runs(conn, [run for t in batch for run in t.runs])
             trees, refused = self._prunable_trees(
@@ -302,18 +304,24 @@ class RunPruningMixin(OlderStoreMixin):
             pruned = self._pruned(conn, runs, refused)
             if not runs:
                 return pruned
-            if archive is not None:
-                archive._receive(conn, runs)
-            work = [*RUN_TABLES]
-            for name, key in work:
+            # With an archive, each DELETE returns the rows it removed and the archive receives
+            # exactly those: a row written meanwhile is deleted and archived, or (committed
+            # after the statement began) left in the store, never deleted unread.
+            taken: dict[str, list[dict[str, Any]]] = {}
+            for name, key in [*RUN_TABLES, ("runs", "id")]:
+                if name == "runs":  # after `provider_calls`, whose delete triggers bump these
+                    for spend in SPEND_TABLES:
+                        if self._has_columns(spend.name, "run_id"):
+                            for part in chunks(runs):
+                                conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
+                statement = delete_statement(name, key, returning=archive is not None)
+                rows = taken.setdefault(name, [])
                 for part in chunks(runs):
-                    conn.execute(delete_statement(name, key), {"ids": part})
-            for spend in SPEND_TABLES:
-                if self._has_columns(spend.name, "run_id"):
-                    for part in chunks(runs):
-                        conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
-            for part in chunks(runs):
-                conn.execute(delete_statement("runs", "id"), {"ids": part})
+                    result = conn.execute(statement, {"ids": part})
+                    if archive is not None:
+                        rows += [dict(row._mapping) for row in result]
+            if archive is not None:
+                archive._receive(taken)
         return pruned
 
     # --- the archive --------------------------------------------------------------------
@@ -356,31 +364,25 @@ class RunPruningMixin(OlderStoreMixin):
         with self._read() as conn:
             refuse_foreign(conn, incoming)
 
-    def _receive(self, source: Any, runs: Sequence[int]) -> None:
-        """Copy every row of these runs from the `source` connection into this store, in one
-        transaction committed here. A copy of these same runs already here (a prune that
-        crashed after its archive committed and before its delete, run again) is replaced;
-        a different run under one of their ids, or a row of another run under one of their
-        rows' ids (another store's runs), is refused before anything is written."""
+    def _receive(self, incoming: dict[str, list[dict[str, Any]]]) -> None:
+        """Write `incoming` (every row of some runs, by table, as their source's deletion
+        returned them) into this store, in one transaction committed here. A copy of these
+        same runs already here (a prune that crashed after its archive committed and before
+        its delete, run again) is replaced; a different run under one of their ids, or a row
+        of another run under one of their rows' ids (another store's runs), is refused before
+        anything is written."""
         names = [("runs", "id"), *RUN_TABLES]
-        incoming: dict[str, list[dict[str, Any]]] = {}
-        for name, key in names:
-            t = table(name)
-            incoming[name] = [
-                dict(row._mapping)
-                for part in chunks(list(runs))
-                for row in source.execute(select(t).where(t.c[key].in_(part)))
-            ]
+        runs = sorted(int(row["id"]) for row in incoming["runs"])
         with self._write() as conn:
             refuse_foreign(conn, incoming)
             for name, key in reversed(names):
-                for part in chunks(list(runs)):
+                for part in chunks(runs):
                     conn.execute(delete_statement(name, key), {"ids": part})
             for spend in SPEND_TABLES:
-                for part in chunks(list(runs)):
+                for part in chunks(runs):
                     conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
             for name, _ in names:
-                rows = incoming[name]
+                rows = incoming.get(name, [])
                 for i in range(0, len(rows), CHUNK):
                     conn.execute(insert(table(name)), rows[i : i + CHUNK])
 
