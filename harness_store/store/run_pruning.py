@@ -62,6 +62,10 @@ SPEND_TABLES = (SPEND_RUNS, PRICED_RUNS)
 delete triggers bump them)."""
 
 Progress = Callable[[int, int], None]
+Forest = dict[int, list[int]]
+"""Each run's children."""
+Info = dict[int, tuple[str | None, str | None]]
+"""Each run's status and start stamp."""
 
 
 @dataclass
@@ -199,22 +203,11 @@ class RunPruningMixin(OlderStoreMixin):
         roots: Sequence[int] | None = None,
     ) -> tuple[list[Tree], list[int]]:
         """The trees to prune now (ascending by root) and the roots kept because in use.
-        `roots` limits the answer to those trees (a batch deciding again)."""
-        r = table("runs")
-        rows = conn.execute(select(r.c.id, r.c.parent_run_id, r.c.status, r.c.started_at)).all()
-        children: dict[int, list[int]] = {}
-        info: dict[int, tuple[str | None, str | None]] = {}
-        tops: list[int] = []
-        for run, parent, status, started in rows:
-            info[int(run)] = (status, started)
-            if parent is None:
-                tops.append(int(run))
-            else:
-                children.setdefault(int(parent), []).append(int(run))
-        tops.sort()
+        `roots` limits the answer to those trees, read from the roots down by index (a batch
+        deciding again reads its own trees, never the whole `runs` table)."""
+        tops, children, info = self._forest(conn, roots)
         trees: list[Tree] = []
-        wanted = None if roots is None else set(roots)
-        for root in tops if wanted is None else [t for t in tops if t in wanted]:
+        for root in tops:
             members, todo, seen = [], [root], {root}
             while todo:
                 run = todo.pop()
@@ -232,8 +225,48 @@ class RunPruningMixin(OlderStoreMixin):
         busy = live_runs(conn, self._backend.now(), every) | self._session_runs_among(conn, every)
         refused = [t.root for t in trees if busy.intersection(t.runs)]
         trees = [t for t in trees if not busy.intersection(t.runs)]
-        self._count_steps(conn, trees)
+        if roots is None:  # sizes the batches; a batch deciding again needs none
+            self._count_steps(conn, trees)
         return trees, refused
+
+    @staticmethod
+    def _forest(conn: Any, roots: Sequence[int] | None) -> tuple[list[int], Forest, Info]:
+        """The root runs (ascending), each run's children and each run's (status,
+        started_at): of the whole store when `roots` is None (one read of `runs`), else of
+        those roots' trees only — the roots still roots, then each level's children through
+        the `parent_run_id` index, so the rows read are the trees' own."""
+        r = table("runs")
+        columns = (r.c.id, r.c.parent_run_id, r.c.status, r.c.started_at)
+        children: Forest = {}
+        info: Info = {}
+        tops: list[int] = []
+        if roots is None:
+            for run, parent, status, started in conn.execute(select(*columns)):
+                info[int(run)] = (status, started)
+                if parent is None:
+                    tops.append(int(run))
+                else:
+                    children.setdefault(int(parent), []).append(int(run))
+            return sorted(tops), children, info
+        for part in chunks(sorted(set(roots))):
+            for run, parent, status, started in conn.execute(
+                select(*columns).where(r.c.id.in_(part))
+            ):
+                info[int(run)] = (status, started)
+                if parent is None:
+                    tops.append(int(run))
+        level = list(tops)
+        while level:
+            below: list[int] = []
+            for part in chunks(level):
+                statement = select(*columns).where(r.c.parent_run_id.in_(part))
+                for run, parent, status, started in conn.execute(statement):
+                    children.setdefault(int(parent), []).append(int(run))
+                    if int(run) not in info:  # a cycle of parents is walked once
+                        info[int(run)] = (status, started)
+                        below.append(int(run))
+            level = below
+        return sorted(tops), children, info
 
     @staticmethod
     def _session_runs_among(conn: Any, ids: Sequence[int]) -> set[int]:
