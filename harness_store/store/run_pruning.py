@@ -53,6 +53,11 @@ PRUNABLE_STATUSES = frozenset({"completed", "failed"})
 BATCH_ROWS = 20_000
 """About how many step and checkpoint rows one batch deletes: a writer waits at most that long."""
 
+BATCH_RUNS = 400
+"""At most how many runs one batch holds, whatever their rows: each run costs a lookup in every
+run-keyed table to lock, decide, count and delete (some 0.2 ms on SQLite), so a batch of many
+small runs would hold the writers' turn as long as one of many rows."""
+
 BETWEEN_BATCHES = 0.005
 """Seconds a prune pauses after each batch commits: a writer waiting for its turn (SQLite's
 writers' queue retries every millisecond or two) gets in before the next batch begins."""
@@ -90,17 +95,19 @@ def check_statuses(statuses: object) -> frozenset[str]:
     return chosen
 
 
-def batches(trees: Sequence[Tree], rows: int) -> Iterator[list[Tree]]:
-    """Whole trees, a batch holding about `rows` step rows (a bigger tree is a batch alone)."""
+def batches(trees: Sequence[Tree], rows: int, runs: int = BATCH_RUNS) -> Iterator[list[Tree]]:
+    """Whole trees, a batch holding about `rows` step rows and at most `runs` runs (a bigger
+    tree is a batch alone)."""
     batch: list[Tree] = []
-    size = 0
+    size = count = 0
     for tree in trees:
         weight = 2 * tree.steps + len(tree.runs)
-        if batch and size + weight > rows:
+        if batch and (size + weight > rows or count + len(tree.runs) > runs):
             yield batch
-            batch, size = [], 0
+            batch, size, count = [], 0, 0
         batch.append(tree)
         size += weight
+        count += len(tree.runs)
     if batch:
         yield batch
 
