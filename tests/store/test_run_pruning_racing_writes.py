@@ -211,21 +211,17 @@ def test_every_run_keyed_write_is_raced() -> None:
 RUN_COLUMNS = ("id", "run_id", "parent_run_id", "to_run_id")
 
 
-def rows_of(url: str, run: int) -> Counter[tuple[str, str]]:
-    """Every row naming `run` in any table of the store at `url` (the `runs` row by its id,
-    any other by a run column), as text."""
-    engine = create_engine(url)
+def rows_of(engine: Any, run: int) -> Counter[tuple[str, str]]:
+    """Every row naming `run` in any table of the store behind `engine` (the `runs` row by
+    its id, any other by a run column), as text."""
     found: Counter[tuple[str, str]] = Counter()
-    try:
-        with engine.connect() as conn:
-            for name, t in Base.metadata.tables.items():
-                keys = [t.c[c] for c in RUN_COLUMNS if c in t.c and (c != "id" or name == "runs")]
-                if not keys:
-                    continue
-                for row in conn.execute(select(t).where(or_(*(k == run for k in keys)))):
-                    found[(name, repr(tuple(row)))] += 1
-    finally:
-        engine.dispose()
+    with engine.connect() as conn:
+        for name, t in Base.metadata.tables.items():
+            keys = [t.c[c] for c in RUN_COLUMNS if c in t.c and (c != "id" or name == "runs")]
+            if not keys:
+                continue
+            for row in conn.execute(select(t).where(or_(*(k == run for k in keys)))):
+                found[(name, repr(tuple(row)))] += 1
     return found
 
 
@@ -308,7 +304,7 @@ def test_a_write_racing_an_archiving_prune_is_kept_or_refused(pg_url: str, tmp_p
     archive = tmp_path / "archive.sqlite3"
     Store.open(archive, backup=False).close()
     Store.open(pg_url, backup=False).close()
-    pg = create_engine(pg_url)
+    pg, kept = create_engine(pg_url), create_engine(f"sqlite:///{archive}")
     lost = {}
     with (
         Store.open(pg_url, backup=False) as store,
@@ -324,19 +320,19 @@ def test_a_write_racing_an_archiving_prune_is_kept_or_refused(pg_url: str, tmp_p
             store.finish_run(run, "success")
             return run
 
+        # Unraced, each call leaves a trace among its run's rows (so a loss would show).
         for method, (call, setup) in RACED.items():
-            # Unraced, the call leaves a trace among its run's rows (so a loss would show).
             control = finished_run(method, setup)
-            unraced = rows_of(pg_url, control)
+            unraced = rows_of(pg, control)
             call(writer, control)
-            assert rows_of(pg_url, control) != unraced, f"{method} changed nothing unraced"
-            pruner.prune_runs(before="9999-01-01")  # the control goes, before the race
+            assert rows_of(pg, control) != unraced, f"{method} changed nothing unraced"
+        pruner.prune_runs(before="9999-01-01")  # the controls go, before the races
 
+        for method, (call, setup) in RACED.items():
             run = finished_run(method, setup)
-            before = rows_of(pg_url, run) + rows_of(f"sqlite:///{archive}", run)
-
+            before = rows_of(pg, run) + rows_of(kept, run)
             write, waited = race(pg, pruner, archive, lambda: call(writer, run))  # noqa: B023
-            after = rows_of(pg_url, run) + rows_of(f"sqlite:///{archive}", run)
+            after = rows_of(pg, run) + rows_of(kept, run)
             if write.error is not None:
                 # Refused: a typed error, and nothing of the write anywhere.
                 assert isinstance(write.error, StoreError), (method, write.error)
@@ -347,4 +343,5 @@ def test_a_write_racing_an_archiving_prune_is_kept_or_refused(pg_url: str, tmp_p
                 # lock is ordered after it: a change of a row the prune took changes nothing.)
                 lost[method] = sorted({name for name, _ in before})
     pg.dispose()
+    kept.dispose()
     assert not lost, f"acknowledged, then in neither store nor archive: {sorted(lost)}"
