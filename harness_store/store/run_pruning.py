@@ -58,6 +58,10 @@ BATCH_RUNS = 400
 run-keyed table to lock, decide, count and delete (some 0.2 ms on SQLite), so a batch of many
 small runs would hold the writers' turn as long as one of many rows."""
 
+FORECAST_RUNS = 5_000
+"""Runs read a page at a time when a prune decides what goes: what it holds meanwhile is the
+trees that go and one page, not the whole `runs` table."""
+
 BETWEEN_BATCHES = 0.005
 """Seconds a prune pauses after each batch commits: a writer waiting for its turn (SQLite's
 writers' queue retries every millisecond or two) gets in before the next batch begins."""
@@ -112,6 +116,43 @@ def batches(trees: Sequence[Tree], rows: int, runs: int = BATCH_RUNS) -> Iterato
         yield batch
 
 
+def members(root: int, children: Forest) -> list[int]:
+    """The runs of the tree under `root` (itself included), each once."""
+    found, todo, seen = [], [root], {root}
+    while todo:
+        run = todo.pop()
+        found.append(run)
+        for child in children.get(run, ()):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return found
+
+
+def root_pages(
+    conn: Any, *, newest_first: bool = False, below: int | None = None
+) -> Iterator[list[tuple[int, str | None, str | None]]]:
+    """The root runs (those under `below`) as (id, status, started_at), FORECAST_RUNS runs
+    read at a time in id order (oldest first, or newest first), by the primary key."""
+    r = table("runs")
+    last: int | None = None
+    while True:
+        statement = select(r.c.id, r.c.parent_run_id, r.c.status, r.c.started_at)
+        if below is not None:
+            statement = statement.where(r.c.id < below)
+        if last is not None:
+            statement = statement.where(r.c.id < last if newest_first else r.c.id > last)
+        order = r.c.id.desc() if newest_first else r.c.id
+        rows = conn.execute(statement.order_by(order).limit(FORECAST_RUNS)).all()
+        if not rows:
+            return
+        roots = [(int(run), status, started) for run, parent, status, started in rows
+                 if parent is None]  # fmt: skip
+        if roots:
+            yield roots
+        last = int(rows[-1][0])
+
+
 class RunPruningMixin(OlderStoreMixin):
     """`prune_runs`: retention for every run, not only a session's."""
 
@@ -154,7 +195,7 @@ class RunPruningMixin(OlderStoreMixin):
         target = None if archive is None else self._archive_path(archive)
         self._refuse_unless_current()
         with self._read() as conn:
-            trees, refused = self._prunable_trees(conn, cutoff, chosen, keep_last)
+            trees, refused = self._forecast(conn, cutoff, chosen, keep_last)
             if dry_run:
                 return self._pruned(conn, [r for t in trees for r in t.runs], refused)
         total = sum(len(t.runs) for t in trees)
@@ -201,60 +242,74 @@ class RunPruningMixin(OlderStoreMixin):
 
     # --- deciding -------------------------------------------------------------------------
 
-    def _prunable_trees(
-        self,
-        conn: Any,
-        cutoff: Cutoff,
-        chosen: frozenset[str],
-        keep_last: int | None,
-        roots: Sequence[int] | None = None,
+    def _forecast(
+        self, conn: Any, cutoff: Cutoff, chosen: frozenset[str], keep_last: int | None
     ) -> tuple[list[Tree], list[int]]:
-        """The trees to prune now (ascending by root) and the roots kept because in use.
-        `roots` limits the answer to those trees, read from the roots down by index (a batch
-        deciding again reads its own trees, never the whole `runs` table)."""
+        """The trees to prune (ascending by root, their steps counted) and the roots kept
+        because in use, decided a page of roots at a time: what is held meanwhile is the
+        trees that go, never the whole `runs` table. With `keep_last`, only trees under the
+        `keep_last`-th newest tree of those statuses are candidates."""
+        below = None
+        if keep_last:
+            below = self._newest_kept(conn, chosen, keep_last)
+            if below is None:  # fewer trees of those statuses than are kept
+                return [], []
+        trees: list[Tree] = []
+        refused: list[int] = []
+        for page in root_pages(conn, below=below):
+            # A tree goes only if its root does: only those roots' trees are read.
+            old = [run for run, status, started in page
+                   if status in chosen and cutoff.is_old(started)]  # fmt: skip
+            found, busy = self._prunable_trees(conn, cutoff, chosen, old)
+            self._count_steps(conn, found)
+            trees += found
+            refused += busy
+        return trees, refused
+
+    def _newest_kept(self, conn: Any, chosen: frozenset[str], keep_last: int) -> int | None:
+        """The root of the `keep_last`-th newest tree whose runs all have one of `chosen`
+        (None when there are fewer), read newest first a page of roots at a time."""
+        seen = 0
+        for page in root_pages(conn, newest_first=True):
+            tops, children, info = self._forest(
+                conn, [run for run, status, _ in page if status in chosen]
+            )
+            for root in sorted(tops, reverse=True):
+                if all(info[run][0] in chosen for run in members(root, children)):
+                    seen += 1
+                    if seen == keep_last:
+                        return root
+        return None
+
+    def _prunable_trees(
+        self, conn: Any, cutoff: Cutoff, chosen: frozenset[str], roots: Sequence[int]
+    ) -> tuple[list[Tree], list[int]]:
+        """Of the trees of `roots`, those to prune now (ascending by root) and the roots kept
+        because in use: read from the roots down by index, so deciding reads the trees' own
+        rows, never the whole `runs` table."""
         tops, children, info = self._forest(conn, roots)
         trees: list[Tree] = []
         for root in tops:
-            members, todo, seen = [], [root], {root}
-            while todo:
-                run = todo.pop()
-                members.append(run)
-                for child in children.get(run, ()):
-                    if child not in seen:
-                        seen.add(child)
-                        todo.append(child)
-            if all(info[run][0] in chosen for run in members):
-                trees.append(Tree(root, sorted(members)))
-        if keep_last and roots is None:
-            trees = trees[: max(len(trees) - keep_last, 0)]
+            tree = members(root, children)
+            if all(info[run][0] in chosen for run in tree):
+                trees.append(Tree(root, sorted(tree)))
         trees = [t for t in trees if all(cutoff.is_old(info[run][1]) for run in t.runs)]
         every = [run for t in trees for run in t.runs]
         busy = live_runs(conn, self._backend.now(), every) | self._session_runs_among(conn, every)
         refused = [t.root for t in trees if busy.intersection(t.runs)]
         trees = [t for t in trees if not busy.intersection(t.runs)]
-        if roots is None:  # sizes the batches; a batch deciding again needs none
-            self._count_steps(conn, trees)
         return trees, refused
 
     @staticmethod
-    def _forest(conn: Any, roots: Sequence[int] | None) -> tuple[list[int], Forest, Info]:
-        """The root runs (ascending), each run's children and each run's (status,
-        started_at): of the whole store when `roots` is None (one read of `runs`), else of
-        those roots' trees only — the roots still roots, then each level's children through
-        the `parent_run_id` index, so the rows read are the trees' own."""
+    def _forest(conn: Any, roots: Sequence[int]) -> tuple[list[int], Forest, Info]:
+        """Of these roots' trees: the roots still roots (ascending), each run's children and
+        each run's (status, started_at) — the roots, then each level's children through the
+        `parent_run_id` index, so the rows read are the trees' own."""
         r = table("runs")
         columns = (r.c.id, r.c.parent_run_id, r.c.status, r.c.started_at)
         children: Forest = {}
         info: Info = {}
         tops: list[int] = []
-        if roots is None:
-            for run, parent, status, started in conn.execute(select(*columns)):
-                info[int(run)] = (status, started)
-                if parent is None:
-                    tops.append(int(run))
-                else:
-                    children.setdefault(int(parent), []).append(int(run))
-            return sorted(tops), children, info
         for part in chunks(sorted(set(roots))):
             for run, parent, status, started in conn.execute(
                 select(*columns).where(r.c.id.in_(part))
@@ -334,9 +389,7 @@ class RunPruningMixin(OlderStoreMixin):
         deletions returned to the archive (its own transaction, committed first)."""
         with self._write() as conn:
             lock_runs(conn, [run for t in batch for run in t.runs])
-            trees, refused = self._prunable_trees(
-                conn, cutoff, chosen, None, roots=[t.root for t in batch]
-            )
+            trees, refused = self._prunable_trees(conn, cutoff, chosen, [t.root for t in batch])
             # A tree that grew a run since the forecast is locked again whole; its new runs
             # were started after the lock's first read, so they are decided on now.
             lock_runs(conn, [run for t in trees for run in t.runs])
