@@ -130,10 +130,15 @@ def members(root: int, children: Forest) -> list[int]:
 
 
 def root_pages(
-    conn: Any, *, newest_first: bool = False, below: int | None = None
+    conn: Any,
+    fetch: Callable[[Any, Any], list[Any]],
+    *,
+    newest_first: bool = False,
+    below: int | None = None,
 ) -> Iterator[list[tuple[int, str | None, str | None]]]:
     """The root runs (those under `below`) as (id, status, started_at), FORECAST_RUNS runs
-    read at a time in id order (oldest first, or newest first), by the primary key."""
+    read at a time in id order (oldest first, or newest first), by the primary key, as plain
+    rows (`fetch`, the Store's `_fetch`)."""
     r = table("runs")
     last: int | None = None
     while True:
@@ -143,7 +148,7 @@ def root_pages(
         if last is not None:
             statement = statement.where(r.c.id < last if newest_first else r.c.id > last)
         order = r.c.id.desc() if newest_first else r.c.id
-        rows = conn.execute(statement.order_by(order).limit(FORECAST_RUNS)).all()
+        rows = fetch(conn, statement.order_by(order).limit(FORECAST_RUNS))
         if not rows:
             return
         roots = [(int(run), status, started) for run, parent, status, started in rows
@@ -256,7 +261,7 @@ class RunPruningMixin(OlderStoreMixin):
                 return [], []
         trees: list[Tree] = []
         refused: list[int] = []
-        for page in root_pages(conn, below=below):
+        for page in root_pages(conn, self._fetch, below=below):
             # A tree goes only if its root does: only those roots' trees are read.
             old = [run for run, status, started in page
                    if status in chosen and cutoff.is_old(started)]  # fmt: skip
@@ -270,7 +275,7 @@ class RunPruningMixin(OlderStoreMixin):
         """The root of the `keep_last`-th newest tree whose runs all have one of `chosen`
         (None when there are fewer), read newest first a page of roots at a time."""
         seen = 0
-        for page in root_pages(conn, newest_first=True):
+        for page in root_pages(conn, self._fetch, newest_first=True):
             tops, children, info = self._forest(
                 conn, [run for run, status, _ in page if status in chosen]
             )
