@@ -108,20 +108,26 @@ WRITER = """
 import json, sys, time
 from pathlib import Path
 from harness_store import Store, StepRecord
+from harness_store.errors import StoreLockedError
 stop = Path(sys.argv[2])
 with Store.open(sys.argv[1], backup=False) as store:
     run = store.start_run("live", "plan.toml")
     print("ready", flush=True)
-    waits, step = [], 0
+    waits, step, failed = [], 0, 0
     while not stop.exists():
         step += 1
         start = time.perf_counter()
-        store.checkpoint_step(run, StepRecord(step, "decide", "ok", "p", "{}", 1))
+        try:
+            store.checkpoint_step(run, StepRecord(step, "decide", "ok", "p", "{}", 1))
+        except StoreLockedError:
+            failed += 1
         waits.append(time.perf_counter() - start)
         time.sleep(0.002)
-print(json.dumps({"max": max(waits), "median": sorted(waits)[len(waits) // 2], "n": len(waits)}))
+print(json.dumps({"max": max(waits), "median": sorted(waits)[len(waits) // 2], "n": len(waits),
+                  "failed": failed}))
 """
-"""A live driver beside the prune: checkpoints one step at a time, timing each."""
+"""A live driver beside the prune: checkpoints one step at a time, timing each (and counting
+the checkpoints that failed with `StoreLockedError`, waiting past the busy timeout)."""
 
 
 def fill_runs(store: Any, runs: int, steps: int) -> list[int]:
@@ -217,5 +223,93 @@ def run_prune(cfg: Config, size: tuple[int, int] | None = None) -> list[Table]:
         "transaction with its runs locked; the plain DELETE is one transaction over the same "
         "rows with nothing checked. The writer is another process checkpointing one step "
         "every 2 ms into a live run throughout."
+    )
+    return [table]
+
+
+# --- 9.3: pruning the oldest tenth of a big store --------------------------------------
+
+SCALE_SIZES = (10_000, 100_000, 1_000_000)
+"""Runs in the stores 9.3 prunes the oldest tenth of (`--quick`: the first only)."""
+
+
+def build_runs(cfg: Config, runs: int) -> Any:
+    """A store at head of `runs` finished runs as a host that ran agents all year leaves it:
+    every tenth run a root with a sub-agent child (the rest roots alone), one checkpointed
+    step each; the oldest tenth started in 2020, the rest in 2026. Raw inserts in one
+    transaction, built once into the cache and copied for each use."""
+    import sqlite3
+
+    from harness_store import Store
+
+    built = cfg.cache / f"prune_scale_{runs}.sqlite3"
+    if not built.exists():
+        say(f"prune scale: building {runs:,} runs")
+        partial = built.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        Store.open(partial, backup=False).close()
+        con = sqlite3.connect(partial)
+        with con:
+            old = runs // 10
+            rows = []
+            for i in range(1, runs + 1):
+                parent = i - 1 if i % 10 == 0 else None
+                stamp = "2020-01-01T00:00:00.000Z" if i <= old else "2026-06-01T00:00:00.000Z"
+                rows.append((i, f"goal {i}", "plan.toml", "passed", parent, int(bool(parent)),
+                             "completed", stamp))  # fmt: skip
+            con.executemany(
+                "INSERT INTO runs (id, goal, file, outcome, parent_run_id, depth, status, "
+                "started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            con.executemany(
+                "INSERT INTO steps (run_id, step, decision, result, prompt, tool_call, tokens) "
+                "VALUES (?, 1, 'read_file', 'ok ok ok', 'p', '{}', 5)",
+                [(i,) for i in range(1, runs + 1)],
+            )
+        con.close()
+        partial.rename(built)
+    return built
+
+
+def run_prune_scale(cfg: Config, sizes: tuple[int, ...] | None = None) -> list[Table]:
+    """Benchmark 9.3: `prune_runs` of the oldest tenth of stores of 10k to 1M runs (SQLite),
+    beside a live writer checkpointing every 2 ms: the prune's time, time per pruned run,
+    and the writer's longest and median wait for its commit."""
+    import shutil
+
+    from harness_store import Store
+
+    sizes = sizes or cfg.pick(SCALE_SIZES, SCALE_SIZES[:1])
+    table = Table(
+        "9.3 Pruning the oldest tenth of a big store (prune_runs, SQLite)",
+        ["runs in the store", "runs pruned", "batches", "time", "per pruned run",
+         "writer's worst wait", "writer's median", "writer's failed checkpoints"],
+    )  # fmt: skip
+    for runs in sizes:
+        target = cfg.work / f"prune_scale_{runs}.sqlite3"
+        shutil.copyfile(build_runs(cfg, runs), target)
+        batches = [0]
+        with Store.open(target, backup=False) as store:
+            pruned: list[Any] = []
+
+            def act(store: Any = store, pruned: list[Any] = pruned, batches: Any = batches) -> None:
+                def count(done: int, total: int) -> None:
+                    batches[0] += 1
+
+                pruned.append(store.prune_runs(before="2021-01-01", progress=count))
+
+            say(f"prune scale: {runs:,} runs")
+            took, waits = beside_a_writer(str(target), cfg.work, act)
+        n = pruned[0].runs
+        table.add(f"{runs:,}", f"{n:,}", batches[0], fmt_time(took), fmt_time(took / max(n, 1)),
+                  fmt_time(waits["max"]), fmt_time(waits["median"]), waits["failed"])  # fmt: skip
+        remove = [target, *(target.with_name(target.name + s) for s in ("-wal", "-shm"))]
+        for path in remove:
+            path.unlink(missing_ok=True)
+    table.notes.append(
+        "Each store: every tenth run a root with a sub-agent child, one step each, the oldest "
+        "tenth dated 2020 and pruned (`before='2021-01-01'`), in batches of at most 400 runs. "
+        "The writer is another process checkpointing one step every 2 ms into a live run."
     )
     return [table]

@@ -72,6 +72,8 @@ BENCHMARKS = (
               f"{BENCH}: Retention; docs/guides/retention.md: Figures"),
     Benchmark("prune", "retention", "9.2", "docs/guides/retention.md: Figures",
               function="run_prune"),
+    Benchmark("prune-scale", "retention", "9.3", "docs/guides/retention.md: Figures",
+              function="run_prune_scale", postgresql="SQLite only"),
     Benchmark("sync", "sync", "10, 10b", f"{BENCH}: Sync of many stores into PostgreSQL; "
               "docs/guides/sync.md: Copy and sync, side by side", postgresql="needs --pg"),
     Benchmark("follow", "follow", "14a, 14b, 14c", "docs/guides/sync.md: Following, figures",

@@ -2711,10 +2711,11 @@ class StoreMethods:
         Batches of whole trees (about `batch_rows` rows each) are each decided again and
         deleted in one transaction with their runs locked, so a live writer waits at most one
         batch and a run resumed meanwhile is kept. `archive` (a SQLite file, created at head
-        if absent) first receives exactly the rows of each batch, committed before the batch
-        is deleted: a crash leaves every run in the source, or in the archive and not in the
-        source. `dry_run=True` says what would go and writes nothing. `progress(done, total)`
-        is called with runs after each batch.
+        if absent) receives exactly the rows each batch's deletions return (a row written
+        meanwhile is archived, or kept in the source), committed before the batch is: a
+        crash leaves every run in the source, or in the archive and not in the source.
+        `dry_run=True` says what would go and writes nothing. `progress(done, total)` is
+        called with runs after each batch.
         """
         result: Pruned = await self._call(
             WRITE,

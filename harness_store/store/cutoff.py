@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 
 from ..errors import InvalidValueError
 
@@ -95,10 +96,11 @@ class Cutoff:
                 f"an age of {amount:,} {unit} reaches before the year 1"
             ) from None
 
-    @property
+    @cached_property
     def stamp(self) -> str:
         """The instant as upstream stamps rows (`2026-01-31T12:00:00.000Z`), rounded down to
-        the millisecond: text comparisons with such stamps are comparisons of instants."""
+        the millisecond: text comparisons with such stamps are comparisons of instants.
+        Kept once made: a prune compares it with every run's stamp."""
         i = self.instant
         return i.strftime("%Y-%m-%dT%H:%M:%S.") + f"{i.microsecond // 1000:03d}Z"
 

@@ -1,14 +1,19 @@
-"""A write naming a run takes its turn with a prune of that run (PostgreSQL).
+"""A child started under a run takes its turn with a prune of that run (PostgreSQL).
 
-`prune_runs` locks the rows of a batch's runs (`FOR UPDATE`) before it copies and deletes them.
-A write into a run-keyed table with a foreign key (a step) waits for that lock by itself; the
-tables without one (`provider_calls`, `policy_events`, a child's `runs` row) would not, and a
-row committed between a batch's copy and its delete would be in neither the store nor the
-archive. So those writes first take `FOR KEY SHARE` on the run's row, in their transaction:
-the write lands before the batch reads the run (and goes with it, copied), or after the
-batch committed (and stays in the store, naming a run that is gone, as upstream accepts such
-a write). `KEY SHARE` waits only for a deletion's lock, never for a status or lease update.
-SQLite's writers already take turns on the whole database: nothing to take there.
+`prune_runs` locks the rows of a batch's runs (`FOR UPDATE`) before it decides and deletes
+them. A write changing a run's row, or adding a row with a foreign key to it (a step), waits
+for that lock by itself. A child's `runs` row names its parent without one: started under a
+root the batch is deleting, it would be left running under a root that is gone, its tree split.
+So `start_child_run` first takes `FOR KEY SHARE` on the parent's row, in its transaction: the
+child lands before the batch reads the tree (which is then in use, and kept whole), or after the
+batch committed (naming a parent that is gone, as upstream accepts). `KEY SHARE` waits only for
+a deletion's lock, never for a status or lease update.
+
+Rows of the other run-keyed tables need no hold: each batch's deletion returns the rows it
+removes and the archive receives those, so a row written meanwhile is archived or left in the
+store (`run_pruning`). (`record_provider_call` and `record_event` still take the hold; it is
+no longer what keeps their rows.) SQLite's writers already take turns on the whole database:
+nothing to take there.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Retention for runs (beyond upstream): `prune_runs` deletes whole run trees that finished
 before a date, in batches, each batch decided again and deleted in one transaction with its
-runs locked, optionally copying exactly the rows it deletes into an archive store first.
+runs locked, optionally copying exactly the rows its deletions return into an archive store,
+committed before the batch is.
 
 A tree goes or stays whole: a root run goes with every descendant only when every run of the
 tree qualifies. A run in use is never pruned, whatever its date: running or paused, leased
@@ -53,6 +54,15 @@ PRUNABLE_STATUSES = frozenset({"completed", "failed"})
 BATCH_ROWS = 20_000
 """About how many step and checkpoint rows one batch deletes: a writer waits at most that long."""
 
+BATCH_RUNS = 400
+"""At most how many runs one batch holds, whatever their rows: each run costs a lookup in every
+run-keyed table to lock, decide, count and delete (some 0.2 ms on SQLite), so a batch of many
+small runs would hold the writers' turn as long as one of many rows."""
+
+FORECAST_RUNS = 5_000
+"""Runs read a page at a time when a prune decides what goes: what it holds meanwhile is the
+trees that go and one page, not the whole `runs` table."""
+
 BETWEEN_BATCHES = 0.005
 """Seconds a prune pauses after each batch commits: a writer waiting for its turn (SQLite's
 writers' queue retries every millisecond or two) gets in before the next batch begins."""
@@ -62,6 +72,10 @@ SPEND_TABLES = (SPEND_RUNS, PRICED_RUNS)
 delete triggers bump them)."""
 
 Progress = Callable[[int, int], None]
+Forest = dict[int, list[int]]
+"""Each run's children."""
+Info = dict[int, tuple[str | None, str | None]]
+"""Each run's status and start stamp."""
 
 
 @dataclass
@@ -86,19 +100,63 @@ def check_statuses(statuses: object) -> frozenset[str]:
     return chosen
 
 
-def batches(trees: Sequence[Tree], rows: int) -> Iterator[list[Tree]]:
-    """Whole trees, a batch holding about `rows` step rows (a bigger tree is a batch alone)."""
+def batches(trees: Sequence[Tree], rows: int, runs: int = BATCH_RUNS) -> Iterator[list[Tree]]:
+    """Whole trees, a batch holding about `rows` step rows and at most `runs` runs (a bigger
+    tree is a batch alone)."""
     batch: list[Tree] = []
-    size = 0
+    size = count = 0
     for tree in trees:
         weight = 2 * tree.steps + len(tree.runs)
-        if batch and size + weight > rows:
+        if batch and (size + weight > rows or count + len(tree.runs) > runs):
             yield batch
-            batch, size = [], 0
+            batch, size, count = [], 0, 0
         batch.append(tree)
         size += weight
+        count += len(tree.runs)
     if batch:
         yield batch
+
+
+def members(root: int, children: Forest) -> list[int]:
+    """The runs of the tree under `root` (itself included), each once."""
+    found, todo, seen = [], [root], {root}
+    while todo:
+        run = todo.pop()
+        found.append(run)
+        for child in children.get(run, ()):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return found
+
+
+def root_pages(
+    conn: Any,
+    fetch: Callable[[Any, Any], list[Any]],
+    *,
+    newest_first: bool = False,
+    below: int | None = None,
+) -> Iterator[list[tuple[int, str | None, str | None]]]:
+    """The root runs (those under `below`) as (id, status, started_at), FORECAST_RUNS runs
+    read at a time in id order (oldest first, or newest first), by the primary key, as plain
+    rows (`fetch`, the Store's `_fetch`)."""
+    r = table("runs")
+    last: int | None = None
+    while True:
+        statement = select(r.c.id, r.c.parent_run_id, r.c.status, r.c.started_at)
+        if below is not None:
+            statement = statement.where(r.c.id < below)
+        if last is not None:
+            statement = statement.where(r.c.id < last if newest_first else r.c.id > last)
+        order = r.c.id.desc() if newest_first else r.c.id
+        rows = fetch(conn, statement.order_by(order).limit(FORECAST_RUNS))
+        if not rows:
+            return
+        roots = [(int(run), status, started) for run, parent, status, started in rows
+                 if parent is None]  # fmt: skip
+        if roots:
+            yield roots
+        last = int(rows[-1][0])
 
 
 class RunPruningMixin(OlderStoreMixin):
@@ -126,10 +184,11 @@ class RunPruningMixin(OlderStoreMixin):
         Batches of whole trees (about `batch_rows` rows each) are each decided again and
         deleted in one transaction with their runs locked, so a live writer waits at most one
         batch and a run resumed meanwhile is kept. `archive` (a SQLite file, created at head
-        if absent) first receives exactly the rows of each batch, committed before the batch
-        is deleted: a crash leaves every run in the source, or in the archive and not in the
-        source. `dry_run=True` says what would go and writes nothing. `progress(done, total)`
-        is called with runs after each batch.
+        if absent) receives exactly the rows each batch's deletions return (a row written
+        meanwhile is archived, or kept in the source), committed before the batch is: a
+        crash leaves every run in the source, or in the archive and not in the source.
+        `dry_run=True` says what would go and writes nothing. `progress(done, total)` is
+        called with runs after each batch.
         """
         cutoff = Cutoff.parse(before)
         chosen = check_statuses(statuses)
@@ -142,7 +201,7 @@ class RunPruningMixin(OlderStoreMixin):
         target = None if archive is None else self._archive_path(archive)
         self._refuse_unless_current()
         with self._read() as conn:
-            trees, refused = self._prunable_trees(conn, cutoff, chosen, keep_last)
+            trees, refused = self._forecast(conn, cutoff, chosen, keep_last)
             if dry_run:
                 return self._pruned(conn, [r for t in trees for r in t.runs], refused)
         total = sum(len(t.runs) for t in trees)
@@ -189,50 +248,93 @@ class RunPruningMixin(OlderStoreMixin):
 
     # --- deciding -------------------------------------------------------------------------
 
-    def _prunable_trees(
-        self,
-        conn: Any,
-        cutoff: Cutoff,
-        chosen: frozenset[str],
-        keep_last: int | None,
-        roots: Sequence[int] | None = None,
+    def _forecast(
+        self, conn: Any, cutoff: Cutoff, chosen: frozenset[str], keep_last: int | None
     ) -> tuple[list[Tree], list[int]]:
-        """The trees to prune now (ascending by root) and the roots kept because in use.
-        `roots` limits the answer to those trees (a batch deciding again)."""
-        r = table("runs")
-        rows = conn.execute(select(r.c.id, r.c.parent_run_id, r.c.status, r.c.started_at)).all()
-        children: dict[int, list[int]] = {}
-        info: dict[int, tuple[str | None, str | None]] = {}
-        tops: list[int] = []
-        for run, parent, status, started in rows:
-            info[int(run)] = (status, started)
-            if parent is None:
-                tops.append(int(run))
-            else:
-                children.setdefault(int(parent), []).append(int(run))
-        tops.sort()
+        """The trees to prune (ascending by root, their steps counted) and the roots kept
+        because in use, decided a page of roots at a time: what is held meanwhile is the
+        trees that go, never the whole `runs` table. With `keep_last`, only trees under the
+        `keep_last`-th newest tree of those statuses are candidates."""
+        below = None
+        if keep_last:
+            below = self._newest_kept(conn, chosen, keep_last)
+            if below is None:  # fewer trees of those statuses than are kept
+                return [], []
         trees: list[Tree] = []
-        wanted = None if roots is None else set(roots)
-        for root in tops if wanted is None else [t for t in tops if t in wanted]:
-            members, todo, seen = [], [root], {root}
-            while todo:
-                run = todo.pop()
-                members.append(run)
-                for child in children.get(run, ()):
-                    if child not in seen:
-                        seen.add(child)
-                        todo.append(child)
-            if all(info[run][0] in chosen for run in members):
-                trees.append(Tree(root, sorted(members)))
-        if keep_last and roots is None:
-            trees = trees[: max(len(trees) - keep_last, 0)]
+        refused: list[int] = []
+        for page in root_pages(conn, self._fetch, below=below):
+            # A tree goes only if its root does: only those roots' trees are read.
+            old = [run for run, status, started in page
+                   if status in chosen and cutoff.is_old(started)]  # fmt: skip
+            found, busy = self._prunable_trees(conn, cutoff, chosen, old)
+            self._count_steps(conn, found)
+            trees += found
+            refused += busy
+        return trees, refused
+
+    def _newest_kept(self, conn: Any, chosen: frozenset[str], keep_last: int) -> int | None:
+        """The root of the `keep_last`-th newest tree whose runs all have one of `chosen`
+        (None when there are fewer), read newest first a page of roots at a time."""
+        seen = 0
+        for page in root_pages(conn, self._fetch, newest_first=True):
+            tops, children, info = self._forest(
+                conn, [run for run, status, _ in page if status in chosen]
+            )
+            for root in sorted(tops, reverse=True):
+                if all(info[run][0] in chosen for run in members(root, children)):
+                    seen += 1
+                    if seen == keep_last:
+                        return root
+        return None
+
+    def _prunable_trees(
+        self, conn: Any, cutoff: Cutoff, chosen: frozenset[str], roots: Sequence[int]
+    ) -> tuple[list[Tree], list[int]]:
+        """Of the trees of `roots`, those to prune now (ascending by root) and the roots kept
+        because in use: read from the roots down by index, so deciding reads the trees' own
+        rows, never the whole `runs` table."""
+        tops, children, info = self._forest(conn, roots)
+        trees: list[Tree] = []
+        for root in tops:
+            tree = members(root, children)
+            if all(info[run][0] in chosen for run in tree):
+                trees.append(Tree(root, sorted(tree)))
         trees = [t for t in trees if all(cutoff.is_old(info[run][1]) for run in t.runs)]
         every = [run for t in trees for run in t.runs]
         busy = live_runs(conn, self._backend.now(), every) | self._session_runs_among(conn, every)
         refused = [t.root for t in trees if busy.intersection(t.runs)]
         trees = [t for t in trees if not busy.intersection(t.runs)]
-        self._count_steps(conn, trees)
         return trees, refused
+
+    @staticmethod
+    def _forest(conn: Any, roots: Sequence[int]) -> tuple[list[int], Forest, Info]:
+        """Of these roots' trees: the roots still roots (ascending), each run's children and
+        each run's (status, started_at) — the roots, then each level's children through the
+        `parent_run_id` index, so the rows read are the trees' own."""
+        r = table("runs")
+        columns = (r.c.id, r.c.parent_run_id, r.c.status, r.c.started_at)
+        children: Forest = {}
+        info: Info = {}
+        tops: list[int] = []
+        for part in chunks(sorted(set(roots))):
+            for run, parent, status, started in conn.execute(
+                select(*columns).where(r.c.id.in_(part))
+            ):
+                info[int(run)] = (status, started)
+                if parent is None:
+                    tops.append(int(run))
+        level = list(tops)
+        while level:
+            below: list[int] = []
+            for part in chunks(level):
+                statement = select(*columns).where(r.c.parent_run_id.in_(part))
+                for run, parent, status, started in conn.execute(statement):
+                    children.setdefault(int(parent), []).append(int(run))
+                    if int(run) not in info:  # a cycle of parents is walked once
+                        info[int(run)] = (status, started)
+                        below.append(int(run))
+            level = below
+        return sorted(tops), children, info
 
     @staticmethod
     def _session_runs_among(conn: Any, ids: Sequence[int]) -> set[int]:
@@ -289,13 +391,11 @@ class RunPruningMixin(OlderStoreMixin):
     def _prune_batch(
         self, batch: list[Tree], cutoff: Cutoff, chosen: frozenset[str], archive: Any
     ) -> Pruned:
-        """One transaction: lock the batch's runs, decide again, copy to the archive (its own
-        transaction, committed first), delete."""
+        """One transaction: lock the batch's runs, decide again, delete, and copy what the
+        deletions returned to the archive (its own transaction, committed first)."""
         with self._write() as conn:
             lock_runs(conn, [run for t in batch for run in t.runs])
-            trees, refused = self._prunable_trees(
-                conn, cutoff, chosen, None, roots=[t.root for t in batch]
-            )
+            trees, refused = self._prunable_trees(conn, cutoff, chosen, [t.root for t in batch])
             # A tree that grew a run since the forecast is locked again whole; its new runs
             # were started after the lock's first read, so they are decided on now.
             lock_runs(conn, [run for t in trees for run in t.runs])
@@ -303,18 +403,24 @@ class RunPruningMixin(OlderStoreMixin):
             pruned = self._pruned(conn, runs, refused)
             if not runs:
                 return pruned
-            if archive is not None:
-                archive._receive(conn, runs)
-            work = [*RUN_TABLES]
-            for name, key in work:
+            # With an archive, each DELETE returns the rows it removed and the archive receives
+            # exactly those: a row written meanwhile is deleted and archived, or (committed
+            # after the statement began) left in the store, never deleted unread.
+            taken: dict[str, list[dict[str, Any]]] = {}
+            for name, key in [*RUN_TABLES, ("runs", "id")]:
+                if name == "runs":  # after `provider_calls`, whose delete triggers bump these
+                    for spend in SPEND_TABLES:
+                        if self._has_columns(spend.name, "run_id"):
+                            for part in chunks(runs):
+                                conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
+                statement = delete_statement(name, key, returning=archive is not None)
+                rows = taken.setdefault(name, [])
                 for part in chunks(runs):
-                    conn.execute(delete_statement(name, key), {"ids": part})
-            for spend in SPEND_TABLES:
-                if self._has_columns(spend.name, "run_id"):
-                    for part in chunks(runs):
-                        conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
-            for part in chunks(runs):
-                conn.execute(delete_statement("runs", "id"), {"ids": part})
+                    result = conn.execute(statement, {"ids": part})
+                    if archive is not None:
+                        rows += [dict(row._mapping) for row in result]
+            if archive is not None:
+                archive._receive(taken)
         return pruned
 
     # --- the archive --------------------------------------------------------------------
@@ -360,31 +466,25 @@ class RunPruningMixin(OlderStoreMixin):
         with self._read() as conn:
             refuse_foreign(conn, incoming)
 
-    def _receive(self, source: Any, runs: Sequence[int]) -> None:
-        """Copy every row of these runs from the `source` connection into this store, in one
-        transaction committed here. A copy of these same runs already here (a prune that
-        crashed after its archive committed and before its delete, run again) is replaced;
-        a different run under one of their ids, or a row of another run under one of their
-        rows' ids (another store's runs), is refused before anything is written."""
+    def _receive(self, incoming: dict[str, list[dict[str, Any]]]) -> None:
+        """Write `incoming` (every row of some runs, by table, as their source's deletion
+        returned them) into this store, in one transaction committed here. A copy of these
+        same runs already here (a prune that crashed after its archive committed and before
+        its delete, run again) is replaced; a different run under one of their ids, or a row
+        of another run under one of their rows' ids (another store's runs), is refused before
+        anything is written."""
         names = [("runs", "id"), *RUN_TABLES]
-        incoming: dict[str, list[dict[str, Any]]] = {}
-        for name, key in names:
-            t = table(name)
-            incoming[name] = [
-                dict(row._mapping)
-                for part in chunks(list(runs))
-                for row in source.execute(select(t).where(t.c[key].in_(part)))
-            ]
+        runs = sorted(int(row["id"]) for row in incoming["runs"])
         with self._write() as conn:
             refuse_foreign(conn, incoming)
             for name, key in reversed(names):
-                for part in chunks(list(runs)):
+                for part in chunks(runs):
                     conn.execute(delete_statement(name, key), {"ids": part})
             for spend in SPEND_TABLES:
-                for part in chunks(list(runs)):
+                for part in chunks(runs):
                     conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
             for name, _ in names:
-                rows = incoming[name]
+                rows = incoming.get(name, [])
                 for i in range(0, len(rows), CHUNK):
                     conn.execute(insert(table(name)), rows[i : i + CHUNK])
 

@@ -146,10 +146,12 @@ def nonempty(columns: Sequence[Any]) -> Any:
 
 
 @cache
-def delete_statement(name: str, key: str) -> Any:
-    """`DELETE FROM name WHERE key IN (:ids)`, built once."""
+def delete_statement(name: str, key: str, *, returning: bool = False) -> Any:
+    """`DELETE FROM name WHERE key IN (:ids)`, built once; `returning`, it returns every
+    column of each row it deleted (what an archive receives)."""
     t = table(name)
-    return delete(t).where(t.c[key].in_(bindparam("ids", expanding=True)))
+    statement = delete(t).where(t.c[key].in_(bindparam("ids", expanding=True)))
+    return statement.returning(*t.columns) if returning else statement
 
 
 @cache

@@ -23,7 +23,9 @@ from harness_store.records import (
     StepRecord,
     Usage,
 )
+from harness_store.store import run_pruning
 from harness_store.store.accounting import ROW_KEYS
+from harness_store.store.run_pruning import BATCH_RUNS
 
 PRICES = PriceTable.new("2026-11-30").with_("m-a", Price(input=1_250_001, output=3_000_007))
 
@@ -215,3 +217,47 @@ def test_batches_each_decide_again_and_report_progress(store_target: str) -> Non
         assert pruned.runs == 12 and pruned.tables["steps"] == 120
         assert len(seen) == 6 and seen[-1] == (12, 12)
         assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+@pytest.mark.slow_on("postgresql")
+def test_a_batch_holds_at_most_so_many_runs_however_few_their_rows(store_target: str) -> None:
+    """Runs without steps weigh almost nothing in rows, yet each costs a lookup in every
+    run-keyed table: a batch still takes at most `BATCH_RUNS` of them."""
+    with Store.open(store_target, backup=False) as store:
+        with store.transaction():
+            for _ in range(2 * BATCH_RUNS + 1):
+                store.finish_run(store.start_run("goal", "plan.toml"), "success")
+        seen: list[int] = []
+        pruned = store.prune_runs(before="9999-01-01", progress=lambda d, t: seen.append(d))
+        assert pruned.runs == 2 * BATCH_RUNS + 1
+        assert seen == [BATCH_RUNS, 2 * BATCH_RUNS, 2 * BATCH_RUNS + 1]
+
+
+def test_deciding_a_page_of_runs_at_a_time_decides_as_one_look(
+    store_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forecast reads the runs a page at a time (`FORECAST_RUNS`); trees split across
+    pages, busy and unfinished trees and `keep_last` come out as from one read of them all."""
+    with Store.open(store_target, backup=False) as store:
+        roots = [finished(store) for _ in range(7)]
+        children = [finished(store, root) for root in roots[:4]]  # after every root: split
+        grandchild = finished(store, children[1])
+        busy = store.start_child_run("still going", "plan.toml", roots[2], 1)
+        store.acquire_lease(roots[5], 600)
+        make_old(store_target, *roots, *children, grandchild, busy)
+        whole = {
+            keep: store.prune_runs(before="2021-01-01", keep_last=keep, dry_run=True)
+            for keep in (None, 1, 3)
+        }
+        monkeypatch.setattr(run_pruning, "FORECAST_RUNS", 2)
+        for keep, answer in whole.items():
+            paged = store.prune_runs(before="2021-01-01", keep_last=keep, dry_run=True)
+            assert (paged.run_ids, paged.refused) == (answer.run_ids, answer.refused), keep
+        # Root 2's tree has a run still going; root 5 is leased; 4, 5 and 6 are the newest
+        # three trees of those statuses.
+        oldest = [roots[0], children[0], roots[1], children[1], grandchild, roots[3], children[3]]
+        assert whole[None].run_ids == sorted([*oldest, roots[4], roots[6]])
+        assert whole[None].refused == [roots[5]]
+        assert whole[3].run_ids == sorted(oldest)
+        pruned = store.prune_runs(before="2021-01-01", keep_last=1)
+        assert pruned.run_ids == whole[1].run_ids

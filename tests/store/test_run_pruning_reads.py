@@ -1,0 +1,113 @@
+"""What a prune's batches read: each batch decides again from its own trees, read from their
+roots by index, so the work done inside each write transaction (where live writers wait) is
+bounded by the batch, not by the store. Measured by the database itself: on PostgreSQL the
+rows of `runs` the transaction read (`pg_stat_xact_user_tables`), on SQLite the virtual
+machine's steps (a progress handler counting every 100), in each write transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
+
+from harness_store import Store
+from harness_store.dialects.base import WRITE_TRANSACTION
+from harness_store.records import StepRecord
+
+OLD = 24
+"""Root runs pruned (each with one child): a few batches of a few trees each."""
+BATCH_ROWS = 20
+"""About four trees a batch (a tree weighs 2 × its steps + its runs)."""
+
+
+def fill(store: Store, kept: int) -> None:
+    """OLD finished trees of a root and a child, one step each; then `kept` runs still
+    running, which no prune takes (their rows are what a batch must not read)."""
+    with store.transaction():
+        for i in range(OLD):
+            root = store.start_run(f"old {i}", "plan.toml")
+            child = store.start_child_run(f"old child {i}", "plan.toml", root, 1)
+            for run in (root, child):
+                store.checkpoint_step(run, StepRecord(1, "decide", "ok", tokens=1))
+                store.finish_run(run, "success")
+        for i in range(kept):
+            store.start_run(f"live {i}", "plan.toml")
+
+
+@contextmanager
+def work_per_write(store: Store) -> Iterator[list[int]]:
+    """The work each write transaction of `store` did, appended at its commit."""
+    done: list[int] = []
+    engine = store.engine
+    if engine.dialect.name == "postgresql":
+        # The backend's counts since it last reported them (which may span transactions):
+        # read at each transaction's start and commit, in it.
+        read = (
+            "SELECT COALESCE(SUM(seq_tup_read), 0) + COALESCE(SUM(idx_tup_fetch), 0) "
+            "FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
+        )
+        start: dict[int, int] = {}
+
+        def counted(conn: Any) -> int:
+            with conn.connection.dbapi_connection.cursor() as cursor:
+                return int(cursor.execute(read).fetchone()[0])
+
+        def at_begin_pg(conn: Any) -> None:
+            start[id(conn)] = counted(conn)
+
+        def at_commit(conn: Any) -> None:
+            if conn.info.get(WRITE_TRANSACTION):
+                done.append(counted(conn) - start.pop(id(conn)))
+
+        event.listen(engine, "begin", at_begin_pg)
+        event.listen(engine, "commit", at_commit)
+        try:
+            yield done
+        finally:
+            event.remove(engine, "begin", at_begin_pg)
+            event.remove(engine, "commit", at_commit)
+        return
+    raw = store._raw
+    steps = [0]
+
+    def tick() -> int:
+        steps[0] += 1
+        return 0
+
+    def at_begin(conn: Any) -> None:
+        steps[0] = 0
+
+    def at_commit_sqlite(conn: Any) -> None:
+        if conn.info.get(WRITE_TRANSACTION):
+            done.append(steps[0])
+
+    raw.set_progress_handler(tick, 100)
+    event.listen(engine, "begin", at_begin)
+    event.listen(engine, "commit", at_commit_sqlite)
+    try:
+        yield done
+    finally:
+        event.remove(engine, "begin", at_begin)
+        event.remove(engine, "commit", at_commit_sqlite)
+        raw.set_progress_handler(None, 100)
+
+
+def batches_of(target: str, kept: int) -> list[int]:
+    with Store.open(target, backup=False) as store:
+        fill(store, kept)
+        with work_per_write(store) as work:
+            pruned = store.prune_runs(before="9999-01-01", batch_rows=BATCH_ROWS)
+        assert pruned.runs == 2 * OLD and len(store.runs()) == kept
+    return work
+
+
+def test_a_batch_reads_its_own_trees_not_the_store(store_target: str) -> None:
+    small = batches_of(store_target, 0)
+    big = batches_of(store_target, 3000)
+    # The same batches, each doing about the same work with a hundred times the runs beside
+    # them (an index is a level deeper: 2× bounds it); reading the runs table whole in each
+    # batch would take 60 times the rows.
+    assert len(big) == len(small) > 2, (small, big)
+    assert max(big) <= 2 * max(small) + 50, (small, big)
