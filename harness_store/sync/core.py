@@ -8,8 +8,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from sqlalchemy.util import LRUCache
 
 from ..connector import Connector, connector_at, connector_over
 from ..dialects import backend_named
-from ..engine import safe_url, sqlite_path, to_url
+from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import (
     InvalidValueError,
     MalformedStoreError,
@@ -32,9 +33,10 @@ from ..errors import (
 from ..models import Base
 from ..models.sync import ORIGINS, SYNC_METADATA
 from ..releases import NEWEST_KNOWN_RELEASE
+from ..schema.copy_marker import refuse_unfinished_copy
 from ..schema.detect import IGNORED_TABLES, check_sqlite_file, read_revision, read_tables
 from ..schema.preflight import is_malformed
-from ..store import Store, whole_snapshot
+from ..store import Store, create_head_schema, whole_snapshot
 from ..targets import Target
 from ..transfer.plan import BOOKKEEPING_TABLES
 from ..transfer.reading import (
@@ -90,7 +92,9 @@ def sync(
     and marks), so a sync killed at any point is completed by the next. With `mark=True` each
     source gets its origin UUID written into it (once); otherwise nothing is ever written to a
     source. With `dry_run=True` every source's transaction is rolled back: the report says
-    what a sync would write (the destination's schema is still created if missing).
+    what a sync would write, and nothing is written anywhere: a missing SQLite destination
+    is not created, one below head is not upgraded (`SyncReport.dest_setup` says what a sync
+    would first do to it), see `dry_destination`.
 
     On PostgreSQL `workers` sources are synced at once (each in its own transaction), so one
     source is read while another is written; a SQLite destination takes one writer at a time,
@@ -109,9 +113,13 @@ def sync(
     dest_url = to_url(dest)
     parsed = [_source(s) for s in sources]
     kept = _refuse_shared_marks(parsed)
-    threads = 1 if backend_named(dest_url.get_backend_name()).one_connection else workers
+    one_writer = backend_named(dest_url.get_backend_name()).one_connection
+    threads = 1 if one_writer or dry_run else workers
     done = 0
     lock = threading.Lock()
+    central: Connector
+    held: Connection | None = None
+    setup: str | None = None
 
     def one(at: int, source: Target) -> OriginReport | RefusedSource:
         nonlocal done
@@ -130,7 +138,7 @@ def sync(
                 progress(label, done, len(parsed), 0)
         try:
             report: OriginReport | RefusedSource = sync_source(
-                source, kept.pop(at, None), central, mark, dry_run, on_rows, batch_size
+                source, kept.pop(at, None), central, mark, dry_run, on_rows, batch_size, into=held
             )
         except SOURCE_REFUSALS as exc:
             report = RefusedSource(label, exc)
@@ -148,16 +156,17 @@ def sync(
 
     dest_path = sqlite_path(dest_url)
     try:
-        if dest_path is not None and parsed:
-            create_like(dest_path, [_path_of(s) for s in parsed])  # as private as its sources
-        with connector_at(dest_url) as central:
-            prepare_dest(central, dest_url)
+        with ExitStack() as stack:
+            if dry_run:
+                central, held, setup = stack.enter_context(dry_destination(dest_url))
+            else:
+                if dest_path is not None and parsed:
+                    create_like(dest_path, [_path_of(s) for s in parsed])  # as its sources
+                central = stack.enter_context(connector_at(dest_url))
+                prepare_dest(central, dest_url)
             results = each(parsed)
-            if (
-                not dry_run
-                and len(parsed) > 1
-                and any(isinstance(r, OriginReport) and r.uncovered for r in results)
-            ):
+            uncovered = any(isinstance(r, OriginReport) and r.uncovered for r in results)
+            if len(parsed) > 1 and uncovered:
                 # a deleted memory entry may uncover another origin's: those origins send it now
                 _close_all(kept)  # none is left by the first pass; they are opened again
                 done = 0
@@ -171,6 +180,7 @@ def sync(
         time.monotonic() - started,
         dry_run,
         tuple(r for r in results if isinstance(r, RefusedSource)),
+        setup,
     )
     if report.refused:
         raise SyncRefusedError(report)
@@ -297,6 +307,49 @@ def _prepare(dest: Connector, url: URL) -> None:
 
 
 @contextmanager
+def dry_destination(url: URL) -> Iterator[tuple[Connector, Connection, str | None]]:
+    """The destination of a dry run: its connector, one transaction on it that is rolled
+    back at the end (never committed), and what a sync would first do to the destination,
+    said for a person (None when it is ready).
+
+    In that transaction the destination is made ready as a sync makes it (a store built,
+    upgraded to head, sync's tables added) and then every source is synced into it, so a dry
+    run's counts are a sync's own. A SQLite file that does not exist is not created: an
+    empty store in memory stands for it."""
+    from ..releases import HEAD
+
+    shown = where(url)
+    path = sqlite_path(url)
+    missing = path is not None and not path.exists()
+    if path is not None:
+        check_sqlite_file(path, missing=None)  # what is no file a store can be is refused
+    with (
+        connector_at(to_url(":memory:") if missing else url) as central,
+        central.load(commit=False) as conn,
+    ):
+        names = set(inspect(conn).get_table_names())
+        setup: str | None = None
+        if missing or not names:
+            create_head_schema(conn)
+            state = "does not exist" if missing else "holds no store"
+            setup = f"{shown} {state}: a sync would create it at revision {HEAD}"
+        else:
+            refuse_unfinished_copy(conn, shown)
+            before = read_revision(conn)
+            if before != HEAD:
+                from ..schema.migrate import upgrade
+
+                found = upgrade(url, backup=False, connection=conn).found
+                was = found.describe() if found is not None else f"revision {before}"
+                then = " (after a backup)" if path is not None else ""
+                setup = f"{shown}: {was}; a sync would upgrade it to revision {HEAD}{then}"
+            elif not SYNC_METADATA.tables.keys() <= names:
+                setup = f"{shown} was never synced into: a sync would add its own tables"
+        SYNC_METADATA.create_all(conn, checkfirst=True)
+        yield central, conn, setup
+
+
+@contextmanager
 def _connector(dest: Connector | Engine) -> Iterator[Connector]:
     """The destination's connector; over an engine, one of its own for the body."""
     if isinstance(dest, Connector):
@@ -351,24 +404,41 @@ def sync_source(
     *,
     check_pages: bool = True,
     carry: Carry | None = None,
+    into: Connection | None = None,
 ) -> OriginReport:
     """One source's sync: read in one snapshot, written in one destination transaction (the
-    pass `sync` makes of each source, and `follow` of a source that changed). `kept` is the
-    source's Store when it is still open, else it is opened here; closed either way. Without
+    pass `sync` makes of each source, and `follow` of a source that changed), or in a
+    savepoint of `into`, a destination transaction the caller holds (a dry run's). `kept` is
+    the source's Store when it is still open, else it is opened here; closed either way. Without
     `check_pages` the source's pages are quick-checked only when it is a new origin or read
     again in full, not when it only grew (a follower checks a file it checked a moment ago
     only now and then: the check reads the whole file). `carry` is what a follower keeps of
     the source from pass to pass (`origin_state.Carry`)."""
     with _connector(dest) as connector:
+        if into is not None:
+            writing: Writing = partial(_savepoint, into)
+        else:
+            writing = partial(connector.load, commit=not dry_run)
         return _sync_source(
-            source, kept, connector, mark, dry_run, on_rows, batch_size, check_pages, carry
+            source, kept, connector, writing, mark, dry_run, on_rows, batch_size, check_pages, carry
         )
+
+
+Writing = Callable[[], AbstractContextManager[Connection]]
+"""The destination transaction one source's changes are written in."""
+
+
+@contextmanager
+def _savepoint(conn: Connection) -> Iterator[Connection]:
+    with conn.begin_nested():
+        yield conn
 
 
 def _sync_source(
     source: Target,
     kept: Store | None,
     dest: Connector,
+    writing: Writing,
     mark: bool,
     dry_run: bool,
     on_rows: Callable[[int], None],
@@ -391,7 +461,7 @@ def _sync_source(
         for attempt in (1, 2, 3):
             try:
                 return _send(
-                    store, dest, path, dry_run, on_rows, batch_size, started, check_pages, carry
+                    store, writing, path, dry_run, on_rows, batch_size, started, check_pages, carry
                 )
             except IntegrityError:
                 if attempt == 3:  # another sync registered this origin meanwhile: once more
@@ -428,7 +498,7 @@ def _opened(source: Target, kept: Store | None) -> Iterator[Store]:
 
 def _send(
     store: Store,
-    dest: Connector,
+    writing: Writing,
     path: Path,
     dry_run: bool,
     on_rows: Callable[[int], None],
@@ -444,7 +514,7 @@ def _send(
         ident = origins.identify(path, origins.read_mark(src))
         if carry is not None:
             carry.claim(ident.mark)  # a follower refuses a mark another source carries
-        with dest.load(commit=not dry_run) as dst:
+        with writing() as dst:
             now = now_stamp()
             first = src.execute(select_first_run()).first() if "runs" in have else None
             anchor = f"{first[0]}:{first[1] or ''}" if first is not None else None
