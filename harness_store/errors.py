@@ -183,6 +183,12 @@ class DuplicateOriginError(InvalidValueError):
     nothing was synced."""
 
 
+class CopiedWithoutOriginError(InvalidValueError):
+    """The destination already holds a source's runs under no origin (a `copy` of it made
+    before copies recorded their source): a sync would send them all again. Nothing of that
+    source was synced."""
+
+
 class DatasetBusyError(StoreError):
     """Another export is writing the same Parquet dataset directory (it holds the directory's
     lock file). Nothing was written; run the export again once that one has finished."""

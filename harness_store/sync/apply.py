@@ -86,7 +86,8 @@ class OriginSync(StateTables, AppendTables):
                 self._sync_state(rule, *read.pop(rule.table))
             else:
                 self._sync_append(rule)
-        self._apply_fixups()
+        if not self.adopt:  # a copy's links are its own already
+            self._apply_fixups()
         self._delete_gone_runs()
         if self.uncovered:
             self._uncover_shadowed()

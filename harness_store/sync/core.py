@@ -24,6 +24,7 @@ from ..connector import Connector, connector_at, connector_over
 from ..dialects import backend_named
 from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import (
+    CopiedWithoutOriginError,
     InvalidValueError,
     MalformedStoreError,
     SchemaError,
@@ -31,7 +32,7 @@ from ..errors import (
     UnfinishedTransactionError,
 )
 from ..models import Base
-from ..models.sync import ORIGINS, SYNC_METADATA
+from ..models.sync import IDS, ORIGINS, SYNC_METADATA
 from ..releases import NEWEST_KNOWN_RELEASE
 from ..schema.copy_marker import refuse_unfinished_copy
 from ..schema.detect import IGNORED_TABLES, check_sqlite_file, read_revision, read_tables
@@ -187,10 +188,11 @@ def sync(
     return report
 
 
-SOURCE_REFUSALS = (SchemaError, UnfinishedTransactionError)
+SOURCE_REFUSALS = (SchemaError, UnfinishedTransactionError, CopiedWithoutOriginError)
 """What refuses one source (named, nothing of it written) while the others are synced: a
-database that is no store sync can read, and a store whose writer was killed mid-write (a
-hot rollback journal only a write open may roll back)."""
+database that is no store sync can read, a store whose writer was killed mid-write (a
+hot rollback journal only a write open may roll back), and a store whose runs the
+destination holds already under no origin."""
 
 
 def _synced(result: OriginReport | RefusedSource) -> bool:
@@ -522,6 +524,8 @@ def _send(
             if origin.anchor and not ident.mark and _anchor_differs(src, origin.anchor):
                 origins.retire(dst, origin.id)
                 origin = origins.register(dst, ident, now)
+            if origin.created and first is not None:
+                _refuse_copied_runs(src, dst, path, int(first[0]))
             work = OriginSync(
                 src,
                 dst,
@@ -550,6 +554,55 @@ def _send(
         reread=work.reread,
         warnings=origin.warnings,
         uncovered=work.uncovered,
+    )
+
+
+def adopt_copy(src: Connection, dst: Connection, path: Path) -> str | None:
+    """Record the SQLite store at `path`, whose snapshot `src` was just copied into `dst` with
+    its ids unchanged (`copy_store`, in its transaction on `dst`), as an origin of `dst`, with
+    the id maps and marks a sync of that snapshot would have left, so that a later sync of
+    the store sends only what changed since the copy. The origin's UUID; None, nothing
+    recorded, for a store with tables of a newer io-harness (which sync refuses)."""
+    try:
+        have = _check_source(src, path)
+    except UnknownTablesError:
+        return None
+    SYNC_METADATA.create_all(dst, checkfirst=True)
+    ident = origins.identify(path, origins.read_mark(src))
+    first = src.execute(select_first_run()).first() if "runs" in have else None
+    origin = origins.register(dst, ident, now_stamp())
+    if first is not None:
+        anchor = f"{first[0]}:{first[1] or ''}"
+        dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
+    work = OriginSync(src, dst, origin.id, have, TableCounts(), fresh=True)
+    work.adopt = True
+    work.run()
+    return origin.uuid
+
+
+def _refuse_copied_runs(src: Connection, dst: Connection, path: Path, first: int) -> None:
+    """Refuse a new origin whose runs the destination holds already under no origin: its
+    first run is there with the same id, start and goal, and no origin maps it (a `copy` of
+    the store made before copies recorded their source). Syncing it would send every run
+    again."""
+    from ..models import Run, table_of
+
+    runs = table_of(Run)
+    mine = src.execute(select(runs.c.started_at, runs.c.goal).where(runs.c.id == first)).one()
+    there = dst.execute(
+        select(runs.c.started_at, runs.c.goal).where(
+            runs.c.id == first,
+            ~select(IDS.c.dest_id).where(IDS.c.tbl == "runs", IDS.c.dest_id == first).exists(),
+        )
+    ).first()
+    if there is None or tuple(there) != tuple(mine):
+        return
+    raise CopiedWithoutOriginError(
+        f"the destination already holds the runs of {path} under no origin (its run {first}, "
+        f"started {mine[0]}, is there under the same id): it was seeded by a copy of the store "
+        "that recorded no origin, so a sync would send every run again. Nothing of it was "
+        "synced; seed the centre again with `harness-store copy` of this version (which "
+        "records the store as an origin), or sync into a store that holds none of its runs"
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Table, select
@@ -27,10 +28,13 @@ def fill(
     batch_size: int,
     progress: Progress | None,
     before_commit: Callable[[], None] | None = None,
-) -> None:
+    origin_of: Path | None = None,
+) -> str | None:
     """Every row, the marker, the id generators, and the in-transaction count check; the
     unfinished-copy marker is dropped by the same transaction. `before_commit` may still
-    refuse the commit (by raising)."""
+    refuse the commit (by raising). `origin_of`, the path of a SQLite source, is recorded in
+    the same transaction as a sync origin of the target (`sync.adopt_copy`): a store keeps
+    its identity from copy to sync. The origin's UUID, or None."""
     # A faithful copy: orphan steps included (SQLite's foreign keys off for it).
     with target.load(keep_orphans=True) as dst:
         backend = backend_named(dst.dialect.name)
@@ -47,9 +51,15 @@ def fill(
         backend.set_checkpoint_format(dst, plan.checkpoint_format)
         backend.after_copy(dst, plan.tables)
         compare(plan.counts, {t.name: count(dst, t.name) for t in plan.tables}, "")
+        origin = None
+        if origin_of is not None:
+            from ..sync.core import adopt_copy  # sync builds on copy's modules: on first use
+
+            origin = adopt_copy(src, dst, origin_of)
         marker_table().drop(dst)
         if before_commit is not None:
             before_commit()
+    return origin
 
 
 def copy_table(
