@@ -10,12 +10,16 @@ completed sync of this origin left it, and the next sync redoes the whole differ
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import ColumnElement, and_, bindparam, delete, func, insert, select, update
 
+from ..errors import UnsendableValueError
 from ..models.sync import IDS, MARKS, ORIGINS
+from ..transfer.values import refusal
 from .append_tables import AppendTables
 from .origin_state import ANCHOR_MARK, STATE_MARK, Carried, anchor_columns, chunks
-from .rows import digest, model_table, source_columns_of
+from .rows import digest, model_table, source_columns, source_columns_of
 from .rules import RULES, RUNS, SESSIONS, TURNS
 from .state_tables import StateTables
 
@@ -53,6 +57,8 @@ class OriginSync(StateTables, AppendTables):
         checked = self.check_growth or self.fresh or reason is not None
         if work and checked and self.check_pages is not None:
             self.check_pages()
+        if work and not self.adopt:
+            self._refuse_values(read, whole=self.fresh or reason is not None)
         # an archive changes state rows too (turns, runs): only then are the append tables'
         # texts counted again
         self.scan_texts = state_changed
@@ -94,6 +100,30 @@ class OriginSync(StateTables, AppendTables):
         self._save()
         if self.carry is not None:
             self.carry.pending = self._carried()
+
+    def _refuse_values(self, read: dict[str, tuple[Any, Any, int]], *, whole: bool) -> None:
+        """Refuse, before anything is written, a value among the rows this pass sends that
+        the destination cannot hold as it is (`transfer.values.refusal`, the check copy
+        makes): the rows of every state table that changed, or all of them when the origin
+        is sent `whole`, and the rows of every append table above its mark."""
+        for rule in RULES:
+            if rule.table not in self.have:
+                continue
+            table = model_table(rule)
+            where: ColumnElement[bool] | None = None
+            if rule.kind == "state":
+                total = read[rule.table][2]
+                if not whole and self.hwm_loaded.get(STATE_MARK + rule.table) == total:
+                    continue
+            else:
+                hwm = 0 if whole else self.hwm.get(rule.table, 0)
+                if self.tops.get(rule.table, 0) <= hwm:
+                    continue
+                where = table.c.id > hwm
+            columns = source_columns(rule, self.have)
+            found = refusal(self.src, table, columns, self.backend, where, rule.links)
+            if found is not None:
+                raise UnsendableValueError(found)
 
     def _syncs(self) -> int:
         """The origin's sync count, this pass's included (its row is locked: exact)."""

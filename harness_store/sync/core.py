@@ -30,6 +30,7 @@ from ..errors import (
     SchemaError,
     StoreError,
     UnfinishedTransactionError,
+    UnsendableValueError,
 )
 from ..models import Base
 from ..models.sync import IDS, ORIGINS, SYNC_METADATA
@@ -49,6 +50,7 @@ from ..transfer.reading import (
 )
 from ..transfer.report import UnknownTablesError
 from ..transfer.target import create_like
+from ..transfer.values import undecodable
 from . import origins
 from .apply import OriginSync
 from .origin_state import BATCH, Carry
@@ -62,6 +64,8 @@ from .report import (
     TableCounts,
     merged,
 )
+from .rows import model_table, source_columns
+from .rules import RULES
 
 Source = str | os.PathLike[str] | URL
 
@@ -119,7 +123,7 @@ def sync(
     done = 0
     lock = threading.Lock()
     central: Connector
-    held: Connection | None = None
+    ready: Ready | None = None
     setup: str | None = None
 
     def one(at: int, source: Target) -> OriginReport | RefusedSource:
@@ -139,7 +143,7 @@ def sync(
                 progress(label, done, len(parsed), 0)
         try:
             report: OriginReport | RefusedSource = sync_source(
-                source, kept.pop(at, None), central, mark, dry_run, on_rows, batch_size, into=held
+                source, kept.pop(at, None), central, mark, dry_run, on_rows, batch_size, ready=ready
             )
         except SOURCE_REFUSALS as exc:
             report = RefusedSource(label, exc)
@@ -159,7 +163,7 @@ def sync(
     try:
         with ExitStack() as stack:
             if dry_run:
-                central, held, setup = stack.enter_context(dry_destination(dest_url))
+                central, ready, setup = stack.enter_context(dry_destination(dest_url))
             else:
                 if dest_path is not None and parsed:
                     create_like(dest_path, [_path_of(s) for s in parsed])  # as its sources
@@ -167,7 +171,7 @@ def sync(
                 prepare_dest(central, dest_url)
             results = each(parsed)
             uncovered = any(isinstance(r, OriginReport) and r.uncovered for r in results)
-            if len(parsed) > 1 and uncovered:
+            if not dry_run and len(parsed) > 1 and uncovered:
                 # a deleted memory entry may uncover another origin's: those origins send it now
                 _close_all(kept)  # none is left by the first pass; they are opened again
                 done = 0
@@ -188,11 +192,17 @@ def sync(
     return report
 
 
-SOURCE_REFUSALS = (SchemaError, UnfinishedTransactionError, CopiedWithoutOriginError)
+SOURCE_REFUSALS = (
+    SchemaError,
+    UnfinishedTransactionError,
+    CopiedWithoutOriginError,
+    UnsendableValueError,
+)
 """What refuses one source (named, nothing of it written) while the others are synced: a
 database that is no store sync can read, a store whose writer was killed mid-write (a
-hot rollback journal only a write open may roll back), and a store whose runs the
-destination holds already under no origin."""
+hot rollback journal only a write open may roll back), a store whose runs the
+destination holds already under no origin, and a store holding a value the destination
+cannot hold as it is (named; sent once the row is repaired)."""
 
 
 def _synced(result: OriginReport | RefusedSource) -> bool:
@@ -308,47 +318,58 @@ def _prepare(dest: Connector, url: URL) -> None:
         SYNC_METADATA.create_all(conn, checkfirst=True)
 
 
-@contextmanager
-def dry_destination(url: URL) -> Iterator[tuple[Connector, Connection, str | None]]:
-    """The destination of a dry run: its connector, one transaction on it that is rolled
-    back at the end (never committed), and what a sync would first do to the destination,
-    said for a person (None when it is ready).
+Ready = Callable[[Connection], None]
+"""What makes the destination ready for a sync inside the transaction of one source's changes
+(a dry run's, rolled back with them)."""
 
-    In that transaction the destination is made ready as a sync makes it (a store built,
-    upgraded to head, sync's tables added) and then every source is synced into it, so a dry
+
+@contextmanager
+def dry_destination(url: URL) -> Iterator[tuple[Connector, Ready, str | None]]:
+    """The destination of a dry run: its connector, what makes it ready for a sync inside
+    each source's transaction (which a dry run rolls back: never committed), and what a sync
+    would first do to the destination, said for a person (None when it is ready).
+
+    Each source's transaction first makes the destination what a sync makes it (a store
+    built, upgraded to head, sync's tables added), then syncs the source into it, so a dry
     run's counts are a sync's own. A SQLite file that does not exist is not created: an
     empty store in memory stands for it."""
     from ..releases import HEAD
+    from ..schema.detect import diagnose
 
     shown = where(url)
     path = sqlite_path(url)
     missing = path is not None and not path.exists()
     if path is not None:
         check_sqlite_file(path, missing=None)  # what is no file a store can be is refused
-    with (
-        connector_at(to_url(":memory:") if missing else url) as central,
-        central.load(commit=False) as conn,
-    ):
-        names = set(inspect(conn).get_table_names())
+    with connector_at(to_url(":memory:") if missing else url) as central:
+        with central.snapshot() as conn:
+            names = set(inspect(conn).get_table_names())
+            if names:
+                refuse_unfinished_copy(conn, shown)
+            before = read_revision(conn) if names else None
+            found = diagnose(conn) if names and before != HEAD else None
         setup: str | None = None
         if missing or not names:
-            create_head_schema(conn)
             state = "does not exist" if missing else "holds no store"
             setup = f"{shown} {state}: a sync would create it at revision {HEAD}"
-        else:
-            refuse_unfinished_copy(conn, shown)
-            before = read_revision(conn)
-            if before != HEAD:
+        elif found is not None:
+            then = " (after a backup)" if path is not None else ""
+            setup = f"{shown}: {found.describe()}; a sync would upgrade it to revision {HEAD}{then}"
+        elif not SYNC_METADATA.tables.keys() <= names:
+            setup = f"{shown} was never synced into: a sync would add its own tables"
+
+        def ready(dst: Connection) -> None:
+            if missing or not names:
+                create_head_schema(dst)
+            elif found is not None:
                 from ..schema.migrate import upgrade
 
-                found = upgrade(url, backup=False, connection=conn).found
-                was = found.describe() if found is not None else f"revision {before}"
-                then = " (after a backup)" if path is not None else ""
-                setup = f"{shown}: {was}; a sync would upgrade it to revision {HEAD}{then}"
-            elif not SYNC_METADATA.tables.keys() <= names:
-                setup = f"{shown} was never synced into: a sync would add its own tables"
-        SYNC_METADATA.create_all(conn, checkfirst=True)
-        yield central, conn, setup
+                upgrade(url, backup=False, connection=dst)
+            SYNC_METADATA.create_all(dst, checkfirst=True)
+
+        with central.load(commit=False) as conn:  # what the sync refuses, before any source
+            ready(conn)
+        yield central, ready, setup
 
 
 @contextmanager
@@ -406,21 +427,18 @@ def sync_source(
     *,
     check_pages: bool = True,
     carry: Carry | None = None,
-    into: Connection | None = None,
+    ready: Ready | None = None,
 ) -> OriginReport:
     """One source's sync: read in one snapshot, written in one destination transaction (the
-    pass `sync` makes of each source, and `follow` of a source that changed), or in a
-    savepoint of `into`, a destination transaction the caller holds (a dry run's). `kept` is
-    the source's Store when it is still open, else it is opened here; closed either way. Without
-    `check_pages` the source's pages are quick-checked only when it is a new origin or read
-    again in full, not when it only grew (a follower checks a file it checked a moment ago
-    only now and then: the check reads the whole file). `carry` is what a follower keeps of
-    the source from pass to pass (`origin_state.Carry`)."""
+    pass `sync` makes of each source, and `follow` of a source that changed). `ready`, when
+    given, makes the destination ready first in that transaction (a dry run's). `kept` is
+    the source's Store when it is still open, else it is opened here; closed either way.
+    Without `check_pages` the source's pages are quick-checked only when it is a new origin
+    or read again in full, not when it only grew (a follower checks a file it checked a
+    moment ago only now and then: the check reads the whole file). `carry` is what a
+    follower keeps of the source from pass to pass (`origin_state.Carry`)."""
     with _connector(dest) as connector:
-        if into is not None:
-            writing: Writing = partial(_savepoint, into)
-        else:
-            writing = partial(connector.load, commit=not dry_run)
+        writing = partial(_load, connector, not dry_run, ready)
         return _sync_source(
             source, kept, connector, writing, mark, dry_run, on_rows, batch_size, check_pages, carry
         )
@@ -431,8 +449,10 @@ Writing = Callable[[], AbstractContextManager[Connection]]
 
 
 @contextmanager
-def _savepoint(conn: Connection) -> Iterator[Connection]:
-    with conn.begin_nested():
+def _load(dest: Connector, commit: bool, ready: Ready | None) -> Iterator[Connection]:
+    with dest.load(commit=commit) as conn:
+        if ready is not None:
+            ready(conn)
         yield conn
 
 
@@ -470,6 +490,10 @@ def _sync_source(
                     raise
             except WriterAppeared:
                 pass  # a writer opened the store while it was read as a still file: again
+            except UnsendableValueError as exc:
+                raise UnsendableValueError(
+                    f"{path}: {exc}; nothing of it was synced (it is, once that row is repaired)"
+                ) from None
             except DBAPIError as exc:
                 if is_malformed(exc):
                     raise MalformedStoreError(
@@ -539,7 +563,13 @@ def _send(
             )
             work.check_growth = check_pages
             work.carry = carry
-            work.run()
+            try:
+                work.run()
+            except Exception as exc:
+                found = _undecodable_in(src, have, exc)
+                if found is None:
+                    raise
+                raise UnsendableValueError(found) from None
             if origin.anchor is None and anchor is not None:
                 dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
             no_writer_on(store, src)()
@@ -604,6 +634,26 @@ def _refuse_copied_runs(src: Connection, dst: Connection, path: Path, first: int
         "synced; seed the centre again with `harness-store copy` of this version (which "
         "records the store as an origin), or sync into a store that holds none of its runs"
     )
+
+
+def _undecodable_in(src: Connection, have: dict[str, frozenset[str]], exc: Exception) -> str | None:
+    """When `exc` is a read of the source that failed without a code of its driver's (as
+    a text whose bytes are not UTF-8 fails), the first such text in the source, said with
+    its row (`transfer.values.undecodable`); else None."""
+    orig = getattr(exc, "orig", None) or exc
+    source = backend_named(src.dialect.name)
+    if not isinstance(orig, src.dialect.loaded_dbapi.Error) or source.translate_error(orig):
+        return None
+    try:
+        for rule in RULES:
+            if rule.table in have:
+                columns = source_columns(rule, have)
+                found = undecodable(src, model_table(rule), columns)
+                if found is not None:
+                    return found
+    except Exception:  # the look failed too (a damaged page): the first error is said
+        return None
+    return None
 
 
 def select_first_run() -> Select[Any]:

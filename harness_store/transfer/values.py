@@ -1,0 +1,183 @@
+"""Whether the target can hold a source's values exactly: the one check `copy` and `sync`
+make of the rows they move, before any of them is written.
+
+A SQLite source keeps whatever its writer handed it: a NUL character or a BLOB in a TEXT
+column, text or a REAL (Infinity) in an INTEGER one, bytes that are not UTF-8 in a text. A
+target whose columns hold any value (SQLite) takes each of them as it is; one whose columns
+hold only their declared type (PostgreSQL) would refuse them with a bare driver error, or,
+for a BLOB in text, keep its hex spelling instead of the bytes. Such a value is found here by
+one statement per table that SQLite answers without handing a row to Python, and said with
+its table, row key and column. Bytes that are not UTF-8 cannot be read as text at all, on any
+target: a read that fails is followed by a look for them (`undecodable`), which names the
+row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    and_,
+    cast,
+    func,
+    literal,
+    not_,
+    or_,
+    select,
+)
+
+from ..dialects import Backend, backend_named
+
+SHOWN = 40
+"""The most characters of a value a refusal quotes."""
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= SHOWN else f"{text[: SHOWN - 1]}…"
+
+
+def _row_name(table: Table, keys: Sequence[Any]) -> str:
+    names = [c.name for c in table.primary_key.columns]
+    return ", ".join(f"{k}={v}" for k, v in zip(names, keys, strict=True))
+
+
+Say = Callable[[str, object], str]
+"""What is wrong with a value, from its storage class and the value."""
+
+
+def _checks(
+    source: Backend, target: Backend, columns: Iterable[Column[Any]], links: Iterable[str]
+) -> list[tuple[Column[Any], ColumnElement[bool], Say]]:
+    """Per column, each condition true where its value cannot go to `target` as it is, with
+    what to say of such a value. None for a source whose columns hold only their type."""
+    links = set(links)
+    name = target.name
+    checks: list[tuple[Column[Any], ColumnElement[bool], Say]] = []
+    for column in columns:
+        is_integer = source.stored_as(column, "integer")
+        is_text = source.stored_as(column, "text")
+        is_real = source.stored_as(column, "real")
+        if is_integer is None or is_text is None or is_real is None:
+            continue  # a source whose columns hold only their declared type
+        holds_any = target.stored_as(column, "text") is not None
+        if isinstance(column.type, Integer) and not holds_any:
+            checks.append(
+                (
+                    column,
+                    not_(is_integer),
+                    lambda kind, value: (
+                        f"holds the {kind} value {_shown(value)} where an integer belongs, "
+                        f"which {name} cannot hold"
+                    ),
+                )
+            )
+        elif isinstance(column.type, Integer) and column.name in links:
+            checks.append(
+                (
+                    column,
+                    not_(is_integer),
+                    lambda kind, value: (
+                        f"holds the {kind} value {_shown(value)} where the id of a row "
+                        "belongs, which a sync cannot link"
+                    ),
+                )
+            )
+        elif isinstance(column.type, String) and not holds_any:
+            checks.append(
+                (
+                    column,
+                    not_(or_(is_text, is_integer, is_real)),
+                    lambda kind, value: (
+                        f"holds a BLOB ({_shown(value)}) where text belongs, which {name} "
+                        "text would keep as its hex spelling, not as the bytes"
+                    ),
+                )
+            )
+            nul = func.instr(cast(column, LargeBinary), literal(b"\x00", LargeBinary)) > 0
+            checks.append(
+                (
+                    column,
+                    and_(column.is_not(None), is_text, nul),
+                    lambda kind, value: (
+                        f"holds a NUL character (\\x00), which {name} text cannot store"
+                    ),
+                )
+            )
+    return checks
+
+
+def refusal(
+    src: Connection,
+    table: Table,
+    columns: Sequence[Column[Any]],
+    target: Backend,
+    where: ColumnElement[bool] | None = None,
+    links: Iterable[str] = (),
+) -> str | None:
+    """The first value among `columns` of the rows of `table` that `where` selects in the
+    source `src` that `target` cannot hold exactly (or, in a `links` column, that is no id),
+    said for a person with its table, row key and column; None when every value can go."""
+    checks = _checks(backend_named(src.dialect.name), target, columns, links)
+    keys = list(table.primary_key.columns)
+    if not checks or not keys:
+        return None
+    bad = or_(*(condition for _, condition, _ in checks))
+    statement = select(
+        *keys,
+        *(condition for _, condition, _ in checks),
+        *(func.typeof(column) for column, _, _ in checks),
+        *(cast(column, LargeBinary) for column, _, _ in checks),
+    ).where(bad if where is None else and_(where, bad))
+    row = src.execute(statement.order_by(*keys).limit(1)).first()
+    if row is None:
+        return None
+    n, k = len(checks), len(keys)
+    hits, kinds, values = row[k : k + n], row[k + n : k + 2 * n], row[k + 2 * n :]
+    for (column, _, say), hit, kind, value in zip(checks, hits, kinds, values, strict=True):
+        if hit:
+            shown = bytes(value) if kind == "blob" else bytes(value).decode("utf-8", "replace")
+            where_ = f"{table.name}.{column.name} of the row {_row_name(table, row[:k])}"
+            return f"{where_} {say(kind, shown)}"
+    return None  # pragma: no cover - the row matched one of the checks
+
+
+def undecodable(
+    src: Connection,
+    table: Table,
+    columns: Sequence[Column[Any]],
+    where: ColumnElement[bool] | None = None,
+) -> str | None:
+    """The first text among `columns` of the rows `where` selects whose bytes are not UTF-8
+    (which no read of it as text can return), said with its table, row key and column; None.
+    Read as bytes, in Python: looked for only after a read failed."""
+    texts = [c for c in columns if isinstance(c.type, String)]
+    source = backend_named(src.dialect.name)
+    keys = list(table.primary_key.columns)
+    if not texts or not keys or any(source.stored_as(c, "text") is None for c in texts):
+        return None
+    statement = select(*keys, *(cast(c, LargeBinary) for c in texts))
+    if where is not None:
+        statement = statement.where(where)
+    result = src.execute(statement.order_by(*keys), execution_options={"yield_per": 1000})
+    for row in result:
+        for column, raw in zip(texts, row[len(keys) :], strict=True):
+            if raw is None:
+                continue
+            try:
+                bytes(raw).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return (
+                    f"{table.name}.{column.name} of the row {_row_name(table, row[: len(keys)])} "
+                    f"holds text whose bytes are not UTF-8 ({_shown(bytes(raw))}, at byte "
+                    f"{exc.start}), which no reader can take as text"
+                )
+    return None
