@@ -20,7 +20,7 @@ from ..transfer.values import refusal
 from .append_tables import AppendTables
 from .origin_state import ANCHOR_MARK, STATE_MARK, Carried, anchor_columns, chunks
 from .rows import digest, model_table, source_columns, source_columns_of
-from .rules import RULES, RUNS, SESSIONS, TURNS
+from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
 from .state_tables import StateTables
 
 
@@ -109,19 +109,18 @@ class OriginSync(StateTables, AppendTables):
         for rule in RULES:
             if rule.table not in self.have:
                 continue
-            table = model_table(rule)
-            where: ColumnElement[bool] | None = None
+            above: int | None = None
             if rule.kind == "state":
                 total = read[rule.table][2]
                 if not whole and self.hwm_loaded.get(STATE_MARK + rule.table) == total:
                     continue
             else:
-                hwm = 0 if whole else self.hwm.get(rule.table, 0)
-                if self.tops.get(rule.table, 0) <= hwm:
+                above = 0 if whole else self.hwm.get(rule.table, 0)
+                if self.tops.get(rule.table, 0) <= above:
                     continue
-                where = table.c.id > hwm
             columns = source_columns(rule, self.have)
-            found = refusal(self.src, table, columns, self.backend, where, rule.links)
+            table = model_table(rule)
+            found = refusal(self.src, table, columns, self.backend, above, rule.links)
             if found is not None:
                 raise UnsendableValueError(found)
 
@@ -273,17 +272,28 @@ class OriginSync(StateTables, AppendTables):
         return {t.name: int(top or 0) for t, top in zip(tables, tops, strict=True)}
 
     def _apply_fixups(self) -> None:
-        """Set the links that named rows sent later in this sync (a session's head turn)."""
+        """Set the links that named rows sent later in this sync (a child run's parent sent
+        in the same batch, a session's head turn): one statement per table and column for
+        all of its rows (executed as a batch: pipelined on PostgreSQL), not one round trip
+        per row."""
+        batches: dict[tuple[str, str], list[dict[str, int | None]]] = {}
+        rules: dict[str, Rule] = {}
         for rule, (dest_id, sub), column, target, source in self.fixups:
             mapped = self.ids[target].get(source)
             if mapped is None:
                 self.counts.orphans[f"{rule.table}.{column}"] += 1
                 continue
-            table = model_table(rule)
-            self.dst.execute(
-                update(table).where(self._dest_where(rule, table)).values({column: mapped}),
-                {"k": dest_id, "k2": sub},
+            rules[rule.table] = rule
+            batches.setdefault((rule.table, column), []).append(
+                {"k": dest_id, "k2": sub, "v": mapped}
             )
+        for (name, column), params in batches.items():
+            rule = rules[name]
+            table = model_table(rule)
+            statement = (
+                update(table).where(self._dest_where(rule, table)).values({column: bindparam("v")})
+            )
+            self.dst.execute(statement, params)
 
     def _delete_gone_runs(self) -> None:
         """Delete centrally the runs deleted in the source, with their append rows (their

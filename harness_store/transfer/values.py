@@ -23,9 +23,11 @@ from sqlalchemy import (
     Connection,
     Integer,
     LargeBinary,
+    Select,
     String,
     Table,
     and_,
+    bindparam,
     cast,
     func,
     literal,
@@ -115,38 +117,73 @@ def _checks(
     return checks
 
 
+Check = tuple[Select[Any], list[tuple[Column[Any], ColumnElement[bool], Say]]]
+
+CHECKS: dict[tuple[str, tuple[str, ...], str, str, frozenset[str], bool], Check | None] = {}
+"""Each check's statement, built once per table, columns, backends and links (SQLAlchemy
+then compiles it once): a follower checks the same tables every pass."""
+
+
+def _check(
+    src: Connection,
+    table: Table,
+    columns: Sequence[Column[Any]],
+    target: Backend,
+    links: Iterable[str],
+    above: bool,
+) -> Check | None:
+    links = frozenset(links)
+    key = (table.name, tuple(c.name for c in columns), src.dialect.name, target.name, links, above)
+    if key in CHECKS:
+        return CHECKS[key]
+    checks = _checks(backend_named(src.dialect.name), target, columns, links)
+    keys = list(table.primary_key.columns)
+    found: Check | None = None
+    if checks and keys:
+        bad = or_(*(condition for _, condition, _ in checks))
+        where = and_(table.c.id > bindparam("above"), bad) if above else bad
+        statement = (
+            select(
+                *keys,
+                *(condition for _, condition, _ in checks),
+                *(func.typeof(column) for column, _, _ in checks),
+                *(cast(column, LargeBinary) for column, _, _ in checks),
+            )
+            .where(where)
+            .order_by(*keys)
+            .limit(1)
+        )
+        found = (statement, checks)
+    CHECKS[key] = found
+    return found
+
+
 def refusal(
     src: Connection,
     table: Table,
     columns: Sequence[Column[Any]],
     target: Backend,
-    where: ColumnElement[bool] | None = None,
+    above: int | None = None,
     links: Iterable[str] = (),
 ) -> str | None:
-    """The first value among `columns` of the rows of `table` that `where` selects in the
-    source `src` that `target` cannot hold exactly (or, in a `links` column, that is no id),
-    said for a person with its table, row key and column; None when every value can go."""
-    checks = _checks(backend_named(src.dialect.name), target, columns, links)
-    keys = list(table.primary_key.columns)
-    if not checks or not keys:
+    """The first value among `columns` of the rows of `table` (those whose id is `above`
+    the given one, when given) in the source `src` that `target` cannot hold exactly (or, in
+    a `links` column, that is no id), said for a person with its table, row key and column;
+    None when every value can go."""
+    check = _check(src, table, columns, target, links, above is not None)
+    if check is None:
         return None
-    bad = or_(*(condition for _, condition, _ in checks))
-    statement = select(
-        *keys,
-        *(condition for _, condition, _ in checks),
-        *(func.typeof(column) for column, _, _ in checks),
-        *(cast(column, LargeBinary) for column, _, _ in checks),
-    ).where(bad if where is None else and_(where, bad))
-    row = src.execute(statement.order_by(*keys).limit(1)).first()
+    statement, checks = check
+    row = src.execute(statement, {"above": above} if above is not None else {}).first()
     if row is None:
         return None
-    n, k = len(checks), len(keys)
+    k, n = len(table.primary_key.columns), len(checks)
     hits, kinds, values = row[k : k + n], row[k + n : k + 2 * n], row[k + 2 * n :]
     for (column, _, say), hit, kind, value in zip(checks, hits, kinds, values, strict=True):
         if hit:
             shown = bytes(value) if kind == "blob" else bytes(value).decode("utf-8", "replace")
-            where_ = f"{table.name}.{column.name} of the row {_row_name(table, row[:k])}"
-            return f"{where_} {say(kind, shown)}"
+            where = f"{table.name}.{column.name} of the row {_row_name(table, row[:k])}"
+            return f"{where} {say(kind, shown)}"
     return None  # pragma: no cover - the row matched one of the checks
 
 
