@@ -106,3 +106,29 @@ def test_a_centre_holding_the_runs_under_no_origin_is_refused(
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and str(host) in done.stderr
     assert row_count(store_target, Run) == runs + row_count(str(other), Run)
+
+
+def test_a_store_marked_after_its_copy_keeps_the_origin_the_copy_recorded(
+    store_target: str, tmp_path: Path
+) -> None:
+    host = tmp_path / "host.sqlite3"
+    write_source(host, runs=2)
+    copy_store(host, store_target)
+    first = sync([host], store_target, mark=True).origins[0]
+    assert not first.new_origin and first.counts.rows == 0 and first.marked
+    (origin,) = list_origins(store_target)
+    assert first.origin == origin.uuid
+    assert sync([host], store_target).rows == 0
+    assert row_count(store_target, Run) == row_count(str(host), Run)
+
+
+def test_a_store_marked_before_its_copy_is_known_by_its_mark(
+    store_target: str, tmp_path: Path
+) -> None:
+    marked = tmp_path / "marked.sqlite3"
+    write_source(marked, runs=2)
+    sync([marked], tmp_path / "elsewhere.sqlite3", mark=True)  # now it carries a mark
+    copied = copy_store(marked, store_target).origin
+    again = sync([marked], store_target).origins[0]
+    assert again.origin == copied and not again.new_origin and again.counts.rows == 0
+    assert row_count(store_target, Run) == row_count(str(marked), Run)
