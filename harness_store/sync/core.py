@@ -29,6 +29,7 @@ from ..errors import (
     MalformedStoreError,
     SchemaError,
     StoreError,
+    StoreNotFoundError,
     UnfinishedTransactionError,
     UnsendableValueError,
 )
@@ -160,6 +161,11 @@ def sync(
             return list(pool.map(one, range(len(which)), which))
 
     dest_path = sqlite_path(dest_url)
+    if dest_path is not None and not dest_path.parent.is_dir():
+        raise StoreNotFoundError(
+            f"cannot create a store at {dest_path}: no directory {dest_path.parent}; nothing "
+            "was synced"
+        )
     try:
         with ExitStack() as stack:
             if dry_run:

@@ -15,6 +15,7 @@ from support.clirun import run_in_process
 from support.synccheck import write_source
 
 from harness_store import Store
+from harness_store.errors import StoreNotFoundError
 from harness_store.releases import HEAD
 from harness_store.schema import migrate
 from harness_store.sync import SyncReport, sync
@@ -128,3 +129,13 @@ def test_every_dry_run_of_the_command_leaves_the_destination_alone(
     done = run_in_process("sync", src, dest, "--dry-run", *(["--follow"] if follow else []))
     assert done.returncode == (2 if follow else 0), done.stderr
     assert not dest.exists() and not list(tmp_path.glob("dest.sqlite3*"))
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_destination_in_no_directory_is_refused_alike(tmp_path: Path, dry_run: bool) -> None:
+    """A dry run does not say it would create what a sync cannot."""
+    src = tmp_path / "src.sqlite3"
+    write_source(src, runs=1)
+    with pytest.raises(StoreNotFoundError, match="no directory"):
+        sync([src], tmp_path / "missing" / "centre.sqlite3", dry_run=dry_run)
+    assert not (tmp_path / "missing").exists()
