@@ -52,69 +52,60 @@ def _row_name(table: Table, keys: Sequence[Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in zip(names, keys, strict=True))
 
 
-Say = Callable[[str, object], str]
-"""What is wrong with a value, from its storage class and the value."""
+Say = Callable[[str, bytes], str | None]
+"""What is wrong with a value, from its storage class and its bytes (None: nothing)."""
 
 
 def _checks(
     source: Backend, target: Backend, columns: Iterable[Column[Any]], links: Iterable[str]
 ) -> list[tuple[Column[Any], ColumnElement[bool], Say]]:
-    """Per column, each condition true where its value cannot go to `target` as it is, with
-    what to say of such a value. None for a source whose columns hold only their type."""
+    """Per column to check, the condition true where its value cannot go to `target` as it
+    is, and what to say of such a value; none for a source whose columns hold only their
+    declared type."""
     links = set(links)
     name = target.name
     checks: list[tuple[Column[Any], ColumnElement[bool], Say]] = []
     for column in columns:
         is_integer = source.stored_as(column, "integer")
-        is_text = source.stored_as(column, "text")
-        is_real = source.stored_as(column, "real")
-        if is_integer is None or is_text is None or is_real is None:
+        is_blob = source.stored_as(column, "blob")
+        if is_integer is None or is_blob is None:
             continue  # a source whose columns hold only their declared type
         holds_any = target.stored_as(column, "text") is not None
-        if isinstance(column.type, Integer) and not holds_any:
-            checks.append(
-                (
-                    column,
-                    not_(is_integer),
-                    lambda kind, value: (
-                        f"holds the {kind} value {_shown(value)} where an integer belongs, "
-                        f"which {name} cannot hold"
-                    ),
-                )
-            )
-        elif isinstance(column.type, Integer) and column.name in links:
-            checks.append(
-                (
-                    column,
-                    not_(is_integer),
-                    lambda kind, value: (
-                        f"holds the {kind} value {_shown(value)} where the id of a row "
-                        "belongs, which a sync cannot link"
-                    ),
-                )
-            )
+        if isinstance(column.type, Integer) and (not holds_any or column.name in links):
+            checks.append((column, not_(is_integer), _not_an_integer(name, holds_any)))
         elif isinstance(column.type, String) and not holds_any:
-            checks.append(
-                (
-                    column,
-                    not_(or_(is_text, is_integer, is_real)),
-                    lambda kind, value: (
-                        f"holds a BLOB ({_shown(value)}) where text belongs, which {name} "
-                        "text would keep as its hex spelling, not as the bytes"
-                    ),
-                )
-            )
             nul = func.instr(cast(column, LargeBinary), literal(b"\x00", LargeBinary)) > 0
-            checks.append(
-                (
-                    column,
-                    and_(column.is_not(None), is_text, nul),
-                    lambda kind, value: (
-                        f"holds a NUL character (\\x00), which {name} text cannot store"
-                    ),
-                )
-            )
+            checks.append((column, and_(column.is_not(None), or_(is_blob, nul)), _not_text(name)))
     return checks
+
+
+def _not_an_integer(target: str, holds_any: bool) -> Say:
+    def say(kind: str, raw: bytes) -> str:
+        shown = _shown(raw if kind == "blob" else raw.decode("utf-8", "replace"))
+        if holds_any:  # a link: the id of a row the sync remaps
+            return (
+                f"holds the {kind} value {shown} where the id of a row belongs, which a sync "
+                "cannot link"
+            )
+        return (
+            f"holds the {kind} value {shown} where an integer belongs, which {target} cannot hold"
+        )
+
+    return say
+
+
+def _not_text(target: str) -> Say:
+    def say(kind: str, raw: bytes) -> str | None:
+        if kind == "blob":
+            return (
+                f"holds a BLOB ({_shown(raw)}) where text belongs, which {target} text would "
+                "keep as its hex spelling, not as the bytes"
+            )
+        if b"\x00" in raw:
+            return f"holds a NUL character (\\x00), which {target} text cannot store"
+        return None
+
+    return say
 
 
 Check = tuple[Select[Any], list[tuple[Column[Any], ColumnElement[bool], Say]]]
@@ -145,7 +136,6 @@ def _check(
         statement = (
             select(
                 *keys,
-                *(condition for _, condition, _ in checks),
                 *(func.typeof(column) for column, _, _ in checks),
                 *(cast(column, LargeBinary) for column, _, _ in checks),
             )
@@ -178,12 +168,12 @@ def refusal(
     if row is None:
         return None
     k, n = len(table.primary_key.columns), len(checks)
-    hits, kinds, values = row[k : k + n], row[k + n : k + 2 * n], row[k + 2 * n :]
-    for (column, _, say), hit, kind, value in zip(checks, hits, kinds, values, strict=True):
-        if hit:
-            shown = bytes(value) if kind == "blob" else bytes(value).decode("utf-8", "replace")
+    kinds, values = row[k : k + n], row[k + n :]
+    for (column, _, say), kind, value in zip(checks, kinds, values, strict=True):
+        said = say(str(kind), bytes(value)) if value is not None else None
+        if said is not None and (kind != "integer" or not isinstance(column.type, Integer)):
             where = f"{table.name}.{column.name} of the row {_row_name(table, row[:k])}"
-            return f"{where} {say(kind, shown)}"
+            return f"{where} {said}"
     return None  # pragma: no cover - the row matched one of the checks
 
 
