@@ -51,7 +51,7 @@ from ..transfer.reading import (
 )
 from ..transfer.report import UnknownTablesError
 from ..transfer.target import create_like
-from ..transfer.values import undecodable
+from ..transfer.values import refusal, undecodable
 from . import origins
 from .apply import OriginSync
 from .origin_state import BATCH, Carry
@@ -598,11 +598,18 @@ def adopt_copy(src: Connection, dst: Connection, path: Path) -> str | None:
     its ids unchanged (`copy_store`, in its transaction on `dst`), as an origin of `dst`, with
     the id maps and marks a sync of that snapshot would have left, so that a later sync of
     the store sends only what changed since the copy. The origin's UUID; None, nothing
-    recorded, for a store with tables of a newer io-harness (which sync refuses)."""
+    recorded, for a store sync refuses (one with tables of a newer io-harness, or a link
+    that is no id)."""
     try:
         have = _check_source(src, path)
     except UnknownTablesError:
         return None
+    target = backend_named(dst.dialect.name)
+    for rule in RULES:  # a link that is no id: the store is one sync refuses, by name
+        if rule.table in have:
+            columns = source_columns(rule, have)
+            if refusal(src, model_table(rule), columns, target, links=rule.links) is not None:
+                return None
     SYNC_METADATA.create_all(dst, checkfirst=True)
     ident = origins.identify(path, origins.read_mark(src))
     first = src.execute(select_first_run()).first() if "runs" in have else None

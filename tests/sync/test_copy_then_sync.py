@@ -132,3 +132,19 @@ def test_a_store_marked_before_its_copy_is_known_by_its_mark(
     again = sync([marked], store_target).origins[0]
     assert again.origin == copied and not again.new_origin and again.counts.rows == 0
     assert row_count(store_target, Run) == row_count(str(marked), Run)
+
+
+def test_a_store_sync_refuses_is_copied_without_an_origin_and_refused_by_sync(
+    tmp_path: Path,
+) -> None:
+    """A step whose run id is text (a SQLite centre holds it, a sync cannot link it): the copy
+    is made and records no origin; a sync of the store then refuses it by name, sends nothing."""
+    host, centre = tmp_path / "host.sqlite3", tmp_path / "centre.sqlite3"
+    write_source(host, runs=2)
+    with closing(sqlite3.connect(host)) as conn, conn:
+        conn.execute("UPDATE steps SET run_id = 'abc' WHERE id = 2")
+    assert copy_store(host, centre).origin is None
+    runs, steps = row_count(str(centre), Run), row_count(str(centre), Step)
+    with pytest.raises(SyncRefusedError):
+        sync([host], centre)
+    assert (row_count(str(centre), Run), row_count(str(centre), Step)) == (runs, steps)
