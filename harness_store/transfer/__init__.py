@@ -61,9 +61,10 @@ them, before anything changes.
 Values are copied as the driver returns them: text byte for byte (time stamps stay upstream's
 `…T…Z` text), integers up to 2⁶³−1, NULLs as NULL. A value the target cannot hold as it is
 — on PostgreSQL a NUL character or a BLOB in a text column, text or a REAL in an integer
-column; on either backend a text whose bytes are not UTF-8 — stops the copy before any row is
-written, with a `CopyError` naming the table, row and column (`values`, the check sync makes
-too).
+column; on either backend a text whose bytes are not UTF-8 — stops the copy with a
+`CopyError` naming the table, row and column (`values`, the check sync makes too): before any
+row is written, or, for bytes that are not UTF-8, when the read meets them, the target then
+emptied again as after any failure.
 
 Known limit: a SQLite AUTOINCREMENT high-water mark above `MAX(id)` (left by rows deleted
 outside io-harness) is not carried over; the target's next id is `MAX(id)+1` of what was copied.
