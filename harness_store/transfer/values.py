@@ -23,7 +23,6 @@ from sqlalchemy import (
     Connection,
     Integer,
     LargeBinary,
-    Select,
     String,
     Table,
     and_,
@@ -108,11 +107,16 @@ def _not_text(target: str) -> Say:
     return say
 
 
-Check = tuple[Select[Any], list[tuple[Column[Any], ColumnElement[bool], Say]]]
+Check = tuple[
+    str, tuple[str, ...], dict[str, Any], list[tuple[Column[Any], ColumnElement[bool], Say]]
+]
+"""A check's SQL, the names of its parameters in order with their fixed values, and what
+each of its columns is checked for."""
 
 CHECKS: dict[tuple[str, tuple[str, ...], str, str, frozenset[str], bool], Check | None] = {}
-"""Each check's statement, built once per table, columns, backends and links (SQLAlchemy
-then compiles it once): a follower checks the same tables every pass."""
+"""Each check's SQL, built and compiled once per table, columns, backends and links: every
+source (each its own engine, whose statement cache would start empty) and every pass of a
+follower checks the same tables."""
 
 
 def _check(
@@ -132,7 +136,7 @@ def _check(
     found: Check | None = None
     if checks and keys:
         bad = or_(*(condition for _, condition, _ in checks))
-        where = and_(table.c.id > bindparam("above"), bad) if above else bad
+        where = and_(table.c.id > bindparam("above", 0), bad) if above else bad
         statement = (
             select(
                 *keys,
@@ -143,7 +147,11 @@ def _check(
             .order_by(*keys)
             .limit(1)
         )
-        found = (statement, checks)
+        compiled = statement.compile(
+            dialect=src.dialect, compile_kwargs={"render_postcompile": True}
+        )
+        names = tuple(compiled.positiontup or ())
+        found = (str(compiled), names, dict(compiled.params), checks)
     CHECKS[key] = found
     return found
 
@@ -163,8 +171,9 @@ def refusal(
     check = _check(src, table, columns, target, links, above is not None)
     if check is None:
         return None
-    statement, checks = check
-    row = src.execute(statement, {"above": above} if above is not None else {}).first()
+    sql, names, fixed, checks = check
+    params = {**fixed, "above": above}
+    row = src.exec_driver_sql(sql, tuple(params[name] for name in names)).first()
     if row is None:
         return None
     k, n = len(table.primary_key.columns), len(checks)
