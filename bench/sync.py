@@ -184,6 +184,113 @@ def copy_against_sync(cfg: Config) -> Table:
     return table
 
 
+def tree_store(cfg: Config, roots: int, children: int, steps: int) -> Path:
+    """A store of `roots` finished root runs, each with `children` sub-agent runs of `steps`
+    steps, as io-harness lays a tree out (a child's id above its parent's); cached."""
+    from harness_store import Store
+
+    path = cfg.cache / f"sync-trees-{roots}-{children}-{steps}.sqlite3"
+    if not path.exists():
+        partial = path.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        Store.open(partial, synchronous="off", backup=False).close()
+        per_tree = 1 + children
+        with closing(sqlite3.connect(partial)) as conn, conn:
+            conn.execute(
+                "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+                "INSERT INTO runs (id, goal, file, outcome, parent_run_id, depth, status, "
+                "started_at) SELECT i + 1, 'bench run ' || i, 'src/lib.rs', 'success', "
+                "CASE WHEN i % ? = 0 THEN NULL ELSE i - i % ? + 1 END, "
+                "CASE WHEN i % ? = 0 THEN 0 ELSE 1 END, 'finished', "
+                "'2026-01-01T00:00:00.000Z' FROM n",
+                (roots * per_tree - 1, per_tree, per_tree, per_tree),
+            )
+            conn.execute(
+                "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+                "INSERT INTO steps (run_id, step, decision, result) "
+                "SELECT 1 + i / ?, 1 + i % ?, 'read the file ' || i, 'ok' FROM n",
+                (roots * per_tree * steps - 1, steps, steps),
+            )
+        partial.rename(path)
+        Path(f"{partial}-writers").unlink(missing_ok=True)
+    return path
+
+
+def trees(cfg: Config) -> Table:
+    """`sync` of a store of sub-agent trees into fresh PostgreSQL databases, against psycopg
+    COPY of the same runs and steps, alternating."""
+    from harness_store import Store
+    from harness_store.sync import sync
+
+    assert cfg.pg is not None
+    roots, children, steps = cfg.pick(1000, 200), 9, 3
+    source = tree_store(cfg, roots, children, steps)
+    table = Table(
+        f"10c. sync of a store of {roots:,} trees of {1 + children} runs into PostgreSQL",
+        ["variant", "median", "rows/s", "noise", "vs COPY"],
+    )
+    times: dict[str, list[float]] = {"sync": [], "copy": []}
+    rows = {"sync": 0, "copy": 0}
+    for round_ in range(cfg.pick(5, 3)):
+        say(f"sync of trees: round {round_ + 1}")
+        with pg_database(cfg.pg, f"hs_bench_trees_sync_{round_}") as url:
+            Store.open(url).close()  # the chain's schema, outside the timing
+            sync([], url)
+            start = time.perf_counter()
+            report = sync([source], url)
+            times["sync"].append(time.perf_counter() - start)
+            rows["sync"] = sum(report.origins[0].counts.inserted.values())
+        with pg_database(cfg.pg, f"hs_bench_trees_copy_{round_}") as url:
+            Store.open(url).close()
+            start = time.perf_counter()
+            rows["copy"] = tree_copy_baseline(source, url)
+            times["copy"].append(time.perf_counter() - start)
+    ratio = median(
+        (rows["sync"] / s) / (rows["copy"] / c)
+        for s, c in zip(times["sync"], times["copy"], strict=True)
+    )
+    for label, key, shown in (
+        ("psycopg COPY of the same rows", "copy", "1.00×"),
+        ("harness_store.sync", "sync", fmt_ratio(ratio)),
+    ):
+        table.add(
+            label,
+            fmt_time(median(times[key])),
+            fmt_rate(rows[key] / median(times[key])),
+            spread(times[key]),
+            shown,
+        )
+    table.notes.append(
+        f"rows = runs + steps ({rows['sync']:,}); {children} of every {1 + children} runs "
+        "are children whose parent the same sync sends; each round into fresh databases"
+    )
+    return table
+
+
+def tree_copy_baseline(source: Path, url: Any) -> int:
+    """COPY the runs (with their parent links) and steps of `source`; the rows written."""
+    import psycopg
+
+    tables = {
+        "runs": ("id", "goal", "file", "outcome", "parent_run_id", "depth", "status", "started_at"),
+        "steps": ("run_id", "step", "decision", "result"),
+    }
+    rows = 0
+    with (
+        psycopg.connect(pg_conninfo(url)) as conn,
+        closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
+        conn.cursor() as cursor,
+    ):
+        for table, columns in tables.items():
+            query = f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid"
+            with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for row in src.execute(query):
+                    copy.write_row(row)
+                    rows += 1
+        conn.commit()
+    return rows
+
+
 def run(cfg: Config) -> list[Table]:
     from harness_store import Store
     from harness_store.sync import sync
@@ -285,4 +392,4 @@ def run(cfg: Config) -> list[Table]:
         "sync; its time is the store's own part of the call (the whole call, opening the "
         f"destination included, took {fmt_time(median(call_times))})"
     )
-    return [table, copy_against_sync(cfg)]
+    return [table, copy_against_sync(cfg), trees(cfg)]

@@ -215,6 +215,19 @@ class DuplicateOriginError(InvalidValueError):
     nothing was synced."""
 
 
+class UnsendableValueError(InvalidValueError):
+    """A source row holds a value the destination cannot hold as it is (a NUL character or a
+    BLOB in PostgreSQL text, text or a REAL in an integer column, bytes that are not UTF-8):
+    the message names the source, table, row and column. Nothing of that source was synced;
+    it is synced once the row is repaired."""
+
+
+class CopiedWithoutOriginError(InvalidValueError):
+    """The destination already holds a source's runs under no origin (a `copy` of it made
+    before copies recorded their source): a sync would send them all again. Nothing of that
+    source was synced."""
+
+
 class DatasetBusyError(StoreError):
     """Another export is writing the same Parquet dataset directory (it holds the directory's
     lock file). Nothing was written; run the export again once that one has finished."""

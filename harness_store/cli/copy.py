@@ -184,6 +184,7 @@ def copy_command(
                 "skipped_tables": report.skipped_tables,
                 "skipped_columns": list(report.skipped_columns),
                 "checkpoint_format": report.checkpoint_format,
+                "origin": report.origin,
                 "seconds": report.seconds,
             }
         )

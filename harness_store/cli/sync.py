@@ -48,6 +48,7 @@ def _report_json(report: SyncReport) -> dict[str, object]:
     return {
         "dest": report.dest,
         "dry_run": report.dry_run,
+        "dest_setup": report.dest_setup,
         "rows": report.rows,
         "seconds": report.seconds,
         "origins": [

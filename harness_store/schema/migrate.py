@@ -141,11 +141,14 @@ def upgrade(
     backup: bool = True,
     create: bool = True,
     on_message: Callable[[str], None] | None = None,
+    connection: Connection | None = None,
 ) -> UpgradeReport:
     """Upgrade the store at `target` to `revision`, creating it when absent unless
     `create=False`; see the module docstring for the steps. `on_message` gets each line of
-    the report as it happens (the first is `found: …`, before anything is changed)."""
-    return _run(command.upgrade, target, revision, backup, create, on_message)
+    the report as it happens (the first is `found: …`, before anything is changed).
+    `connection`, a connection to `target` in an open transaction, is upgraded in that
+    transaction, which the caller commits or rolls back (sync's dry run)."""
+    return _run(command.upgrade, target, revision, backup, create, on_message, connection)
 
 
 def downgrade(
@@ -167,10 +170,13 @@ def _run(
     backup: bool,
     create: bool,
     on_message: Callable[[str], None] | None,
+    connection: Connection | None = None,
 ) -> UpgradeReport:
-    """Alembic's `upgrade` or `downgrade` command on the store at `target`, one at a time in
-    this process, its errors typed; what it found and did."""
+    """Alembic's `upgrade` or `downgrade` command on the store at `target` (over `connection`
+    when given), one at a time in this process, its errors typed; what it found and did."""
     config = alembic_config(target, backup=backup, create=create)
+    if connection is not None:
+        config.attributes["connection"] = connection
     report = UpgradeReport(safe_url(to_url(target)), on_message=on_message)
     config.attributes[REPORT] = report
     with _RUNNING, _typed_errors(to_url(target).get_backend_name()):

@@ -28,6 +28,9 @@ class AppendTables(OriginState):
     def _sync_append(self, rule: Rule) -> None:
         table = model_table(rule)
         columns = source_columns(rule, self.have)
+        if self.adopt:
+            self._adopt_append(table, columns)
+            return
         assert rule.run_column is not None
         hwm = self.hwm.get(rule.table, 0)
         source_run = table.c[rule.run_column]
@@ -65,6 +68,24 @@ class AppendTables(OriginState):
             text_total += sent_texts
         if texts and self.hwm.get(rule.table, 0):
             self.hwm[TEXT_MARK + rule.table] = text_total
+
+    def _adopt_append(self, table: Table, columns: list[Column[Any]]) -> None:
+        """The marks a sync sending every row of `table` would leave, its rows being in the
+        destination already (`adopt`): the top id, the facts of the row there, and how many
+        of the texts up to it are non-empty."""
+        top = self.tops.get(table.name, 0)
+        if not top:
+            return
+        self.hwm[table.name] = top
+        facts = self._raw(select(*anchor_columns(columns)).where(table.c.id == top)).fetchone()
+        self.hwm[ANCHOR_MARK + table.name] = digest(tuple(facts))
+        texts = text_columns(columns)
+        if texts:
+            self.hwm[TEXT_MARK + table.name] = int(
+                self.src.execute(
+                    select(func.coalesce(func.sum(nonempty(texts)), 0)).where(table.c.id <= top)
+                ).scalar_one()
+            )
 
     def _cleared_runs(
         self, table: Table, source_run: Any, texts: list[Column[Any]], hwm: int

@@ -10,13 +10,17 @@ completed sync of this origin left it, and the next sync redoes the whole differ
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import ColumnElement, and_, bindparam, delete, func, insert, select, update
 
+from ..errors import UnsendableValueError
 from ..models.sync import IDS, MARKS, ORIGINS
+from ..transfer.values import refusal
 from .append_tables import AppendTables
 from .origin_state import ANCHOR_MARK, STATE_MARK, Carried, anchor_columns, chunks
-from .rows import digest, model_table, source_columns_of
-from .rules import RULES, RUNS, SESSIONS, TURNS
+from .rows import digest, model_table, source_columns, source_columns_of
+from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
 from .state_tables import StateTables
 
 
@@ -53,6 +57,8 @@ class OriginSync(StateTables, AppendTables):
         checked = self.check_growth or self.fresh or reason is not None
         if work and checked and self.check_pages is not None:
             self.check_pages()
+        if work and not self.adopt:
+            self._refuse_values(read, whole=self.fresh or reason is not None)
         # an archive changes state rows too (turns, runs): only then are the append tables'
         # texts counted again
         self.scan_texts = state_changed
@@ -86,13 +92,37 @@ class OriginSync(StateTables, AppendTables):
                 self._sync_state(rule, *read.pop(rule.table))
             else:
                 self._sync_append(rule)
-        self._apply_fixups()
+        if not self.adopt:  # a copy's links are its own already
+            self._apply_fixups()
         self._delete_gone_runs()
         if self.uncovered:
             self._uncover_shadowed()
         self._save()
         if self.carry is not None:
             self.carry.pending = self._carried()
+
+    def _refuse_values(self, read: dict[str, tuple[Any, Any, int]], *, whole: bool) -> None:
+        """Refuse, before anything is written, a value among the rows this pass sends that
+        the destination cannot hold as it is (`transfer.values.refusal`, the check copy
+        makes): the rows of every state table that changed, or all of them when the origin
+        is sent `whole`, and the rows of every append table above its mark."""
+        for rule in RULES:
+            if rule.table not in self.have:
+                continue
+            above: int | None = None
+            if rule.kind == "state":
+                total = read[rule.table][2]
+                if not whole and self.hwm_loaded.get(STATE_MARK + rule.table) == total:
+                    continue
+            else:
+                above = 0 if whole else self.hwm.get(rule.table, 0)
+                if self.tops.get(rule.table, 0) <= above:
+                    continue
+            columns = source_columns(rule, self.have)
+            table = model_table(rule)
+            found = refusal(self.src, table, columns, self.backend, above, rule.links)
+            if found is not None:
+                raise UnsendableValueError(found)
 
     def _syncs(self) -> int:
         """The origin's sync count, this pass's included (its row is locked: exact)."""
@@ -242,17 +272,28 @@ class OriginSync(StateTables, AppendTables):
         return {t.name: int(top or 0) for t, top in zip(tables, tops, strict=True)}
 
     def _apply_fixups(self) -> None:
-        """Set the links that named rows sent later in this sync (a session's head turn)."""
+        """Set the links that named rows sent later in this sync (a child run's parent sent
+        in the same batch, a session's head turn): one statement per table and column for
+        all of its rows (executed as a batch: pipelined on PostgreSQL), not one round trip
+        per row."""
+        batches: dict[tuple[str, str], list[dict[str, int | None]]] = {}
+        rules: dict[str, Rule] = {}
         for rule, (dest_id, sub), column, target, source in self.fixups:
             mapped = self.ids[target].get(source)
             if mapped is None:
                 self.counts.orphans[f"{rule.table}.{column}"] += 1
                 continue
-            table = model_table(rule)
-            self.dst.execute(
-                update(table).where(self._dest_where(rule, table)).values({column: mapped}),
-                {"k": dest_id, "k2": sub},
+            rules[rule.table] = rule
+            batches.setdefault((rule.table, column), []).append(
+                {"k": dest_id, "k2": sub, "v": mapped}
             )
+        for (name, column), params in batches.items():
+            rule = rules[name]
+            table = model_table(rule)
+            statement = (
+                update(table).where(self._dest_where(rule, table)).values({column: bindparam("v")})
+            )
+            self.dst.execute(statement, params)
 
     def _delete_gone_runs(self) -> None:
         """Delete centrally the runs deleted in the source, with their append rows (their

@@ -8,8 +8,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +22,24 @@ from sqlalchemy.util import LRUCache
 
 from ..connector import Connector, connector_at, connector_over
 from ..dialects import backend_named
-from ..engine import safe_url, sqlite_path, to_url
+from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import (
+    CopiedWithoutOriginError,
     InvalidValueError,
     MalformedStoreError,
     SchemaError,
     StoreError,
+    StoreNotFoundError,
     UnfinishedTransactionError,
+    UnsendableValueError,
 )
 from ..models import Base
-from ..models.sync import ORIGINS, SYNC_METADATA
+from ..models.sync import IDS, ORIGINS, SYNC_METADATA
 from ..releases import NEWEST_KNOWN_RELEASE
+from ..schema.copy_marker import refuse_unfinished_copy
 from ..schema.detect import IGNORED_TABLES, check_sqlite_file, read_revision, read_tables
 from ..schema.preflight import is_malformed
-from ..store import Store, whole_snapshot
+from ..store import Store, create_head_schema, whole_snapshot
 from ..targets import Target
 from ..transfer.plan import BOOKKEEPING_TABLES
 from ..transfer.reading import (
@@ -46,6 +51,7 @@ from ..transfer.reading import (
 )
 from ..transfer.report import UnknownTablesError
 from ..transfer.target import create_like
+from ..transfer.values import refusal, undecodable
 from . import origins
 from .apply import OriginSync
 from .origin_state import BATCH, Carry
@@ -59,6 +65,8 @@ from .report import (
     TableCounts,
     merged,
 )
+from .rows import model_table, source_columns
+from .rules import RULES
 
 Source = str | os.PathLike[str] | URL
 
@@ -90,7 +98,9 @@ def sync(
     and marks), so a sync killed at any point is completed by the next. With `mark=True` each
     source gets its origin UUID written into it (once); otherwise nothing is ever written to a
     source. With `dry_run=True` every source's transaction is rolled back: the report says
-    what a sync would write (the destination's schema is still created if missing).
+    what a sync would write, and nothing is written anywhere: a missing SQLite destination
+    is not created, one below head is not upgraded (`SyncReport.dest_setup` says what a sync
+    would first do to it), see `dry_destination`.
 
     On PostgreSQL `workers` sources are synced at once (each in its own transaction), so one
     source is read while another is written; a SQLite destination takes one writer at a time,
@@ -109,9 +119,13 @@ def sync(
     dest_url = to_url(dest)
     parsed = [_source(s) for s in sources]
     kept = _refuse_shared_marks(parsed)
-    threads = 1 if backend_named(dest_url.get_backend_name()).one_connection else workers
+    one_writer = backend_named(dest_url.get_backend_name()).one_connection
+    threads = 1 if one_writer or dry_run else workers
     done = 0
     lock = threading.Lock()
+    central: Connector
+    ready: Ready | None = None
+    setup: str | None = None
 
     def one(at: int, source: Target) -> OriginReport | RefusedSource:
         nonlocal done
@@ -130,7 +144,7 @@ def sync(
                 progress(label, done, len(parsed), 0)
         try:
             report: OriginReport | RefusedSource = sync_source(
-                source, kept.pop(at, None), central, mark, dry_run, on_rows, batch_size
+                source, kept.pop(at, None), central, mark, dry_run, on_rows, batch_size, ready=ready
             )
         except SOURCE_REFUSALS as exc:
             report = RefusedSource(label, exc)
@@ -147,17 +161,23 @@ def sync(
             return list(pool.map(one, range(len(which)), which))
 
     dest_path = sqlite_path(dest_url)
+    if dest_path is not None and not dest_path.parent.is_dir():
+        raise StoreNotFoundError(
+            f"cannot create a store at {dest_path}: no directory {dest_path.parent}; nothing "
+            "was synced"
+        )
     try:
-        if dest_path is not None and parsed:
-            create_like(dest_path, [_path_of(s) for s in parsed])  # as private as its sources
-        with connector_at(dest_url) as central:
-            prepare_dest(central, dest_url)
+        with ExitStack() as stack:
+            if dry_run:
+                central, ready, setup = stack.enter_context(dry_destination(dest_url))
+            else:
+                if dest_path is not None and parsed:
+                    create_like(dest_path, [_path_of(s) for s in parsed])  # as its sources
+                central = stack.enter_context(connector_at(dest_url))
+                prepare_dest(central, dest_url)
             results = each(parsed)
-            if (
-                not dry_run
-                and len(parsed) > 1
-                and any(isinstance(r, OriginReport) and r.uncovered for r in results)
-            ):
+            uncovered = any(isinstance(r, OriginReport) and r.uncovered for r in results)
+            if not dry_run and len(parsed) > 1 and uncovered:
                 # a deleted memory entry may uncover another origin's: those origins send it now
                 _close_all(kept)  # none is left by the first pass; they are opened again
                 done = 0
@@ -171,16 +191,24 @@ def sync(
         time.monotonic() - started,
         dry_run,
         tuple(r for r in results if isinstance(r, RefusedSource)),
+        setup,
     )
     if report.refused:
         raise SyncRefusedError(report)
     return report
 
 
-SOURCE_REFUSALS = (SchemaError, UnfinishedTransactionError)
+SOURCE_REFUSALS = (
+    SchemaError,
+    UnfinishedTransactionError,
+    CopiedWithoutOriginError,
+    UnsendableValueError,
+)
 """What refuses one source (named, nothing of it written) while the others are synced: a
-database that is no store sync can read, and a store whose writer was killed mid-write (a
-hot rollback journal only a write open may roll back)."""
+database that is no store sync can read, a store whose writer was killed mid-write (a
+hot rollback journal only a write open may roll back), a store whose runs the
+destination holds already under no origin, and a store holding a value the destination
+cannot hold as it is (named; sent once the row is repaired)."""
 
 
 def _synced(result: OriginReport | RefusedSource) -> bool:
@@ -296,6 +324,60 @@ def _prepare(dest: Connector, url: URL) -> None:
         SYNC_METADATA.create_all(conn, checkfirst=True)
 
 
+Ready = Callable[[Connection], None]
+"""What makes the destination ready for a sync inside the transaction of one source's changes
+(a dry run's, rolled back with them)."""
+
+
+@contextmanager
+def dry_destination(url: URL) -> Iterator[tuple[Connector, Ready, str | None]]:
+    """The destination of a dry run: its connector, what makes it ready for a sync inside
+    each source's transaction (which a dry run rolls back: never committed), and what a sync
+    would first do to the destination, said for a person (None when it is ready).
+
+    Each source's transaction first makes the destination what a sync makes it (a store
+    built, upgraded to head, sync's tables added), then syncs the source into it, so a dry
+    run's counts are a sync's own. A SQLite file that does not exist is not created: an
+    empty store in memory stands for it."""
+    from ..releases import HEAD
+    from ..schema.detect import diagnose
+
+    shown = where(url)
+    path = sqlite_path(url)
+    missing = path is not None and not path.exists()
+    if path is not None:
+        check_sqlite_file(path, missing=None)  # what is no file a store can be is refused
+    with connector_at(to_url(":memory:") if missing else url) as central:
+        with central.snapshot() as conn:
+            names = set(inspect(conn).get_table_names())
+            if names:
+                refuse_unfinished_copy(conn, shown)
+            before = read_revision(conn) if names else None
+            found = diagnose(conn) if names and before != HEAD else None
+        setup: str | None = None
+        if missing or not names:
+            state = "does not exist" if missing else "holds no store"
+            setup = f"{shown} {state}: a sync would create it at revision {HEAD}"
+        elif found is not None:
+            then = " (after a backup)" if path is not None else ""
+            setup = f"{shown}: {found.describe()}; a sync would upgrade it to revision {HEAD}{then}"
+        elif not SYNC_METADATA.tables.keys() <= names:
+            setup = f"{shown} was never synced into: a sync would add its own tables"
+
+        def ready(dst: Connection) -> None:
+            if missing or not names:
+                create_head_schema(dst)
+            elif found is not None:
+                from ..schema.migrate import upgrade
+
+                upgrade(url, backup=False, connection=dst)
+            SYNC_METADATA.create_all(dst, checkfirst=True)
+
+        with central.load(commit=False) as conn:  # what the sync refuses, before any source
+            ready(conn)
+        yield central, ready, setup
+
+
 @contextmanager
 def _connector(dest: Connector | Engine) -> Iterator[Connector]:
     """The destination's connector; over an engine, one of its own for the body."""
@@ -351,24 +433,40 @@ def sync_source(
     *,
     check_pages: bool = True,
     carry: Carry | None = None,
+    ready: Ready | None = None,
 ) -> OriginReport:
     """One source's sync: read in one snapshot, written in one destination transaction (the
-    pass `sync` makes of each source, and `follow` of a source that changed). `kept` is the
-    source's Store when it is still open, else it is opened here; closed either way. Without
-    `check_pages` the source's pages are quick-checked only when it is a new origin or read
-    again in full, not when it only grew (a follower checks a file it checked a moment ago
-    only now and then: the check reads the whole file). `carry` is what a follower keeps of
-    the source from pass to pass (`origin_state.Carry`)."""
+    pass `sync` makes of each source, and `follow` of a source that changed). `ready`, when
+    given, makes the destination ready first in that transaction (a dry run's). `kept` is
+    the source's Store when it is still open, else it is opened here; closed either way.
+    Without `check_pages` the source's pages are quick-checked only when it is a new origin
+    or read again in full, not when it only grew (a follower checks a file it checked a
+    moment ago only now and then: the check reads the whole file). `carry` is what a
+    follower keeps of the source from pass to pass (`origin_state.Carry`)."""
     with _connector(dest) as connector:
+        writing = partial(_load, connector, not dry_run, ready)
         return _sync_source(
-            source, kept, connector, mark, dry_run, on_rows, batch_size, check_pages, carry
+            source, kept, connector, writing, mark, dry_run, on_rows, batch_size, check_pages, carry
         )
+
+
+Writing = Callable[[], AbstractContextManager[Connection]]
+"""The destination transaction one source's changes are written in."""
+
+
+@contextmanager
+def _load(dest: Connector, commit: bool, ready: Ready | None) -> Iterator[Connection]:
+    with dest.load(commit=commit) as conn:
+        if ready is not None:
+            ready(conn)
+        yield conn
 
 
 def _sync_source(
     source: Target,
     kept: Store | None,
     dest: Connector,
+    writing: Writing,
     mark: bool,
     dry_run: bool,
     on_rows: Callable[[int], None],
@@ -391,13 +489,17 @@ def _sync_source(
         for attempt in (1, 2, 3):
             try:
                 return _send(
-                    store, dest, path, dry_run, on_rows, batch_size, started, check_pages, carry
+                    store, writing, path, dry_run, on_rows, batch_size, started, check_pages, carry
                 )
             except IntegrityError:
                 if attempt == 3:  # another sync registered this origin meanwhile: once more
                     raise
             except WriterAppeared:
                 pass  # a writer opened the store while it was read as a still file: again
+            except UnsendableValueError as exc:
+                raise UnsendableValueError(
+                    f"{path}: {exc}; nothing of it was synced (it is, once that row is repaired)"
+                ) from None
             except DBAPIError as exc:
                 if is_malformed(exc):
                     raise MalformedStoreError(
@@ -428,7 +530,7 @@ def _opened(source: Target, kept: Store | None) -> Iterator[Store]:
 
 def _send(
     store: Store,
-    dest: Connector,
+    writing: Writing,
     path: Path,
     dry_run: bool,
     on_rows: Callable[[int], None],
@@ -444,7 +546,7 @@ def _send(
         ident = origins.identify(path, origins.read_mark(src))
         if carry is not None:
             carry.claim(ident.mark)  # a follower refuses a mark another source carries
-        with dest.load(commit=not dry_run) as dst:
+        with writing() as dst:
             now = now_stamp()
             first = src.execute(select_first_run()).first() if "runs" in have else None
             anchor = f"{first[0]}:{first[1] or ''}" if first is not None else None
@@ -452,6 +554,8 @@ def _send(
             if origin.anchor and not ident.mark and _anchor_differs(src, origin.anchor):
                 origins.retire(dst, origin.id)
                 origin = origins.register(dst, ident, now)
+            if origin.created and first is not None:
+                _refuse_copied_runs(src, dst, path, int(first[0]))
             work = OriginSync(
                 src,
                 dst,
@@ -465,7 +569,13 @@ def _send(
             )
             work.check_growth = check_pages
             work.carry = carry
-            work.run()
+            try:
+                work.run()
+            except Exception as exc:
+                found = _undecodable_in(src, have, exc)
+                if found is None:
+                    raise
+                raise UnsendableValueError(found) from None
             if origin.anchor is None and anchor is not None:
                 dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
             no_writer_on(store, src)()
@@ -481,6 +591,82 @@ def _send(
         warnings=origin.warnings,
         uncovered=work.uncovered,
     )
+
+
+def adopt_copy(src: Connection, dst: Connection, path: Path) -> str | None:
+    """Record the SQLite store at `path`, whose snapshot `src` was just copied into `dst` with
+    its ids unchanged (`copy_store`, in its transaction on `dst`), as an origin of `dst`, with
+    the id maps and marks a sync of that snapshot would have left, so that a later sync of
+    the store sends only what changed since the copy. The origin's UUID; None, nothing
+    recorded, for a store sync refuses (one with tables of a newer io-harness, or a link
+    that is no id)."""
+    try:
+        have = _check_source(src, path)
+    except UnknownTablesError:
+        return None
+    target = backend_named(dst.dialect.name)
+    for rule in RULES:  # a link that is no id: the store is one sync refuses, by name
+        if rule.table in have:
+            columns = source_columns(rule, have)
+            if refusal(src, model_table(rule), columns, target, links=rule.links) is not None:
+                return None
+    SYNC_METADATA.create_all(dst, checkfirst=True)
+    ident = origins.identify(path, origins.read_mark(src))
+    first = src.execute(select_first_run()).first() if "runs" in have else None
+    origin = origins.register(dst, ident, now_stamp())
+    if first is not None:
+        anchor = f"{first[0]}:{first[1] or ''}"
+        dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
+    work = OriginSync(src, dst, origin.id, have, TableCounts(), fresh=True)
+    work.adopt = True
+    work.run()
+    return origin.uuid
+
+
+def _refuse_copied_runs(src: Connection, dst: Connection, path: Path, first: int) -> None:
+    """Refuse a new origin whose runs the destination holds already under no origin: its
+    first run is there with the same id, start and goal, and no origin maps it (a `copy` of
+    the store made before copies recorded their source). Syncing it would send every run
+    again."""
+    from ..models import Run, table_of
+
+    runs = table_of(Run)
+    mine = src.execute(select(runs.c.started_at, runs.c.goal).where(runs.c.id == first)).one()
+    there = dst.execute(
+        select(runs.c.started_at, runs.c.goal).where(
+            runs.c.id == first,
+            ~select(IDS.c.dest_id).where(IDS.c.tbl == "runs", IDS.c.dest_id == first).exists(),
+        )
+    ).first()
+    if there is None or tuple(there) != tuple(mine):
+        return
+    raise CopiedWithoutOriginError(
+        f"the destination already holds the runs of {path} under no origin (its run {first}, "
+        f"started {mine[0]}, is there under the same id): it was seeded by a copy of the store "
+        "that recorded no origin, so a sync would send every run again. Nothing of it was "
+        "synced; seed the centre again with `harness-store copy` of this version (which "
+        "records the store as an origin), or sync into a store that holds none of its runs"
+    )
+
+
+def _undecodable_in(src: Connection, have: dict[str, frozenset[str]], exc: Exception) -> str | None:
+    """When `exc` is a read of the source that failed without a code of its driver's (as
+    a text whose bytes are not UTF-8 fails), the first such text in the source, said with
+    its row (`transfer.values.undecodable`); else None."""
+    orig = getattr(exc, "orig", None) or exc
+    source = backend_named(src.dialect.name)
+    if not isinstance(orig, src.dialect.loaded_dbapi.Error) or source.translate_error(orig):
+        return None
+    try:
+        for rule in RULES:
+            if rule.table in have:
+                columns = source_columns(rule, have)
+                found = undecodable(src, model_table(rule), columns)
+                if found is not None:
+                    return found
+    except Exception:  # the look failed too (a damaged page): the first error is said
+        return None
+    return None
 
 
 def select_first_run() -> Select[Any]:

@@ -166,6 +166,9 @@ class OriginState:
         self.whole: set[str] = set()
         """Tables whose id map in `maps` is whole (read from the centre, carried, or of an
         origin with nothing central): what a `Carried` may hold."""
+        self.adopt = False
+        """Whether the snapshot's rows are in the destination already, under their own ids (a
+        copy's): nothing is written but the id maps and marks a sync of it would leave."""
 
     def _dest_ids(self, table: str) -> list[int]:
         return sorted({int(e[0]) for e in self.maps.get(table, {}).values() if e[0] is not None})

@@ -94,6 +94,10 @@ class SyncReport:
     refused: tuple[RefusedSource, ...] = ()
     """Sources left out (damaged, of a newer io-harness, …): `sync` raises `SyncRefusedError`
     carrying this report when there are any."""
+    dest_setup: str | None = None
+    """What the sync would first have done to the destination had it not been a dry run
+    (create it, upgrade it to head, add sync's tables), said for a person; None when it
+    was ready, and always None for a sync that was made (a dry run writes nothing)."""
 
     @property
     def rows(self) -> int:
@@ -109,6 +113,8 @@ class SyncReport:
             f"{rows} row{'s' * (rows != 1)} in {self.seconds:.1f} s"
             + (" (dry run: nothing written)" if self.dry_run else "")
         ]
+        if self.dest_setup is not None:
+            lines.append(f"  {self.dest_setup}")
         lines += ["  " + o.describe() for o in self.origins]
         lines += [f"  {r.source}: refused: {r.error}" for r in self.refused]
         return lines

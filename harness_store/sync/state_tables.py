@@ -165,7 +165,12 @@ class StateTables(OriginState):
             ready.append((key, hashed, row, existed, values, later))
         if not ready:
             return
-        if rule.table == "memory":
+        dest_ids: list[int | None]
+        if self.adopt and rule.key == "id":  # copied with its id
+            dest_ids = [key for key, *_ in ready]
+        elif self.adopt:
+            dest_ids = [int(values["run_id"]) for *_, values, _ in ready]
+        elif rule.table == "memory":
             dest_ids = [self._insert_memory(table, values) for *_, values, _ in ready]
         elif rule.key == "id":
             dest_ids = list(insert_returning_ids(self.dst, table, [v for *_, v, _ in ready]))

@@ -31,7 +31,10 @@ What it does, in order:
    the source's checkpoint-format marker, lets the backend move its id generators past the copied
    ids (`Backend.after_copy`: `setval` on PostgreSQL, so the next `start_run` gets `MAX(id)+1`),
    and counts every table on the target: a count that differs from the source's raises
-   `CopyVerificationError` before anything is committed.
+   `CopyVerificationError` before anything is committed. A SQLite source is recorded in the
+   same transaction as a sync origin of the target, with the id maps and marks a sync of the
+   snapshot would have left (`sync.core.adopt_copy`; `CopyReport.origin`), so a later
+   `sync` of the source into the target sends only what changed since the copy.
 5. After the commit, counts again on a fresh connection (what other clients will see).
 
 Between steps 3 and 4 a marker table (`COPY_MARKER`) is committed in the target; the
@@ -56,9 +59,12 @@ their row counts) and `CopyReport.skipped_columns`, so nothing is dropped silent
 them, before anything changes.
 
 Values are copied as the driver returns them: text byte for byte (time stamps stay upstream's
-`…T…Z` text), integers up to 2⁶³−1, NULLs as NULL. A value the target cannot hold — a NUL
-character in a SQLite text, which PostgreSQL `text` refuses — stops the copy with a
-`CopyError` naming the table, row and column.
+`…T…Z` text), integers up to 2⁶³−1, NULLs as NULL. A value the target cannot hold as it is
+— on PostgreSQL a NUL character or a BLOB in a text column, text or a REAL in an integer
+column; on either backend a text whose bytes are not UTF-8 — stops the copy with a
+`CopyError` naming the table, row and column (`values`, the check sync makes too): before any
+row is written, or, for bytes that are not UTF-8, when the read meets them, the target then
+emptied again as after any failure.
 
 Known limit: a SQLite AUTOINCREMENT high-water mark above `MAX(id)` (left by rows deleted
 outside io-harness) is not carried over; the target's next id is `MAX(id)+1` of what was copied.
@@ -176,7 +182,7 @@ def copy_store(
                     plan = make_plan(src, found, source_url)
                     if not skip_unknown_tables:
                         refuse_unknown(plan, source_url)
-                    _copy(
+                    origin = _copy(
                         src,
                         plan,
                         target_url,
@@ -206,6 +212,7 @@ def copy_store(
         checkpoint_format=plan.checkpoint_format,
         batch_size=batch_size,
         seconds=time.monotonic() - started,
+        origin=origin,
     )
 
 
@@ -219,9 +226,10 @@ def _copy(
     replace: bool = False,
     check: Callable[[], None] | None = None,
     mode_from: Path | None = None,
-) -> None:
+) -> str | None:
     """Build the target's schema, mark it unfinished, copy into it in one transaction that
-    also drops the mark, verify; empty it on failure."""
+    also drops the mark (and records a SQLite source, `mode_from`, as a sync origin of the
+    target), verify; empty it on failure. The origin's UUID, or None."""
     before = check_target_empty(url, replace=replace)
     from ..schema.migrate import upgrade  # Alembic only once there is work
 
@@ -239,7 +247,7 @@ def _copy(
             raise CopyError(f"building the schema of {where(url)} ended at {report.after}")
         with opened(url) as target:
             mark_unfinished(target)
-            fill(src, plan, target, batch_size, progress, check)
+            origin = fill(src, plan, target, batch_size, progress, check, origin_of=mode_from)
     except BaseException as exc:
         try:
             empty_again(url, before)
@@ -250,3 +258,4 @@ def _copy(
             )
         raise
     verify_committed(plan, url)
+    return origin

@@ -37,6 +37,10 @@ class CopyReport:
     batch_size: int = DEFAULT_BATCH_SIZE
     seconds: float = 0.0
     """Wall-clock time of the whole copy."""
+    origin: str | None = None
+    """The origin UUID under which the target knows the SQLite source (`sync.adopt_copy`), so
+    that a sync of the source into the target sends only what changed since the copy; None
+    when the source is no store sync takes (a PostgreSQL one, one of a newer io-harness)."""
 
     @property
     def rows(self) -> int:
@@ -50,6 +54,11 @@ class CopyReport:
             f"to {self.target} in {self.seconds:.1f} s; row counts verified on both sides",
         ]
         lines += [f"  {name}: {count}" for name, count in self.counts.items()]
+        if self.origin is not None:
+            lines.append(
+                f"the target knows the source as sync origin {self.origin}: a sync of it sends "
+                "only what changed since this copy"
+            )
         if self.skipped_tables:
             shown = ", ".join(f"{name} ({n} rows)" for name, n in self.skipped_tables.items())
             lines.append(

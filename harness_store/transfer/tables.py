@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Table, select
@@ -12,6 +13,7 @@ from ..errors import InvalidValueError
 from ..schema.copy_marker import marker_table
 from .plan import Plan, count
 from .report import CopyError, CopyVerificationError, Progress
+from .values import refusal, undecodable
 
 if TYPE_CHECKING:
     from ..connector import Connector
@@ -27,13 +29,20 @@ def fill(
     batch_size: int,
     progress: Progress | None,
     before_commit: Callable[[], None] | None = None,
-) -> None:
+    origin_of: Path | None = None,
+) -> str | None:
     """Every row, the marker, the id generators, and the in-transaction count check; the
     unfinished-copy marker is dropped by the same transaction. `before_commit` may still
-    refuse the commit (by raising)."""
+    refuse the commit (by raising). `origin_of`, the path of a SQLite source, is recorded in
+    the same transaction as a sync origin of the target (`sync.adopt_copy`): a store keeps
+    its identity from copy to sync. The origin's UUID, or None."""
     # A faithful copy: orphan steps included (SQLite's foreign keys off for it).
     with target.load(keep_orphans=True) as dst:
         backend = backend_named(dst.dialect.name)
+        for table in plan.tables:  # every value the target cannot hold, before any row
+            found = refusal(src, table, plan.columns[table.name], backend)
+            if found is not None:
+                raise CopyError(f"{found}; {LEFT_AS_IT_WAS}")
         if progress is not None:
             for table in plan.tables:
                 progress(table.name, 0, plan.counts[table.name])
@@ -47,9 +56,15 @@ def fill(
         backend.set_checkpoint_format(dst, plan.checkpoint_format)
         backend.after_copy(dst, plan.tables)
         compare(plan.counts, {t.name: count(dst, t.name) for t in plan.tables}, "")
+        origin = None
+        if origin_of is not None:
+            from ..sync.core import adopt_copy  # sync builds on copy's modules: on first use
+
+            origin = adopt_copy(src, dst, origin_of)
         marker_table().drop(dst)
         if before_commit is not None:
             before_commit()
+    return origin
 
 
 def copy_table(
@@ -88,9 +103,30 @@ def copy_table(
         backend.bulk_insert(dst, table, names, rows())
     except Exception as exc:  # a driver error of the target, or a value it refused
         if reading and _caused_by(exc, reading[0]):
+            found = _undecodable(src, table, columns, reading[0])
+            if found is not None:
+                raise CopyError(f"{found}; {LEFT_AS_IT_WAS}") from None
             raise
         raise CopyError(explain_table(src, table, statement, batch_size, backend, exc)) from exc
     return done
+
+
+LEFT_AS_IT_WAS = "the target was emptied again and the source left as it is"
+
+
+def _undecodable(
+    src: Connection, table: Table, columns: list[Any], exc: BaseException
+) -> str | None:
+    """When reading the source failed without a code of its driver's (as a text whose bytes
+    are not UTF-8 fails), the first such text of `table`, said with its row; else None."""
+    source = backend_named(src.dialect.name)
+    orig = getattr(exc, "orig", None) or exc
+    if not isinstance(orig, src.dialect.loaded_dbapi.Error) or source.translate_error(orig):
+        return None
+    try:
+        return undecodable(src, table, columns)
+    except Exception:  # the look failed too: the first error is said
+        return None
 
 
 def _caused_by(exc: BaseException, origin: BaseException) -> bool:
@@ -139,22 +175,12 @@ def explain_row(table: Table, rows: Sequence[Mapping[str, Any]], backend: Backen
     def row_name(row: Mapping[str, Any]) -> str:
         return ", ".join(f"{k}={row[k]}" for k in keys)
 
-    for row in rows:
-        for column, value in row.items():
-            if isinstance(value, str) and "\x00" in value:
-                return (
-                    f"{table.name}.{column} of the row {row_name(row)} holds a NUL character "
-                    f"(\\x00), which {backend.name} text cannot store; the target was emptied "
-                    "again and the source left as it is"
-                )
+    for row in rows:  # a value of the wrong kind was refused before (`values.refusal`)
         if table.name == MEMORY_TABLE:
             try:
                 backend.check_memory_key(str(row["workspace"]), str(row["key"]))
             except InvalidValueError as refused:
-                return (
-                    f"{table.name} row {row_name(row)}: {refused}; the target was emptied "
-                    "again and the source left as it is"
-                )
+                return f"{table.name} row {row_name(row)}: {refused}; {LEFT_AS_IT_WAS}"
     return None
 
 
@@ -173,10 +199,7 @@ def explain(
     span = f"the rows {row_name(rows[0])} … {row_name(rows[-1])}" if rows else "its rows"
     lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     detail = " ".join(line.strip() for line in lines[:3] if not line.startswith("["))[:500]
-    return (
-        f"{table.name}: {span} could not be written to the target ({detail}); "
-        "the target was emptied again and the source left as it is"
-    )
+    return f"{table.name}: {span} could not be written to the target ({detail}); {LEFT_AS_IT_WAS}"
 
 
 def compare(expected: Mapping[str, int], got: Mapping[str, int], when: str) -> None:

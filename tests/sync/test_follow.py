@@ -9,9 +9,11 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -425,3 +427,31 @@ def test_a_sync_of_the_source_between_two_passes_is_not_undone(
     assert synced_between.is_set()
     assert report.retries == 0  # no pass failed (on PostgreSQL a stale id breaks a link)
     assert mirror_problems(store_target, src) == []
+
+
+def test_a_value_the_centre_cannot_hold_is_refused_by_name_not_retried(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A NUL in one host's row is a refusal, said once with the row, not an outage retried
+    forever: the other host flows meanwhile, and once the row is repaired the host's runs
+    arrive, each once."""
+    host, other = tmp_path / "host.sqlite3", tmp_path / "other.sqlite3"
+    write_source(host, runs=2, tag="h")
+    write_source(other, runs=1, tag="o")
+    with closing(sqlite3.connect(host)) as conn, conn:
+        conn.execute("UPDATE steps SET decision = 'a' || char(0) || 'b' WHERE id = 2")
+    follower = Follower([host, other], pg_url)
+    refused = follower.wait(lambda e: e["event"] == "refused" and e["source"] == str(host))
+    assert "steps.decision" in refused["message"] and "id=2" in refused["message"]
+    assert "NUL" in refused["message"]
+    follower.wait(sent_from(other))
+    caught_up(pg_url, other)
+    grow(other, "later", 2)  # the other host keeps flowing
+    follower.wait(sent_from(other))
+    with closing(sqlite3.connect(host)) as conn, conn:
+        conn.execute("UPDATE steps SET decision = 'repaired' WHERE id = 2")
+    follower.wait(sent_from(host))
+    caught_up(pg_url, host)
+    assert follower.stop() == 0
+    assert not [e for e in follower.events("retrying") if e["source"] == str(host)]
+    assert mirror_problems(pg_url, host) == [] and mirror_problems(pg_url, other) == []

@@ -1,0 +1,72 @@
+"""Values a foreign writer leaves in a source (written here with `sqlite3` directly, as
+io-harness or another writer would: NUL in text, bytes that are not UTF-8, a BLOB in a TEXT
+column, text or Infinity in an INTEGER column), synced into each backend: each arrives byte-
+and type-exact, or its source is refused by name (source, table, row id, column, what is
+wrong) with nothing of it written, while the other sources are synced."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.clirun import run_in_process
+from support.synccheck import mirror_problems, write_source
+
+from harness_store.errors import UnsendableValueError
+from harness_store.sync import SyncRefusedError, list_origins, sync
+from sync.foreign import BLOB, CASES, NUL, ROW, put, stored
+
+
+@pytest.mark.parametrize(("table", "column", "value", "what", "sqlite_holds"), CASES)
+def test_a_foreign_value_arrives_exactly_or_its_source_is_refused_by_name(
+    store_target: str,
+    tmp_path: Path,
+    table: str,
+    column: str,
+    value: str,
+    what: str,
+    sqlite_holds: bool,
+) -> None:
+    host, other = tmp_path / "host.sqlite3", tmp_path / "other.sqlite3"
+    write_source(host, runs=2, tag="h")
+    write_source(other, runs=1, tag="o")
+    put(host, table, column, value)
+    if sqlite_holds and "://" not in store_target:
+        sync([host, other], store_target)
+        want = sorted(stored(str(host), table, column) + stored(str(other), table, column))
+        assert stored(store_target, table, column) == want
+        assert sync([host, other], store_target).rows == 0
+        return
+    with pytest.raises(SyncRefusedError) as refused:
+        sync([host, other], store_target)
+    (why,) = refused.value.refused
+    said = str(why.error)
+    assert isinstance(why.error, UnsendableValueError), said
+    assert why.source == str(host)
+    assert str(host) in said and f"{table}.{column}" in said and f"id={ROW}" in said, said
+    assert what in said, said
+    assert [o.path for o in list_origins(store_target)] == [str(other.resolve())]
+    assert mirror_problems(store_target, other) == []
+
+
+def test_the_command_names_the_row_in_one_line(pg_url: str, tmp_path: Path) -> None:
+    host = tmp_path / "host.sqlite3"
+    write_source(host, runs=1)
+    put(host, "steps", "decision", NUL)
+    done = run_in_process("sync", host, pg_url)
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert str(host) in line and "steps.decision" in line and f"id={ROW}" in line
+    assert "Traceback" not in done.stderr and "unexpected" not in line
+
+
+def test_a_repaired_row_is_sent_once(pg_url: str, tmp_path: Path) -> None:
+    host = tmp_path / "host.sqlite3"
+    write_source(host, runs=2)
+    put(host, "runs", "goal", BLOB)
+    with pytest.raises(SyncRefusedError):
+        sync([host], pg_url)
+    put(host, "runs", "goal", "'repaired'")
+    assert sync([host], pg_url).origins[0].new_origin
+    assert mirror_problems(pg_url, host, skip=()) == []
+    assert sync([host], pg_url).rows == 0
