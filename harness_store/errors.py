@@ -47,6 +47,11 @@ class UpgradeRequiredError(SchemaError):
     """The store is older than the schema this package writes, and upgrading was not allowed."""
 
 
+class OfflineUpgradeError(SchemaError):
+    """No offline (`--sql`) script can be rendered for this store (one torn between two
+    releases: no fixed script knows which of its statements ran); it must be upgraded online."""
+
+
 class InvalidTargetError(StoreError, ValueError):
     """A store URL that does not parse (a port that is no number, a URL SQLAlchemy cannot
     read): nothing was opened or created. The message never repeats the URL, which may hold a

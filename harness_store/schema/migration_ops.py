@@ -3,8 +3,10 @@
 Upstream migrates by "add it if it is missing", so a store can be torn anywhere between two
 releases. Every operation here checks the live schema first and does only what is missing (or,
 going down, only what is present); in offline (`--sql`) mode there is no live schema, so it
-emits the plain statement. Columns are added with `ALTER TABLE … ADD COLUMN`, never by copying a
-table: that is O(1), keeps upstream's table definitions, and cannot lose rows.
+emits the plain statement — for an index, `IF NOT EXISTS`/`IF EXISTS`, which both backends
+take, so a script applies to a store whether or not it holds one. Columns are added with
+`ALTER TABLE … ADD COLUMN`, never by copying a table: that is O(1), keeps upstream's table
+definitions, and cannot lose rows.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..sqltypes import INT
 
 __all__ = [
     "INT",
+    "WAL_AFTER_COMMIT",
     "add_columns",
     "create_index",
     "create_table",
@@ -99,26 +102,26 @@ def create_index(
     *,
     unique: bool = False,
     where: str | None = None,
-    maybe_there: bool = False,
 ) -> None:
-    """Create an index that is not there yet (`where`: a partial index's condition).
-    `maybe_there`: offline (`--sql`), emit `CREATE INDEX IF NOT EXISTS`, for a revision that
-    fills in indexes the revisions before it may already have created."""
+    """Create an index that is not there yet (`where`: a partial index's condition). Offline
+    (`--sql`) the statement is `CREATE INDEX IF NOT EXISTS`: a script cannot look, and a store
+    stamped at its release may or may not hold an index the chain creates (`hs4` fills in
+    what the revisions before it may already have made)."""
     if not _offline() and name in _indexes(table):
         return
     options: dict[str, Any] = {}
     if where is not None:
         options = {"sqlite_where": sa.text(where), "postgresql_where": sa.text(where)}
-    if maybe_there and _offline():
-        options["if_not_exists"] = True
-    op.create_index(name, table, columns, unique=unique, **options)
+    op.create_index(name, table, columns, unique=unique, if_not_exists=_offline(), **options)
 
 
 def drop_index(name: str, table: str) -> None:
-    """Drop an index if it is there."""
+    """Drop an index if it is there. Offline (`--sql`) the statement is `DROP INDEX IF
+    EXISTS`: a store stamped above `hs1` never got the `hs_` indexes a later revision drops
+    (0.30's `hs_sandbox_events_run_id`, `hs2`'s `hs_steps_run_id_step`)."""
     if not _offline() and name not in _indexes(table):
         return
-    op.drop_index(name, table_name=table)
+    op.drop_index(name, table_name=table, if_exists=_offline())
 
 
 def raise_checkpoint_format(version: int) -> None:
@@ -137,11 +140,17 @@ def lower_checkpoint_format() -> None:
         op.execute(statement)
 
 
+WAL_AFTER_COMMIT = "harness_store.wal_after_commit"
+"""The `config.attributes` key under which an offline run notes that its script owes 0.12's
+switch to WAL: `harness_store.schema.migrate` writes the statements after the COMMIT."""
+
+
 def switch_to_wal() -> None:
-    """0.12's switch of a file store to WAL. The switch cannot run inside a transaction, so
-    online it is left to `harness_store.schema.migrate`, which switches only after the upgrade has
-    committed (a failed upgrade leaves even the file header as it was); offline (`--sql`) the
-    statement is emitted where 0.12 stands in the chain."""
-    if _offline():
-        for statement in _backend().wal_sql():
-            op.execute(statement)
+    """0.12's switch of a file store to WAL. The switch cannot run inside a transaction (SQLite
+    ignores it there), so online it is left to `harness_store.schema.migrate`, which switches
+    only after the upgrade has committed (a failed upgrade leaves even the file header as it
+    was); offline (`--sql`) it is noted here, and the script runs it after its COMMIT."""
+    if _offline() and _backend().wal_sql():
+        config = op.get_context().config
+        if config is not None:
+            config.attributes[WAL_AFTER_COMMIT] = True

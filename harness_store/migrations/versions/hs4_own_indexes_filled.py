@@ -36,7 +36,6 @@ def upgrade() -> None:
             list(index.columns),
             unique=index.unique,
             where=index.where,
-            maybe_there=True,
         )
 
 
