@@ -423,6 +423,7 @@ def _offline_start(context: EnvironmentContext, url: URL) -> Diagnosis | None:
             found = diagnose(lent.conn, shape=False)
     finally:
         engine.dispose()
+    log.info("found: %s", found.describe())
     if found.torn_of is not None:
         raise OfflineUpgradeError(
             f"{path}: {found.describe()}; no script can tell which of "

@@ -31,7 +31,7 @@ from support.schema_shape import as_io_harness_leaves, differences, schema_shape
 from support.shared import copy_fixture
 from support.sqlite_files import connect, diagnose_file
 
-from harness_store.errors import OfflineUpgradeError
+from harness_store.errors import ForeignDatabaseError, OfflineUpgradeError
 from harness_store.releases import HEAD, revision_for
 from harness_store.schema import migrate
 from harness_store.schema.detect import StoreKind
@@ -203,6 +203,19 @@ def test_a_torn_store_is_refused_offline(tmp_path: Path) -> None:
     assert diagnose_file(store).torn_of == "0.30"
     before = store.read_bytes()
     with pytest.raises(OfflineUpgradeError, match="upgrade it online"):
+        render(store, ("upgrade", "head"))
+    assert store.read_bytes() == before
+
+
+def test_a_foreign_database_is_refused_offline_as_online(tmp_path: Path) -> None:
+    """A database of another application gets no script, as it gets no upgrade, and is left
+    byte for byte as it was."""
+    store = tmp_path / "other.sqlite3"
+    conn = connect(store)
+    conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total INTEGER)")
+    conn.close()
+    before = store.read_bytes()
+    with pytest.raises(ForeignDatabaseError):
         render(store, ("upgrade", "head"))
     assert store.read_bytes() == before
 
