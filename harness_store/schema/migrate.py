@@ -373,8 +373,10 @@ def _run_offline(
     """Render the script for the dialect of what was handed over, else of the target. An
     `upgrade --sql` given no starting revision, aimed at an existing SQLite file, starts from
     what that store is (`_offline_start`); 0.12's switch to WAL, owed by a script that runs
-    0.12's step, comes after its COMMIT, where SQLite honours it."""
+    0.12's step or by a store past 0.12 that is not in WAL, comes after its COMMIT, where
+    SQLite honours it."""
     found: Diagnosis | None = None
+    context.config.attributes.pop(WAL_AFTER_COMMIT, None)
     if given is not None:
         url = given.url if isinstance(given, Engine) else given.engine.url
     elif url is not None:
@@ -393,7 +395,6 @@ def _run_offline(
         include_object=include_object,
         **start,
     )
-    context.config.attributes.pop(WAL_AFTER_COMMIT, None)
     with context.begin_transaction():
         context.run_migrations()
     if context.config.attributes.pop(WAL_AFTER_COMMIT, False):
@@ -409,7 +410,8 @@ def _offline_start(context: EnvironmentContext, url: URL) -> Diagnosis | None:
     first), as an online upgrade would. Anything else — no file, another command, a starting
     revision given, a server (a script for PostgreSQL needs none) — renders as asked. A store
     torn between two releases is refused: which of the next release's statements it holds is
-    what no fixed script can know."""
+    what no fixed script can know. A store past 0.12 not in WAL is owed the switch, as online
+    (`_owes_wal`)."""
     opts = context_opts(context)
     if getattr(opts.get("fn"), "__name__", "") != "upgrade" or opts.get("starting_rev"):
         return None
@@ -421,6 +423,8 @@ def _offline_start(context: EnvironmentContext, url: URL) -> Diagnosis | None:
     try:
         with lend(engine) as lent, _stage("checking", str(path)), lent.reading():
             found = diagnose(lent.conn, shape=False)
+            if found.torn_of is None and _owes_wal(lent.conn, found.revision):
+                context.config.attributes[WAL_AFTER_COMMIT] = True
     finally:
         engine.dispose()
     log.info("found: %s", found.describe())
@@ -652,14 +656,12 @@ def _switch_to_wal_after(
     if getattr(opts.get("fn"), "__name__", "") != "upgrade":
         return
     conn = lent.conn
-    backend = backend_for(conn)
     with lent.reading():
-        switch = revision in REVISIONS and REVISIONS.index(revision) >= REVISIONS.index("0.12")
-        switch = switch and backend.needs_wal_switch(conn)
+        switch = _owes_wal(conn, revision)
     if not switch:
         return
     try:
-        backend.switch_connection_to_wal(conn)
+        backend_for(conn).switch_connection_to_wal(conn)
     except Exception as exc:
         report.say(
             f"the upgrade committed, but switching the store to WAL failed ({exc}); "
@@ -667,3 +669,10 @@ def _switch_to_wal_after(
         )
         return
     report.say("switched the store to WAL (io-harness 0.12)")
+
+
+def _owes_wal(conn: Connection, revision: str | None) -> bool:
+    """Whether a store at `revision` is owed 0.12's switch to WAL: it is at 0.12 or later and
+    its file is not in WAL yet."""
+    past = revision in REVISIONS and REVISIONS.index(revision) >= REVISIONS.index("0.12")
+    return past and backend_for(conn).needs_wal_switch(conn)

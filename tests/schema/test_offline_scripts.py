@@ -172,6 +172,18 @@ def test_script_switches_a_pre_wal_store_to_wal_after_its_commit(tmp_path: Path)
     assert script.index("PRAGMA journal_mode = WAL") > commit
 
 
+def test_script_switches_a_store_past_0_12_back_to_wal(tmp_path: Path) -> None:
+    """A store past 0.12 whose journal mode was changed back by hand is switched to WAL by an
+    online upgrade; its script does the same, after COMMIT."""
+    store = tmp_path / "runs.sqlite3"
+    legacy.build_lineage(store, "0.13", seed=1)
+    conn = connect(store)
+    assert conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    conn.close()
+    script = assert_offline_matches_online(store, tmp_path)
+    assert script.index("PRAGMA journal_mode = WAL") > script.rindex("COMMIT;")
+
+
 def test_script_from_base_builds_a_store_in_wal(tmp_path: Path) -> None:
     """With no store at the target, the script builds one from base, ending in WAL."""
     script = render(tmp_path / "absent.sqlite3", ("upgrade", "head"))
