@@ -159,6 +159,22 @@ def test_script_upgrades_an_oracle_written_store(name: str, tmp_path: Path) -> N
     assert_offline_matches_online(store, tmp_path)
 
 
+def test_script_upgrades_a_store_newer_than_every_known_release(tmp_path: Path) -> None:
+    """A store of an io-harness newer than 0.66 (its open's shape and more) is stamped at
+    upstream's head revision, then gets harness_store's own revisions, its own tables and
+    columns left as they are."""
+    built = oracles.built_oracles(SHARED / "oracle")
+    store = tmp_path / "runs.sqlite3"
+    built.run(next(r for r in RELEASES if r.name == "0.66"), "open", store)
+    conn = connect(store)
+    conn.execute("CREATE TABLE hologram_events (id INTEGER PRIMARY KEY, x TEXT)")
+    conn.execute("ALTER TABLE runs ADD COLUMN mood TEXT")
+    conn.close()
+    assert diagnose_file(store).kind is StoreKind.NEWER
+    script = assert_offline_matches_online(store, tmp_path)
+    assert "hologram_events" not in script and "mood" not in script
+
+
 def test_script_switches_a_pre_wal_store_to_wal_after_its_commit(tmp_path: Path) -> None:
     """0.12's switch to WAL cannot run in a transaction (SQLite ignores it there): the script
     runs it after COMMIT, and the store applied ends in WAL as an online upgrade leaves it."""
