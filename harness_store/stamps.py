@@ -17,7 +17,7 @@ what a reader of the store's stamps would expect it to mean.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from functools import cached_property, total_ordering
 from typing import Any, Self
 
@@ -121,6 +121,17 @@ class Stamp:
         """Nanoseconds since the epoch (microsecond precision)."""
         return (self.instant - _EPOCH) // timedelta(microseconds=1) * 1000
 
+    @cached_property
+    def spaced(self) -> str:
+        """The first `datetime('now')` stamp (`YYYY-MM-DD HH:MM:SS`) at or after this instant,
+        as text that such stamps compare with as instants: a day's start is the day alone
+        (`2026-12-07`, which each stamp of that day sorts after), any other instant is rounded
+        up to its second."""
+        if self.instant.time() == time(0):
+            return _day(self.instant)
+        moment = _ceiling(self.instant, _SECOND)
+        return f"{_day(moment)} {moment:%H:%M:%S}"
+
     def at_or_after(
         self, column: ColumnElement[Any] | QueryableAttribute[Any]
     ) -> ColumnElement[bool]:
@@ -131,10 +142,8 @@ class Stamp:
         `datetime('now')` stamps from this instant (rounded up to their second), which sort
         before the day's `T`."""
         marked = _upstream(_ceiling(self.instant, _MS))
-        spaced = _ceiling(self.instant, _SECOND)
         day = f"{_day(self.instant)}T"
-        spaced_text = f"{_day(spaced)} {spaced:%H:%M:%S}"
-        return or_(column >= marked, and_(column >= spaced_text, column < day))
+        return or_(column >= marked, and_(column >= self.spaced, column < day))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Stamp):
