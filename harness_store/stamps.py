@@ -184,11 +184,9 @@ def _ceiling(moment: datetime, unit: timedelta) -> datetime:
         return moment
 
 
-def utc_text(value: str | None) -> str | None:
+def utc_text(value: str) -> str:
     """A stored stamp as `YYYY-MM-DD HH:MM:SS` in UTC (an offset converted), as the command's
-    columns headed "(UTC)" show it; None for no stamp; a value that names no instant as it is."""
-    if value is None:
-        return None
+    columns headed "(UTC)" show it; a value that names no instant as it is."""
     found = Stamp.read(value)
     if found is None:
         return value
