@@ -138,12 +138,12 @@ class Stamp:
         """SQL: `column`'s stamp (either spelling) is at or after this instant. Two ranges of
         the column's text, so an index on it serves both: upstream's stamps from this instant
         (rounded up to their millisecond), which also hold every `datetime('now')` stamp of a
-        later day (`2026-12-08 …` sorts after `2026-12-07T…`); and this day's
-        `datetime('now')` stamps from this instant (rounded up to their second), which sort
-        before the day's `T`."""
-        marked = _upstream(_ceiling(self.instant, _MS))
-        day = f"{_day(self.instant)}T"
-        return or_(column >= marked, and_(column >= self.spaced, column < day))
+        later day (`2026-12-08 …` sorts after `2026-12-07T…`); and the `datetime('now')`
+        stamps of that millisecond's own day from this instant (rounded up to their second),
+        which sort before the day's `T`."""
+        first = _ceiling(self.instant, _MS)
+        day = f"{_day(first)}T"
+        return or_(column >= _upstream(first), and_(column >= self.spaced, column < day))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Stamp):

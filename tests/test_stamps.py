@@ -25,6 +25,14 @@ KNOWN: dict[str, str] = {
 }
 """Modules that call a parser on what is not a stamp: module -> why."""
 
+FORMATTING = "%H:%M:%S"
+"""A Python format of a stamp's time of day (SQL's `strftime` spells `%H:%M:%f`)."""
+
+FORMATS_KNOWN: dict[str, str] = {
+    "sync/core.py": "sync's stamp of a pass; its module is being changed beside this one",
+}
+"""Modules that still format a stamp themselves: module -> why."""
+
 
 def test_both_upstream_spellings_are_one_instant() -> None:
     spaced = Stamp.read("2026-12-07 06:51:00")
@@ -91,3 +99,15 @@ def test_no_other_module_parses_stamps() -> None:
             if isinstance(node, ast.Attribute) and node.attr in PARSERS:
                 found.add(module)
     assert found - {HOME} == set(KNOWN)
+
+
+def test_no_other_module_formats_stamps() -> None:
+    """A stamp's text is made by `Stamp` alone (`text`, `spaced`, `utc_text`)."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        module = path.relative_to(PACKAGE).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(text, str) and FORMATTING in text:
+                found.add(module)
+    assert found - {HOME} == set(FORMATS_KNOWN)

@@ -324,5 +324,9 @@ def test_since_is_an_instant_whatever_the_columns_spelling(store_target: str) ->
         assert store.arrow("provider_calls", since="2026-12-08").num_rows == 0
         assert store.arrow("runs", since="2026-12-07 23:59").num_rows == 0
         assert store.arrow("runs", since="2026-12-07 06:50").num_rows == 1
+        assert store.arrow("runs", since="2026-12-07T06:50:00.0005Z").num_rows == 0
+        assert store.arrow("runs", since="2026-12-07T11:50+05:00").num_rows == 1
+        assert store.arrow("runs", since="2026-12-06T23:59:59.999Z").num_rows == 1
+        assert store.arrow("provider_calls", since="2026-12-06T23:59:59.9999Z").num_rows == 1
         assert store.arrow("steps", since="2026-12-07 23:59").num_rows == 0
         assert store.arrow("steps", since="2026-12-07T00").num_rows == 1
