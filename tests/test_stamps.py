@@ -5,11 +5,14 @@ module of the package parses or formats a stamp itself."""
 from __future__ import annotations
 
 import ast
+import random
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Column, MetaData, Table, Text, create_engine, insert, select
 
+from harness_store.engine import to_url as url_of
 from harness_store.errors import InvalidValueError
 from harness_store.stamps import Stamp
 
@@ -111,3 +114,37 @@ def test_no_other_module_formats_stamps() -> None:
             if isinstance(text, str) and FORMATTING in text:
                 found.add(module)
     assert found - {HOME} == set(FORMATS_KNOWN)
+
+
+def test_sql_keeps_exactly_the_stamps_at_or_after_the_instant(store_target: str) -> None:
+    """`at_or_after` in SQL agrees with comparing instants, on both backends, for stamps in
+    both spellings around day, second and millisecond edges and cutoffs between them (a few
+    hundred of each: every edge case of the two ranges is among them)."""
+    rng = random.Random(51)
+    base = datetime(2026, 12, 6, 23, 59, 58, tzinfo=UTC)
+    offsets = [timedelta(milliseconds=rng.randint(0, 4000)) for _ in range(300)]
+    offsets += [timedelta(seconds=rng.randint(0, 3)) for _ in range(60)]
+    stored = []
+    for offset in offsets:
+        stamp = Stamp(base + offset)
+        stored.append(stamp.text)
+        stored.append(f"{stamp.text[:10]} {stamp.text[11:19]}")  # datetime('now')'s spelling
+    cuts = [base + timedelta(microseconds=rng.randint(0, 4_000_000)) for _ in range(120)]
+    cuts += [base + timedelta(seconds=s, milliseconds=ms, microseconds=us)
+             for s in (0, 1, 2) for ms in (0, 1, 999) for us in (0, 1, 999)]  # fmt: skip
+    table = Table("stamped", MetaData(), Column("at", Text))
+    engine = create_engine(url_of(store_target))
+    try:
+        with engine.begin() as conn:
+            table.create(conn)
+            conn.execute(insert(table), [{"at": at} for at in stored])
+        with engine.connect() as conn:
+            for cut in cuts:
+                since = Stamp(cut)
+                got = sorted(
+                    conn.execute(select(table.c.at).where(since.at_or_after(table.c.at))).scalars()
+                )
+                want = sorted(at for at in stored if Stamp.read(at) >= since)  # type: ignore[operator]
+                assert got == want, since
+    finally:
+        engine.dispose()
