@@ -2070,7 +2070,8 @@ class StoreMethods:
         run_ids: list[int] | None = None,
     ) -> list[SpanRun]:
         """Runs with id above `after`, in id order, at most `limit`; only those started (or
-        finished) at or after `since` (a store stamp, compared as text), or among `run_ids`.
+        finished) at or after `since` (a time, compared as an instant whatever the stamps'
+        spelling: `harness_store.stamps`), or among `run_ids`.
         """
         result: list[SpanRun] = await self._call(
             READ,
