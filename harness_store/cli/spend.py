@@ -85,8 +85,9 @@ def spend_command(
         raise CliError(EXIT_USAGE, str(exc)) from None
     with open_reader(db) as reader:
         method = getattr(reader.store, f"spend_by_{by.value}")
-        # The Store's `since` is a prefix of `provider_calls.at`, which upstream (and the
-        # Store) stamp with `datetime('now')`: the instant as the first such stamp after it.
+        # The Store compares its `since` as text with `provider_calls.at`, which upstream
+        # (and the Store) stamp with `datetime('now')`: the instant as the first such stamp
+        # at or after it.
         groups: list[Spend] = method(table, since=None if start is None else start.spaced)
     if as_json:
         emit_json({"by": by.value, "since": None if start is None else start.text,
