@@ -36,6 +36,9 @@ _FORM = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})"
     r"(?:[T ](\d{2})(?::(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?\s*(Z|z|[+-]\d{2}:?\d{2})?)?"
 )
+_SPELLED = re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}\.\d{3}Z| \d{2}:\d{2}:\d{2})")
+"""upstream's two spellings exactly, which `read` hands to `fromisoformat` (an export reads
+one stamp a row)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _SECOND = timedelta(seconds=1)
@@ -100,6 +103,11 @@ class Stamp:
         instant; None for no stamp or a value that names no instant."""
         if not isinstance(value, str) or not value:
             return None
+        if _SPELLED.fullmatch(value):
+            try:
+                return cls(datetime.fromisoformat(value).replace(tzinfo=UTC))
+            except ValueError:
+                return None  # digits in the shape of a stamp that name no day (2026-13-45)
         try:
             return cls.parse(value)
         except InvalidValueError:
@@ -116,10 +124,13 @@ class Stamp:
         the millisecond."""
         return _upstream(self.instant)
 
-    @cached_property
+    @property
     def ns(self) -> int:
-        """Nanoseconds since the epoch (microsecond precision)."""
-        return (self.instant - _EPOCH) // timedelta(microseconds=1) * 1000
+        """Nanoseconds since the epoch (microsecond precision; exact: a whole second's
+        `timestamp()` is an exact float)."""
+        moment = self.instant
+        whole = int(moment.replace(microsecond=0).timestamp())
+        return whole * 1_000_000_000 + moment.microsecond * 1000
 
     @cached_property
     def spaced(self) -> str:
