@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "policy",
             "sqltypes",
             "sqldefaults",
+            "stamps",
             "file_modes",
             "lazy",
             "records",

@@ -2070,7 +2070,8 @@ class StoreMethods:
         run_ids: list[int] | None = None,
     ) -> list[SpanRun]:
         """Runs with id above `after`, in id order, at most `limit`; only those started (or
-        finished) at or after `since` (a store stamp, compared as text), or among `run_ids`.
+        finished) at or after `since` (a time, compared as an instant whatever the stamps'
+        spelling: `harness_store.stamps`), or among `run_ids`.
         """
         result: list[SpanRun] = await self._call(
             READ,
@@ -2626,9 +2627,10 @@ class StoreMethods:
         beside it where upstream fixes its shape (a step's `tool` and `tool_args`, a plan's
         steps, a policy's defaults, …). A synced store adds each row's `origin`.
 
-        `runs` keeps the rows of those runs; `since` (a `YYYY-MM-DD` or stamp prefix) the
-        rows stamped from then on (a table without a stamp of its own: the rows of runs
-        started from then on); `columns` chooses and orders the columns. Rows come in key
+        `runs` keeps the rows of those runs; `since` (a time, `harness_store.stamps`: a date
+        is that day's start, UTC) the rows stamped at or after it, in either of upstream's
+        stamp spellings (a table without a stamp of its own: the rows of runs started at or
+        after it); `columns` chooses and orders the columns. Rows come in key
         order.
         """
         result: pa.Table = await self._call(

@@ -11,7 +11,7 @@ stamp in neither of upstream's formats goes through a per-value path and is left
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 import pyarrow as pa
@@ -19,13 +19,13 @@ import pyarrow.compute as pc
 
 from ..errors import UnreadableValueError
 from ..formats import JSON
+from ..stamps import Stamp
 from .schema import ORIGIN, Kind, Parsed, TableShape
 from .tool_calls import tool_call_columns
 
 _TAKEN_WRONGLY = frozenset({bytes, float})
 """Types pyarrow's struct conversion would take without a word: UTF-8 bytes as text, a
 fraction truncated to an integer. No column of the store holds either as it is."""
-_STAMP_FORMATS = ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S")
 
 
 def to_batch(
@@ -165,14 +165,8 @@ def stamps(text: pa.Array[Any]) -> pa.Array[Any]:
 
 
 def _stamp(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    for form in _STAMP_FORMATS:
-        try:
-            return datetime.strptime(value, form).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    return None
+    found = Stamp.read(value)
+    return None if found is None else found.instant
 
 
 def parsed_array(parsed: Parsed, source: pa.Array[Any]) -> pa.Array[Any]:

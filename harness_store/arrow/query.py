@@ -11,8 +11,8 @@ from sqlalchemy import ColumnElement, Select, and_, select
 from .. import models as m
 from ..errors import InvalidValueError
 from ..formats import i64
-from ..formats import text as check_text
 from ..models.sync import IDS, ORIGINS
+from ..stamps import Stamp
 from .schema import ORIGIN, TableShape
 
 
@@ -21,7 +21,7 @@ class Filters:
     """Which rows a read keeps (see `Store.arrow`)."""
 
     runs: tuple[int, ...] | None = None
-    since: str | None = None
+    since: Stamp | None = None
     after: int | None = None
     through: int | None = None
 
@@ -29,23 +29,18 @@ class Filters:
     def of(
         cls,
         runs: Iterable[int] | None,
-        since: str | None,
+        since: object,
         after: int | None = None,
         through: int | None = None,
     ) -> Filters:
-        """Checked filters: run ids are integers, `since` is text (a date or stamp prefix)."""
+        """Checked filters: run ids are integers, `since` one instant (`Stamp.parse`)."""
         kept = None if runs is None else tuple(i64(r, "run id") for r in runs)
-        if since is not None:
-            since = check_text(since, "since")
-            if not since[:4].isdigit():
-                raise InvalidValueError(
-                    f"since must be a date or stamp like 2026-08-01, got {since!r}"
-                )
+        instant: Stamp | None = None if since is None else Stamp.parse(since, "since")
         if after is not None:
             after = i64(after, "after")
         if through is not None:
             through = i64(through, "through")
-        return cls(kept, since, after, through)
+        return cls(kept, instant, after, through)
 
 
 def read_statement(
@@ -62,9 +57,9 @@ def read_statement(
         clauses.append(run_column.in_(filters.runs))
     if filters.since is not None:
         if shape.stamp_column is not None:
-            clauses.append(table.c[shape.stamp_column] >= filters.since)
+            clauses.append(filters.since.at_or_after(table.c[shape.stamp_column]))
         elif run_column is not None:
-            started = select(m.Run.id).where(m.Run.started_at >= filters.since)
+            started = select(m.Run.id).where(filters.since.at_or_after(m.Run.started_at))
             clauses.append(run_column.in_(started.scalar_subquery()))
     for bound in (filters.after, filters.through):
         if bound is not None and not shape.append_only:

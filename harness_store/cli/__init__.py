@@ -8,8 +8,8 @@
     harness-store tree DB RUN           the agent tree under a run, with totals
     harness-store memory DB WORKSPACE   a workspace's memory entries
     harness-store copy SRC DST          a whole store between SQLite and PostgreSQL
-    harness-store spend DB [--by model|day|run] [--since DATE] [--prices FILE]
-    harness-store events DB [--run RUN] [--since CURSOR] [--follow]   the event stream, live
+    harness-store spend DB [--by model|day|run] [--since TIME] [--prices FILE]
+    harness-store events DB [--run RUN] [--after CURSOR] [--follow]   the event stream, live
     harness-store patch DB RUN          a run's change as a patch series
     harness-store approve DB RUN        decide a paused run's actions (--deny) or plans (--plan)
     harness-store answer DB RUN ANSWER  answer a paused run's open question

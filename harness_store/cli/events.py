@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import RunNotFoundError
-from .app import MAX_INT, DbArg, JsonOpt, RunArg, app
+from .app import EXIT_USAGE, MAX_INT, CliError, DbArg, JsonOpt, RunArg, app
 from .output import visible
 from .reader import open_reader
 
@@ -36,14 +36,22 @@ def events_command(
     run: Annotated[
         int | None, typer.Option("--run", metavar="RUN", max=MAX_INT, help="Only this run.")
     ] = None,
-    since: Annotated[
+    after: Annotated[
         int | None,
         typer.Option(
-            "--since",
+            "--after",
             metavar="CURSOR",
             min=0,
             max=MAX_INT,
             help="Events after CURSOR (default: the whole backlog; with --follow, from now).",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            hidden=True,
+            help="Refused: a cursor is --after (--since is a time on the other commands).",
         ),
     ] = None,
     limit: Annotated[
@@ -61,12 +69,18 @@ def events_command(
     """The durable event stream (io-harness 0.33): one event a line, `cursor run step depth
     kind fields`, oldest first; `--json` prints JSON Lines. With `--follow` it waits for new
     events like `tail -f`, from any process writing the store; pass the last cursor seen to
-    `--since` to resume. Read-only."""
+    `--after` to resume. Read-only."""
+    if since is not None:
+        raise CliError(
+            EXIT_USAGE,
+            "events takes its cursor as --after CURSOR (--since is a time on the other "
+            "commands, never a cursor)",
+        )
     out = sys.stdout
     if not follow:
         with open_reader(db) as reader:
             store = reader.store
-            cursor, left = since or 0, limit
+            cursor, left = after or 0, limit
             while left is None or left > 0:
                 page = store.events_after(cursor, 1000 if left is None else min(left, 1000), run)
                 for c, event in page:
@@ -81,7 +95,7 @@ def events_command(
     with open_reader(db) as reader:
         shown = 0
         try:
-            for c, event in reader.store.follow(since, run_id=run, interval=interval):
+            for c, event in reader.store.follow(after, run_id=run, interval=interval):
                 out.write(line(c, event, as_json=as_json) + "\n")
                 out.flush()
                 shown += 1

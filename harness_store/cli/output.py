@@ -318,6 +318,12 @@ def human_duration(ms: int | None) -> str:
 
 
 def short_time(stamp: str | None) -> str:
-    """`2026-07-31T01:39:56.041Z` as `2026-07-31 01:39:56` (UTC, as upstream writes them;
-    the column headers say so)."""
-    return "—" if stamp is None else stamp.replace("T", " ")[:19]
+    """A stored stamp as `2026-07-31 01:39:56`, UTC (the column headers say so): one written
+    with an offset is converted (`harness_store.stamps`); one that names no instant is shown
+    as it is, cut to that width."""
+    from ..stamps import utc_text
+
+    if stamp is None:
+        return "—"
+    shown = utc_text(stamp)
+    return shown if shown != stamp else stamp.replace("T", " ")[:19]

@@ -53,7 +53,12 @@ def spend_command(
     by: Annotated[By, typer.Option("--by", help="Group by model, day or run.")] = By.MODEL,
     since: Annotated[
         str | None,
-        typer.Option("--since", metavar="DATE", help="Only calls from DATE on (YYYY-MM-DD)."),
+        typer.Option(
+            "--since",
+            metavar="TIME",
+            help="Only calls made at or after TIME (2026-12-07, that day's start, or "
+            "2026-12-07T06:00:00Z; UTC when no offset is given).",
+        ),
     ] = None,
     prices: Annotated[
         Path | None,
@@ -70,12 +75,23 @@ def spend_command(
     """Provider-call spend grouped by model, day or run: calls, tokens by kind, cost of the
     priced calls and how many could not be priced (then the cost is a floor). Cost is derived
     from the price table at read time, never stored. Read-only."""
+    from ..errors import InvalidValueError
+    from ..stamps import Stamp
+
     table = load_prices(prices)
+    try:
+        start = None if since is None else Stamp.parse(since, "--since")
+    except InvalidValueError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
     with open_reader(db) as reader:
         method = getattr(reader.store, f"spend_by_{by.value}")
-        groups: list[Spend] = method(table, since=since)
+        # The Store compares its `since` as text with `provider_calls.at`, which upstream
+        # (and the Store) stamp with `datetime('now')`: the instant as the first such stamp
+        # at or after it.
+        groups: list[Spend] = method(table, since=None if start is None else start.spaced)
     if as_json:
-        emit_json({"by": by.value, "since": since, "as_of": table.as_of,
+        emit_json({"by": by.value, "since": None if start is None else start.text,
+                   "as_of": table.as_of,
                    "groups": [document(s) for s in groups]})  # fmt: skip
         return
     emit_table(

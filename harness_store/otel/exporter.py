@@ -12,7 +12,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from importlib import metadata
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -21,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from ..errors import ExportError, InvalidValueError, RunNotFoundError, StoreConnectionError
 from ..records import PriceTable, RunStatus
+from ..stamps import Stamp
 from ..store import Store
 from ..store.export_reads import RUN_PAGE, RunRows, SpanProviderCall, SpanRun
 from .mapping import EVENT_BYTES_PER_SPAN, MappingOptions, RunSpans, SpanIds, resource, scope
@@ -95,16 +95,8 @@ def shown_url(url: str) -> str:
 
 def since_stamp(value: str) -> str:
     """A `--since` time (`2026-08-01`, `2026-08-01T14:00:00Z`, `2026-08-01 14:00`; UTC when no
-    offset is given) as the store writes its stamps, so the two compare as text."""
-    try:
-        moment = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise InvalidValueError(
-            f"{value!r} is not a time (use 2026-08-01 or 2026-08-01T14:00:00Z)"
-        ) from None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z"
+    offset is given; `harness_store.stamps`) as upstream writes its stamps."""
+    return Stamp.parse(value, "--since").text
 
 
 def _version() -> str:

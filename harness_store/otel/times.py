@@ -6,9 +6,10 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING
+
+from ..stamps import Stamp
 
 if TYPE_CHECKING:
     from ..store.export_reads import RunRows, SpanProviderCall, SpanStep
@@ -18,15 +19,8 @@ if TYPE_CHECKING:
 def stamp_ns(stamp: str | None) -> int | None:
     """A store stamp (`2026-08-01T14:06:59.511Z` or `2026-08-01 14:06:59`, UTC) in nanoseconds
     since the epoch; None for no stamp or one that is not a time."""
-    if not stamp:
-        return None
-    try:
-        moment = datetime.fromisoformat(stamp.strip().replace(" ", "T", 1))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1_000_000) * 1000
+    found = Stamp.read(stamp)
+    return None if found is None else found.ns
 
 
 class StepClock:

@@ -48,9 +48,10 @@ class ArrowMixin(OlderStoreMixin):
         beside it where upstream fixes its shape (a step's `tool` and `tool_args`, a plan's
         steps, a policy's defaults, …). A synced store adds each row's `origin`.
 
-        `runs` keeps the rows of those runs; `since` (a `YYYY-MM-DD` or stamp prefix) the
-        rows stamped from then on (a table without a stamp of its own: the rows of runs
-        started from then on); `columns` chooses and orders the columns. Rows come in key
+        `runs` keeps the rows of those runs; `since` (a time, `harness_store.stamps`: a date
+        is that day's start, UTC) the rows stamped at or after it, in either of upstream's
+        stamp spellings (a table without a stamp of its own: the rows of runs started at or
+        after it); `columns` chooses and orders the columns. Rows come in key
         order.
         """
         import pyarrow as pa

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, TypeVar
 from sqlalchemy import Select, func, or_, select
 
 from .. import models as m
+from ..stamps import Stamp
 from .marks import pages, reads
 from .older import OlderStoreMixin
 from .unreadable import check_integers, integer_columns
@@ -225,11 +226,15 @@ class ExportReadsMixin(OlderStoreMixin):
         run_ids: list[int] | None = None,
     ) -> list[SpanRun]:
         """Runs with id above `after`, in id order, at most `limit`; only those started (or
-        finished) at or after `since` (a store stamp, compared as text), or among `run_ids`."""
+        finished) at or after `since` (a time, compared as an instant whatever the stamps'
+        spelling: `harness_store.stamps`), or among `run_ids`."""
         r, o = m.table_of(m.Run), m.table_of(m.RunOutcome)
         statement = _runs_query().where(r.c.id > after).limit(limit)
         if since is not None:
-            statement = statement.where(or_(r.c.started_at >= since, o.c.finished_at >= since))
+            start = Stamp.parse(since, "since")
+            statement = statement.where(
+                or_(start.at_or_after(r.c.started_at), start.at_or_after(o.c.finished_at))
+            )
         if run_ids is not None:
             statement = statement.where(r.c.id.in_(run_ids))
         return self._select(statement, _span_run)

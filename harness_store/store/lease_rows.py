@@ -14,6 +14,7 @@ from ..dialects import Backend
 from ..errors import InvalidValueError, LeaseConflictError, UnreadableValueError
 from ..formats import I64_MAX
 from ..records import LeaseRow
+from ..stamps import Stamp
 
 LAST_STAMP = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
 """The last time a stamp can hold: io-harness's SQL (`strftime`) computes NULL past the year
@@ -68,10 +69,8 @@ def expiry_fault(renewed: datetime, ttl: int) -> str | None:
 
 def stamp(value: str) -> datetime | None:
     """A stored stamp as a UTC datetime, or None when it is none."""
-    try:
-        return datetime.fromisoformat(value.rstrip("Z").replace("T", " ")).replace(tzinfo=UTC)
-    except ValueError:
-        return None
+    found = Stamp.read(value)
+    return None if found is None else found.instant
 
 
 def _expiry(renewed: datetime, ttl: int, run_id: int) -> datetime:
@@ -94,7 +93,7 @@ def check_take_over(held: LeaseRow) -> None:
 
 
 def _format(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return Stamp(moment).text
 
 
 def lease_row(run_id: int, row: Any, now: str) -> LeaseRow:

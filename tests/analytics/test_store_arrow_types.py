@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from sqlalchemy import update
+from support import rows
 from support.clirun import run_in_process
 
-from harness_store import StepRecord, Store
+from harness_store import ProviderCall, StepRecord, Store, models
 from harness_store.analytics import TABLES
 from harness_store.arrow.schema import ARROW_TYPES, Kind, shape_of
 from harness_store.errors import InvalidValueError, UnreadableValueError
@@ -301,3 +303,30 @@ def test_a_value_no_column_of_its_type_holds_is_refused_by_name(
     assert f"steps row id {step}: {named}" in done.stderr  # the whole table: named by its key
     assert len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "out" / "_manifest.json").exists()
+
+
+def test_since_is_an_instant_whatever_the_columns_spelling(store_target: str) -> None:
+    """`provider_calls.at` holds SQLite's `datetime('now')` spelling (a space, seconds) where
+    `runs.started_at` holds upstream's `…T…Z`: `since` keeps or drops each row by its instant,
+    not by how its text sorts (a space sorts before a `T`)."""
+    with Store.open(store_target) as store:
+        run = store.start_run("g", "f")
+        store.checkpoint_steps(run, [StepRecord.new(1, "d", "ok")])
+        store.record_provider_call(run, ProviderCall(step=1, attempt=1, provider="p"))
+        rows.execute(store, update(models.ProviderCall).values(at="2026-12-07 06:51:00"))
+        rows.execute(store, update(models.Run).values(started_at="2026-12-07T06:50:00.000Z"))
+        assert store.arrow("provider_calls", since="2026-12-07T00").num_rows == 1
+        assert store.arrow("provider_calls", since="2026-12-07").num_rows == 1
+        assert store.arrow("provider_calls", since="2026-12-07T06:51:00Z").num_rows == 1
+        assert store.arrow("provider_calls", since="2026-12-07 06:51:00.001").num_rows == 0
+        assert store.arrow("provider_calls", since="2026-12-07T06:51:01+00:00").num_rows == 0
+        assert store.arrow("provider_calls", since="2026-12-07T08:51+02:00").num_rows == 1
+        assert store.arrow("provider_calls", since="2026-12-08").num_rows == 0
+        assert store.arrow("runs", since="2026-12-07 23:59").num_rows == 0
+        assert store.arrow("runs", since="2026-12-07 06:50").num_rows == 1
+        assert store.arrow("runs", since="2026-12-07T06:50:00.0005Z").num_rows == 0
+        assert store.arrow("runs", since="2026-12-07T11:50+05:00").num_rows == 1
+        assert store.arrow("runs", since="2026-12-06T23:59:59.999Z").num_rows == 1
+        assert store.arrow("provider_calls", since="2026-12-06T23:59:59.9999Z").num_rows == 1
+        assert store.arrow("steps", since="2026-12-07 23:59").num_rows == 0
+        assert store.arrow("steps", since="2026-12-07T00").num_rows == 1

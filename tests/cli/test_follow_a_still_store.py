@@ -51,7 +51,7 @@ def test_follow_sees_a_writer_that_opens_a_still_store_later(tmp_path: Path) -> 
     # however soon after the command's start it commits.
     follow = subprocess.Popen(
         [sys.executable, "-m", "harness_store.cli", "events", str(path), "--follow",
-         "--since", "0", "--limit", "1", "--interval", "0.05"],
+         "--after", "0", "--limit", "1", "--interval", "0.05"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

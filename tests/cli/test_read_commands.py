@@ -105,6 +105,23 @@ def test_runs_plain_is_one_line_a_run_newest_first(fixture_copy: Copy) -> None:
     assert [line.split()[0] for line in lines[1:]] == ["3", "2", "1"]
 
 
+def test_runs_shows_each_start_in_utc_whatever_its_spelling(tmp_path: Path) -> None:
+    """Under "started (UTC)" a stamp written with an offset (another writer's) is converted to
+    UTC, not shown with its offset cut; both of upstream's spellings read alike."""
+    path = tmp_path / "runs.sqlite3"
+    with Store.open(path) as store:
+        runs = [store.start_run(f"goal {i}", "f") for i in range(3)]
+    starts = ["2026-12-07T03:00:00+05:00", "2026-12-07 06:51:00", "2026-12-07T06:52:00.123Z"]
+    with closing(sqlite3.connect(path)) as conn, conn:
+        for run, started in zip(runs, starts, strict=True):
+            conn.execute("UPDATE runs SET started_at = ? WHERE id = ?", (started, run))
+    lines = ok("runs", path).splitlines()
+    shown = {line.split()[0]: line for line in lines[1:]}
+    assert "2026-12-06 22:00:00" in shown[str(runs[0])]
+    assert "2026-12-07 06:51:00" in shown[str(runs[1])]
+    assert "2026-12-07 06:52:00" in shown[str(runs[2])]
+
+
 def test_runs_filter_by_status(fixture_copy: Copy) -> None:
     name = "io-harness-0.22.0/deferred-approval"
     facts = fixture_json(name)

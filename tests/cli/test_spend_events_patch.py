@@ -105,7 +105,37 @@ def test_patch_prints_a_series_git_applies(filled: dict[str, Any], tmp_path: Pat
 def test_events_lists_the_backlog(filled: dict[str, Any]) -> None:
     lines = ok("events", filled["target"], "--json").splitlines()
     assert [json.loads(x)["event"] for x in lines] == ["started"]
-    assert ok("events", filled["target"], "--since", "1") == ""
+    assert ok("events", filled["target"], "--after", "1") == ""
+    assert len(ok("events", filled["target"], "--after", "0").splitlines()) == 1
+
+
+def test_events_takes_a_cursor_as_after_not_since(filled: dict[str, Any]) -> None:
+    """`--since` is a time on every command; the event stream's cursor is `--after`, and
+    `--since` here is a usage error that names it (and reads nothing)."""
+    done = run_in_process("events", filled["target"], "--since", "1")
+    assert done.returncode == EXIT_USAGE
+    assert "--after" in done.stderr and done.stdout == ""
+
+
+def test_spend_since_is_an_instant_whatever_the_calls_spelling(filled: dict[str, Any]) -> None:
+    """A provider call stamped as `datetime('now')` writes it (`2026-12-07 06:51:00`) is
+    counted from a `--since` on that day up to its second, in any form, and not after."""
+    target = filled["target"]
+    with Store.open(target) as store, store.engine.begin() as conn:
+        conn.execute(text("UPDATE provider_calls SET at = '2026-12-07 06:51:00'"))
+
+    def calls(since: str) -> int:
+        document = json.loads(ok("spend", target, "--since", since, "--json"))
+        return sum(g["calls"] for g in document["groups"])
+
+    assert calls("2026-12-07") == 2
+    assert calls("2026-12-07T00") == 2
+    assert calls("2026-12-07T06:51:00Z") == 2
+    assert calls("2026-12-07T08:51+02:00") == 2
+    assert calls("2026-12-07 06:51:01") == 0
+    assert calls("2026-12-08") == 0
+    done = run_in_process("spend", target, "--since", "last week")
+    assert done.returncode == EXIT_USAGE and "2026-01-31" in done.stderr
 
 
 @pytest.mark.slow_on("postgresql")

@@ -5,8 +5,11 @@ as text."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import update
+from support import rows
 
 from harness_store import Store
+from harness_store import models as m
 from harness_store.errors import InvalidValueError
 from harness_store.otel import since_stamp, traces_url
 from harness_store.otel.exporter import shown_url, walk_runs
@@ -29,6 +32,10 @@ def test_span_runs_pages_since_and_ids(store_target: str) -> None:
         assert stamp is not None
         assert [r.id for r in store.span_runs(since=since_stamp(stamp))] == [late]
         assert store.span_runs(since=since_stamp("2999-01-01")) == []
+        rows.execute(store, update(m.Run).where(m.Run.id == late).values(
+            started_at="2999-12-07 06:50:00"))  # fmt: skip
+        assert [r.id for r in store.span_runs(since=since_stamp("2999-12-07T00"))] == [late]
+        assert store.span_runs(since=since_stamp("2999-12-07 23:59")) == []
         tree = [r.id for r in walk_runs(store, since=None, run_ids=[roles["a"]])]
         assert tree == sorted([roles["a"], roles["g"]])
         child = store.span_run(roles["a"])

@@ -15,7 +15,7 @@ from harness_store import models as m
 from harness_store.errors import InvalidValueError
 
 STARTED = "2026-11-15T10:00:00.000Z"
-MISREAD = ["20260101", "2026-W01-1", "2026-319", "2026-11-15T10", "2026/11/15", "tomorrow"]
+MISREAD = ["20260101", "2026-W01-1", "2026-319", "2026/11/15", "tomorrow"]
 
 
 def old_runs(store: Store, target: str, n: int = 3) -> list[int]:
@@ -54,6 +54,8 @@ def test_a_cutoff_in_a_form_it_would_be_misread_in_is_refused(
         ("2026-11-15T05:00:00-05:00", False),
         ("2026-11-15T05:00:01-05:00", True),
         ("2026-11-15", False),
+        ("2026-11-15T10", False),  # an hour alone: its start
+        ("2026-11-15T11", True),
         ("2026-11-16", True),
         ("2026-11-15 10:00:00.5", True),
         ("2026-11-15T10:00:00Z", False),

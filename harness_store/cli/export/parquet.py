@@ -70,9 +70,10 @@ def parquet_command(
         str | None,
         typer.Option(
             "--since",
-            metavar="DATE",
-            help="Only rows stamped from DATE on (YYYY-MM-DD or a stamp prefix); a table "
-            "without a stamp keeps the rows of runs started from then on.",
+            metavar="TIME",
+            help="Only rows stamped at or after TIME (2026-08-01, that day's start, or "
+            "2026-08-01T14:00:00Z; UTC when no offset is given); a table without a stamp "
+            "keeps the rows of runs started from then on.",
         ),
     ] = None,
     runs: Annotated[
