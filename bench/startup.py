@@ -16,23 +16,28 @@ convert its parameters); and that app importing the package's models and running
 over them (what any reader built on the declarative models pays: the ORM, the 37 mapped
 classes and their mappers' set-up, which the Store's statements are built from).
 
+Beside them, the tools a user runs on the same store: `sqlite-utils rows STORE runs` (the
+`bench` extra installs it; without it the row says so and is left out) and `alembic current`
+(the package's own chain, `-x db=STORE`).
+
 Targets: `--version` within 2× `import typer`; completion within 1.5× the Typer app's
-completion; `runs` within 1.5× the app over the models. The older target, `runs` within 1.5×
-the bare script, is shown too: it is below the two other floors' own cost (see the benchmarks
-page, "How soon the command answers").
+completion; `runs` within 1.5× the app over the models, and within 1.0× `sqlite-utils rows`.
+The older target, `runs` within 1.5× the bare script, is shown too: it is below the two other
+floors' own cost (see the benchmarks page, "How soon the command answers").
 """
 
 from __future__ import annotations
 
 import compileall
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from .common import Config, Table, median, say
+from .common import REPO, Config, Table, median, say
 
 COMMAND = [sys.executable, "-m", "harness_store.cli"]
 COMPLETE = {"_HARNESS_STORE_COMPLETE": "complete_bash", "COMP_WORDS": "harness-store ru",
@@ -109,11 +114,22 @@ def small_store(cfg: Config) -> Path:
     return path
 
 
+def sqlite_utils() -> str | None:
+    """The `sqlite-utils` command beside this Python (the `bench` extra), else on PATH."""
+    beside = Path(sys.executable).with_name("sqlite-utils")
+    return str(beside) if beside.exists() else shutil.which("sqlite-utils")
+
+
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """A fresh process's wall time and CPU time (user + system), start to exit."""
+    """A fresh process's wall time and CPU time (user + system), start to exit, run from the
+    repository (where `alembic` finds `alembic.ini`); a failure is an error, not a figure."""
     started = time.perf_counter()
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, _, usage = os.wait4(process.pid, 0)
+    process = subprocess.Popen(
+        argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    if status:
+        raise RuntimeError(f"{argv[:4]} failed ({status})")
     return time.perf_counter() - started, usage.ru_utime + usage.ru_stime
 
 
@@ -138,7 +154,12 @@ def run(cfg: Config) -> list[Table]:
         "Typer app, the SELECT": ([sys.executable, "-c", TYPER_SELECT, "runs", str(store)], plain),
         "Typer app, the models": ([sys.executable, "-c", TYPER_MODELS, "runs", str(store)], plain),
         "runs": ([*COMMAND, "runs", str(store)], plain),
-    }
+        "alembic current": ([sys.executable, "-m", "alembic", "-x", f"db={store}", "current"],
+                            plain),
+    }  # fmt: skip
+    rows_tool = sqlite_utils()
+    if rows_tool is not None:
+        cases["sqlite-utils rows"] = ([rows_tool, "rows", str(store), "runs"], plain)
     rounds = cfg.pick(21, 7)
     say(f"startup: {len(cases)} commands x {rounds} rounds, alternated")
     walls: dict[str, list[float]] = {name: [] for name in cases}
@@ -162,6 +183,8 @@ def run(cfg: Config) -> list[Table]:
         ("runs", "SQLAlchemy + Typer script", None),
         ("runs", "Typer app, the SELECT", None),
         ("runs", "Typer app, the models", 1.5),
+        ("runs", "alembic current", None),
+        *((("runs", "sqlite-utils rows", 1.0),) if rows_tool is not None else ()),
     ):
         ratio, cpu_ratio = at[name] / at[floor], cpu_at[name] / cpu_at[floor]
         verdict = table.check(f"{name} ≤ {target:g}× {floor}", ratio <= target) if target else "—"
@@ -174,6 +197,10 @@ def run(cfg: Config) -> list[Table]:
         cpu_ratio = cpu_at[floor] / cpu_at["SQLAlchemy + Typer script"]
         table.notes.append(
             f"{floor} ÷ the SQLAlchemy + Typer script: {ratio:.2f}× wall, {cpu_ratio:.2f}× CPU"
+        )
+    if rows_tool is None:
+        table.notes.append(
+            "sqlite-utils is not installed (`pip install -e .[bench]`): its row is left out"
         )
     table.notes.append(
         f"{rounds} rounds; load average {os.getloadavg()[0]:.1f} at the end; the targets are "

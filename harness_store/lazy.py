@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import gc
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from importlib import import_module
 
 
@@ -21,3 +23,23 @@ def lazy_names(package: str, where: Mapping[str, str]) -> Callable[[str], object
         return value
 
     return __getattr__
+
+
+@contextmanager
+def collector_paused(*, freeze: bool) -> Iterator[None]:
+    """The cyclic garbage collector paused for a burst of imports (SQLAlchemy, the models,
+    the Store): the modules, classes and mappers they make live as long as the process, so
+    the collections their allocations would set off, each walking the objects made so far,
+    free nothing. `freeze`: then move every object made so far out of the collections for
+    good (`gc.freeze`), which only a process that is all one command may do (the objects of
+    a caller's own program would be kept from them too). The collector is left enabled or
+    disabled as it was found."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.freeze()
+        if enabled:
+            gc.enable()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import SchemaError, UnfinishedTransactionError
+from ..lazy import collector_paused
 from .app import EXIT_NOT_A_STORE, EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
@@ -192,7 +193,10 @@ def open_reader(db: str, *, require_readable: bool = True, shape: bool = False) 
     """Open `db` through the one read-only open (`Store.open(read_only=True)`'s) and
     diagnose it; refuse what cannot be read (see the exit codes). `shape`: read every table's
     columns of a tracked store too (`inspect` shows them)."""
-    from ..store import Store, open_read_only
+    from .app import OWN_PROCESS  # read now: `main` sets it before any command runs
+
+    with collector_paused(freeze=OWN_PROCESS):
+        from ..store import Store, open_read_only
 
     target = parse_target(db, read_only=True)
     replaced = Replaced()
