@@ -26,10 +26,12 @@ from sqlalchemy import delete, func, insert, select
 
 from ..dialects.sqlite_queue import QUEUE_SUFFIX
 from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
-from ..errors import ArchiveRefusedError, InvalidValueError
+from ..errors import ArchiveRefusedError, DiskFullError, InvalidValueError
 from ..file_modes import FileModes
 from ..models.spend import PRICED_RUNS, SPEND_RUNS
 from ..records import Pruned
+from ..schema.preflight import is_disk_full
+from ..targets import where
 from .cutoff import Cutoff
 from .marks import writes
 from .older import OlderStoreMixin
@@ -208,23 +210,46 @@ class RunPruningMixin(OlderStoreMixin):
         done: list[Pruned] = []
         kept = list(refused)
         count = 0
-        archive_store = None if target is None or not trees else self._open_archive(target)
+        new_archive = target is not None and bool(trees) and not target.exists()
+        archive_store: Any = None
+        filled: list[bool] = []  # the archive's disk filled while a batch was copied into it
+
+        def receive(taken: dict[str, list[dict[str, Any]]]) -> None:
+            try:
+                archive_store._receive(taken)
+            except Exception as exc:
+                filled.append(is_disk_full(exc))
+                raise
+
         try:
-            if archive_store is not None:
-                with self._read() as conn:
-                    archive_store._admit(conn, [run for t in trees for run in t.runs])
-            for i, batch in enumerate(batches(trees, batch_rows)):
-                if i:
-                    time.sleep(BETWEEN_BATCHES)
-                pruned = self._prune_batch(batch, cutoff, chosen, archive_store)
-                done.append(pruned)
-                kept += pruned.refused
-                count += sum(len(t.runs) for t in batch)
-                if progress is not None:
-                    progress(count, total)
-        finally:
-            if archive_store is not None:
-                archive_store.close()
+            try:
+                archive_store = None if target is None or not trees else self._open_archive(target)
+                if archive_store is not None:
+                    with self._read() as conn:
+                        archive_store._admit(conn, [run for t in trees for run in t.runs])
+                for i, batch in enumerate(batches(trees, batch_rows)):
+                    if i:
+                        time.sleep(BETWEEN_BATCHES)
+                    into = None if archive_store is None else receive
+                    pruned = self._prune_batch(batch, cutoff, chosen, into)
+                    done.append(pruned)
+                    kept += pruned.refused
+                    count += sum(len(t.runs) for t in batch)
+                    if progress is not None:
+                        progress(count, total)
+            finally:
+                if archive_store is not None:
+                    archive_store.close()
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            gone = sum(p.runs for p in done)
+            if new_archive and not gone and target is not None:
+                remove_store_file(target)
+            # The archive's disk when opening it or copying a batch into it failed.
+            in_archive = archive_store is None or any(filled)
+            full = target if target is not None and in_archive else None
+            raise DiskFullError(self._out_of_space(full, new_archive, gone)) from None
         tables: dict[str, int] = {}
         for p in done:
             for name, n in p.tables.items():
@@ -389,7 +414,11 @@ class RunPruningMixin(OlderStoreMixin):
         return total
 
     def _prune_batch(
-        self, batch: list[Tree], cutoff: Cutoff, chosen: frozenset[str], archive: Any
+        self,
+        batch: list[Tree],
+        cutoff: Cutoff,
+        chosen: frozenset[str],
+        archive: Callable[[dict[str, list[dict[str, Any]]]], None] | None,
     ) -> Pruned:
         """One transaction: lock the batch's runs, decide again, delete, and copy what the
         deletions returned to the archive (its own transaction, committed first)."""
@@ -420,8 +449,21 @@ class RunPruningMixin(OlderStoreMixin):
                     if archive is not None:
                         rows += [dict(row._mapping) for row in result]
             if archive is not None:
-                archive._receive(taken)
+                archive(taken)
         return pruned
+
+    def _out_of_space(self, archive: Path | None, new_archive: bool, gone: int) -> str:
+        """What a person reads when the disk under `archive` (None: under the store) filled
+        during a prune, after `gone` runs were pruned in batches committed before."""
+        if gone:
+            what = f"{gone:,} runs were pruned (and archived) before; the others are still there"
+        elif archive is not None:
+            left = "the new archive was removed" if new_archive else "the archive is as it was"
+            what = f"nothing was pruned: every run is still in the store, and {left}"
+        else:
+            what = "nothing was pruned: every run is still in the store"
+        full = str(archive) if archive is not None else where(self.url)
+        return f"{full}: the disk is full; {what}. Free some space and run the prune again"
 
     # --- the archive --------------------------------------------------------------------
 
@@ -487,6 +529,12 @@ class RunPruningMixin(OlderStoreMixin):
                 rows = incoming.get(name, [])
                 for i in range(0, len(rows), CHUNK):
                     conn.execute(insert(table(name)), rows[i : i + CHUNK])
+
+
+def remove_store_file(path: Path) -> None:
+    """Remove a SQLite store file made by this prune and the side files beside it."""
+    for file in [path, *(beside(path, side) for side in SIDE_FILES)]:
+        file.unlink(missing_ok=True)
 
 
 def own_file(url: Any) -> Path | None:
