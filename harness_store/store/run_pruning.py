@@ -18,12 +18,27 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import (
+    Table,
+    bindparam,
+    case,
+    cast,
+    delete,
+    func,
+    insert,
+    select,
+    type_coerce,
+    update,
+)
+from sqlalchemy.sql.sqltypes import NullType, String
 
+from ..dialects import backend_named
 from ..dialects.sqlite_queue import QUEUE_SUFFIX
 from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 from ..errors import ArchiveRefusedError, DiskFullError, InvalidValueError
@@ -442,12 +457,16 @@ class RunPruningMixin(OlderStoreMixin):
                         if self._has_columns(spend.name, "run_id"):
                             for part in chunks(runs):
                                 conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
-                statement = delete_statement(name, key, returning=archive is not None)
+                statement = (
+                    delete_statement(name, key)
+                    if archive is None
+                    else archiving_delete(name, key, conn.dialect.name)
+                )
                 rows = taken.setdefault(name, [])
                 for part in chunks(runs):
                     result = conn.execute(statement, {"ids": part})
                     if archive is not None:
-                        rows += [dict(row._mapping) for row in result]
+                        rows += [exact_row(row, table(name), conn.dialect.name) for row in result]
             if archive is not None:
                 archive(taken)
         return pruned
@@ -498,11 +517,12 @@ class RunPruningMixin(OlderStoreMixin):
     def _admit(self, source: Any, runs: Sequence[int]) -> None:
         """Refuse, before any batch, an archive holding other runs under these runs' ids."""
         r = table("runs")
+        statement = select(*exact_columns(r, source.dialect.name))
         incoming = {
             "runs": [
-                dict(row._mapping)
+                exact_row(row, r, source.dialect.name)
                 for part in chunks(list(runs))
-                for row in source.execute(select(r).where(r.c.id.in_(part)))
+                for row in source.execute(statement.where(r.c.id.in_(part)))
             ]
         }
         with self._read() as conn:
@@ -526,15 +546,107 @@ class RunPruningMixin(OlderStoreMixin):
                 for part in chunks(runs):
                     conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
             for name, _ in names:
+                t = table(name)
                 rows = incoming.get(name, [])
                 for i in range(0, len(rows), CHUNK):
-                    conn.execute(insert(table(name)), rows[i : i + CHUNK])
+                    conn.execute(insert(t), [plain_row(row) for row in rows[i : i + CHUNK]])
+                for row in rows:
+                    for column in row.get(RAW_TEXT, ()):
+                        # Bound as bytes (a BLOB), made text again: the very bytes, as text.
+                        keys = [c == row[c.name] for c in t.primary_key.columns]
+                        conn.execute(
+                            update(t).where(*keys).values({column: cast(t.c[column], String)})
+                        )
 
 
 def remove_store_file(path: Path) -> None:
     """Remove a SQLite store file made by this prune and the side files beside it."""
     for file in [path, *(beside(path, side) for side in SIDE_FILES)]:
         file.unlink(missing_ok=True)
+
+
+RAW_TEXT = "raw text?"
+"""The key under which an archived row lists its columns holding text that is not UTF-8 (as
+its bytes); and the start of the label of each text column's flag (was it text): no column
+of the models is named so."""
+
+
+def exact_columns(t: Table, dialect: str) -> list[Any]:
+    """`t`'s columns as an archive reads them to keep each value exactly: where the backend
+    keeps any bytes as text (SQLite), each text column's text as its bytes, followed by
+    whether it was text — so text that is not UTF-8 can be read at all (`exact_row` decodes
+    the rest)."""
+    return [c for c, _ in _exact_layout(t.name, dialect)]
+
+
+@cache
+def _exact_layout(name: str, dialect: str) -> tuple[tuple[Any, bool], ...]:
+    """Each column `exact_columns` reads, and whether a flag (was it text) follows it."""
+    backend = backend_named(dialect)
+    layout: list[tuple[Any, bool]] = []
+    for column in table(name).columns:
+        faults = backend.text_faults(column) if isinstance(column.type, String) else None
+        as_text = backend.stored_as(column, "text")
+        if faults is None or as_text is None:
+            layout.append((column, False))
+            continue
+        raw = type_coerce(case((as_text, faults[2]), else_=column), NullType())
+        layout += [
+            (raw.label(column.name), True),
+            (as_text.label(f"{RAW_TEXT} {column.name}"), False),
+        ]
+    return tuple(layout)
+
+
+@cache
+def archiving_delete(name: str, key: str, dialect: str) -> Any:
+    """`DELETE FROM name WHERE key IN (:ids)` returning every column of each row it deleted
+    as `exact_columns` reads them (what an archive receives), built once."""
+    t = table(name)
+    statement = delete(t).where(t.c[key].in_(bindparam("ids", expanding=True)))
+    return statement.returning(*exact_columns(t, dialect))
+
+
+@cache
+def _exact_plan(name: str, dialect: str) -> tuple[tuple[str, ...], Any, list[tuple[str, int, int]]]:
+    """How `exact_row` reads a row of `name`: the column names, the getter of their values,
+    and each text column read as bytes with the positions of its value and its flag."""
+    names: list[str] = []
+    positions: list[int] = []
+    texts: list[tuple[str, int, int]] = []
+    layout = _exact_layout(name, dialect)
+    for at, (column, flagged) in enumerate(layout):
+        if at and layout[at - 1][1]:
+            continue  # a flag
+        names.append(column.name)
+        positions.append(at)
+        if flagged:
+            texts.append((column.name, at, at + 1))
+    return tuple(names), itemgetter(*positions), texts
+
+
+def exact_row(row: Any, t: Table, dialect: str) -> dict[str, Any]:
+    """A row read through `exact_columns` as the values it holds: text read as bytes decoded,
+    or, not UTF-8, kept as its bytes and its column listed under `RAW_TEXT`."""
+    names, values_of, texts = _exact_plan(t.name, dialect)
+    values = dict(zip(names, values_of(row), strict=True))
+    raw: list[str] = []
+    for name, at, flag in texts:
+        value = row[at]
+        if row[flag] and isinstance(value, bytes | memoryview):
+            try:
+                values[name] = bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                values[name] = bytes(value)
+                raw.append(name)
+    if raw:
+        values[RAW_TEXT] = raw
+    return values
+
+
+def plain_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An archived row's values, without its `RAW_TEXT` list."""
+    return {k: v for k, v in row.items() if k != RAW_TEXT}
 
 
 def own_file(url: Any) -> Path | None:
@@ -561,9 +673,10 @@ def refuse_foreign(conn: Any, incoming: dict[str, list[dict[str, Any]]]) -> None
     runs' ids that is not the same run, or a row of another run under an incoming row's id."""
     runs = {int(row["id"]): row for row in incoming["runs"]}
     r = table("runs")
+    statement = select(*exact_columns(r, conn.dialect.name))
     for part in chunks(sorted(runs)):
-        for row in conn.execute(select(r).where(r.c.id.in_(part))):
-            there = {k: plain(v) for k, v in row._mapping.items()}
+        for row in conn.execute(statement.where(r.c.id.in_(part))):
+            there = {k: plain(v) for k, v in exact_row(row, r, conn.dialect.name).items()}
             here = {k: plain(v) for k, v in runs[int(row.id)].items()}
             if there != here:
                 raise ArchiveRefusedError(
