@@ -36,11 +36,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..arrow.schema import TABLES, shape_of
-from ..errors import DiskFullError, InvalidValueError
+from ..errors import DiskFullError, InvalidValueError, UnreadableValueError
 from ..file_modes import FileModes
 from ..schema.preflight import is_disk_full
+from ..store import read_snapshot
 from ..store.arrow import arrow_schema, count_rows, is_synced, run_marks
+from ..store.check_rows import model_table
 from ..targets import sqlite_path
+from ..transfer.values import undecodable
 from .changes import Replaced, replace_changed_runs, touched_runs
 from .files import TEMPORARY, Generation, end_read, flush, flush_directory
 from .lock import exclusive
@@ -181,9 +184,18 @@ class _Run:
         try:
             for done, name in enumerate(names):
                 tick = _ticker(progress, name, done, len(names))
-                entry, result = _export_table(
-                    store, writer, name, previous.get(name), (since, run_ids), touched, tick
-                )
+                try:
+                    entry, result = _export_table(
+                        store, writer, name, previous.get(name), (since, run_ids), touched, tick
+                    )
+                except Exception as exc:
+                    found = None if is_disk_full(exc) else undecodable_text(store, name)
+                    if found is None:
+                        raise
+                    raise UnreadableValueError(
+                        f"{found}; the export stopped, nothing of it was kept (`harness-store "
+                        "check` names every such row)"
+                    ) from None
                 entries[name] = _not_empty(store, writer, name, entry)
                 report.tables.append(result)
                 tick(result.rows)
@@ -205,6 +217,15 @@ class _Run:
         if progress is not None:
             progress("", len(names), len(names), 0)
         return report
+
+
+def undecodable_text(store: Store, name: str) -> str | None:
+    """After a read of `name` failed: its first text whose bytes are not UTF-8 (which no
+    read as text can return, and a Parquet string cannot hold), said with its row and
+    column, as `copy` and `sync` say it; None when there is none."""
+    table = model_table(name)
+    with read_snapshot(store) as conn:
+        return undecodable(conn, table, list(table.columns))
 
 
 def intact_tables(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
