@@ -137,6 +137,8 @@ def refused_or(done: Any, kind: Kind, exact: Callable[[], Outcome | bool]) -> Ou
         last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
         if "Traceback" in done.stderr or not last.startswith("harness-store: error: "):
             return f"failed otherwise ({done.returncode}): {done.stderr.strip()[:300]}"
+        if done.returncode != 1:
+            return f"failed with exit code {done.returncode}: {last}"
         return "refused" if named(last, kind) else "unnamed"
     said = exact()
     return said if isinstance(said, str) else "exact" if said else "changed"

@@ -233,3 +233,9 @@ def test_an_archive_on_a_full_disk_is_one_line_and_nothing_moves(
     else:
         assert "the new archive was removed" in lines[0], lines[0]
         assert sorted(p.name for p in disk.iterdir()) == []
+    # Room again: the prune finishes the job.
+    out_json("prune", store_target, "--runs", "--before", "2021-01-01", "--archive-to", archive,
+             "--yes")  # fmt: skip
+    assert every_row(store_target) == {}
+    with Store.open(archive, backup=False) as kept:
+        assert sorted(kept.runs()) == runs
