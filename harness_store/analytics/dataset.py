@@ -189,7 +189,9 @@ class _Run:
                         store, writer, name, previous.get(name), (since, run_ids), touched, tick
                     )
                 except Exception as exc:
-                    found = None if is_disk_full(exc) else undecodable_text(store, name)
+                    # A driver's failure to decode text names no row: look for the row.
+                    ours = isinstance(exc, UnreadableValueError) or is_disk_full(exc)
+                    found = None if ours else undecodable_text(store, name)
                     if found is None:
                         raise
                     raise UnreadableValueError(
