@@ -171,3 +171,14 @@ def test_a_full_disk_is_one_whole_line_and_the_store_unchanged(
         assert "Free some space" in line and "SQL" not in line, line
     assert digest(path) == before
     assert sorted(p.name for p in disk.iterdir()) == ["runs.sqlite3"]
+
+
+def test_a_new_store_on_a_full_disk_is_not_left_behind(small_disk: SmallDisk) -> None:
+    """`upgrade` where no store exists creates one; on a full disk it says no store was
+    created and leaves no file there (not an empty one a later open would take for a store)."""
+    disk = small_disk(64 << 10)
+    path = disk / "runs.sqlite3"
+    line = fails(1, "upgrade", path, said=f"found: no store at {path}; creating one at {HEAD}\n")
+    assert line.startswith(f"harness-store: error: {path}: the disk is full"), line
+    assert "no store was created" in line and "backup" not in line, line
+    assert list(disk.iterdir()) == []
