@@ -239,3 +239,21 @@ def test_an_archive_on_a_full_disk_is_one_line_and_nothing_moves(
     assert every_row(store_target) == {}
     with Store.open(archive, backup=False) as kept:
         assert sorted(kept.runs()) == runs
+
+
+def test_a_store_on_a_full_disk_is_one_line_and_keeps_every_run(small_disk: SmallDisk) -> None:
+    """The store's own disk fills while a prune deletes (its journal needs room): one line
+    naming the store, every run still there, exit code 1."""
+    disk = small_disk(8 << 20)
+    target = str(disk / "runs.sqlite3")
+    runs = big_runs(target, 4)
+    kept = every_row(target)
+    filler = fill_disk(disk, 8 << 10)
+    done = run_in_process("prune", target, "--runs", "--before", "2021-01-01", "--yes")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stderr.splitlines() == [
+        f"harness-store: error: {target}: the disk is full; nothing was pruned: every run is "
+        "still in the store. Free some space and run the prune again"
+    ]
+    filler.unlink()
+    assert every_row(target) == kept and sorted(kept) == runs
