@@ -233,6 +233,13 @@ class CopiedWithoutOriginError(InvalidValueError):
     source was synced."""
 
 
+class DiskFullError(StoreError):
+    """A command ran out of space (a full disk, a quota, a file size limit) while writing a
+    file it makes (a Parquet dataset, a prune's archive): the message names the file or
+    directory and what was left as it was. Nothing half-written is left; free some space and
+    run it again."""
+
+
 class DatasetBusyError(StoreError):
     """Another export is writing the same Parquet dataset directory (it holds the directory's
     lock file). Nothing was written; run the export again once that one has finished."""

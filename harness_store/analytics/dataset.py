@@ -36,12 +36,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..arrow.schema import TABLES, shape_of
-from ..errors import InvalidValueError
+from ..errors import DiskFullError, InvalidValueError, UnreadableValueError
 from ..file_modes import FileModes
+from ..schema.preflight import is_disk_full
+from ..store import read_snapshot
 from ..store.arrow import arrow_schema, count_rows, is_synced, run_marks
+from ..store.check_rows import model_table
 from ..targets import sqlite_path
+from ..transfer.values import undecodable
 from .changes import Replaced, replace_changed_runs, touched_runs
-from .files import TEMPORARY, Generation, flush, flush_directory
+from .files import TEMPORARY, Generation, end_read, flush, flush_directory
 from .lock import exclusive
 
 if TYPE_CHECKING:
@@ -115,18 +119,39 @@ def export_parquet(
     synced = is_synced(store)
     root = Path(directory)
     modes = FileModes.of(sqlite_path(store.url))
-    modes.make_directories(root)
-    with exclusive(root, modes):
-        manifest = read_manifest(root)
-        clear_leftovers(root, manifest)
-        filters = {"since": since, "runs": run_ids}
-        current = manifest.get("format") == MANIFEST_FORMAT and manifest.get("filters") == filters
-        previous = intact_tables(root, manifest) if current else {}
-        generation = int(manifest.get("generation", 0)) + 1
-        known = _known_marks(root, manifest) if current else None
-        run = _Run(store, root, modes, names, filters, synced, marks)
-        kept = manifest["run_marks"] if known is not None and known.equals(marks) else None
-        return run.export(previous, touched_runs(known, marks), generation, progress, kept)
+    try:
+        modes.make_directories(root)
+        with exclusive(root, modes):
+            manifest = read_manifest(root)
+            clear_leftovers(root, manifest)
+            filters = {"since": since, "runs": run_ids}
+            current = (
+                manifest.get("format") == MANIFEST_FORMAT and manifest.get("filters") == filters
+            )
+            previous = intact_tables(root, manifest) if current else {}
+            generation = int(manifest.get("generation", 0)) + 1
+            known = _known_marks(root, manifest) if current else None
+            run = _Run(store, root, modes, names, filters, synced, marks)
+            kept = manifest["run_marks"] if known is not None and known.equals(marks) else None
+            return run.export(previous, touched_runs(known, marks), generation, progress, kept)
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        raise DiskFullError(out_of_space(root)) from None
+
+
+def out_of_space(root: Path) -> str:
+    """What a person reads when the disk fills under an export: the failed export's files
+    are gone (`Generation.discard`), so the dataset is the last export's."""
+    kept = (
+        "the dataset is as the last export left it"
+        if (root / MANIFEST).is_file()
+        else "no dataset was there and no file of one was left"
+    )
+    return (
+        f"{root}: the disk is full; {kept}, nothing of this export was kept. Free some space "
+        "and run the export again"
+    )
 
 
 @dataclass
@@ -159,30 +184,50 @@ class _Run:
         try:
             for done, name in enumerate(names):
                 tick = _ticker(progress, name, done, len(names))
-                entry, result = _export_table(
-                    store, writer, name, previous.get(name), (since, run_ids), touched, tick
-                )
+                try:
+                    entry, result = _export_table(
+                        store, writer, name, previous.get(name), (since, run_ids), touched, tick
+                    )
+                except Exception as exc:
+                    # A driver's failure to decode text names no row: look for the row.
+                    ours = isinstance(exc, UnreadableValueError) or is_disk_full(exc)
+                    found = None if ours else undecodable_text(store, name)
+                    if found is None:
+                        raise
+                    raise UnreadableValueError(
+                        f"{found}; the export stopped, nothing of it was kept (`harness-store "
+                        "check` names every such row)"
+                    ) from None
                 entries[name] = _not_empty(store, writer, name, entry)
                 report.tables.append(result)
                 tick(result.rows)
             marks_file = kept_marks or writer.write_marks(self.marks)
             writer.publish()
+            new_manifest = {
+                "format": MANIFEST_FORMAT,
+                "generation": generation,
+                "synced": self.synced,
+                "filters": self.filters,
+                "run_marks": marks_file,
+                "tables": entries,
+            }
+            _write_manifest(root, new_manifest, self.modes)
         except BaseException:
-            writer.discard()
+            writer.discard()  # files the last manifest does not list: the dataset is its
             raise
-        new_manifest = {
-            "format": MANIFEST_FORMAT,
-            "generation": generation,
-            "synced": self.synced,
-            "filters": self.filters,
-            "run_marks": marks_file,
-            "tables": entries,
-        }
-        _write_manifest(root, new_manifest, self.modes)
         clear_leftovers(root, new_manifest)
         if progress is not None:
             progress("", len(names), len(names), 0)
         return report
+
+
+def undecodable_text(store: Store, name: str) -> str | None:
+    """After a read of `name` failed: its first text whose bytes are not UTF-8 (which no
+    read as text can return, and a Parquet string cannot hold), said with its row and
+    column, as `copy` and `sync` say it; None when there is none."""
+    table = model_table(name)
+    with read_snapshot(store) as conn:
+        return undecodable(conn, table, list(table.columns))
 
 
 def intact_tables(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -261,10 +306,13 @@ def _export_append(
     highest: list[int] = []
 
     def tracked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            if batch.num_rows:
-                highest.append(pc.max(batch.column(key)).as_py())
-            yield batch
+        try:
+            for batch in batches:
+                if batch.num_rows:
+                    highest.append(pc.max(batch.column(key)).as_py())
+                yield batch
+        finally:
+            end_read(batches)  # a failed write ends the read with it
 
     batches = tracked(store.iter_arrow(name, since=since, runs=runs, after=after))
     files, rows = writer.write(name, batches, tick, skip_empty=replaced is not None)
@@ -314,10 +362,14 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
 def _write_manifest(root: Path, manifest: dict[str, Any], modes: FileModes) -> None:
     path = root / MANIFEST
     temporary = path.with_name(path.name + TEMPORARY)
-    modes.create_file(temporary)
-    temporary.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
-    flush(temporary)
-    os.replace(temporary, path)
+    try:
+        modes.create_file(temporary)
+        temporary.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+        flush(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     flush_directory(root)
 
 

@@ -72,6 +72,7 @@ class Generation:
         finally:
             for writer, _, _ in writers:
                 writer.close()
+            end_read(batches)
         return [{"path": relative, "rows": counted[0]} for _, relative, counted in writers], rows
 
     def write_rows(self, table: str, data: pa.Table) -> list[dict[str, Any]]:
@@ -131,10 +132,14 @@ class Generation:
             flush_directory(directory)
 
     def discard(self) -> None:
-        """Remove what this export wrote, after a failure."""
+        """Remove what this export wrote, after a failure, and the tables' directories it
+        made that are left empty."""
         for path in self.pending:
             path.with_name(path.name + TEMPORARY).unlink(missing_ok=True)
             path.unlink(missing_ok=True)
+        for directory in {p.parent for p in self.pending} - {self.root}:
+            if directory.is_dir() and not any(directory.iterdir()):
+                directory.rmdir()
 
 
 def statistics_columns(schema: pa.Schema) -> list[str]:
@@ -148,6 +153,14 @@ def statistics_columns(schema: pa.Schema) -> list[str]:
         if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)
                 or pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type))
     ]  # fmt: skip
+
+
+def end_read(batches: Iterable[Any]) -> None:
+    """End a read of the store's batches that a failure cut off, now, while its connection is
+    open: not when the collector finds it after the store closed (a traceback on stderr)."""
+    close = getattr(batches, "close", None)
+    if close is not None:
+        close()
 
 
 def flush(path: Path) -> None:

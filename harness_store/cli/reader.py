@@ -189,10 +189,13 @@ def look(db: str) -> Diagnosis:
 
 
 @contextmanager
-def open_reader(db: str, *, require_readable: bool = True, shape: bool = False) -> Iterator[Reader]:
+def open_reader(
+    db: str, *, require_readable: bool = True, shape: bool = False, replace: bool = True
+) -> Iterator[Reader]:
     """Open `db` through the one read-only open (`Store.open(read_only=True)`'s) and
     diagnose it; refuse what cannot be read (see the exit codes). `shape`: read every table's
-    columns of a tracked store too (`inspect` shows them)."""
+    columns of a tracked store too (`inspect` shows them). `replace=False`: text that is not
+    UTF-8 is not shown replaced (an export, which must write it exactly or refuse it)."""
     from .app import OWN_PROCESS  # read now: `main` sets it before any command runs
 
     with collector_paused(freeze=OWN_PROCESS):
@@ -207,7 +210,7 @@ def open_reader(db: str, *, require_readable: bool = True, shape: bool = False) 
             refuse=False,
             shape=shape,
             refuse_newer_format=True,  # the command names a newer format instead of reading it
-            text_factory=replaced,
+            text_factory=replaced if replace else None,
         )
     except UnfinishedTransactionError:
         assert target.path is not None  # only a SQLite file has a rollback journal

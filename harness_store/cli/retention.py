@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import ArchiveRefusedError, InvalidValueError
+from ..errors import ArchiveRefusedError, DiskFullError, InvalidValueError
 from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
 from .decide import open_writer
 from .output import (
@@ -32,7 +32,7 @@ from .output import (
     stderr_console,
     stdout_console,
 )
-from .reader import open_reader
+from .reader import open_reader, parse_target
 
 if TYPE_CHECKING:
     from ..records import Pruned
@@ -303,6 +303,17 @@ def prune_runs_command(
             pruned = prune_runs_asking(store, before, chosen, keep_last, archive_to, yes, as_json)
     except ArchiveRefusedError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
+    except Exception as exc:
+        # A full disk met before a batch began (opening the store for writing needs room for
+        # its side files): `prune_runs` says one met during the batches itself.
+        from ..schema.preflight import is_disk_full
+
+        if isinstance(exc, DiskFullError) or not is_disk_full(exc):
+            raise
+        raise DiskFullError(
+            f"{parse_target(db).where}: the disk is full; nothing was pruned: every run is "
+            "still in the store. Free some space and run the prune again"
+        ) from None
     report_runs(pruned, cutoff, dry_run=False, archive_to=archive_to, as_json=as_json)
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import StoreNotFoundError
+from ..errors import DiskFullError, StoreNotFoundError, UpgradeFailedError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -63,7 +64,7 @@ def upgrade_command(
     from ..engine import sqlite_path, where
     from ..releases import REVISIONS
     from ..schema.migrate import upgrade
-    from ..schema.preflight import unfinished_transaction
+    from ..schema.preflight import is_disk_full, unfinished_transaction
 
     destination = chain_revision(to, head=True)
     url = parse_target(db).url
@@ -98,8 +99,26 @@ def upgrade_command(
         status.status(f"upgrading {where(url)} …") if status.is_terminal and not as_json else None
     )
     with busy or nullcontext(), told_if_interrupted("upgrade", db, before):
-        report = upgrade(url, destination, backup=not no_backup, create=True)
+        try:
+            report = upgrade(url, destination, backup=not no_backup, create=True)
+        except UpgradeFailedError as exc:
+            if not created or path is None or not exc.unchanged or not is_disk_full(exc):
+                raise
+            raise DiskFullError(no_store_left(path)) from None
     tell(report, url, as_json=as_json, created=created, no_backup=no_backup, verb="upgraded")
+
+
+def no_store_left(path: Path) -> str:
+    """Remove what a failed creation of a store left at `path` (an empty file, a journal;
+    the chain rolled back, so nothing of a store is in them) and say so."""
+    from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
+
+    for file in [path, *(beside(path, side) for side in (*SIDE_SUFFIXES, JOURNAL_SUFFIX))]:
+        file.unlink(missing_ok=True)
+    return (
+        f"{path}: the disk is full; no store was created and no file was left there. Free "
+        "some space and run it again"
+    )
 
 
 def tell(

@@ -48,7 +48,7 @@ def take_backup(path: Path, label: str) -> Path:
         if isinstance(exc, Exception) and (is_disk_full(exc) or isinstance(exc, OSError)):
             raise UpgradeFailedError(
                 f"{path}: the upgrade failed while writing the backup {destination.name} "
-                f"({_reason(exc)}); the store is unchanged and no backup was left",
+                f"({failure_reason(exc)}); the store is unchanged and no backup was left",
                 stage="backup",
                 unchanged=True,
             ) from exc
@@ -83,7 +83,9 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _reason(exc: BaseException) -> str:
+def failure_reason(exc: BaseException) -> str:
+    """Why a write failed, in a few words and one line: "the disk is full" for a full disk,
+    a quota or a size limit (a driver's message spans lines with its SQL)."""
     if is_disk_full(exc):
         return "the disk is full"
     return str(exc) or type(exc).__name__

@@ -51,7 +51,7 @@ from ..errors import (
     UpgradeFailedError,
 )
 from ..releases import REVISIONS
-from .backup import discard, take_backup
+from .backup import discard, failure_reason, take_backup
 from .detect import (
     Diagnosis,
     StoreKind,
@@ -606,7 +606,8 @@ def _migrate(
             report.backup = None
         if failed == "upgrade" and isinstance(exc, Exception) and is_disk_full(exc):
             raise UpgradeFailedError(
-                f"{where}: the upgrade failed while migrating ({exc}); it was rolled back, so "
+                f"{where}: the upgrade failed while migrating ({failure_reason(exc)}); it was "
+                "rolled back, so "
                 "the store is unchanged, and its backup was removed. Free some space (the "
                 "upgrade needs about the store's size for the backup plus its journal) and "
                 "run it again",

@@ -18,18 +18,35 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import (
+    Table,
+    bindparam,
+    case,
+    cast,
+    delete,
+    func,
+    insert,
+    select,
+    type_coerce,
+    update,
+)
+from sqlalchemy.sql.sqltypes import NullType, String
 
+from ..dialects import backend_named
 from ..dialects.sqlite_queue import QUEUE_SUFFIX
 from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
-from ..errors import ArchiveRefusedError, InvalidValueError
+from ..errors import ArchiveRefusedError, DiskFullError, InvalidValueError
 from ..file_modes import FileModes
 from ..models.spend import PRICED_RUNS, SPEND_RUNS
 from ..records import Pruned
+from ..schema.preflight import is_disk_full
+from ..targets import where
 from .cutoff import Cutoff
 from .marks import writes
 from .older import OlderStoreMixin
@@ -208,23 +225,46 @@ class RunPruningMixin(OlderStoreMixin):
         done: list[Pruned] = []
         kept = list(refused)
         count = 0
-        archive_store = None if target is None or not trees else self._open_archive(target)
+        new_archive = target is not None and bool(trees) and not target.exists()
+        archive_store: Any = None
+        filled: list[bool] = []  # the archive's disk filled while a batch was copied into it
+
+        def receive(taken: dict[str, list[dict[str, Any]]]) -> None:
+            try:
+                archive_store._receive(taken)
+            except Exception as exc:
+                filled.append(is_disk_full(exc))
+                raise
+
         try:
-            if archive_store is not None:
-                with self._read() as conn:
-                    archive_store._admit(conn, [run for t in trees for run in t.runs])
-            for i, batch in enumerate(batches(trees, batch_rows)):
-                if i:
-                    time.sleep(BETWEEN_BATCHES)
-                pruned = self._prune_batch(batch, cutoff, chosen, archive_store)
-                done.append(pruned)
-                kept += pruned.refused
-                count += sum(len(t.runs) for t in batch)
-                if progress is not None:
-                    progress(count, total)
-        finally:
-            if archive_store is not None:
-                archive_store.close()
+            try:
+                archive_store = None if target is None or not trees else self._open_archive(target)
+                if archive_store is not None:
+                    with self._read() as conn:
+                        archive_store._admit(conn, [run for t in trees for run in t.runs])
+                for i, batch in enumerate(batches(trees, batch_rows)):
+                    if i:
+                        time.sleep(BETWEEN_BATCHES)
+                    into = None if archive_store is None else receive
+                    pruned = self._prune_batch(batch, cutoff, chosen, into)
+                    done.append(pruned)
+                    kept += pruned.refused
+                    count += sum(len(t.runs) for t in batch)
+                    if progress is not None:
+                        progress(count, total)
+            finally:
+                if archive_store is not None:
+                    archive_store.close()
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            gone = sum(p.runs for p in done)
+            if new_archive and not gone and target is not None:
+                remove_store_file(target)
+            # The archive's disk when opening it or copying a batch into it failed.
+            in_archive = archive_store is None or any(filled)
+            full = target if target is not None and in_archive else None
+            raise DiskFullError(self._out_of_space(full, new_archive, gone)) from None
         tables: dict[str, int] = {}
         for p in done:
             for name, n in p.tables.items():
@@ -389,7 +429,11 @@ class RunPruningMixin(OlderStoreMixin):
         return total
 
     def _prune_batch(
-        self, batch: list[Tree], cutoff: Cutoff, chosen: frozenset[str], archive: Any
+        self,
+        batch: list[Tree],
+        cutoff: Cutoff,
+        chosen: frozenset[str],
+        archive: Callable[[dict[str, list[dict[str, Any]]]], None] | None,
     ) -> Pruned:
         """One transaction: lock the batch's runs, decide again, delete, and copy what the
         deletions returned to the archive (its own transaction, committed first)."""
@@ -413,15 +457,32 @@ class RunPruningMixin(OlderStoreMixin):
                         if self._has_columns(spend.name, "run_id"):
                             for part in chunks(runs):
                                 conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
-                statement = delete_statement(name, key, returning=archive is not None)
+                statement = (
+                    delete_statement(name, key)
+                    if archive is None
+                    else archiving_delete(name, key, conn.dialect.name)
+                )
                 rows = taken.setdefault(name, [])
                 for part in chunks(runs):
                     result = conn.execute(statement, {"ids": part})
                     if archive is not None:
-                        rows += [dict(row._mapping) for row in result]
+                        rows += [exact_row(row, table(name), conn.dialect.name) for row in result]
             if archive is not None:
-                archive._receive(taken)
+                archive(taken)
         return pruned
+
+    def _out_of_space(self, archive: Path | None, new_archive: bool, gone: int) -> str:
+        """What a person reads when the disk under `archive` (None: under the store) filled
+        during a prune, after `gone` runs were pruned in batches committed before."""
+        if gone:
+            what = f"{gone:,} runs were pruned (and archived) before; the others are still there"
+        elif archive is not None:
+            left = "the new archive was removed" if new_archive else "the archive is as it was"
+            what = f"nothing was pruned: every run is still in the store, and {left}"
+        else:
+            what = "nothing was pruned: every run is still in the store"
+        full = str(archive) if archive is not None else where(self.url)
+        return f"{full}: the disk is full; {what}. Free some space and run the prune again"
 
     # --- the archive --------------------------------------------------------------------
 
@@ -456,11 +517,12 @@ class RunPruningMixin(OlderStoreMixin):
     def _admit(self, source: Any, runs: Sequence[int]) -> None:
         """Refuse, before any batch, an archive holding other runs under these runs' ids."""
         r = table("runs")
+        statement = select(*exact_columns(r, source.dialect.name))
         incoming = {
             "runs": [
-                dict(row._mapping)
+                exact_row(row, r, source.dialect.name)
                 for part in chunks(list(runs))
-                for row in source.execute(select(r).where(r.c.id.in_(part)))
+                for row in source.execute(statement.where(r.c.id.in_(part)))
             ]
         }
         with self._read() as conn:
@@ -484,9 +546,107 @@ class RunPruningMixin(OlderStoreMixin):
                 for part in chunks(runs):
                     conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
             for name, _ in names:
+                t = table(name)
                 rows = incoming.get(name, [])
                 for i in range(0, len(rows), CHUNK):
-                    conn.execute(insert(table(name)), rows[i : i + CHUNK])
+                    conn.execute(insert(t), [plain_row(row) for row in rows[i : i + CHUNK]])
+                for row in rows:
+                    for column in row.get(RAW_TEXT, ()):
+                        # Bound as bytes (a BLOB), made text again: the very bytes, as text.
+                        keys = [c == row[c.name] for c in t.primary_key.columns]
+                        conn.execute(
+                            update(t).where(*keys).values({column: cast(t.c[column], String)})
+                        )
+
+
+def remove_store_file(path: Path) -> None:
+    """Remove a SQLite store file made by this prune and the side files beside it."""
+    for file in [path, *(beside(path, side) for side in SIDE_FILES)]:
+        file.unlink(missing_ok=True)
+
+
+RAW_TEXT = "raw text?"
+"""The key under which an archived row lists its columns holding text that is not UTF-8 (as
+its bytes); and the start of the label of each text column's flag (was it text): no column
+of the models is named so."""
+
+
+def exact_columns(t: Table, dialect: str) -> list[Any]:
+    """`t`'s columns as an archive reads them to keep each value exactly: where the backend
+    keeps any bytes as text (SQLite), each text column's text as its bytes, followed by
+    whether it was text — so text that is not UTF-8 can be read at all (`exact_row` decodes
+    the rest)."""
+    return [c for c, _ in _exact_layout(t.name, dialect)]
+
+
+@cache
+def _exact_layout(name: str, dialect: str) -> tuple[tuple[Any, bool], ...]:
+    """Each column `exact_columns` reads, and whether a flag (was it text) follows it."""
+    backend = backend_named(dialect)
+    layout: list[tuple[Any, bool]] = []
+    for column in table(name).columns:
+        faults = backend.text_faults(column) if isinstance(column.type, String) else None
+        as_text = backend.stored_as(column, "text")
+        if faults is None or as_text is None:
+            layout.append((column, False))
+            continue
+        raw = type_coerce(case((as_text, faults[2]), else_=column), NullType())
+        layout += [
+            (raw.label(column.name), True),
+            (as_text.label(f"{RAW_TEXT} {column.name}"), False),
+        ]
+    return tuple(layout)
+
+
+@cache
+def archiving_delete(name: str, key: str, dialect: str) -> Any:
+    """`DELETE FROM name WHERE key IN (:ids)` returning every column of each row it deleted
+    as `exact_columns` reads them (what an archive receives), built once."""
+    t = table(name)
+    statement = delete(t).where(t.c[key].in_(bindparam("ids", expanding=True)))
+    return statement.returning(*exact_columns(t, dialect))
+
+
+@cache
+def _exact_plan(name: str, dialect: str) -> tuple[tuple[str, ...], Any, list[tuple[str, int, int]]]:
+    """How `exact_row` reads a row of `name`: the column names, the getter of their values,
+    and each text column read as bytes with the positions of its value and its flag."""
+    names: list[str] = []
+    positions: list[int] = []
+    texts: list[tuple[str, int, int]] = []
+    layout = _exact_layout(name, dialect)
+    for at, (column, flagged) in enumerate(layout):
+        if at and layout[at - 1][1]:
+            continue  # a flag
+        names.append(column.name)
+        positions.append(at)
+        if flagged:
+            texts.append((column.name, at, at + 1))
+    return tuple(names), itemgetter(*positions), texts
+
+
+def exact_row(row: Any, t: Table, dialect: str) -> dict[str, Any]:
+    """A row read through `exact_columns` as the values it holds: text read as bytes decoded,
+    or, not UTF-8, kept as its bytes and its column listed under `RAW_TEXT`."""
+    names, values_of, texts = _exact_plan(t.name, dialect)
+    values = dict(zip(names, values_of(row), strict=True))
+    raw: list[str] = []
+    for name, at, flag in texts:
+        value = row[at]
+        if row[flag] and isinstance(value, bytes | memoryview):
+            try:
+                values[name] = bytes(value).decode("utf-8")
+            except UnicodeDecodeError:
+                values[name] = bytes(value)
+                raw.append(name)
+    if raw:
+        values[RAW_TEXT] = raw
+    return values
+
+
+def plain_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An archived row's values, without its `RAW_TEXT` list."""
+    return {k: v for k, v in row.items() if k != RAW_TEXT}
 
 
 def own_file(url: Any) -> Path | None:
@@ -513,9 +673,10 @@ def refuse_foreign(conn: Any, incoming: dict[str, list[dict[str, Any]]]) -> None
     runs' ids that is not the same run, or a row of another run under an incoming row's id."""
     runs = {int(row["id"]): row for row in incoming["runs"]}
     r = table("runs")
+    statement = select(*exact_columns(r, conn.dialect.name))
     for part in chunks(sorted(runs)):
-        for row in conn.execute(select(r).where(r.c.id.in_(part))):
-            there = {k: plain(v) for k, v in row._mapping.items()}
+        for row in conn.execute(statement.where(r.c.id.in_(part))):
+            there = {k: plain(v) for k, v in exact_row(row, r, conn.dialect.name).items()}
             here = {k: plain(v) for k, v in runs[int(row.id)].items()}
             if there != here:
                 raise ArchiveRefusedError(

@@ -5,14 +5,17 @@ writes run in this process (`run_in_process`); what reaches a terminal, and a mi
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.clirun import environ, on_terminal, run_in_process
+from support.clirun import environ, on_terminal, run_cli, run_in_process
+from support.small_disk import SmallDisk, fill, small_disks
 
 from harness_store import StepRecord, Store
 from harness_store.analytics.dataset import read_dataset, read_manifest
@@ -140,3 +143,52 @@ def test_a_missing_extra_exits_1_naming_an_install_that_works_from_a_clone(
     # the hint names an extra the clone's pyproject declares, installed from the clone
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert extra in project["optional-dependencies"]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    with small_disks(tmp_path) as make:
+        yield make
+
+
+def every_file(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*")
+            if p.is_file()}  # fmt: skip
+
+
+@pytest.mark.parametrize("first", ["fresh", "incremental"])
+def test_a_full_disk_is_one_line_and_leaves_the_dataset_as_it_was(
+    tmp_path: Path, small_disk: SmallDisk, first: str
+) -> None:
+    """The disk fills while the export writes its files: one line naming the directory and
+    saying the dataset is as the last export left it, exit code 1, no traceback (not even the
+    "Exception ignored" of a read cut off under it), and not a file of the failed export left.
+    In its own process: what the interpreter prints as it exits is the point."""
+    store, disk = tmp_path / "runs.sqlite3", small_disk(4 << 20)
+    directory = disk / "ds"
+    small_store(store)
+    if first == "incremental":
+        assert run("export", "parquet", store, directory).returncode == 0
+    before = every_file(directory) if directory.exists() else {}
+    with Store.open(store) as opened:  # text that does not compress: 3 MB of Parquet
+        run_id = opened.start_run("big", "f.rs")
+        steps = [StepRecord.new(i, "d", os.urandom(50_000).hex()) for i in range(1, 31)]
+        opened.checkpoint_steps(run_id, steps)
+    filler = fill(disk, 1 << 20)
+    done = run_cli("export", "parquet", store, directory)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"harness-store: error: {directory}: the disk is full"), lines[0]
+    kept = "as the last export left it" if first == "incremental" else "no file of one was left"
+    assert kept in lines[0] and "Free some space" in lines[0], lines[0]
+    filler.unlink()
+    left = every_file(directory)
+    assert left.keys() - {"_export.lock"} == before.keys() - {"_export.lock"}
+    assert all(left[name] == content for name, content in before.items())
+    if first == "fresh":
+        assert [p.name for p in directory.iterdir()] == ["_export.lock"]
+    again = run("export", "parquet", store, directory)  # room again: it writes what failed
+    assert again.returncode == 0, again.stderr
+    with Store.open(store, read_only=True) as opened:
+        assert read_dataset(directory, "steps").equals(opened.arrow("steps"))

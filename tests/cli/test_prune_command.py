@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import update
 from support.clirun import on_terminal, run_cli, run_in_process
+from support.small_disk import SmallDisk, small_disks
+from support.small_disk import fill as fill_disk
 
 from harness_store import Store
 from harness_store import models as m
@@ -161,3 +165,95 @@ def test_a_dry_run_with_archive_reports_what_the_archive_would_clear(store_targe
     assert would["bytes"] == sum(a.bytes for a in archived) != sum(d.bytes for d in deleted)
     done = out_json("prune", store_target, "--before", "9999-01-01", "--archive", "--yes")
     assert (done["rows"], done["bytes"]) == (would["rows"], would["bytes"])
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    with small_disks(tmp_path) as make:
+        yield make
+
+
+def big_runs(target: str, runs: int) -> list[int]:
+    """`runs` old finished runs of 3 steps of 40 kB that do not compress."""
+    ids = []
+    with Store.open(target, backup=False) as store:
+        for i in range(runs):
+            run = store.start_run(f"goal {i}", "plan.toml")
+            for step in range(1, 4):
+                result = os.urandom(20_000).hex()
+                store.checkpoint_step(run, StepRecord(step, "decide", result, tokens=2))
+            store.finish_run(run, "success")
+            ids.append(run)
+        with store._write() as conn:
+            conn.execute(
+                update(m.Run).where(m.Run.id.in_(ids)).values(started_at="2020-06-01T00:00:00.000Z")
+            )
+    return ids
+
+
+def every_row(target: str) -> dict[int, list[str]]:
+    with Store.open(target, backup=False) as store:
+        return {run: [s.result for s in store.steps(run)] for run in store.runs()}
+
+
+@pytest.mark.parametrize(
+    ("archive_was", "room"),
+    [("absent", 64 << 10), ("absent", 700 << 10), ("there", 64 << 10)],
+    ids=["new-archive-no-room-for-its-schema", "new-archive-no-room-for-the-runs", "old-archive"],
+)
+@pytest.mark.slow_on("postgresql")
+def test_an_archive_on_a_full_disk_is_one_line_and_nothing_moves(
+    tmp_path: Path, small_disk: SmallDisk, store_target: str, archive_was: str, room: int
+) -> None:
+    """The archive's disk fills: one line naming the archive, saying nothing was pruned and
+    the archive is as it was (a new one removed), exit code 1; every run still in the store."""
+    runs = big_runs(store_target, 4)
+    disk = small_disk(8 << 20)
+    archive = disk / "old-runs.sqlite3"
+    if archive_was == "there":
+        out_json("prune", store_target, "--runs", "--before", "2020-06-01T00:00:01Z",
+                 "--keep-last", "3", "--archive-to", archive, "--yes")  # fmt: skip
+        archived = sha256(archive)
+    kept = every_row(store_target)
+    assert sorted(kept) == (runs[1:] if archive_was == "there" else runs)
+    filler = fill_disk(disk, room)
+    done = run_in_process(
+        "prune", store_target, "--runs", "--before", "2021-01-01", "--archive-to", archive, "--yes"
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith(f"harness-store: error: {archive}: the disk is full"), lines[0]
+    assert "nothing was pruned" in lines[0] and "Free some space" in lines[0], lines[0]
+    filler.unlink()
+    assert every_row(store_target) == kept
+    if archive_was == "there":
+        assert "the archive is as it was" in lines[0], lines[0]
+        assert sha256(archive) == archived
+    else:
+        assert "the new archive was removed" in lines[0], lines[0]
+        assert sorted(p.name for p in disk.iterdir()) == []
+    # Room again: the prune finishes the job.
+    out_json("prune", store_target, "--runs", "--before", "2021-01-01", "--archive-to", archive,
+             "--yes")  # fmt: skip
+    assert every_row(store_target) == {}
+    with Store.open(archive, backup=False) as kept:
+        assert sorted(kept.runs()) == runs
+
+
+def test_a_store_on_a_full_disk_is_one_line_and_keeps_every_run(small_disk: SmallDisk) -> None:
+    """The store's own disk fills while a prune deletes (its journal needs room): one line
+    naming the store, every run still there, exit code 1."""
+    disk = small_disk(8 << 20)
+    target = str(disk / "runs.sqlite3")
+    runs = big_runs(target, 4)
+    kept = every_row(target)
+    filler = fill_disk(disk, 8 << 10)
+    done = run_in_process("prune", target, "--runs", "--before", "2021-01-01", "--yes")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stderr.splitlines() == [
+        f"harness-store: error: {target}: the disk is full; nothing was pruned: every run is "
+        "still in the store. Free some space and run the prune again"
+    ]
+    filler.unlink()
+    assert every_row(target) == kept and sorted(kept) == runs

@@ -3,9 +3,15 @@ names, torn and read-only stores."""
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
+from support import legacy
+from support.small_disk import SmallDisk, small_disks
 
 from harness_store.releases import HEAD
 
@@ -118,3 +124,61 @@ def test_through_a_symlink_the_backup_goes_beside_the_real_file(
     assert f"backup: {backup}" in out
     assert sorted(p.name for p in links.iterdir()) == ["runs.sqlite3"]
     assert as_json("inspect", born_05)["revision"] == HEAD
+
+
+# --- a full disk -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    with small_disks(tmp_path) as make:
+        yield make
+
+
+def grown_0_11(path: Path, steps: int = 30_000) -> Path:
+    """An io-harness 0.11 store with one run of `steps` steps: enough rows that the chain's
+    new indexes need room of their own."""
+    legacy.build_lineage(path, "0.11")
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("BEGIN")
+        run = conn.execute("INSERT INTO runs (goal, file) VALUES ('bulk', 'b.txt')").lastrowid
+        conn.executemany(
+            "INSERT INTO steps (run_id, step, decision, result, prompt, tool_call, tokens) "
+            "VALUES (?, ?, ?, ?, 'p', '{}', ?)",
+            ((run, i, f"decision {i}", "r" * (i % 90), i) for i in range(1, steps + 1)),
+        )
+        conn.execute("COMMIT")
+    return path
+
+
+@pytest.mark.parametrize("stage", ["backup", "upgrade"])
+def test_a_full_disk_is_one_whole_line_and_the_store_unchanged(
+    tmp_path: Path, small_disk: SmallDisk, stage: str
+) -> None:
+    """Room for the store and half a backup, or for a whole backup but not the chain's new
+    indexes: either way one line saying the store is unchanged and what to do, exit code 1,
+    and nothing beside the store."""
+    original = grown_0_11(tmp_path / "original.sqlite3")
+    size = original.stat().st_size
+    disk = small_disk(size + (size // 2 if stage == "backup" else size + 48 * 1024))
+    path = disk / "runs.sqlite3"
+    shutil.copyfile(original, path)
+    before = digest(path)
+    line = fails(1, "upgrade", path, said="found: io-harness 0.11 store\n")
+    assert line.startswith(f"harness-store: error: {path}: the upgrade failed while "), line
+    assert "the disk is full" in line and "unchanged" in line, line
+    if stage == "upgrade":
+        assert "Free some space" in line and "SQL" not in line, line
+    assert digest(path) == before
+    assert sorted(p.name for p in disk.iterdir()) == ["runs.sqlite3"]
+
+
+def test_a_new_store_on_a_full_disk_is_not_left_behind(small_disk: SmallDisk) -> None:
+    """`upgrade` where no store exists creates one; on a full disk it says no store was
+    created and leaves no file there (not an empty one a later open would take for a store)."""
+    disk = small_disk(64 << 10)
+    path = disk / "runs.sqlite3"
+    line = fails(1, "upgrade", path, said=f"found: no store at {path}; creating one at {HEAD}\n")
+    assert line.startswith(f"harness-store: error: {path}: the disk is full"), line
+    assert "no store was created" in line and "backup" not in line, line
+    assert list(disk.iterdir()) == []

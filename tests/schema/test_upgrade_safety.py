@@ -23,6 +23,7 @@ from sqlalchemy import create_engine, text
 from support import legacy
 from support.clirun import run_in_process
 from support.processes import Worker, alembic_argv, alembic_fails, wait_for_file
+from support.small_disk import small_disks
 from support.sqlite_files import connect
 
 from harness_store import Store
@@ -449,27 +450,8 @@ def test_damaged_store_is_refused_before_any_backup(tmp_path: Path, how: str) ->
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[object]:
     """Factory: a tmpfs of `size` bytes mounted in the test's directory (needs root)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a small tmpfs needs root")
-    mounts: list[Path] = []
-
-    def make(size: int) -> Path:
-        where = tmp_path / f"disk{len(mounts)}"
-        where.mkdir()
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-        mounts.append(where)
-        return where
-
-    yield make
-    for where in mounts:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+    with small_disks(tmp_path) as make:
+        yield make
 
 
 def header_modes(path: Path) -> bytes:

@@ -102,7 +102,7 @@ def parquet_command(
         raise missing_extra(exc, "exporting Parquet", "analytics") from None
     chosen, run_ids = _names(tables), _run_ids(runs)
     with (
-        open_reader(db) as reader,
+        open_reader(db, replace=False) as reader,
         progress_bars(
             stderr_console(), quiet=as_json, label="tables", extra="{task.fields[rows]}"
         ) as bars,

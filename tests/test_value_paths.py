@@ -1,0 +1,316 @@
+"""The table of docs/guides/values.md is true: for each kind of value a SQLite store can hold
+that its column's type does not (written with `sqlite3` directly, as a foreign writer leaves
+it), each path that moves or shows data does what the table's cell says — `exact` (the value
+arrives, or is shown, as it is), `refused` (one line or a typed error naming the table, the
+row and the column; nothing written), `named` (`check` reports it as a finding).
+
+The table is parsed from the page, so the page cannot drift from what the paths do. The
+PostgreSQL column runs with the `pg_url` fixture."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from otel.sink import Sink
+from sqlalchemy import create_engine, text
+from support.clirun import run_in_process
+
+from harness_store import StepRecord, Store
+from harness_store.analytics.dataset import read_dataset
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "values.md"
+CELLS = ("exact", "refused", "named", "healthy", "replaced", "unnamed", "unread")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of foreign value: where it is written and what it is."""
+
+    table: str
+    column: str
+    sql: str
+    """The value as SQL (`X'…'` a BLOB, `CAST(X'…' AS TEXT)` text of those bytes)."""
+    python: Any
+    """The value as an exact read gives it back."""
+
+
+KINDS: dict[str, list[Kind]] = {
+    "a NUL character in a text": [Kind("steps", "result", "CAST(X'610062' AS TEXT)", "a\0b")],
+    "a text whose bytes are not UTF-8": [
+        Kind("steps", "result", "CAST(X'70FF71' AS TEXT)", b"p\xffq")
+    ],
+    "a BLOB in a TEXT column": [Kind("steps", "result", "X'00FF10'", b"\x00\xff\x10")],
+    "text in an INTEGER column": [Kind("steps", "tokens", "'many'", "many")],
+    "a REAL (a fraction, Infinity) in an INTEGER column": [
+        Kind("steps", "tokens", "1.5", 1.5),
+        Kind("steps", "tokens", "9e999", math.inf),
+    ],
+    "NaN or Infinity in a tool call's JSON": [
+        Kind("steps", "tool_call", "'read_file:{\"n\":NaN}'", 'read_file:{"n":NaN}'),
+        Kind("steps", "tool_call", "'read_file:{\"n\":Infinity}'", 'read_file:{"n":Infinity}'),
+    ],
+    "a lease TTL past what a time stamp can hold": [
+        Kind("run_leases", "ttl_secs", str(2**40), 2**40)
+    ],
+}
+
+
+def table_of_page() -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The page's value × path table: its paths (the header) and each kind's cells."""
+    lines = [ln for ln in PAGE.read_text(encoding="utf-8").splitlines() if ln.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = {}
+    for line in lines[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = dict(zip(header[1:], cells[1:], strict=True))
+    return header[1:], rows
+
+
+def claims() -> list[tuple[str, str, str]]:
+    _, rows = table_of_page()
+    return [(kind, path, cell) for kind, cells in rows.items() for path, cell in cells.items()]
+
+
+def plain_cell(cell: str) -> str:
+    """A cell's claim: its first word of `CELLS` (the rest is a note)."""
+    word = re.sub(r"[^a-z]", " ", cell.lower()).split()[0]
+    assert word in CELLS, f"a cell of {PAGE.name} says {cell!r}"
+    return word
+
+
+# --- the store -------------------------------------------------------------------------------
+
+
+def foreign_store(path: Path, kind: Kind) -> int:
+    """A store of one finished run of one step with a tool call and a lease, `kind`'s value
+    written into its row with `sqlite3`; the run's id."""
+    with Store.open(path, backup=False) as store:
+        run = store.start_run("goal", "plan.toml")
+        store.checkpoint_step(
+            run, StepRecord(1, "decide", "result").with_trace("prompt", 'read_file:{"n":1}', 2)
+        )
+        store.acquire_lease(run, 60)
+        store.finish_run(run, "success")
+    with closing(sqlite3.connect(path)) as conn:
+        key = "id" if kind.table == "runs" else "run_id"
+        conn.execute(f"UPDATE {kind.table} SET {kind.column} = {kind.sql} WHERE {key} = ?", [run])
+        conn.commit()
+    return run
+
+
+def cell_of(path: Path, kind: Kind) -> tuple[str, str]:
+    """`typeof` and `hex` of `kind`'s cell in the SQLite store at `path`."""
+    with closing(sqlite3.connect(path)) as conn:
+        row = conn.execute(f"SELECT typeof({kind.column}), hex({kind.column}) FROM {kind.table}")
+        return row.fetchone()  # type: ignore[no-any-return]
+
+
+def named(message: str, kind: Kind) -> bool:
+    """Whether a refusal names the table, the column and a row."""
+    return kind.table in message and kind.column in message and "row" in message
+
+
+# --- the paths -------------------------------------------------------------------------------
+
+Outcome = str
+"""A cell's word: `exact`, `refused`, `named`, `healthy`, `replaced` (shown or sent with
+U+FFFD for the bytes), `unnamed` (a failure that does not name the row), `unread` (the path
+does not read that table); anything else is said as it was (a failing claim)."""
+
+UNREAD = {("otlp", "run_leases"), ("commands", "run_leases")}
+"""The paths that do not read a table at all."""
+
+
+def refused_or(done: Any, kind: Kind, exact: Callable[[], Outcome | bool]) -> Outcome:
+    """A command's outcome: `refused` when its last line is the error naming the row (a copy
+    says what it did first), `unnamed` when the error does not; else what `exact()` says."""
+    if done.returncode != 0:
+        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+        if "Traceback" in done.stderr or not last.startswith("harness-store: error: "):
+            return f"failed otherwise ({done.returncode}): {done.stderr.strip()[:300]}"
+        if done.returncode != 1:
+            return f"failed with exit code {done.returncode}: {last}"
+        return "refused" if named(last, kind) else "unnamed"
+    said = exact()
+    return said if isinstance(said, str) else "exact" if said else "changed"
+
+
+def compared(value: Any, kind: Kind) -> Outcome | bool:
+    """`exact`, or `replaced` for text whose bytes are not UTF-8 shown with U+FFFD."""
+    if isinstance(kind.python, bytes) and isinstance(value, str) and "\ufffd" in value:
+        return "replaced"
+    if isinstance(kind.python, float) and math.isinf(kind.python):
+        return isinstance(value, float) and value == kind.python
+    return bool(value == kind.python and type(value) is type(kind.python))
+
+
+def into_sqlite(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
+    outcomes = set()
+    for how in ("copy", "sync"):
+        target = tmp / f"{how}.sqlite3"
+        done = run_in_process(how, source, target)
+        outcomes.add(
+            refused_or(done, kind, lambda t=target: cell_of(t, kind) == cell_of(source, kind))
+        )  # type: ignore[misc]
+    return outcomes.pop() if len(outcomes) == 1 else f"copy and sync differ: {outcomes}"
+
+
+def into_postgresql(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
+    assert pg_url is not None
+
+    def exact() -> Outcome | bool:
+        engine = create_engine(pg_url)
+        try:
+            with engine.connect() as conn:
+                value = conn.execute(text(f"SELECT {kind.column} FROM {kind.table}")).scalar()
+        finally:
+            engine.dispose()
+        return compared(value, kind)
+
+    try:
+        return refused_or(run_in_process("copy", source, pg_url), kind, exact)
+    finally:  # the next value of the kind goes into an empty database again
+        engine = create_engine(pg_url)
+        with engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA public CASCADE"))
+            conn.execute(text("CREATE SCHEMA public"))
+        engine.dispose()
+
+
+def archive(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
+    before = cell_of(source, kind)
+    with closing(sqlite3.connect(source)) as conn:  # a leased run is in use: lapse it
+        conn.execute("UPDATE run_leases SET renewed_at = '2000-01-01T00:00:00.000Z'")
+        conn.commit()
+    target = tmp / "archive.sqlite3"
+    args = ("prune", source, "--runs", "--before", "9999-01-01", "--archive-to", target, "--yes")
+    return refused_or(run_in_process(*args), kind, lambda: cell_of(target, kind) == before)
+
+
+def parquet(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
+    directory = tmp / "dataset"
+
+    def exact() -> Outcome | bool:
+        data = read_dataset(directory, kind.table)
+        said = compared(data[kind.column][0].as_py(), kind)
+        if kind.column == "tool_call" and said is True:  # its calls as every reader reads them
+            with Store.open(source, read_only=True) as store:
+                (step,) = store.steps(1)
+            calls = [(c.name, c.arguments) for c in step.tool_calls]
+            return [
+                (c["name"], c["arguments"]) for c in data["tool_calls"][0].as_py() or []
+            ] == calls
+        return said
+
+    return refused_or(run_in_process("export", "parquet", source, directory), kind, exact)
+
+
+def otlp(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
+    sink = Sink.start()
+    try:
+        done = run_in_process("export", "otlp", source, "--endpoint", sink.url, "--include-content")
+    finally:
+        sink.stop()
+    sent = [v for attributes in sink.spans.values() for v in attributes.values()]
+
+    def exact() -> Outcome | bool:
+        if ("otlp", kind.table) in UNREAD:
+            return "unread"
+        if kind.column == "tool_call":  # its arguments as a tool span's, as written
+            return kind.python.split(":", 1)[1] in sent
+        if any(isinstance(v, str) and "\ufffd" in v for v in sent):
+            return "replaced"
+        return kind.python in sent
+
+    return refused_or(done, kind, exact)
+
+
+def commands(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
+    outcomes = set()
+    for args in (("trace", source, "1"), ("runs", source), ("tree", source, "1")):
+        done = run_in_process(*args)
+
+        def exact(shown: str = done.stdout + done.stderr) -> Outcome | bool:
+            if ("commands", kind.table) in UNREAD:
+                return "unread"
+            if isinstance(kind.python, bytes) and "\ufffd" in shown:
+                # said, as the table's cell says: how many values were shown replaced
+                return "replaced" if "held bytes that are not UTF-8" in shown else "unsaid"
+            return True
+
+        outcomes.add(refused_or(done, kind, exact))
+    if outcomes == {"exact", "replaced"}:  # `trace` shows the text; the others do not
+        return "replaced"
+    return outcomes.pop() if len(outcomes) == 1 else f"the commands differ: {outcomes}"
+
+
+def store_reads(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
+    with Store.open(source, read_only=True) as store:
+        try:
+            if kind.table == "run_leases":
+                store.run_lease(1)
+                return "exact"
+            (step,) = store.steps(1)
+            store.runs()
+            store.tree(1)
+            store.spent_tokens(1)
+        except Exception as exc:
+            return "refused" if named(str(exc), kind) else "unnamed"
+    said = compared(getattr(step, kind.column), kind)
+    return said if isinstance(said, str) else "exact" if said else "changed"
+
+
+def check(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
+    done = run_in_process("check", source, "--json")
+    if done.returncode == 0:
+        return "healthy"
+    said = json.dumps(json.loads(done.stdout))
+    if done.returncode == 6 and kind.table in said and kind.column in said:
+        return "named"
+    return f"check said {done.returncode}: {said[:300]}"
+
+
+PATHS: dict[str, Callable[[Path, Path, Kind, str | None], Outcome]] = {
+    "`sync` and `copy` into SQLite": into_sqlite,
+    "`copy` into PostgreSQL": into_postgresql,
+    "`prune --archive-to`": archive,
+    "`export parquet`": parquet,
+    "`export otlp`": otlp,
+    "`runs`, `trace`, `tree`": commands,
+    "the Store's reads": store_reads,
+    "`check`": check,
+}
+
+
+def observe(tmp: Path, kind_name: str, path: str, pg_url: str | None) -> set[Outcome]:
+    """What `path` does with each value of `kind_name`."""
+    seen = set()
+    for n, kind in enumerate(KINDS[kind_name]):
+        work = tmp / f"v{n}"
+        work.mkdir()
+        source = work / "runs.sqlite3"
+        foreign_store(source, kind)
+        seen.add(PATHS[path](work, source, kind, pg_url))
+    return seen
+
+
+@pytest.mark.parametrize(("kind", "path", "cell"), claims())
+def test_the_table_says_what_each_path_does(
+    tmp_path: Path, request: pytest.FixtureRequest, kind: str, path: str, cell: str
+) -> None:
+    pg_url = request.getfixturevalue("pg_url") if "PostgreSQL" in path else None
+    assert observe(tmp_path, kind, path, pg_url) == {plain_cell(cell)}
+
+
+def test_the_table_covers_every_kind_and_path() -> None:
+    paths, rows = table_of_page()
+    assert paths == list(PATHS) and list(rows) == list(KINDS)
