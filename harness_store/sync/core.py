@@ -54,7 +54,7 @@ from ..transfer.target import create_like
 from ..transfer.values import refusal, undecodable
 from . import origins
 from .apply import OriginSync
-from .origin_state import BATCH, Carry
+from .origin_state import BATCH, Carry, Overtaken
 from .report import (
     DuplicateOriginError,
     OriginReport,
@@ -489,7 +489,16 @@ def _sync_source(
         for attempt in (1, 2, 3):
             try:
                 return _send(
-                    store, writing, path, dry_run, on_rows, batch_size, started, check_pages, carry
+                    store,
+                    writing,
+                    path,
+                    dry_run,
+                    on_rows,
+                    batch_size,
+                    started,
+                    check_pages,
+                    carry,
+                    sliced=not dry_run and dest.backend.one_connection,
                 )
             except IntegrityError:
                 if attempt == 3:  # another sync registered this origin meanwhile: once more
@@ -538,6 +547,8 @@ def _send(
     started: float,
     check_pages: bool = True,
     carry: Carry | None = None,
+    *,
+    sliced: bool = False,
 ) -> OriginReport:
     counts = TableCounts()
     with whole_snapshot(store) as src:
@@ -546,7 +557,8 @@ def _send(
         ident = origins.identify(path, origins.read_mark(src))
         if carry is not None:
             carry.claim(ident.mark)  # a follower refuses a mark another source carries
-        with writing() as dst:
+        with Slices(writing) as slices:
+            dst = slices.dst
             now = now_stamp()
             first = src.execute(select_first_run()).first() if "runs" in have else None
             anchor = f"{first[0]}:{first[1] or ''}" if first is not None else None
@@ -556,6 +568,8 @@ def _send(
                 origin = origins.register(dst, ident, now)
             if origin.created and first is not None:
                 _refuse_copied_runs(src, dst, path, int(first[0]))
+            if origin.anchor is None and anchor is not None:
+                dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
             work = OriginSync(
                 src,
                 dst,
@@ -569,15 +583,17 @@ def _send(
             )
             work.check_growth = check_pages
             work.carry = carry
+            if sliced:
+                work.next_slice = partial(slices.next, no_writer_on(store, src))
             try:
                 work.run()
+            except Overtaken:
+                pass  # the pass that overtook this one sends the rest
             except Exception as exc:
                 found = _undecodable_in(src, have, exc)
                 if found is None:
                     raise
                 raise UnsendableValueError(found) from None
-            if origin.anchor is None and anchor is not None:
-                dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
             no_writer_on(store, src)()
     return OriginReport(
         source=str(path),
@@ -591,6 +607,33 @@ def _send(
         warnings=origin.warnings,
         uncovered=work.uncovered,
     )
+
+
+class Slices:
+    """The destination transactions one source's changes are written in: one, or (a SQLite
+    centre, whose writers wait for each) one after another, `next` committing the current
+    one and beginning the next (`apply.OriginSync.next_slice`). The one open when the body
+    raises is rolled back; the ones committed before stay."""
+
+    def __init__(self, writing: Writing) -> None:
+        self.writing = writing
+        self.stack = ExitStack()
+        self.dst = self.stack.enter_context(writing())
+
+    def __enter__(self) -> Slices:
+        return self
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self.stack.__exit__(*exc)
+
+    def next(self, check: Callable[[], None]) -> Connection:
+        """Commit the current transaction (once `check` has found the source still as it
+        was read) and begin the next; its connection."""
+        check()
+        self.stack.close()
+        self.stack = ExitStack()
+        self.dst = self.stack.enter_context(self.writing())
+        return self.dst
 
 
 def adopt_copy(src: Connection, dst: Connection, path: Path) -> str | None:

@@ -4,6 +4,7 @@ the two kinds of table)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,18 @@ were non-empty, which tells that rows already sent were cleared (an archived ses
 
 CHUNK = 500
 """Ids per `IN (…)` list."""
+
+UNSETTLED = 0
+"""The hash an id map is saved with, in a slice committed before its row is settled (a link
+to a row a later slice sends, a run whose rows are sent again later): no row hashes to it
+(but by a 2⁻⁶⁴ chance, which costs an update), so a sync killed before the row settles
+finds it changed and sends it again."""
+
+
+class Overtaken(Exception):
+    """A pass written in slices found, beginning a slice, that another pass of its origin
+    registered since it began (and reads what this one committed so far): it stops, and the
+    other sends the rest."""
 
 
 def chunks(values: list[int]) -> Iterator[list[int]]:
@@ -149,7 +162,14 @@ class OriginState:
         self.hwm: dict[str, int] = {}
         self.hwm_loaded: dict[str, int] = {}
         self.tops: dict[str, int] = {}
-        self.fixups: list[tuple[Rule, tuple[int, int | None], str, str, int]] = []
+        self.fixups: list[tuple[Rule, tuple[int, int | None], str, str, int, int]] = []
+        """Links to set once their row is sent: (rule, central key, column, table linked,
+        source id linked, source key of the row)."""
+        self.waiting: Counter[tuple[str, int]] = Counter()
+        """How many links of each row (table, source key) wait for their row."""
+        self.reloading: dict[int, Any] = {}
+        """Runs whose append rows are sent again this pass (their goal changed), with the
+        goal's hash their map holds until then."""
         self.reload_runs: set[int] = set()
         self.gone_runs: dict[int, int] = {}
         self.map_new: list[dict[str, Any]] = []
@@ -169,6 +189,29 @@ class OriginState:
         self.adopt = False
         """Whether the snapshot's rows are in the destination already, under their own ids (a
         copy's): nothing is written but the id maps and marks a sync of it would leave."""
+        self.next_slice: Callable[[], Connection] | None = None
+        """Commits the destination transaction and begins the next one, when the pass is
+        written in slices (a SQLite centre, whose writers wait for each transaction); None:
+        one transaction."""
+        self.in_slice = 0
+        """Rows written in the current slice."""
+        self.hwm_saved: dict[str, int] = {}
+        """The marks as the destination holds them (loaded or saved by a slice)."""
+        self.gone_changes: list[dict[str, Any]] = []
+        """The id-map changes of runs deleted in the source, saved with their deletion."""
+        self.flushed_unsettled: set[tuple[str, int]] = set()
+        """Unsettled rows a committed slice saved as `UNSETTLED`: their true map is saved
+        once they settle."""
+
+    def _slice_done(self, rows: int) -> None:
+        """Count `rows` written in the current slice; a full slice is committed (with its
+        maps and marks) and the next one begun (`_end_slice`)."""
+        self.in_slice += rows
+        if self.next_slice is not None and self.in_slice >= self.batch_size:
+            self._end_slice()
+
+    def _end_slice(self) -> None:
+        raise NotImplementedError  # `apply.OriginSync`
 
     def _dest_ids(self, table: str) -> list[int]:
         return sorted({int(e[0]) for e in self.maps.get(table, {}).values() if e[0] is not None})

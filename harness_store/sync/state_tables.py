@@ -50,8 +50,8 @@ class StateTables(OriginState):
         table = model_table(rule)
         key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
         mark = STATE_MARK + rule.table
-        self.hwm[mark] = total
         if self.hwm_loaded.get(mark) == total:
+            self.hwm[mark] = total
             return
         hashes = [digest(row) for row in rows]
         old = self.maps.setdefault(rule.table, {})
@@ -79,12 +79,20 @@ class StateTables(OriginState):
                 self.map_gone.append({"t": rule.table, "s": key})
                 del old[key]
             self.counts.deleted[rule.table] += len(gone)
-        if rule.replace:
-            self._delete_rows(rule, table, [old[k] for k, _, _ in changed])
-            self._insert_state(rule, table, [(k, h, r, True) for k, h, r in changed])
-        else:
-            self._update_state(rule, table, changed)
-        self._insert_state(rule, table, [(k, h, r, False) for k, h, r in new])
+        size = self.batch_size
+        for start in range(0, len(changed), size):
+            part = changed[start : start + size]
+            if rule.replace:
+                self._delete_rows(rule, table, [old[k] for k, _, _ in part])
+                self._insert_state(rule, table, [(k, h, r, True) for k, h, r in part])
+            else:
+                self._update_state(rule, table, part)
+            self._slice_done(len(part))
+        for start in range(0, len(new), size):
+            part = new[start : start + size]
+            self._insert_state(rule, table, [(k, h, r, False) for k, h, r in part])
+            self._slice_done(len(part))
+        self.hwm[mark] = total  # the whole table is sent: saved with the last slice
 
     def _delete_rows(self, rule: Rule, table: Table, entries: Iterable[Entry]) -> None:
         params = [{"k": e[0], "k2": e[1]} for e in entries if e[0] is not None]
@@ -99,7 +107,8 @@ class StateTables(OriginState):
             entry = entries[key]
             self.gone_runs[key] = int(entry[0])
             entry[2] = None
-            self.map_changed.append({"t": RUNS, "s": key, "d": entry[0], "d2": entry[1], "h": None})
+            change = {"t": RUNS, "s": key, "d": entry[0], "d2": entry[1], "h": None}
+            self.gone_changes.append(change)
 
     def _remap(self, rule: Rule, table: Table, row: dict[str, Any], later: list[Any]) -> Any:
         nullable = {c: bool(table.c[c].nullable) for c in rule.links}
@@ -124,11 +133,13 @@ class StateTables(OriginState):
                 goal = digest((row.get("goal"),))
                 if entry[1] != goal:
                     self.reload_runs.add(key)
+                    self.reloading.setdefault(key, entry[1])
                 entry[1] = goal
             entry[2] = hashed
             dest_key = (int(entry[0]), entry[1] if rule.key == "rowid" else None)
             for column, source in later:
-                self.fixups.append((rule, dest_key, column, rule.links[column], source))
+                self.fixups.append((rule, dest_key, column, rule.links[column], source, key))
+                self.waiting[(rule.table, key)] += 1
             params = {f"v_{c}": v for c, v in values.items()}
             params.update(k=entry[0], k2=entry[1])
             by_columns.setdefault(tuple(values), []).append(params)
@@ -194,7 +205,8 @@ class StateTables(OriginState):
             if dest_id is not None:
                 dest_key = (dest_id, sub if rule.key == "rowid" else None)
                 for column, source in later:
-                    self.fixups.append((rule, dest_key, column, rule.links[column], source))
+                    self.fixups.append((rule, dest_key, column, rule.links[column], source, key))
+                    self.waiting[(rule.table, key)] += 1
         if rule.replace and any(existed for *_, existed, _, _ in ready):
             n = sum(1 for *_, existed, _, _ in ready if existed)
             self.counts.updated[rule.table] += n
