@@ -129,7 +129,7 @@ class AppendTables(OriginState):
         highest id read, how many non-empty text values were read, and the hash of the
         last row's facts (`ANCHOR_MARK`).
 
-        Written in slices (`next_slice`), each batch is inserted and its marks set as a
+        Written in slices (`slices`), each batch is inserted and its marks set as a
         completed send would set them (`texts_before`: the non-empty texts below the rows
         sent), so the slice that commits it commits them; rows sent again (`reloaded`) are
         never split from their run's deletion."""
@@ -184,10 +184,10 @@ class AppendTables(OriginState):
             while batch := cursor.fetchmany(self.batch_size):
                 yield from converted(batch)
 
-        if self.next_slice is None or reloaded or texts_before is None:
+        if self.slices is None or reloaded or texts_before is None:
             self.backend.bulk_insert(self.dst, table, names, rows())
         else:
-            while batch := cursor.fetchmany(self.batch_size):
+            while batch := cursor.fetchmany(self.slice_rows):
                 values = converted(batch)
                 if values:
                     self.backend.bulk_insert(self.dst, table, names, values)

@@ -4,11 +4,12 @@
 state tables row by row against the hashes recorded last time, append tables from the
 high-water mark on. Links are remapped through the id maps of runs, sessions and turns, which
 grow as this sync inserts. The rows, the id maps and the marks are committed together: in the
-caller's one transaction, or (`next_slice`, a SQLite centre) in slices of at most `batch_size`
-rows each, every slice with the maps and marks of its own rows, so a sync killed at any point
-leaves the destination as its last committed slice left it, and the next sync sends the rest.
-A row a slice commits before it is settled (a link to a row a later slice sends, a run whose
-rows are sent again later) has its map saved `UNSETTLED` until it is, so it is sent again.
+caller's one transaction, or (`slices`, a SQLite centre) in slices of at most `SLICE` rows (or
+`batch_size`) each, every slice with the maps and marks of its own rows, so a sync killed at
+any point leaves the destination as its last committed slice left it, and the next sync sends
+the rest. A row a slice commits before it is settled (a link to a row a later slice sends, a
+run whose rows are sent again later) has its map saved `UNSETTLED` until it is, so it is sent
+again.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, bindparam, delete, func, insert, select, update
 
 from ..errors import UnsendableValueError
-from ..models.sync import IDS, MARKS, ORIGINS
+from ..models.sync import IDS, MARKS
 from ..transfer.values import refusal
 from .append_tables import AppendTables
 from .origin_state import (
@@ -51,8 +52,13 @@ class OriginSync(StateTables, AppendTables):
         tables and the state tables, and spares the check's read of the whole file."""
         reason = None
         carried = self.carry.take() if self.carry is not None else None
-        sliced = self.next_slice is not None
+        sliced = self.slices is not None
         self.syncs = self._syncs() if self.carry is not None or sliced else 0
+        if self.slices is not None:  # the origin is registered: the maps are read apart
+            self.reader = self.slices.read()
+            self._dst = None
+            if self._syncs() != self.syncs:
+                raise Overtaken
         if not self.fresh:
             self._load(carried)
             reason = self._rewound()
@@ -136,15 +142,6 @@ class OriginSync(StateTables, AppendTables):
             found = refusal(self.src, table, columns, self.backend, above, rule.links)
             if found is not None:
                 raise UnsendableValueError(found)
-
-    def _syncs(self) -> int:
-        """The origin's sync count, this pass's included (its row is locked while its
-        transaction lasts: exact)."""
-        return int(
-            self.dst.execute(
-                select(ORIGINS.c.syncs).where(ORIGINS.c.id == self.origin_id)
-            ).scalar_one()
-        )
 
     def _carried(self) -> Carried:
         """What this pass knew for the next one: every whole id map but memory's."""
@@ -257,7 +254,7 @@ class OriginSync(StateTables, AppendTables):
         else:
             self._read_maps(IDS.c.tbl.in_(list(self.ids)))
             self.whole = set(self.ids)
-        marks = self.dst.execute(
+        marks = self.central.execute(
             select(MARKS.c.tbl, MARKS.c.hwm).where(MARKS.c.origin_id == self.origin_id)
         )
         self.hwm = {str(tbl): int(hwm) for tbl, hwm in marks}
@@ -265,7 +262,7 @@ class OriginSync(StateTables, AppendTables):
         self.hwm_saved = dict(self.hwm)
 
     def _read_maps(self, which: ColumnElement[bool]) -> None:
-        rows = self.dst.execute(
+        rows = self.central.execute(
             select(IDS.c.tbl, IDS.c.src_id, IDS.c.dest_id, IDS.c.dest_sub, IDS.c.hash).where(
                 IDS.c.origin_id == self.origin_id, which
             )
@@ -321,13 +318,12 @@ class OriginSync(StateTables, AppendTables):
     def _end_slice(self) -> None:
         """Commit the current slice with its settled links, maps and marks, and begin the
         next."""
-        assert self.next_slice is not None
+        assert self.slices is not None
         self._apply_fixups(final=False)
         self._save(final=False)
-        self.dst = self.next_slice()
+        self.slices.commit()
+        self._dst = None  # the next slice begins at its first statement
         self.in_slice = 0
-        if self._syncs() != self.syncs:  # another pass of this origin began meanwhile
-            raise Overtaken
 
     def _unsettled(self, key: tuple[str, int]) -> bool:
         return self.waiting[key] > 0 or (key[0] == RUNS and key[1] in self.reloading)

@@ -498,7 +498,7 @@ def _sync_source(
                     started,
                     check_pages,
                     carry,
-                    sliced=not dry_run and dest.backend.one_connection,
+                    reading=dest.snapshot if not dry_run and dest.backend.one_connection else None,
                 )
             except IntegrityError:
                 if attempt == 3:  # another sync registered this origin meanwhile: once more
@@ -548,7 +548,7 @@ def _send(
     check_pages: bool = True,
     carry: Carry | None = None,
     *,
-    sliced: bool = False,
+    reading: Writing | None = None,
 ) -> OriginReport:
     counts = TableCounts()
     with whole_snapshot(store) as src:
@@ -583,8 +583,10 @@ def _send(
             )
             work.check_growth = check_pages
             work.carry = carry
-            if sliced:
-                work.next_slice = partial(slices.next, no_writer_on(store, src))
+            if reading is not None:  # written in slices, the maps read in `reading`
+                slices.reading = reading
+                slices.check = no_writer_on(store, src)
+                work.slices = slices
             try:
                 work.run()
             except Overtaken:
@@ -611,14 +613,19 @@ def _send(
 
 class Slices:
     """The destination transactions one source's changes are written in: one, or (a SQLite
-    centre, whose writers wait for each) one after another, `next` committing the current
-    one and beginning the next (`apply.OriginSync.next_slice`). The one open when the body
-    raises is rolled back; the ones committed before stay."""
+    centre, whose writers wait for each) one after another (`origin_state.SliceControl`):
+    the first registers the origin, a read snapshot (`reading`) reads its id maps and marks,
+    and each slice then commits its rows with theirs. The one open when the body raises is
+    rolled back (a snapshot ended); the ones committed before stay."""
 
     def __init__(self, writing: Writing) -> None:
         self.writing = writing
+        self.reading: Writing | None = None
+        self.check: Callable[[], None] = lambda: None
+        """Raises when the source is no longer as it was read (checked before each commit)."""
         self.stack = ExitStack()
         self.dst = self.stack.enter_context(writing())
+        self.writes = True
 
     def __enter__(self) -> Slices:
         return self
@@ -626,14 +633,27 @@ class Slices:
     def __exit__(self, *exc: Any) -> bool | None:
         return self.stack.__exit__(*exc)
 
-    def next(self, check: Callable[[], None]) -> Connection:
-        """Commit the current transaction (once `check` has found the source still as it
-        was read) and begin the next; its connection."""
-        check()
+    def _end(self) -> None:
+        if self.writes:
+            self.check()
         self.stack.close()
         self.stack = ExitStack()
+
+    def begin(self) -> Connection:
+        self._end()
         self.dst = self.stack.enter_context(self.writing())
+        self.writes = True
         return self.dst
+
+    def commit(self) -> None:
+        self._end()
+        self.writes = False
+
+    def read(self) -> Connection:
+        assert self.reading is not None
+        self._end()
+        self.writes = False
+        return self.stack.enter_context(self.reading())
 
 
 def adopt_copy(src: Connection, dst: Connection, path: Path) -> str | None:

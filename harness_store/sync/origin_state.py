@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import (
     Column,
@@ -20,9 +20,11 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
+    select,
 )
 
 from ..dialects import backend_named
+from ..models.sync import ORIGINS
 from .report import TableCounts
 from .rules import RUNS, SESSIONS, TURNS, Rule
 
@@ -30,6 +32,14 @@ Entry = list[Any]
 """An id-map entry: `[dest_id, dest_sub, hash]`."""
 
 BATCH = 5000
+
+SLICE = 1000
+"""At most this many rows (or `batch_size`, if fewer) a slice writes into a SQLite centre: a
+few tens of milliseconds of a live writer's wait."""
+
+ROUND_TRIP_ROWS = 20
+"""What a row written with statements of its own (a memory entry: a look, a delete, an
+insert) counts for in a slice, against a row of a batched statement."""
 
 STATE_MARK = "#"
 """Prefix of a state table's mark: the hash of all its rows (in key order) when last synced."""
@@ -98,6 +108,22 @@ class Carried:
     change it, `state_tables.StateTables._insert_memory`)."""
 
 
+class SliceControl(Protocol):
+    """The destination transactions of a pass written in slices (`core.Slices`)."""
+
+    def begin(self) -> Connection:
+        """End what is open (a read snapshot) and begin a write transaction."""
+        ...
+
+    def commit(self) -> None:
+        """Commit the write transaction open."""
+        ...
+
+    def read(self) -> Connection:
+        """Commit what is open and begin a read snapshot."""
+        ...
+
+
 def _no_claim(mark: str | None) -> None:
     return None
 
@@ -154,7 +180,8 @@ class OriginState:
         self.check_pages = check_pages
         """Raises when the source's pages are damaged; called before the first write."""
         self.scan_texts = False
-        self.src, self.dst, self.origin_id, self.have = src, dst, origin_id, have
+        self.src, self.origin_id, self.have = src, origin_id, have
+        self._dst: Connection | None = dst
         self.backend = backend_named(dst.dialect.name)
         self.counts, self.on_rows, self.batch_size = counts, on_rows, batch_size
         self.maps: dict[str, dict[int, Entry]] = {}
@@ -189,12 +216,16 @@ class OriginState:
         self.adopt = False
         """Whether the snapshot's rows are in the destination already, under their own ids (a
         copy's): nothing is written but the id maps and marks a sync of it would leave."""
-        self.next_slice: Callable[[], Connection] | None = None
-        """Commits the destination transaction and begins the next one, when the pass is
-        written in slices (a SQLite centre, whose writers wait for each transaction); None:
-        one transaction."""
+        self.slices: SliceControl | None = None
+        """The destination's transactions when the pass is written in slices (a SQLite
+        centre, whose writers wait for each transaction); None: one transaction, `dst`."""
+        self.reader: Connection | None = None
+        """A read snapshot of the destination the id maps and marks are read in before the
+        first slice begins (a sliced pass: they are read without holding the writers' turn)."""
         self.in_slice = 0
         """Rows written in the current slice."""
+        self.slice_rows = min(batch_size, SLICE)
+        """The rows of a slice (when the pass is written in slices)."""
         self.hwm_saved: dict[str, int] = {}
         """The marks as the destination holds them (loaded or saved by a slice)."""
         self.gone_changes: list[dict[str, Any]] = []
@@ -207,11 +238,38 @@ class OriginState:
         """Count `rows` written in the current slice; a full slice is committed (with its
         maps and marks) and the next one begun (`_end_slice`)."""
         self.in_slice += rows
-        if self.next_slice is not None and self.in_slice >= self.batch_size:
+        if self.slices is not None and self.in_slice >= self.slice_rows:
             self._end_slice()
 
     def _end_slice(self) -> None:
         raise NotImplementedError  # `apply.OriginSync`
+
+    @property
+    def dst(self) -> Connection:
+        """The destination transaction rows are written in; in a sliced pass the next slice
+        is begun here, at its first statement, so what the pass computes between slices
+        (and before the first) holds no writers' turn."""
+        if self._dst is None:
+            assert self.slices is not None
+            self.reader = None
+            self._dst = self.slices.begin()
+            if self._syncs() != self.syncs:  # another pass of this origin began meanwhile
+                raise Overtaken
+        return self._dst
+
+    @property
+    def central(self) -> Connection:
+        """Where the id maps and marks are read: the read snapshot, until the first slice."""
+        return self.reader if self.reader is not None else self.dst
+
+    def _syncs(self) -> int:
+        """The origin's sync count, this pass's included (its row is locked while its
+        transaction lasts: exact)."""
+        return int(
+            self.central.execute(
+                select(ORIGINS.c.syncs).where(ORIGINS.c.id == self.origin_id)
+            ).scalar_one()
+        )
 
     def _dest_ids(self, table: str) -> list[int]:
         return sorted({int(e[0]) for e in self.maps.get(table, {}).values() if e[0] is not None})

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Table, bindparam, delete, insert, select, update
 
 from ..models.sync import IDS
-from .origin_state import STATE_MARK, Entry, OriginState
+from .origin_state import ROUND_TRIP_ROWS, STATE_MARK, Entry, OriginState
 from .rows import (
     ROWID,
     Unlinked,
@@ -79,7 +79,9 @@ class StateTables(OriginState):
                 self.map_gone.append({"t": rule.table, "s": key})
                 del old[key]
             self.counts.deleted[rule.table] += len(gone)
-        size = self.batch_size
+        # a slice's part: a memory entry is written with statements of its own
+        weight = ROUND_TRIP_ROWS if rule.table == "memory" else 1
+        size = max(1, self.slice_rows // weight) if self.slices is not None else len(rows) or 1
         for start in range(0, len(changed), size):
             part = changed[start : start + size]
             if rule.replace:
@@ -87,11 +89,11 @@ class StateTables(OriginState):
                 self._insert_state(rule, table, [(k, h, r, True) for k, h, r in part])
             else:
                 self._update_state(rule, table, part)
-            self._slice_done(len(part))
+            self._slice_done(len(part) * weight)
         for start in range(0, len(new), size):
             part = new[start : start + size]
             self._insert_state(rule, table, [(k, h, r, False) for k, h, r in part])
-            self._slice_done(len(part))
+            self._slice_done(len(part) * weight)
         self.hwm[mark] = total  # the whole table is sent: saved with the last slice
 
     def _delete_rows(self, rule: Rule, table: Table, entries: Iterable[Entry]) -> None:
