@@ -53,12 +53,13 @@ class AppendTables(OriginState):
             dest_runs = [self.ids[RUNS][r] for r in reload if r in self.ids[RUNS]]
             for part in chunks(sorted(dest_runs)):
                 self.dst.execute(delete(table).where(table.c[rule.run_column].in_(part)))
-            statement = (
-                select(*columns)
-                .where(source_run.in_(sorted(reload)), table.c.id <= hwm)
-                .order_by(table.c.id)
-            )
-            self._send(rule, table, statement, reloaded=True)
+            for runs in chunks(sorted(reload)):  # a statement names at most a chunk of ids
+                statement = (
+                    select(*columns)
+                    .where(source_run.in_(runs), table.c.id <= hwm)
+                    .order_by(table.c.id)
+                )
+                self._send(rule, table, statement, reloaded=True)
         if self.tops.get(rule.table, 0) > hwm:
             statement = select(*columns).where(table.c.id > hwm).order_by(table.c.id)
             top, sent_texts, anchor = self._send(
