@@ -15,6 +15,7 @@ from .rows import (
     ROWID,
     Unlinked,
     digest,
+    digest_rows,
     insert_returning_ids,
     model_table,
     remap,
@@ -42,7 +43,7 @@ class StateTables(OriginState):
         cursor = self._raw_sql(sql)
         names = [d[0] for d in cursor.description]
         rows = cursor.fetchall()
-        return names, rows, digest(rows)
+        return names, rows, digest_rows(rows)
 
     def _sync_state(self, rule: Rule, names: list[str], rows: list[Any], total: int) -> None:
         """A table that hashes as it did last time is unchanged (its id map was not even
@@ -53,19 +54,19 @@ class StateTables(OriginState):
         if self.hwm_loaded.get(mark) == total:
             self.hwm[mark] = total
             return
-        hashes = [digest(row) for row in rows]
         old = self.maps.setdefault(rule.table, {})
         seen: set[int] = set()
-        new: list[tuple[int, int, dict[str, Any]]] = []
-        changed: list[tuple[int, int, dict[str, Any]]] = []
-        for row, hashed in zip(rows, hashes, strict=True):
+        new: list[tuple[int, int, Any]] = []
+        changed: list[tuple[int, int, Any]] = []
+        for row in rows:
+            hashed = digest(row)
             key = int(row[key_at])
             seen.add(key)
             entry = old.get(key)
             if entry is None:
-                new.append((key, hashed, dict(zip(names, row, strict=True))))
+                new.append((key, hashed, row))
             elif entry[2] != hashed:
-                changed.append((key, hashed, dict(zip(names, row, strict=True))))
+                changed.append((key, hashed, row))
         gone = [
             k for k, e in old.items() if k not in seen and (e[2] is not None or rule.table != RUNS)
         ]
@@ -83,7 +84,10 @@ class StateTables(OriginState):
         weight = ROUND_TRIP_ROWS if rule.table == "memory" else 1
         size = max(1, self.slice_rows // weight) if self.slices is not None else len(rows) or 1
         for start in range(0, len(changed), size):
-            part = changed[start : start + size]
+            part = [
+                (k, h, dict(zip(names, r, strict=True)))
+                for k, h, r in changed[start : start + size]
+            ]
             if rule.replace:
                 self._delete_rows(rule, table, [old[k] for k, _, _ in part])
                 self._insert_state(rule, table, [(k, h, r, True) for k, h, r in part])
@@ -91,7 +95,9 @@ class StateTables(OriginState):
                 self._update_state(rule, table, part)
             self._slice_done(len(part) * weight)
         for start in range(0, len(new), size):
-            part = new[start : start + size]
+            part = [
+                (k, h, dict(zip(names, r, strict=True))) for k, h, r in new[start : start + size]
+            ]
             self._insert_state(rule, table, [(k, h, r, False) for k, h, r in part])
             self._slice_done(len(part) * weight)
         self.hwm[mark] = total  # the whole table is sent: saved with the last slice
