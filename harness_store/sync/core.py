@@ -1,4 +1,5 @@
-"""`sync(sources, dest)`: every source store in turn, each in one destination transaction."""
+"""`sync(sources, dest)`: every source store in turn, each in one destination transaction (into
+a SQLite centre, in slices)."""
 
 from __future__ import annotations
 
@@ -95,7 +96,9 @@ def sync(
 
     The destination is created or upgraded to head as `Store.open` does. Each source is read
     in one read-only snapshot and written in one destination transaction (with its id maps
-    and marks), so a sync killed at any point is completed by the next. With `mark=True` each
+    and marks; into a SQLite centre in slices of at most `SLICE` rows or `batch_size`, each
+    with the maps and marks of its rows), so a sync killed at any point is completed by the
+    next. With `mark=True` each
     source gets its origin UUID written into it (once); otherwise nothing is ever written to a
     source. With `dry_run=True` every source's transaction is rolled back: the report says
     what a sync would write, and nothing is written anywhere: a missing SQLite destination
@@ -435,9 +438,10 @@ def sync_source(
     carry: Carry | None = None,
     ready: Ready | None = None,
 ) -> OriginReport:
-    """One source's sync: read in one snapshot, written in one destination transaction (the
-    pass `sync` makes of each source, and `follow` of a source that changed). `ready`, when
-    given, makes the destination ready first in that transaction (a dry run's). `kept` is
+    """One source's sync: read in one snapshot, written in one destination transaction or in
+    slices (the pass `sync` makes of each source, and `follow` of a source that changed).
+    `ready`, when given, makes the destination ready first in that transaction (a dry run's,
+    never sliced). `kept` is
     the source's Store when it is still open, else it is opened here; closed either way.
     Without `check_pages` the source's pages are quick-checked only when it is a new origin
     or read again in full, not when it only grew (a follower checks a file it checked a
