@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, func, inspect, select, update
+from sqlalchemy import Connection, Engine, Select, delete, func, inspect, select, update
 from sqlalchemy import table as table_clause
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
@@ -56,6 +56,7 @@ from ..transfer.values import refusal, undecodable
 from . import origins
 from .apply import OriginSync
 from .origin_state import BATCH, Carry, Overtaken
+from .origins import Origin
 from .report import (
     DuplicateOriginError,
     OriginReport,
@@ -561,46 +562,56 @@ def _send(
         ident = origins.identify(path, origins.read_mark(src))
         if carry is not None:
             carry.claim(ident.mark)  # a follower refuses a mark another source carries
-        with Slices(writing) as slices:
-            dst = slices.dst
-            now = now_stamp()
-            first = src.execute(select_first_run()).first() if "runs" in have else None
-            anchor = f"{first[0]}:{first[1] or ''}" if first is not None else None
-            origin = origins.register(dst, ident, now, anchor)
-            if origin.anchor and not ident.mark and _anchor_differs(src, origin.anchor):
-                origins.retire(dst, origin.id)
-                origin = origins.register(dst, ident, now)
-            if origin.created and first is not None:
-                _refuse_copied_runs(src, dst, path, int(first[0]))
-            if origin.anchor is None and anchor is not None:
-                dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
-            work = OriginSync(
-                src,
-                dst,
-                origin.id,
-                have,
-                counts,
-                on_rows,
-                batch_size,
-                fresh=origin.created,
-                check_pages=lambda: check_source_pages(src, str(path), "synced"),
-            )
-            work.check_growth = check_pages
-            work.carry = carry
-            if reading is not None:  # written in slices, the maps read in `reading`
-                slices.reading = reading
-                slices.check = no_writer_on(store, src)
-                work.slices = slices
-            try:
-                work.run()
-            except Overtaken:
-                pass  # the pass that overtook this one sends the rest
-            except Exception as exc:
-                found = _undecodable_in(src, have, exc)
-                if found is None:
-                    raise
-                raise UnsendableValueError(found) from None
-            no_writer_on(store, src)()
+        origin: Origin | None = None
+        try:
+            with Slices(writing) as slices:
+                dst = slices.dst
+                now = now_stamp()
+                first = src.execute(select_first_run()).first() if "runs" in have else None
+                anchor = f"{first[0]}:{first[1] or ''}" if first is not None else None
+                origin = origins.register(dst, ident, now, anchor)
+                if origin.anchor and not ident.mark and _anchor_differs(src, origin.anchor):
+                    origins.retire(dst, origin.id)
+                    origin = origins.register(dst, ident, now)
+                if origin.created and first is not None:
+                    _refuse_copied_runs(src, dst, path, int(first[0]))
+                if origin.anchor is None and anchor is not None:
+                    dst.execute(
+                        update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor)
+                    )
+                work = OriginSync(
+                    src,
+                    dst,
+                    origin.id,
+                    have,
+                    counts,
+                    on_rows,
+                    batch_size,
+                    fresh=origin.created,
+                    check_pages=lambda: check_source_pages(src, str(path), "synced"),
+                )
+                work.check_growth = check_pages
+                work.carry = carry
+                if reading is not None:  # written in slices, the maps read in `reading`
+                    slices.reading = reading
+                    slices.check = no_writer_on(store, src)
+                    work.slices = slices
+                try:
+                    work.run()
+                except Overtaken:
+                    pass  # the pass that overtook this one sends the rest
+                except Exception as exc:
+                    found = _undecodable_in(src, have, exc)
+                    if found is None:
+                        raise
+                    raise UnsendableValueError(found) from None
+                no_writer_on(store, src)()
+        except UnsendableValueError:
+            if reading is not None and origin is not None and origin.created:
+                # slices were committed: a new origin refused is taken back whole
+                with writing() as dst:
+                    withdraw(src, dst, origin.id, have)
+            raise
     return OriginReport(
         source=str(path),
         origin=origin.uuid,
@@ -658,6 +669,18 @@ class Slices:
         self._end()
         self.writes = False
         return self.stack.enter_context(self.reading())
+
+
+def withdraw(
+    src: Connection, dst: Connection, origin_id: int, have: dict[str, frozenset[str]]
+) -> None:
+    """Delete a new origin a pass refused after some of its slices were committed: its
+    central rows (read from its id maps in the centre), maps, marks and row, so the refused
+    source leaves nothing behind, as a refusal in one transaction leaves nothing."""
+    work = OriginSync(src, dst, origin_id, have, TableCounts())
+    work._load()
+    work._forget()
+    dst.execute(delete(ORIGINS).where(ORIGINS.c.id == origin_id))
 
 
 def adopt_copy(src: Connection, dst: Connection, path: Path) -> str | None:
