@@ -33,7 +33,7 @@ Entry = list[Any]
 
 BATCH = 5000
 
-SLICE = 1000
+SLICE = 250
 """At most this many rows (or `batch_size`, if fewer) a slice writes into a SQLite centre: a
 few tens of milliseconds of a live writer's wait."""
 
