@@ -105,8 +105,9 @@ def sync_command(
 ) -> None:
     """Merge io-harness SQLite stores into one store (PostgreSQL or SQLite), sending only what
     changed since each store's last sync: new rows, rows updated in place, deletions. Ids are
-    remapped per origin; each store is read as one snapshot and written in one transaction,
-    so a sync stopped at any point is completed by the next. With --follow it keeps doing so
+    remapped per origin; each store is read as one snapshot and written with its id maps (in
+    one transaction, or into a SQLite centre in slices that keep live writers waiting at most a
+    slice), so a sync stopped at any point is completed by the next. With --follow it keeps doing so
     as the sources change: one line per pass that sent something (--json: one JSON object a
     line), and a summary when stopped."""
     if len(stores) < 2:

@@ -12,9 +12,10 @@ tables upstream updates in place or deletes from by a hash of each row.
 A source is opened through the one read-only open and read in one snapshot of its Store's
 connector (consistent while io-harness keeps writing), leaving no side files
 (`transfer.reading`), and its pages are quick-checked before
-anything of it is written; its changes are written in one destination transaction together
-with the id maps and marks, so a sync is idempotent and a sync killed at any point is
-completed by the next. A source whose history went backwards (a restored backup) is read
+anything of it is written; its changes are written together with the id maps and marks (in
+one destination transaction, or into a SQLite centre in slices, each with the maps and marks
+of its own rows), so a sync is idempotent and a sync killed at any point is completed by the
+next. A source whose history went backwards (a restored backup) is read
 again in full. A source that cannot be synced (damaged, too old, of a newer io-harness) is
 left out whole while the others are synced, and `sync` then raises `SyncRefusedError`.
 

@@ -53,15 +53,18 @@ class AppendTables(OriginState):
             dest_runs = [self.ids[RUNS][r] for r in reload if r in self.ids[RUNS]]
             for part in chunks(sorted(dest_runs)):
                 self.dst.execute(delete(table).where(table.c[rule.run_column].in_(part)))
-            statement = (
-                select(*columns)
-                .where(source_run.in_(sorted(reload)), table.c.id <= hwm)
-                .order_by(table.c.id)
-            )
-            self._send(rule, table, statement, reloaded=True)
+            for runs in chunks(sorted(reload)):  # a statement names at most a chunk of ids
+                statement = (
+                    select(*columns)
+                    .where(source_run.in_(runs), table.c.id <= hwm)
+                    .order_by(table.c.id)
+                )
+                self._send(rule, table, statement, reloaded=True)
         if self.tops.get(rule.table, 0) > hwm:
             statement = select(*columns).where(table.c.id > hwm).order_by(table.c.id)
-            top, sent_texts, anchor = self._send(rule, table, statement, reloaded=False)
+            top, sent_texts, anchor = self._send(
+                rule, table, statement, reloaded=False, texts_before=text_total
+            )
             if top > hwm:
                 self.hwm[rule.table] = top
                 self.hwm[ANCHOR_MARK + rule.table] = anchor
@@ -114,12 +117,23 @@ class AppendTables(OriginState):
         }
 
     def _send(
-        self, rule: Rule, table: Table, statement: Any, *, reloaded: bool
+        self,
+        rule: Rule,
+        table: Table,
+        statement: Any,
+        *,
+        reloaded: bool,
+        texts_before: int | None = None,
     ) -> tuple[int, int, int]:
         """Stream rows of an append table into the destination as they are read (on
         PostgreSQL one COPY a table, so the server works while the source is read); the
         highest id read, how many non-empty text values were read, and the hash of the
-        last row's facts (`ANCHOR_MARK`)."""
+        last row's facts (`ANCHOR_MARK`).
+
+        Written in slices (`slices`), each batch is inserted and its marks set as a
+        completed send would set them (`texts_before`: the non-empty texts below the rows
+        sent), so the slice that commits it commits them; rows sent again (`reloaded`) are
+        never split from their run's deletion."""
         top = 0
         texts_read = 0
         last: Any = None
@@ -141,32 +155,47 @@ class AppendTables(OriginState):
         )
         run_ids = self.ids[RUNS]
 
-        def rows() -> Iterator[list[Any]]:
+        def converted(batch: list[Any]) -> list[list[Any]]:
+            """One fetched batch's rows as they are written, counted."""
             nonlocal top, texts_read, last
-            while batch := cursor.fetchmany(self.batch_size):
-                sent = 0
-                for row in batch:
-                    top = max(top, int(row[id_at]))
-                    last = row
-                    texts_read += sum(1 for i in text_at if row[i])
-                    values = [row[i] for i in keep]
-                    try:
-                        for at, ids, may_be_null in links:
-                            if values[at] is not None:
-                                mapped = ids.get(values[at])
-                                if mapped is None and not may_be_null:
-                                    raise Unlinked(names[at])
-                                values[at] = mapped
-                    except Unlinked:
-                        self.counts.orphans[rule.table] += 1
-                        continue
-                    if event_at is not None:
-                        values[event_at[0]] = event_json_for(values[event_at[0]], run_ids)
-                    sent += 1
-                    yield values
-                target[rule.table] += sent
-                self._sent(sent)
+            out: list[list[Any]] = []
+            for row in batch:
+                top = max(top, int(row[id_at]))
+                last = row
+                texts_read += sum(1 for i in text_at if row[i])
+                values = [row[i] for i in keep]
+                try:
+                    for at, ids, may_be_null in links:
+                        if values[at] is not None:
+                            mapped = ids.get(values[at])
+                            if mapped is None and not may_be_null:
+                                raise Unlinked(names[at])
+                            values[at] = mapped
+                except Unlinked:
+                    self.counts.orphans[rule.table] += 1
+                    continue
+                if event_at is not None:
+                    values[event_at[0]] = event_json_for(values[event_at[0]], run_ids)
+                out.append(values)
+            target[rule.table] += len(out)
+            self._sent(len(out))
+            return out
 
-        self.backend.bulk_insert(self.dst, table, names, rows())
+        def rows() -> Iterator[list[Any]]:
+            while batch := cursor.fetchmany(self.batch_size):
+                yield from converted(batch)
+
+        if self.slices is None or reloaded or texts_before is None:
+            self.backend.bulk_insert(self.dst, table, names, rows())
+        else:
+            while batch := cursor.fetchmany(self.slice_rows):
+                values = converted(batch)
+                if values:
+                    self.backend.bulk_insert(self.dst, table, names, values)
+                self.hwm[rule.table] = top
+                self.hwm[ANCHOR_MARK + rule.table] = digest(tuple(last[i] for i in anchor_at))
+                if text_at:
+                    self.hwm[TEXT_MARK + rule.table] = texts_before + texts_read
+                self._slice_done(len(batch))
         anchor = digest(tuple(last[i] for i in anchor_at)) if last is not None else 0
         return top, texts_read, anchor

@@ -3,9 +3,13 @@
 `OriginSync.run` reads every table of the source snapshot through its rule (`rules.RULES`):
 state tables row by row against the hashes recorded last time, append tables from the
 high-water mark on. Links are remapped through the id maps of runs, sessions and turns, which
-grow as this sync inserts. Nothing is committed here: the caller commits the rows, the id maps
-and the marks together, so a sync killed at any point leaves the destination as the last
-completed sync of this origin left it, and the next sync redoes the whole difference.
+grow as this sync inserts. The rows, the id maps and the marks are committed together: in the
+caller's one transaction, or (`slices`, a SQLite centre) in slices of at most `SLICE` rows (or
+`batch_size`) each, every slice with the maps and marks of its own rows, so a sync killed at
+any point leaves the destination as its last committed slice left it, and the next sync sends
+the rest. A row a slice commits before it is settled (a link to a row a later slice sends, a
+run whose rows are sent again later) has its map saved `UNSETTLED` until it is, so it is sent
+again.
 """
 
 from __future__ import annotations
@@ -15,10 +19,19 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, bindparam, delete, func, insert, select, update
 
 from ..errors import UnsendableValueError
-from ..models.sync import IDS, MARKS, ORIGINS
+from ..models.sync import IDS, MARKS
 from ..transfer.values import refusal
 from .append_tables import AppendTables
-from .origin_state import ANCHOR_MARK, STATE_MARK, Carried, anchor_columns, chunks
+from .origin_state import (
+    ANCHOR_MARK,
+    CHUNK,
+    STATE_MARK,
+    UNSETTLED,
+    Carried,
+    Overtaken,
+    anchor_columns,
+    chunks,
+)
 from .rows import digest, model_table, source_columns, source_columns_of
 from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
 from .state_tables import StateTables
@@ -39,7 +52,13 @@ class OriginSync(StateTables, AppendTables):
         tables and the state tables, and spares the check's read of the whole file."""
         reason = None
         carried = self.carry.take() if self.carry is not None else None
-        self.syncs = self._syncs() if self.carry is not None else 0
+        sliced = self.slices is not None
+        self.syncs = self._syncs() if self.carry is not None or sliced else 0
+        if self.slices is not None:  # the origin is registered: the maps are read apart
+            self.reader = self.slices.read()
+            self._dst = None
+            if self._syncs() != self.syncs:
+                raise Overtaken
         if not self.fresh:
             self._load(carried)
             reason = self._rewound()
@@ -68,7 +87,7 @@ class OriginSync(StateTables, AppendTables):
             self.fresh = True
             self.maps = {}
             self.ids = {RUNS: {}, SESSIONS: {}, TURNS: {}}
-            self.hwm, self.hwm_loaded = {}, {}
+            self.hwm, self.hwm_loaded, self.hwm_saved = {}, {}, {}
         for tbl in self.ids:
             self.maps.setdefault(tbl, {})
         # one query for the id maps of every table that changed (a table without a mark was
@@ -93,11 +112,11 @@ class OriginSync(StateTables, AppendTables):
             else:
                 self._sync_append(rule)
         if not self.adopt:  # a copy's links are its own already
-            self._apply_fixups()
+            self._apply_fixups(final=True)
         self._delete_gone_runs()
         if self.uncovered:
             self._uncover_shadowed()
-        self._save()
+        self._save(final=True)
         if self.carry is not None:
             self.carry.pending = self._carried()
 
@@ -123,14 +142,6 @@ class OriginSync(StateTables, AppendTables):
             found = refusal(self.src, table, columns, self.backend, above, rule.links)
             if found is not None:
                 raise UnsendableValueError(found)
-
-    def _syncs(self) -> int:
-        """The origin's sync count, this pass's included (its row is locked: exact)."""
-        return int(
-            self.dst.execute(
-                select(ORIGINS.c.syncs).where(ORIGINS.c.id == self.origin_id)
-            ).scalar_one()
-        )
 
     def _carried(self) -> Carried:
         """What this pass knew for the next one: every whole id map but memory's."""
@@ -243,14 +254,15 @@ class OriginSync(StateTables, AppendTables):
         else:
             self._read_maps(IDS.c.tbl.in_(list(self.ids)))
             self.whole = set(self.ids)
-        marks = self.dst.execute(
+        marks = self.central.execute(
             select(MARKS.c.tbl, MARKS.c.hwm).where(MARKS.c.origin_id == self.origin_id)
         )
         self.hwm = {str(tbl): int(hwm) for tbl, hwm in marks}
         self.hwm_loaded = dict(self.hwm)
+        self.hwm_saved = dict(self.hwm)
 
     def _read_maps(self, which: ColumnElement[bool]) -> None:
-        rows = self.dst.execute(
+        rows = self.central.execute(
             select(IDS.c.tbl, IDS.c.src_id, IDS.c.dest_id, IDS.c.dest_sub, IDS.c.hash).where(
                 IDS.c.origin_id == self.origin_id, which
             )
@@ -271,15 +283,22 @@ class OriginSync(StateTables, AppendTables):
         ).one()
         return {t.name: int(top or 0) for t, top in zip(tables, tops, strict=True)}
 
-    def _apply_fixups(self) -> None:
+    def _apply_fixups(self, *, final: bool) -> None:
         """Set the links that named rows sent later in this sync (a child run's parent sent
         in the same batch, a session's head turn): one statement per table and column for
         all of its rows (executed as a batch: pipelined on PostgreSQL), not one round trip
-        per row."""
+        per row. Before the `final` call (a slice's end) the links whose row is not sent yet
+        wait for a later slice."""
         batches: dict[tuple[str, str], list[dict[str, int | None]]] = {}
         rules: dict[str, Rule] = {}
-        for rule, (dest_id, sub), column, target, source in self.fixups:
+        waiting = []
+        for fixup in self.fixups:
+            rule, (dest_id, sub), column, target, source, key = fixup
             mapped = self.ids[target].get(source)
+            if mapped is None and not final:
+                waiting.append(fixup)
+                continue
+            self.waiting[(rule.table, key)] -= 1
             if mapped is None:
                 self.counts.orphans[f"{rule.table}.{column}"] += 1
                 continue
@@ -294,27 +313,68 @@ class OriginSync(StateTables, AppendTables):
                 update(table).where(self._dest_where(rule, table)).values({column: bindparam("v")})
             )
             self.dst.execute(statement, params)
+        self.fixups = waiting
+
+    def _end_slice(self) -> None:
+        """Commit the current slice with its settled links, maps and marks, and begin the
+        next."""
+        assert self.slices is not None
+        self._apply_fixups(final=False)
+        self._save(final=False)
+        self.slices.commit()
+        self._dst = None  # the next slice begins at its first statement
+        self.in_slice = 0
+
+    def _unsettled(self, key: tuple[str, int]) -> bool:
+        return self.waiting[key] > 0 or (key[0] == RUNS and key[1] in self.reloading)
 
     def _delete_gone_runs(self) -> None:
         """Delete centrally the runs deleted in the source, with their append rows (their
         state rows went with the tables' own deletions)."""
         if not self.gone_runs:
             return
-        dest = sorted(self.gone_runs.values())
-        for rule in RULES:
-            if rule.kind != "append" or rule.table not in self.have:
-                continue
-            table = model_table(rule)
-            assert rule.run_column is not None
-            gone = self.dst.execute(delete(table).where(table.c[rule.run_column].in_(dest)))
-            self.counts.deleted[rule.table] += max(gone.rowcount, 0)
         runs = model_table(RULES[0])
-        self.dst.execute(delete(runs).where(runs.c.id.in_(dest)))
-        self.counts.deleted[RUNS] += len(dest)
+        changes = {int(c["s"]): c for c in self.gone_changes}
+        gone = sorted(self.gone_runs.items(), key=lambda item: item[1])
+        for start in range(0, len(gone), CHUNK):
+            part = gone[start : start + CHUNK]
+            dest = [d for _, d in part]
+            for rule in RULES:
+                if rule.kind != "append" or rule.table not in self.have:
+                    continue
+                table = model_table(rule)
+                assert rule.run_column is not None
+                done = self.dst.execute(delete(table).where(table.c[rule.run_column].in_(dest)))
+                self.counts.deleted[rule.table] += max(done.rowcount, 0)
+            self.dst.execute(delete(runs).where(runs.c.id.in_(dest)))
+            self.counts.deleted[RUNS] += len(dest)
+            # a run's map says it is gone in the transaction that deletes it
+            self.map_changed.extend(changes[s] for s, _ in part)
+            self._slice_done(len(part))
 
-    def _save(self) -> None:
-        """Write the id maps' changes and the high-water marks."""
+    def _save(self, *, final: bool) -> None:
+        """Write the id maps' changes and the high-water marks. Before the `final` save (a
+        slice's) an unsettled row's map is saved `UNSETTLED` (a run to be sent again with
+        the goal it had), and its own once it settles."""
         o = self.origin_id
+        for key in list(self.flushed_unsettled):
+            if final or not self._unsettled(key):
+                self.flushed_unsettled.discard(key)
+                entry = self.maps.get(key[0], {}).get(key[1])
+                if entry is not None:
+                    self.map_changed.append(
+                        {"t": key[0], "s": key[1], "d": entry[0], "d2": entry[1], "h": entry[2]}
+                    )
+        if not final:
+            for changes in (self.map_new, self.map_changed):
+                for at, change in enumerate(changes):
+                    key = (str(change["t"]), int(change["s"]))
+                    if change["h"] is None or not self._unsettled(key):
+                        continue
+                    changes[at] = change = {**change, "h": UNSETTLED}
+                    if key[0] == RUNS and key[1] in self.reloading:
+                        change["d2"] = self.reloading[key[1]]
+                    self.flushed_unsettled.add(key)
         if self.map_new:
             self.dst.execute(
                 insert(IDS),
@@ -342,7 +402,8 @@ class OriginSync(StateTables, AppendTables):
             )
         if self.map_gone:
             self.dst.execute(delete(IDS).where(where), self.map_gone)
-        if self.hwm == self.hwm_loaded:
+        self.map_new, self.map_changed, self.map_gone = [], [], []
+        if self.hwm == self.hwm_saved:
             return
         self.dst.execute(delete(MARKS).where(MARKS.c.origin_id == o))
         if self.hwm:
@@ -350,3 +411,4 @@ class OriginSync(StateTables, AppendTables):
                 insert(MARKS),
                 [{"origin_id": o, "tbl": t, "hwm": h} for t, h in sorted(self.hwm.items())],
             )
+        self.hwm_saved = dict(self.hwm)

@@ -1,4 +1,5 @@
-"""`sync(sources, dest)`: every source store in turn, each in one destination transaction."""
+"""`sync(sources, dest)`: every source store in turn, each in one destination transaction (into
+a SQLite centre, in slices)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, func, inspect, select, update
+from sqlalchemy import Connection, Engine, Select, delete, func, inspect, select, update
 from sqlalchemy import table as table_clause
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
@@ -54,7 +55,8 @@ from ..transfer.target import create_like
 from ..transfer.values import refusal, undecodable
 from . import origins
 from .apply import OriginSync
-from .origin_state import BATCH, Carry
+from .origin_state import BATCH, Carry, Overtaken
+from .origins import Origin
 from .report import (
     DuplicateOriginError,
     OriginReport,
@@ -95,7 +97,9 @@ def sync(
 
     The destination is created or upgraded to head as `Store.open` does. Each source is read
     in one read-only snapshot and written in one destination transaction (with its id maps
-    and marks), so a sync killed at any point is completed by the next. With `mark=True` each
+    and marks; into a SQLite centre in slices of at most `SLICE` rows or `batch_size`, each
+    with the maps and marks of its rows), so a sync killed at any point is completed by the
+    next. With `mark=True` each
     source gets its origin UUID written into it (once); otherwise nothing is ever written to a
     source. With `dry_run=True` every source's transaction is rolled back: the report says
     what a sync would write, and nothing is written anywhere: a missing SQLite destination
@@ -435,9 +439,10 @@ def sync_source(
     carry: Carry | None = None,
     ready: Ready | None = None,
 ) -> OriginReport:
-    """One source's sync: read in one snapshot, written in one destination transaction (the
-    pass `sync` makes of each source, and `follow` of a source that changed). `ready`, when
-    given, makes the destination ready first in that transaction (a dry run's). `kept` is
+    """One source's sync: read in one snapshot, written in one destination transaction or in
+    slices (the pass `sync` makes of each source, and `follow` of a source that changed).
+    `ready`, when given, makes the destination ready first in that transaction (a dry run's,
+    never sliced). `kept` is
     the source's Store when it is still open, else it is opened here; closed either way.
     Without `check_pages` the source's pages are quick-checked only when it is a new origin
     or read again in full, not when it only grew (a follower checks a file it checked a
@@ -489,7 +494,16 @@ def _sync_source(
         for attempt in (1, 2, 3):
             try:
                 return _send(
-                    store, writing, path, dry_run, on_rows, batch_size, started, check_pages, carry
+                    store,
+                    writing,
+                    path,
+                    dry_run,
+                    on_rows,
+                    batch_size,
+                    started,
+                    check_pages,
+                    carry,
+                    reading=dest.snapshot if not dry_run and dest.backend.one_connection else None,
                 )
             except IntegrityError:
                 if attempt == 3:  # another sync registered this origin meanwhile: once more
@@ -538,6 +552,8 @@ def _send(
     started: float,
     check_pages: bool = True,
     carry: Carry | None = None,
+    *,
+    reading: Writing | None = None,
 ) -> OriginReport:
     counts = TableCounts()
     with whole_snapshot(store) as src:
@@ -546,39 +562,56 @@ def _send(
         ident = origins.identify(path, origins.read_mark(src))
         if carry is not None:
             carry.claim(ident.mark)  # a follower refuses a mark another source carries
-        with writing() as dst:
-            now = now_stamp()
-            first = src.execute(select_first_run()).first() if "runs" in have else None
-            anchor = f"{first[0]}:{first[1] or ''}" if first is not None else None
-            origin = origins.register(dst, ident, now, anchor)
-            if origin.anchor and not ident.mark and _anchor_differs(src, origin.anchor):
-                origins.retire(dst, origin.id)
-                origin = origins.register(dst, ident, now)
-            if origin.created and first is not None:
-                _refuse_copied_runs(src, dst, path, int(first[0]))
-            work = OriginSync(
-                src,
-                dst,
-                origin.id,
-                have,
-                counts,
-                on_rows,
-                batch_size,
-                fresh=origin.created,
-                check_pages=lambda: check_source_pages(src, str(path), "synced"),
-            )
-            work.check_growth = check_pages
-            work.carry = carry
-            try:
-                work.run()
-            except Exception as exc:
-                found = _undecodable_in(src, have, exc)
-                if found is None:
-                    raise
-                raise UnsendableValueError(found) from None
-            if origin.anchor is None and anchor is not None:
-                dst.execute(update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor))
-            no_writer_on(store, src)()
+        origin: Origin | None = None
+        try:
+            with Slices(writing) as slices:
+                dst = slices.dst
+                now = now_stamp()
+                first = src.execute(select_first_run()).first() if "runs" in have else None
+                anchor = f"{first[0]}:{first[1] or ''}" if first is not None else None
+                origin = origins.register(dst, ident, now, anchor)
+                if origin.anchor and not ident.mark and _anchor_differs(src, origin.anchor):
+                    origins.retire(dst, origin.id)
+                    origin = origins.register(dst, ident, now)
+                if origin.created and first is not None:
+                    _refuse_copied_runs(src, dst, path, int(first[0]))
+                if origin.anchor is None and anchor is not None:
+                    dst.execute(
+                        update(ORIGINS).where(ORIGINS.c.id == origin.id).values(anchor=anchor)
+                    )
+                work = OriginSync(
+                    src,
+                    dst,
+                    origin.id,
+                    have,
+                    counts,
+                    on_rows,
+                    batch_size,
+                    fresh=origin.created,
+                    check_pages=lambda: check_source_pages(src, str(path), "synced"),
+                )
+                work.check_growth = check_pages
+                work.carry = carry
+                if reading is not None:  # written in slices, the maps read in `reading`
+                    slices.reading = reading
+                    slices.check = no_writer_on(store, src)
+                    work.slices = slices
+                try:
+                    work.run()
+                except Overtaken:
+                    pass  # the pass that overtook this one sends the rest
+                except Exception as exc:
+                    found = _undecodable_in(src, have, exc)
+                    if found is None:
+                        raise
+                    raise UnsendableValueError(found) from None
+                no_writer_on(store, src)()
+        except UnsendableValueError:
+            if reading is not None and origin is not None and origin.created:
+                # slices were committed: a new origin refused is taken back whole
+                with writing() as dst:
+                    withdraw(src, dst, origin.id, have)
+            raise
     return OriginReport(
         source=str(path),
         origin=origin.uuid,
@@ -591,6 +624,63 @@ def _send(
         warnings=origin.warnings,
         uncovered=work.uncovered,
     )
+
+
+class Slices:
+    """The destination transactions one source's changes are written in: one, or (a SQLite
+    centre, whose writers wait for each) one after another (`origin_state.SliceControl`):
+    the first registers the origin, a read snapshot (`reading`) reads its id maps and marks,
+    and each slice then commits its rows with theirs. The one open when the body raises is
+    rolled back (a snapshot ended); the ones committed before stay."""
+
+    def __init__(self, writing: Writing) -> None:
+        self.writing = writing
+        self.reading: Writing | None = None
+        self.check: Callable[[], None] = lambda: None
+        """Raises when the source is no longer as it was read (checked before each commit)."""
+        self.stack = ExitStack()
+        self.dst = self.stack.enter_context(writing())
+        self.writes = True
+
+    def __enter__(self) -> Slices:
+        return self
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self.stack.__exit__(*exc)
+
+    def _end(self) -> None:
+        if self.writes:
+            self.check()
+        self.stack.close()
+        self.stack = ExitStack()
+
+    def begin(self) -> Connection:
+        self._end()
+        self.dst = self.stack.enter_context(self.writing())
+        self.writes = True
+        return self.dst
+
+    def commit(self) -> None:
+        self._end()
+        self.writes = False
+
+    def read(self) -> Connection:
+        assert self.reading is not None
+        self._end()
+        self.writes = False
+        return self.stack.enter_context(self.reading())
+
+
+def withdraw(
+    src: Connection, dst: Connection, origin_id: int, have: dict[str, frozenset[str]]
+) -> None:
+    """Delete a new origin a pass refused after some of its slices were committed: its
+    central rows (read from its id maps in the centre), maps, marks and row, so the refused
+    source leaves nothing behind, as a refusal in one transaction leaves nothing."""
+    work = OriginSync(src, dst, origin_id, have, TableCounts())
+    work._load()
+    work._forget()
+    dst.execute(delete(ORIGINS).where(ORIGINS.c.id == origin_id))
 
 
 def adopt_copy(src: Connection, dst: Connection, path: Path) -> str | None:

@@ -4,9 +4,10 @@ the two kinds of table)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import (
     Column,
@@ -19,9 +20,11 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
+    select,
 )
 
 from ..dialects import backend_named
+from ..models.sync import ORIGINS
 from .report import TableCounts
 from .rules import RUNS, SESSIONS, TURNS, Rule
 
@@ -29,6 +32,14 @@ Entry = list[Any]
 """An id-map entry: `[dest_id, dest_sub, hash]`."""
 
 BATCH = 5000
+
+SLICE = 250
+"""At most this many rows (or `batch_size`, if fewer) a slice writes into a SQLite centre: a
+few tens of milliseconds of a live writer's wait."""
+
+ROUND_TRIP_ROWS = 20
+"""What a row written with statements of its own (a memory entry: a look, a delete, an
+insert) counts for in a slice, against a row of a batched statement."""
 
 STATE_MARK = "#"
 """Prefix of a state table's mark: the hash of all its rows (in key order) when last synced."""
@@ -44,6 +55,18 @@ were non-empty, which tells that rows already sent were cleared (an archived ses
 
 CHUNK = 500
 """Ids per `IN (…)` list."""
+
+UNSETTLED = 0
+"""The hash an id map is saved with, in a slice committed before its row is settled (a link
+to a row a later slice sends, a run whose rows are sent again later): no row hashes to it
+(but by a 2⁻⁶⁴ chance, which costs an update), so a sync killed before the row settles
+finds it changed and sends it again."""
+
+
+class Overtaken(Exception):
+    """A pass written in slices found, beginning a slice, that another pass of its origin
+    registered since it began (and reads what this one committed so far): it stops, and the
+    other sends the rest."""
 
 
 def chunks(values: list[int]) -> Iterator[list[int]]:
@@ -83,6 +106,22 @@ class Carried:
     maps: dict[str, dict[int, Entry]]
     """The whole id map of each table it holds (never memory's: another origin's pass may
     change it, `state_tables.StateTables._insert_memory`)."""
+
+
+class SliceControl(Protocol):
+    """The destination transactions of a pass written in slices (`core.Slices`)."""
+
+    def begin(self) -> Connection:
+        """End what is open (a read snapshot) and begin a write transaction."""
+        ...
+
+    def commit(self) -> None:
+        """Commit the write transaction open."""
+        ...
+
+    def read(self) -> Connection:
+        """Commit what is open and begin a read snapshot."""
+        ...
 
 
 def _no_claim(mark: str | None) -> None:
@@ -141,7 +180,8 @@ class OriginState:
         self.check_pages = check_pages
         """Raises when the source's pages are damaged; called before the first write."""
         self.scan_texts = False
-        self.src, self.dst, self.origin_id, self.have = src, dst, origin_id, have
+        self.src, self.origin_id, self.have = src, origin_id, have
+        self._dst: Connection | None = dst
         self.backend = backend_named(dst.dialect.name)
         self.counts, self.on_rows, self.batch_size = counts, on_rows, batch_size
         self.maps: dict[str, dict[int, Entry]] = {}
@@ -149,7 +189,14 @@ class OriginState:
         self.hwm: dict[str, int] = {}
         self.hwm_loaded: dict[str, int] = {}
         self.tops: dict[str, int] = {}
-        self.fixups: list[tuple[Rule, tuple[int, int | None], str, str, int]] = []
+        self.fixups: list[tuple[Rule, tuple[int, int | None], str, str, int, int]] = []
+        """Links to set once their row is sent: (rule, central key, column, table linked,
+        source id linked, source key of the row)."""
+        self.waiting: Counter[tuple[str, int]] = Counter()
+        """How many links of each row (table, source key) wait for their row."""
+        self.reloading: dict[int, Any] = {}
+        """Runs whose append rows are sent again this pass (their goal changed), with the
+        goal's hash their map holds until then."""
         self.reload_runs: set[int] = set()
         self.gone_runs: dict[int, int] = {}
         self.map_new: list[dict[str, Any]] = []
@@ -169,6 +216,60 @@ class OriginState:
         self.adopt = False
         """Whether the snapshot's rows are in the destination already, under their own ids (a
         copy's): nothing is written but the id maps and marks a sync of it would leave."""
+        self.slices: SliceControl | None = None
+        """The destination's transactions when the pass is written in slices (a SQLite
+        centre, whose writers wait for each transaction); None: one transaction, `dst`."""
+        self.reader: Connection | None = None
+        """A read snapshot of the destination the id maps and marks are read in before the
+        first slice begins (a sliced pass: they are read without holding the writers' turn)."""
+        self.in_slice = 0
+        """Rows written in the current slice."""
+        self.slice_rows = min(batch_size, SLICE)
+        """The rows of a slice (when the pass is written in slices)."""
+        self.hwm_saved: dict[str, int] = {}
+        """The marks as the destination holds them (loaded or saved by a slice)."""
+        self.gone_changes: list[dict[str, Any]] = []
+        """The id-map changes of runs deleted in the source, saved with their deletion."""
+        self.flushed_unsettled: set[tuple[str, int]] = set()
+        """Unsettled rows a committed slice saved as `UNSETTLED`: their true map is saved
+        once they settle."""
+
+    def _slice_done(self, rows: int) -> None:
+        """Count `rows` written in the current slice; a full slice is committed (with its
+        maps and marks) and the next one begun (`_end_slice`)."""
+        self.in_slice += rows
+        if self.slices is not None and self.in_slice >= self.slice_rows:
+            self._end_slice()
+
+    def _end_slice(self) -> None:
+        raise NotImplementedError  # `apply.OriginSync`
+
+    @property
+    def dst(self) -> Connection:
+        """The destination transaction rows are written in; in a sliced pass the next slice
+        is begun here, at its first statement, so what the pass computes between slices
+        (and before the first) holds no writers' turn."""
+        if self._dst is None:
+            assert self.slices is not None
+            self.reader = None
+            self._dst = self.slices.begin()
+            if self._syncs() != self.syncs:  # another pass of this origin began meanwhile
+                raise Overtaken
+        return self._dst
+
+    @property
+    def central(self) -> Connection:
+        """Where the id maps and marks are read: the read snapshot, until the first slice."""
+        return self.reader if self.reader is not None else self.dst
+
+    def _syncs(self) -> int:
+        """The origin's sync count, this pass's included (its row is locked while its
+        transaction lasts: exact)."""
+        return int(
+            self.central.execute(
+                select(ORIGINS.c.syncs).where(ORIGINS.c.id == self.origin_id)
+            ).scalar_one()
+        )
 
     def _dest_ids(self, table: str) -> list[int]:
         return sorted({int(e[0]) for e in self.maps.get(table, {}).values() if e[0] is not None})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Column, ColumnElement, Connection, Table, insert, literal_column, select
@@ -75,6 +75,18 @@ def digest(values: Sequence[Any]) -> int:
         "utf-8", "surrogatepass"
     )
     return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
+
+
+def digest_rows(rows: Iterable[Sequence[Any]]) -> int:
+    """`digest` of a list of rows, hashed as they come: no text of the whole list is made
+    (a state table's rows, every sync)."""
+    hasher = hashlib.blake2b(digest_size=8)
+    hasher.update(b"[")
+    for at, row in enumerate(rows):
+        text = repr(row if isinstance(row, tuple) else tuple(row))
+        hasher.update((", " + text if at else text).encode("utf-8", "surrogatepass"))
+    hasher.update(b"]")
+    return int.from_bytes(hasher.digest(), "big", signed=True)
 
 
 class Unlinked(Exception):

@@ -10,11 +10,12 @@ from typing import Any
 from sqlalchemy import Table, bindparam, delete, insert, select, update
 
 from ..models.sync import IDS
-from .origin_state import STATE_MARK, Entry, OriginState
+from .origin_state import ROUND_TRIP_ROWS, STATE_MARK, Entry, OriginState
 from .rows import (
     ROWID,
     Unlinked,
     digest,
+    digest_rows,
     insert_returning_ids,
     model_table,
     remap,
@@ -42,7 +43,7 @@ class StateTables(OriginState):
         cursor = self._raw_sql(sql)
         names = [d[0] for d in cursor.description]
         rows = cursor.fetchall()
-        return names, rows, digest(rows)
+        return names, rows, digest_rows(rows)
 
     def _sync_state(self, rule: Rule, names: list[str], rows: list[Any], total: int) -> None:
         """A table that hashes as it did last time is unchanged (its id map was not even
@@ -50,22 +51,22 @@ class StateTables(OriginState):
         table = model_table(rule)
         key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
         mark = STATE_MARK + rule.table
-        self.hwm[mark] = total
         if self.hwm_loaded.get(mark) == total:
+            self.hwm[mark] = total
             return
-        hashes = [digest(row) for row in rows]
         old = self.maps.setdefault(rule.table, {})
         seen: set[int] = set()
-        new: list[tuple[int, int, dict[str, Any]]] = []
-        changed: list[tuple[int, int, dict[str, Any]]] = []
-        for row, hashed in zip(rows, hashes, strict=True):
+        new: list[tuple[int, int, Any]] = []
+        changed: list[tuple[int, int, Any]] = []
+        for row in rows:
+            hashed = digest(row)
             key = int(row[key_at])
             seen.add(key)
             entry = old.get(key)
             if entry is None:
-                new.append((key, hashed, dict(zip(names, row, strict=True))))
+                new.append((key, hashed, row))
             elif entry[2] != hashed:
-                changed.append((key, hashed, dict(zip(names, row, strict=True))))
+                changed.append((key, hashed, row))
         gone = [
             k for k, e in old.items() if k not in seen and (e[2] is not None or rule.table != RUNS)
         ]
@@ -79,12 +80,27 @@ class StateTables(OriginState):
                 self.map_gone.append({"t": rule.table, "s": key})
                 del old[key]
             self.counts.deleted[rule.table] += len(gone)
-        if rule.replace:
-            self._delete_rows(rule, table, [old[k] for k, _, _ in changed])
-            self._insert_state(rule, table, [(k, h, r, True) for k, h, r in changed])
-        else:
-            self._update_state(rule, table, changed)
-        self._insert_state(rule, table, [(k, h, r, False) for k, h, r in new])
+        # a slice's part: a memory entry is written with statements of its own
+        weight = ROUND_TRIP_ROWS if rule.table == "memory" else 1
+        size = max(1, self.slice_rows // weight) if self.slices is not None else len(rows) or 1
+        for start in range(0, len(changed), size):
+            part = [
+                (k, h, dict(zip(names, r, strict=True)))
+                for k, h, r in changed[start : start + size]
+            ]
+            if rule.replace:
+                self._delete_rows(rule, table, [old[k] for k, _, _ in part])
+                self._insert_state(rule, table, [(k, h, r, True) for k, h, r in part])
+            else:
+                self._update_state(rule, table, part)
+            self._slice_done(len(part) * weight)
+        for start in range(0, len(new), size):
+            part = [
+                (k, h, dict(zip(names, r, strict=True))) for k, h, r in new[start : start + size]
+            ]
+            self._insert_state(rule, table, [(k, h, r, False) for k, h, r in part])
+            self._slice_done(len(part) * weight)
+        self.hwm[mark] = total  # the whole table is sent: saved with the last slice
 
     def _delete_rows(self, rule: Rule, table: Table, entries: Iterable[Entry]) -> None:
         params = [{"k": e[0], "k2": e[1]} for e in entries if e[0] is not None]
@@ -99,7 +115,8 @@ class StateTables(OriginState):
             entry = entries[key]
             self.gone_runs[key] = int(entry[0])
             entry[2] = None
-            self.map_changed.append({"t": RUNS, "s": key, "d": entry[0], "d2": entry[1], "h": None})
+            change = {"t": RUNS, "s": key, "d": entry[0], "d2": entry[1], "h": None}
+            self.gone_changes.append(change)
 
     def _remap(self, rule: Rule, table: Table, row: dict[str, Any], later: list[Any]) -> Any:
         nullable = {c: bool(table.c[c].nullable) for c in rule.links}
@@ -124,11 +141,13 @@ class StateTables(OriginState):
                 goal = digest((row.get("goal"),))
                 if entry[1] != goal:
                     self.reload_runs.add(key)
+                    self.reloading.setdefault(key, entry[1])
                 entry[1] = goal
             entry[2] = hashed
             dest_key = (int(entry[0]), entry[1] if rule.key == "rowid" else None)
             for column, source in later:
-                self.fixups.append((rule, dest_key, column, rule.links[column], source))
+                self.fixups.append((rule, dest_key, column, rule.links[column], source, key))
+                self.waiting[(rule.table, key)] += 1
             params = {f"v_{c}": v for c, v in values.items()}
             params.update(k=entry[0], k2=entry[1])
             by_columns.setdefault(tuple(values), []).append(params)
@@ -194,7 +213,8 @@ class StateTables(OriginState):
             if dest_id is not None:
                 dest_key = (dest_id, sub if rule.key == "rowid" else None)
                 for column, source in later:
-                    self.fixups.append((rule, dest_key, column, rule.links[column], source))
+                    self.fixups.append((rule, dest_key, column, rule.links[column], source, key))
+                    self.waiting[(rule.table, key)] += 1
         if rule.replace and any(existed for *_, existed, _, _ in ready):
             n = sum(1 for *_, existed, _, _ in ready if existed)
             self.counts.updated[rule.table] += n
