@@ -31,9 +31,7 @@ KNOWN: dict[str, str] = {
 FORMATTING = "%H:%M:%S"
 """A Python format of a stamp's time of day (SQL's `strftime` spells `%H:%M:%f`)."""
 
-FORMATS_KNOWN: dict[str, str] = {
-    "sync/core.py": "sync's stamp of a pass; its module is being changed beside this one",
-}
+FORMATS_KNOWN: dict[str, str] = {}
 """Modules that still format a stamp themselves: module -> why."""
 
 

@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from ..releases import NEWEST_KNOWN_RELEASE
 from ..schema.copy_marker import refuse_unfinished_copy
 from ..schema.detect import IGNORED_TABLES, check_sqlite_file, read_revision, read_tables
 from ..schema.preflight import is_malformed
+from ..stamps import Stamp
 from ..store import Store, create_head_schema, whole_snapshot
 from ..targets import Target
 from ..transfer.plan import BOOKKEEPING_TABLES
@@ -79,7 +79,7 @@ own cache would start empty)."""
 
 def now_stamp() -> str:
     """The current time in upstream's stamp format (UTC, milliseconds)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return Stamp.now().text
 
 
 def sync(
