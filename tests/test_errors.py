@@ -18,6 +18,8 @@ INTERNAL = {
     "harness_store.otel.transport.BatchFailed": "turned into an ExportError saying what landed",
     "harness_store.store.price_sql.InexactSums": "answered again exactly from the rows",
     "harness_store.sync.follow._Stopped": "a pass still running after a stop, rolled back",
+    "harness_store.sync.origin_state.Overtaken": "a sliced pass another pass of its origin "
+    "overtook: it stops, and the other sends the rest",
     "harness_store.sync.rows.Unlinked": "a row held back until its link arrives",
     "harness_store.transfer.reading.WriterAppeared": "a torn read, read again",
 }

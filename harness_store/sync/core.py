@@ -654,7 +654,7 @@ class Slices:
         self.stack.close()
         self.stack = ExitStack()
 
-    def begin(self) -> Connection:
+    def open_slice(self) -> Connection:
         self._end()
         self.dst = self.stack.enter_context(self.writing())
         self.writes = True

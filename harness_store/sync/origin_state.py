@@ -111,7 +111,7 @@ class Carried:
 class SliceControl(Protocol):
     """The destination transactions of a pass written in slices (`core.Slices`)."""
 
-    def begin(self) -> Connection:
+    def open_slice(self) -> Connection:
         """End what is open (a read snapshot) and begin a write transaction."""
         ...
 
@@ -252,7 +252,7 @@ class OriginState:
         if self._dst is None:
             assert self.slices is not None
             self.reader = None
-            self._dst = self.slices.begin()
+            self._dst = self.slices.open_slice()
             if self._syncs() != self.syncs:  # another pass of this origin began meanwhile
                 raise Overtaken
         return self._dst
