@@ -32,13 +32,24 @@ class FileModes:
         and its group, the owner's own reading and writing always kept (a read-only store's
         export is still its owner's to replace); private when there is no file (or it
         cannot be read)."""
-        if store_file is None:
-            return cls(PRIVATE_FILE)
-        try:
-            info = store_file.stat()
-        except OSError:
-            return cls(PRIVATE_FILE)
-        return cls(stat.S_IMODE(info.st_mode) & 0o666 | PRIVATE_FILE, info.st_gid)
+        found = None if store_file is None else cls.common([store_file])
+        return found if found is not None else cls(PRIVATE_FILE)
+
+    @classmethod
+    def common(cls, store_files: list[Path]) -> FileModes | None:
+        """The modes every one of `store_files` allows (a private one makes them private) and
+        the first one's group, the owner's reading and writing always kept; None when none of
+        them can be read."""
+        infos = []
+        for path in store_files:
+            with suppress(OSError):
+                infos.append(path.stat())
+        if not infos:
+            return None
+        mode = 0o666
+        for info in infos:
+            mode &= stat.S_IMODE(info.st_mode)
+        return cls(mode | PRIVATE_FILE, infos[0].st_gid)
 
     @property
     def directory(self) -> int:
@@ -58,6 +69,19 @@ class FileModes:
             self._apply(fd, self.file)
         finally:
             os.close(fd)
+
+    def create_new(self, path: Path) -> bool:
+        """Create `path` empty with these modes if nothing is there; False when something is
+        (or its directory is missing), which is left as it is."""
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, self.file)
+        except OSError:
+            return False
+        try:
+            self._apply(fd, self.file)
+        finally:
+            os.close(fd)
+        return True
 
     def open_file(self, path: Path, flags: int) -> int:
         """`os.open(path, flags | O_CREAT)` with these modes when it creates the file; a file

@@ -4,8 +4,6 @@ into afresh: its rows were never committed, so there is nothing to continue from
 
 from __future__ import annotations
 
-import os
-import stat
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +14,7 @@ from sqlalchemy.engine import URL
 from ..dialects import backend_named
 from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 from ..engine import sqlite_path, where
+from ..file_modes import FileModes
 from ..schema.copy_marker import COPY_MARKER, IncompleteCopyError, incomplete_copy_message
 from ..schema.detect import check_sqlite_file
 from .plan import BOOKKEEPING_TABLES, Plan, count, opened
@@ -97,24 +96,8 @@ def create_like(path: Path, sources: list[Path]) -> None:
     """Create the empty file of a new SQLite store with the permission bits every one of
     `sources` allows (a private source makes a private target) and, where allowed, the first
     one's group, before a row is written; its side files follow it (SQLite creates them with
-    the database's mode). A target that exists already is left as it is."""
-    modes = []
-    for source in sources:
-        with suppress(OSError):
-            modes.append(source.stat())
-    if not modes:
-        return
-    mode = 0o666
-    for info in modes:
-        mode &= stat.S_IMODE(info.st_mode)
-    mode |= stat.S_IRUSR | stat.S_IWUSR  # a read-only source still makes a store one can write
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-    except OSError:
-        return  # there already, or its directory is missing: the copy says so when it opens it
-    try:
-        os.fchmod(fd, mode)  # past the umask
-        with suppress(OSError):  # a group the user is not in cannot be given
-            os.fchown(fd, -1, modes[0].st_gid)
-    finally:
-        os.close(fd)
+    the database's mode). A target that exists already (or whose directory is missing: the
+    copy says so when it opens it) is left as it is."""
+    modes = FileModes.common(sources)
+    if modes is not None:
+        modes.create_new(path)
