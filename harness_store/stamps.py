@@ -21,7 +21,7 @@ from datetime import UTC, datetime, time, timedelta
 from functools import cached_property, total_ordering
 from typing import Any, Self
 
-from sqlalchemy import ColumnElement, and_, or_
+from sqlalchemy import ColumnElement, String, and_, bindparam, or_
 from sqlalchemy.orm import QueryableAttribute
 
 from .errors import InvalidValueError
@@ -40,6 +40,8 @@ _SPELLED = re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}\.\d{3}Z| \d{2}:\d
 """upstream's two spellings exactly, which `read` hands to `fromisoformat` (an export reads
 one stamp a row)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_AT, _SPACED, _DAY = "since_at", "since_spaced", "since_day"
+"""The names of `Stamp.bounds`, the parameters of `bound_at_or_after`."""
 _MS = timedelta(milliseconds=1)
 _SECOND = timedelta(seconds=1)
 
@@ -152,9 +154,18 @@ class Stamp:
         later day (`2026-12-08 …` sorts after `2026-12-07T…`); and the `datetime('now')`
         stamps of that millisecond's own day from this instant (rounded up to their second),
         which sort before the day's `T`."""
+        bounds = self.bounds
+        return or_(
+            column >= bounds[_AT],
+            and_(column >= bounds[_SPACED], column < bounds[_DAY]),
+        )
+
+    @cached_property
+    def bounds(self) -> dict[str, str]:
+        """The three texts `at_or_after` compares a column with, keyed by the names of the
+        parameters `bound_at_or_after` takes them as."""
         first = _ceiling(self.instant, _MS)
-        day = f"{_day(first)}T"
-        return or_(column >= _upstream(first), and_(column >= self.spaced, column < day))
+        return {_AT: _upstream(first), _SPACED: self.spaced, _DAY: f"{_day(first)}T"}
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Stamp):
@@ -174,6 +185,13 @@ class Stamp:
 
     def __str__(self) -> str:
         return self.text
+
+
+def bound_at_or_after(column: ColumnElement[Any]) -> ColumnElement[bool]:
+    """`Stamp.at_or_after` with its texts as bound parameters, for a statement built once:
+    executed with a stamp's `bounds`."""
+    at, spaced, day = (bindparam(name, type_=String) for name in (_AT, _SPACED, _DAY))
+    return or_(column >= at, and_(column >= spaced, column < day))
 
 
 def _day(moment: datetime) -> str:

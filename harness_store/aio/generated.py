@@ -1124,7 +1124,9 @@ class StoreMethods:
     ) -> list[Spend]:
         """Spend per model that served the calls, priced by `prices`; calls naming no model
         group under "(unknown model)" and count as unpriced. Ordered by key. `since`
-        (beyond upstream; a `YYYY-MM-DD` or stamp prefix) keeps the calls made from then on.
+        (beyond upstream; one instant in the forms `Stamp.parse` takes: a date, or a stamp
+        with an optional offset) keeps the calls made from then on, whichever of upstream's
+        two spellings stamps them.
         """
         result: list[Spend] = await self._call(READ, "spend_by_model", (prices,), {"since": since})
         return result

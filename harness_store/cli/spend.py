@@ -85,10 +85,7 @@ def spend_command(
         raise CliError(EXIT_USAGE, str(exc)) from None
     with open_reader(db) as reader:
         method = getattr(reader.store, f"spend_by_{by.value}")
-        # The Store compares its `since` as text with `provider_calls.at`, which upstream
-        # (and the Store) stamp with `datetime('now')`: the instant as the first such stamp
-        # at or after it.
-        groups: list[Spend] = method(table, since=None if start is None else start.spaced)
+        groups: list[Spend] = method(table, since=None if start is None else start.text)
     if as_json:
         emit_json({"by": by.value, "since": None if start is None else start.text,
                    "as_of": table.as_of,

@@ -39,6 +39,7 @@ from ..records import (
     Usage,
 )
 from ..records.accounting import spend_from_row
+from ..stamps import Stamp
 from .kept_spend import FIRST, counted, row_of
 from .kept_spend import run_rows as spend_run_rows
 from .kept_spend import spend as spend_from_counters
@@ -143,7 +144,9 @@ class AccountingMixin(OlderStoreMixin):
     def spend_by_model(self, prices: PriceTable, *, since: str | None = None) -> list[Spend]:
         """Spend per model that served the calls, priced by `prices`; calls naming no model
         group under "(unknown model)" and count as unpriced. Ordered by key. `since`
-        (beyond upstream; a `YYYY-MM-DD` or stamp prefix) keeps the calls made from then on."""
+        (beyond upstream; one instant in the forms `Stamp.parse` takes: a date, or a stamp
+        with an optional offset) keeps the calls made from then on, whichever of upstream's
+        two spellings stamps them."""
         return self._spend(prices, since, "model")
 
     @reads_caching
@@ -186,29 +189,28 @@ class AccountingMixin(OlderStoreMixin):
         `GROUP BY` over the calls; exactly from the rows should a sum overflow."""
         if self._lacks("provider_calls"):
             return []  # a store from before 0.18 recorded no calls
-        if since is not None:
-            since = check_text(since, "since")
+        start = None if since is None else Stamp.parse(since, "since")
         try:
-            if not (by == "run" and since is not None) and self._spend_counted():
-                return spend_from_counters(self, prices, since, by)
-            return self._spend_plain(prices, since, by)
+            if not (by == "run" and start is not None) and self._spend_counted():
+                return spend_from_counters(self, prices, start, by)
+            return self._spend_plain(prices, start, by)
         except InexactSums:
             pass
         except StoreError as exc:
             if not _sum_overflowed(exc):
                 raise
-        return self._spend_exact(prices, ROW_KEYS[by], since)
+        return self._spend_exact(prices, ROW_KEYS[by], start)
 
     def _spend_counted(self) -> bool:
         with self._read() as conn:
             return counted(conn)
 
-    def _spend_plain(self, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
+    def _spend_plain(self, prices: PriceTable, since: Stamp | None, by: str) -> list[Spend]:
         """The answer without counters: the calls (since `since`) grouped and priced in SQL."""
         shape = "all" if since is None else "since"
         statement = priced_statement(prices, by, shape)
         with self._read() as conn:
-            rows = list(priced_rows(conn, statement, {"since": since}, 1))
+            rows = list(priced_rows(conn, statement, {} if since is None else since.bounds, 1))
         merged: dict[str, list[int]] = {}
         for (k,), values in rows:
             into = merged.setdefault(str(k), [0] * 10)
@@ -221,13 +223,13 @@ class AccountingMixin(OlderStoreMixin):
         return out
 
     def _spend_exact(
-        self, prices: PriceTable, key: Callable[..., str], since: str | None = None
+        self, prices: PriceTable, key: Callable[..., str], since: str | Stamp | None = None
     ) -> list[Spend]:
         c = m.ProviderCall
         columns = [getattr(c, name) for name in CALL_COLUMNS]
         statement = select(c.id, c.run_id, func.substr(c.at, 1, 10), *columns).order_by(c.id)
         if since is not None:
-            statement = statement.where(c.at >= since)
+            statement = statement.where(Stamp.parse(since, "since").at_or_after(c.at))
         integers = integer_columns(statement.selected_columns)
         with self._read() as conn:
             rows = checked(conn.execute(statement), integers, 0)

@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from operator import attrgetter, itemgetter
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, Select, and_, inspect, select, true
+from sqlalchemy import ColumnElement, Connection, Select, and_, inspect, select, true
 from sqlalchemy.sql import ClauseElement
 
 from ..dialects import Backend
@@ -32,6 +32,7 @@ from ..errors import StoreAccessError, StoreLockedError
 from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
 from ..records import PriceTable, Spend, Usage
 from ..records.accounting import spend_from_row
+from ..stamps import Stamp
 from .price_sql import fingerprint, priced_rows, priced_statement
 
 BIG = 2**63 - 1
@@ -133,7 +134,7 @@ def next_day(day: str) -> str | None:
         return None
 
 
-def spend(store: Spending, prices: PriceTable, since: str | None, by: str) -> list[Spend]:
+def spend(store: Spending, prices: PriceTable, since: Stamp | None, by: str) -> list[Spend]:
     """The answer of `spend_by_<by>` (model, day or run) from the counters; a run window
     (`since` with `by="run"`) is not kept per run and goes the plain way."""
     fp = fingerprint(prices)
@@ -179,11 +180,17 @@ def _days(
     conn: Connection,
     prices: PriceTable,
     fp: str,
-    since: str | None,
+    since: Stamp | None,
     keep: list[tuple[Any, Group, int, Values]],
 ) -> list[tuple[Group, Values]]:
     d, p = SPEND_DAYS, PRICED_DAYS
-    whole = d.c.day >= since if since is not None else true()
+    # From `since` on, the days after its own are whole, and its own day too when `since` is
+    # that day's start; otherwise its day is partial and priced from its calls.
+    first = None if since is None else f"{since.instant:%Y-%m-%d}"
+    midnight = since is not None and since.instant.time() == dt.time(0)
+    whole: ColumnElement[bool] = true()
+    if first is not None:
+        whole = d.c.day >= first if midnight else d.c.day > first
     on = and_(p.c.prices == fp, p.c.day == d.c.day, p.c.model == d.c.model)
     statement = select(d.c.day, d.c.model, d.c.changes, whole, p.c.changes, *_kept_columns(p))
     rows = _fetch(store, conn, statement.select_from(d.outerjoin(p, on)))
@@ -192,8 +199,8 @@ def _days(
     partial: set[str] = set()
     for day, model, changes, is_whole, kept_at, *values in rows:
         if not is_whole:
-            if since is not None and since.startswith(day):
-                partial.add(day)  # the window's first day: from its calls, `at >= since`
+            if day == first and not midnight:
+                partial.add(day)  # the window's first day: from its calls at or after `since`
             continue
         if kept_at == changes:
             out.append(((day, model), values))
@@ -213,8 +220,10 @@ def _days(
             empty = [0] * 10
             out.append((group, empty))
             keep.append((p, group, changes, empty))
-    for day in sorted(partial):  # `at >= since` is the lower end: since starts with the day
-        out.extend(_priced(conn, prices, "day", [{**_day_range(day), "lo": since}]))
+    for day in sorted(partial):
+        assert since is not None
+        bounds = {"d": day, "hi": next_day(day), **since.bounds}
+        out.extend(_priced(conn, prices, "day_since", [bounds]))
     return out
 
 

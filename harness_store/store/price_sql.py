@@ -30,6 +30,7 @@ from sqlalchemy.sql import visitors
 from .. import models as m
 from ..models.spend import USAGE_SUMS
 from ..records import UNKNOWN_MODEL, Price, PriceTable
+from ..stamps import bound_at_or_after
 
 
 def fingerprint(prices: PriceTable) -> str:
@@ -121,7 +122,8 @@ def _where(shape: str) -> ColumnElement[bool] | None:
     d, lo, hi = (bindparam(name, type_=String) for name in ("d", "lo", "hi"))
     wheres: dict[str, ColumnElement[bool] | None] = {
         "all": None,
-        "since": at >= bindparam("since"),
+        "since": bound_at_or_after(at),
+        "day_since": and_(at < hi, day == d, bound_at_or_after(at)),
         "day": and_(at >= lo, at < hi, day == d),
         "open_day": and_(at >= lo, day == d),
         "runs": m.ProviderCall.run_id.in_(bindparam("ids", expanding=True)),
@@ -142,7 +144,8 @@ its own, so the parts' groups are the whole answer's)."""
 
 def priced_statement(prices: PriceTable, by: str, shape: str) -> Select[Any]:
     """The priced GROUP BY of grouping `by` over the calls filter `shape` selects (bound:
-    `since`; `d`, `lo`, `hi` for one day; `ids` for runs, grouped by run only)."""
+    a stamp's `bounds` for `since`; `d`, `lo`, `hi` for one day, `d`, `hi` and a stamp's
+    `bounds` for the part of a day from an instant; `ids` for runs, grouped by run only)."""
     if shape == "runs" and by != "run":
         raise ValueError("the calls of given runs are priced by run (priced_rows splits them)")
     key = (fingerprint(prices), by, shape)

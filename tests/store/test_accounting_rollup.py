@@ -167,12 +167,12 @@ def test_retention_keeps_the_counters_right(store_target: str) -> None:
         "2026-09-02",  # a day boundary
         "2026-09-02 12",  # mid-day
         "2026-09-02 12:30:00",
+        "2026-09-02T12:30:00.250Z",  # between two seconds
         "2026-09-30 23:59:59",
-        "2026-09",  # a month
-        "2026-09-02T",  # a stamp prefix in the other format: after every "2026-09-02 …"
-        "2027",  # nothing after it
-        "",  # everything
-        "2026-09-02 1'\\%_",  # quoted as a literal, never as a pattern
+        "2026-09-30T23:59:59.500Z",  # rounds up to the next day
+        "2026-09-02T17:30+05:00",  # an offset
+        "2027-01-01",  # nothing after it
+        "1970-01-01",  # everything
     ],
 )
 @pytest.mark.slow_on("postgresql")
@@ -354,7 +354,7 @@ def test_io_harness_writes_into_a_migrated_store_are_counted(tmp_path: Path) -> 
             assert debug(getattr(store, name)(ZERO)) == parse(dump[name])
 
 
-@pytest.mark.parametrize("since", [None, "2026", "2026-13-45 11", "x"])
+@pytest.mark.parametrize("since", [None, "2026-01-01", "2026-09-01 11", "2026-12-31T23:59Z"])
 @pytest.mark.slow_on("postgresql")
 def test_stamps_that_are_no_date_group_as_upstream_groups_them(
     store_target: str, since: str | None
@@ -374,3 +374,56 @@ def test_stamps_that_are_no_date_group_as_upstream_groups_them(
         with store.engine.begin() as conn:
             conn.execute(insert(CALLS), rows[:5])
         assert_all_exact(store, since)
+
+
+SPELLED = [
+    ("2026-12-07 06:51:00", "2026-12-07T05:00:00.000Z"),  # datetime('now') and upstream's
+    ("2026-12-07 23:00:00", "2026-12-07T06:50:00.000Z"),
+    ("2026-12-08 00:00:00", "2026-12-08T00:00:00.000Z"),
+]
+
+
+@pytest.mark.parametrize(
+    "since",
+    [
+        "2026-12-07",
+        "2026-12-07T00",
+        "2026-12-07T06:00",  # keeps 06:51 spelled with a space, drops 05:00 spelled with a T
+        "2026-12-07 06:50:00",
+        "2026-12-07T06:50:00.001Z",
+        "2026-12-07 23:59",  # drops a call at 06:50 spelled with a T
+        "2026-12-07T08:51+02:00",
+        "2026-12-08",
+    ],
+)
+@pytest.mark.slow_on("postgresql")
+def test_since_is_an_instant_whatever_the_calls_spelling(store_target: str, since: str) -> None:
+    """`since` is one instant, compared as an instant with calls stamped in either of
+    upstream's spellings: by the counters, the plain way and the exact way alike."""
+    from harness_store.stamps import Stamp
+
+    rng = random.Random(11)
+    with Store.open(store_target) as store:
+        runs = [store.start_run("g", "f") for _ in range(2)]
+        rows = calls(rng, runs, ["2026-12-07"], 2 * len(SPELLED) * 3)
+        stamps = [at for pair in SPELLED for at in pair] * 3
+        for row, at in zip(rows, stamps, strict=True):
+            row["at"] = at
+        with store.engine.begin() as conn:
+            conn.execute(insert(CALLS), rows)
+        start = Stamp.parse(since)
+        want = sum(1 for at in stamps if Stamp.read(at) >= start)  # type: ignore[operator]
+        for by in BYS:
+            for _ in range(2):  # and from what the first answer kept
+                got = getattr(store, f"spend_by_{by}")(PRICES, since=since)
+                assert sum(s.calls for s in got) == want, (by, since)
+            assert exact(store, PRICES, by, since) == got
+
+
+def test_since_that_names_no_instant_is_refused(tmp_path: Path) -> None:
+    from harness_store.errors import InvalidValueError
+
+    with Store.open(tmp_path / "runs.sqlite3") as store:
+        for bad in ("2026-09", "last week", "2026-09-02 1'\\%_"):
+            with pytest.raises(InvalidValueError, match="since"):
+                store.spend_by_model(PRICES, since=bad)
