@@ -22,8 +22,7 @@ from sqlalchemy import (
 )
 
 from .. import models as m
-from ..dialects.sqlite_codes import SQLITE_ERROR, error_code
-from ..errors import IntegerOverflowError, StoreError
+from ..errors import StoreError
 from ..formats import i64, opt_text, opt_u64, u32, u64
 from ..formats import text as check_text
 from ..models.spend import USAGE_SUMS
@@ -47,7 +46,7 @@ from .marks import pages, reads, reads_caching, writes
 from .older import OlderStoreMixin
 from .price_sql import InexactSums, fingerprint, priced_rows, priced_statement
 from .run_holds import hold_run
-from .unreadable import checked, integer_columns
+from .unreadable import checked, integer_columns, sum_overflowed
 
 CALL_COLUMNS = ("step", "attempt", "provider", "model", *USAGE_SUMS, "latency_ms", "ttft_ms",
                 "finish_reason", "failure")  # fmt: skip
@@ -175,7 +174,7 @@ class AccountingMixin(OlderStoreMixin):
             except InexactSums:
                 rows = None
             except StoreError as exc:
-                if not _sum_overflowed(exc):
+                if not sum_overflowed(exc):
                     raise
                 rows = None
             if rows is not None:
@@ -197,7 +196,7 @@ class AccountingMixin(OlderStoreMixin):
         except InexactSums:
             pass
         except StoreError as exc:
-            if not _sum_overflowed(exc):
+            if not sum_overflowed(exc):
                 raise
         return self._spend_exact(prices, ROW_KEYS[by], start)
 
@@ -290,18 +289,6 @@ class AccountingMixin(OlderStoreMixin):
         with self._read() as conn:
             fallbacks, replans, resumes = conn.execute(statement).one()
         return Recovery(int(fallbacks), int(replans), int(resumes))
-
-
-def _sum_overflowed(exc: StoreError) -> bool:
-    """Whether a priced read failed because a sum passed 64 bits: typed from PostgreSQL's code
-    (`IntegerOverflowError`); SQLite's `SUM` fails with its generic result code (no more
-    specific one exists), an untyped error that a SELECT over the store's own tables raises
-    for nothing else here. Either way the exact path answers from the rows, or raises its own
-    error."""
-    if isinstance(exc, IntegerOverflowError):
-        return True
-    cause = exc.__cause__
-    return type(exc) is StoreError and cause is not None and error_code(cause) == SQLITE_ERROR
 
 
 ROW_KEYS: dict[str, Callable[..., str]] = {

@@ -19,7 +19,7 @@ from ..records import AgentEvent, SpawnRow, TreeNode
 from .base import DriverStatement
 from .marks import reads, writes
 from .older import OlderStoreMixin
-from .unreadable import check_integers, integer_columns, integer_total
+from .unreadable import check_integers, integer_columns, integer_total, summing
 
 
 def tree_ids(root: Any) -> CTE:
@@ -142,7 +142,8 @@ class AgentsMixin(OlderStoreMixin):
     @reads
     def spent_tokens_tree(self, root: int) -> int:
         """Total tokens spent across the tree — the aggregate restored on a tree resume."""
-        total = self._tree_read("tokens", root)[0][0]
+        with summing():
+            total = self._tree_read("tokens", root)[0][0]
         return integer_total(
             total,
             self._read,

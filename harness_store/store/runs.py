@@ -31,7 +31,7 @@ from .point_reads import RUN_ID, last_step_of, resumable, run_status, tokens_of
 from .point_reads import resume_point as point_resume
 from .point_reads import run_summary as summary_of
 from .run_holds import hold_run
-from .unreadable import check_integers, integer_columns, integer_total
+from .unreadable import check_integers, integer_columns, integer_total, summing
 
 STEP_PAGE = 1000
 """Rows per page when `iter_steps` streams a run."""
@@ -214,7 +214,8 @@ class RunsMixin(StoreBase):
         """The run's durable spend, restored on resume: its steps' tokens, or for a reply turn
         (0.37) its provider calls' total tokens."""
         has_turns = self._has_columns("runs", "turn_kind")
-        total = self._point("spent_tokens", _tokens, has_turns, run_id=run_id)[0][0]
+        with summing():
+            total = self._point("spent_tokens", _tokens, has_turns, run_id=run_id)[0][0]
         return integer_total(total, self._read, self._backend, token_sources(run_id))
 
     @reads

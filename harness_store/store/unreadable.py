@@ -11,14 +11,15 @@ then found by one more query (`integer_total`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from sqlalchemy import Column, ColumnElement, Connection, Integer, not_, select
 
 from .. import models as m
 from ..dialects import Backend
-from ..errors import UnreadableValueError, shown_value
+from ..dialects.sqlite_codes import SQLITE_ERROR, error_code
+from ..errors import IntegerOverflowError, StoreError, UnreadableValueError, shown_value
 from ..formats import token_sum
 
 shown = shown_value
@@ -110,3 +111,27 @@ def integer_total(
     raise UnreadableValueError(
         f"a sum of integers is {shown(total)}: a summed value is none (nothing was changed)"
     )
+
+
+@contextmanager
+def summing() -> Iterator[None]:
+    """A read of SQL sums: SQLite's `SUM` past 64 bits fails with the generic result code
+    (it has no more specific one), which a SELECT over the store's own tables raises for
+    nothing else, so it is raised here as the `IntegerOverflowError` PostgreSQL's code gives."""
+    try:
+        yield
+    except StoreError as exc:
+        if sum_overflowed(exc) and not isinstance(exc, IntegerOverflowError):
+            raise IntegerOverflowError(
+                "a sum of integers does not fit 64 bits, as io-harness's SUM refuses it "
+                "(nothing was changed)"
+            ) from exc
+        raise
+
+
+def sum_overflowed(exc: StoreError) -> bool:
+    """Whether a read of sums failed because a sum passed 64 bits (see `summing`)."""
+    if isinstance(exc, IntegerOverflowError):
+        return True
+    cause = exc.__cause__
+    return type(exc) is StoreError and cause is not None and error_code(cause) == SQLITE_ERROR
