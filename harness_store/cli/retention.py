@@ -279,8 +279,10 @@ def prune_runs_command(
     """Runs, whole trees, in batches (see `Store.prune_runs`). A dry run opens the store
     read-only, so not a byte of it changes."""
     before = cutoff.instant
-    chosen = tuple(statuses or ("completed", "failed"))
-    wrong = sorted(set(chosen) - {"completed", "failed"})
+    from ..records.runs import FINISHED_STATUSES
+
+    chosen = tuple(statuses or FINISHED_STATUSES)
+    wrong = sorted(set(chosen) - set(FINISHED_STATUSES))
     if wrong:
         raise CliError(
             EXIT_USAGE,

@@ -31,6 +31,12 @@ class RunStatus(Enum):
             return cls.RUNNING
 
 
+FINISHED_STATUSES = (RunStatus.COMPLETED.value, RunStatus.FAILED.value)
+"""The statuses a run ends in, as the store writes them. Every other status can still resume:
+paused (awaiting an approval or a plan), running, and any status upstream does not know, which
+it reads as running. Retention deletes, and the exporter ships as final, only these."""
+
+
 @dataclass(frozen=True)
 class StepRecord:
     """One trace entry of a run: what was decided, what came of it, and its audit fields."""

@@ -45,6 +45,7 @@ from ..errors import ArchiveRefusedError, DiskFullError, InvalidValueError
 from ..file_modes import FileModes
 from ..models.spend import PRICED_RUNS, SPEND_RUNS
 from ..records import Pruned
+from ..records.runs import FINISHED_STATUSES
 from ..schema.preflight import is_disk_full
 from ..targets import where
 from .cutoff import Cutoff
@@ -65,8 +66,8 @@ from .session_retention import (
 SIDE_FILES = (*SIDE_SUFFIXES, JOURNAL_SUFFIX, QUEUE_SUFFIX)
 """The files beside a SQLite store that belong to it: an archive is never one of them."""
 
-PRUNABLE_STATUSES = frozenset({"completed", "failed"})
-"""The statuses `prune_runs` may delete: a run running or paused can still resume."""
+PRUNABLE_STATUSES = frozenset(FINISHED_STATUSES)
+"""The statuses `prune_runs` may delete: those of a finished run (any other can still resume)."""
 
 BATCH_ROWS = 20_000
 """About how many step and checkpoint rows one batch deletes: a writer waits at most that long."""
@@ -184,7 +185,7 @@ class RunPruningMixin(OlderStoreMixin):
         self,
         *,
         before: str | datetime,
-        statuses: Sequence[str] = ("completed", "failed"),
+        statuses: Sequence[str] = FINISHED_STATUSES,
         keep_last: int | None = None,
         dry_run: bool = False,
         archive: str | os.PathLike[str] | None = None,

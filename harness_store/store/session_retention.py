@@ -29,6 +29,7 @@ from sqlalchemy.sql.sqltypes import LargeBinary, String
 
 from .. import models as m
 from ..records import Archived, Pruned, SessionSize, StoreSize
+from ..records.runs import FINISHED_STATUSES
 from .lease_rows import lease_row
 from .marks import maintains, reads, writes
 from .older import OlderStoreMixin
@@ -191,10 +192,6 @@ def tally(conn: Any, scope: str, ids: Sequence[int]) -> list[tuple[int, int]]:
     return totals or []
 
 
-LIVE_STATUSES = ("running", "paused")
-"""Statuses of a run that can still resume: never deleted by retention."""
-
-
 def lock_runs(conn: Any, ids: Sequence[int]) -> list[int]:
     """Lock the rows of these runs until the commit and return those that exist, ascending.
 
@@ -213,8 +210,9 @@ def lock_runs(conn: Any, ids: Sequence[int]) -> list[int]:
 
 def live_runs(conn: Any, now_sql: str, ids: Sequence[int]) -> set[int]:
     """Which of these runs retention must keep, read now (under `lock_runs` for a deletion):
-    running or paused, holding an unlapsed lease (on the database's clock), or waiting for a
-    person (an unresolved approval, an unanswered question, an undecided plan)."""
+    not finished (running, paused, or a status upstream reads as running), holding an
+    unlapsed lease (on the database's clock), or waiting for a person (an unresolved
+    approval, an unanswered question, an undecided plan)."""
     r, leases = table("runs"), table("run_leases")
     approvals, questions, plans = (
         table("pending_approvals"),
@@ -224,7 +222,7 @@ def live_runs(conn: Any, now_sql: str, ids: Sequence[int]) -> set[int]:
     live: set[int] = set()
     for part in chunks(list(ids)):
         waiting = [
-            select(r.c.id).where(r.c.id.in_(part), r.c.status.in_(LIVE_STATUSES)),
+            select(r.c.id).where(r.c.id.in_(part), r.c.status.not_in(FINISHED_STATUSES)),
             select(approvals.c.run_id).where(
                 approvals.c.run_id.in_(part), approvals.c.resolved.is_(None)
             ),

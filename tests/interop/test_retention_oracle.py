@@ -120,7 +120,7 @@ def test_sizes_and_archives_agree_with_upstreams_figures(
         assert parse(after["turns"])[0]["prompt"] == ""
 
 
-@pytest.mark.parametrize("status", ["running", "paused"])
+@pytest.mark.parametrize("status", ["running", "paused", "interrupted"])
 @pytest.mark.slow_on("postgresql")
 def test_a_sweep_keeps_sessions_that_can_still_resume(
     store: Store, store_target: str, status: str
@@ -142,6 +142,9 @@ def test_a_sweep_keeps_sessions_that_can_still_resume(
     # store under test may be an AsyncStore, whose connections belong to its event loop).
     with Store.open(store_target) as direct, direct._write() as conn:
         conn.execute(update(m.Session).where(m.Session.id == new).values(created_at="9999"))
+        if status == "interrupted":  # a status upstream does not know reads as running
+            turn = direct.session_turns(live)[0]
+            conn.execute(update(m.Run).where(m.Run.id == turn.run_id).values(status=status))
     assert store.sweep_sessions("9999", dry_run=True).sessions == 1
     pruned = store.sweep_sessions("9999")
     assert (pruned.sessions, pruned.refused) == (1, [live])
