@@ -22,6 +22,8 @@ from sqlalchemy.sql.dml import Insert
 from ..errors import (
     IntegerOverflowError,
     InvalidValueError,
+    OriginOfAnotherRoleError,
+    PrivilegeError,
     RunNotFoundError,
     StatementRefusedError,
     StoreAccessError,
@@ -45,6 +47,10 @@ about a third of an 8 KB page, after compression; this stays under it for any te
 LOCKED_STATES = frozenset({"55P03", "40P01", "40001"})
 """lock_not_available (lock timeout), deadlock_detected, serialization_failure."""
 READ_ONLY_STATE = "25006"
+PRIVILEGE_STATE = "42501"
+"""insufficient_privilege: a grant or a row-level security policy refused the statement."""
+OTHER_ROLE_STATE = "HS001"
+"""Raised by the roles' guard trigger (`postgresql_roles.ORIGIN_OF_ANOTHER_ROLE`)."""
 FOREIGN_KEY_STATE = "23503"
 OUT_OF_RANGE_STATE = "22003"
 """numeric_value_out_of_range: a BIGINT sum or cast past 64 bits."""
@@ -264,6 +270,11 @@ class PostgreSQLBackend(Backend):
             return StoreLockedError(f"the store stayed locked by another writer: {message}")
         if sqlstate == READ_ONLY_STATE:
             return StoreAccessError(f"the store was opened read-only: {message}")
+        if sqlstate == OTHER_ROLE_STATE:
+            said = getattr(getattr(exc, "diag", None), "message_primary", None)
+            return OriginOfAnotherRoleError(said or message)
+        if sqlstate == PRIVILEGE_STATE:
+            return PrivilegeError(f"the centre's rules refused it: {message}")
         if sqlstate == OUT_OF_RANGE_STATE:
             return IntegerOverflowError(f"integer overflow: {message}")
         if sqlstate == FOREIGN_KEY_STATE:
@@ -438,12 +449,26 @@ class PostgreSQLBackend(Backend):
         driver = conn.connection.driver_connection
         assert driver is not None
         names = ", ".join(f'"{c}"' for c in columns)
-        with (
-            driver.cursor() as cursor,
-            cursor.copy(f'COPY "{table.name}" ({names}) FROM STDIN') as copy,
-        ):
-            for row in rows:
-                copy.write_row(row)
+        with driver.cursor() as cursor:
+            guarded = cursor.execute(
+                "SELECT row_security_active(%s::regclass)", (f'"{table.name}"',)
+            ).fetchone()
+            into = f'"{table.name}"'
+            if guarded is not None and guarded[0]:
+                # COPY FROM refuses a table under row-level security (a follower role's):
+                # the rows go through a temporary table and one INSERT … SELECT, which the
+                # table's policies check
+                into = "pg_temp.hs_bulk_rows"
+                cursor.execute(
+                    f"CREATE TEMPORARY TABLE hs_bulk_rows ON COMMIT DROP AS "
+                    f'SELECT {names} FROM "{table.name}" WITH NO DATA'
+                )
+            with cursor.copy(f"COPY {into} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            if into != f'"{table.name}"':
+                cursor.execute(f'INSERT INTO "{table.name}" ({names}) SELECT {names} FROM {into}')
+                cursor.execute(f"DROP TABLE {into}")
 
     def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:
         """User triggers on `table` in the current schema (not the internal ones behind

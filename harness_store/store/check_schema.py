@@ -39,6 +39,8 @@ K = FindingKind
 SPEND_TRIGGERS = frozenset({"hs_spend_insert", "hs_spend_delete", "hs_spend_update"})
 """hs3's triggers on `provider_calls`."""
 
+from ..dialects.postgresql_roles import ROLE_TRIGGERS  # noqa: E402
+
 OWN_TABLES = frozenset({FORMAT_TABLE})
 """harness_store's own tables that `detect.read_tables` lists (PostgreSQL's stand-in for
 `user_version`)."""
@@ -373,6 +375,7 @@ def trigger_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> 
     for table in sorted(tables):
         names = backend.trigger_names(conn, table)
         unknown = names - SPEND_TRIGGERS if table == "provider_calls" else names
+        unknown -= ROLE_TRIGGERS  # the roles' rules (`dialects.postgresql_roles`)
         findings += [
             Finding(
                 K.UNKNOWN_TRIGGER,
