@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
+from support.pg_roles import DENIED, as_role, refused, run_sql
 from support.synccheck import mirror_problems, write_source
 
 from harness_store import Store
@@ -26,55 +27,6 @@ from harness_store.errors import InvalidValueError, OriginOfAnotherRoleError, Pr
 from harness_store.store.check_roles import unprotected_tables
 from harness_store.sync import FollowPass, SyncRefusedError, follow, list_origins, sync
 from harness_store.sync.roles import grant, revoke
-
-DENIED = "42501"
-
-
-def as_role(pg_url: str, role: str) -> str:
-    """`pg_url` logged in as `role` (no password: the test server trusts 127.0.0.1)."""
-    return make_url(pg_url).set(username=role, password=None).render_as_string(hide_password=False)
-
-
-@pytest.fixture
-def new_role(pg_url: str) -> Iterator[Callable[[], str]]:
-    """Unique role names for this test; every one is dropped at the end, with what it owns
-    and every right it was given in the test's database."""
-    made: list[str] = []
-
-    def name() -> str:
-        made.append(f"hs_test_{uuid.uuid4().hex[:12]}")
-        return made[-1]
-
-    yield name
-    engine = create_engine(pg_url, poolclass=NullPool)
-    try:
-        with engine.begin() as conn:
-            for role in made:
-                if conn.execute(
-                    text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}
-                ).first():
-                    conn.execute(text(f'DROP OWNED BY "{role}"'))
-                    conn.execute(text(f'DROP ROLE "{role}"'))
-    finally:
-        engine.dispose()
-
-
-def run_sql(url: str, sql: str, params: dict[str, Any] | None = None) -> Any:
-    """`sql` run by the role `url` logs in as, in its own committed transaction; its rows."""
-    engine = create_engine(url, poolclass=NullPool)
-    try:
-        with engine.begin() as conn:
-            result = conn.execute(text(sql), params or {})
-            return result.all() if result.returns_rows else result.rowcount
-    finally:
-        engine.dispose()
-
-
-def refused(url: str, sql: str, params: dict[str, Any] | None = None) -> str:
-    """The SQLSTATE PostgreSQL refuses `sql` with when the role of `url` runs it."""
-    with pytest.raises(DBAPIError) as caught:
-        run_sql(url, sql, params)
-    return str(getattr(caught.value.orig, "sqlstate", ""))
 
 
 def fleet(pg_url: str, tmp_path: Path, new_role: Callable[[], str]) -> tuple[str, str, Path, Path]:
