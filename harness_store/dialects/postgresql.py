@@ -7,6 +7,8 @@ migration; upserts use `ON CONFLICT`; ids copied in explicitly are followed by `
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import select
 import time
 from collections.abc import Iterable, Sequence
@@ -47,6 +49,9 @@ about a third of an 8 KB page, after compression; this stays under it for any te
 LOCKED_STATES = frozenset({"55P03", "40P01", "40001"})
 """lock_not_available (lock timeout), deadlock_detected, serialization_failure."""
 READ_ONLY_STATE = "25006"
+FEW_ROWS = 500
+"""Bulk rows into a table under row-level security up to which a plain INSERT batch costs less
+than a temporary table and INSERT … SELECT."""
 PRIVILEGE_STATE = "42501"
 """insufficient_privilege: a grant or a row-level security policy refused the statement."""
 OTHER_ROLE_STATE = "HS001"
@@ -455,20 +460,25 @@ class PostgreSQLBackend(Backend):
             ).fetchone()
             into = f'"{table.name}"'
             if guarded is not None and guarded[0]:
-                # COPY FROM refuses a table under row-level security (a follower role's):
-                # the rows go through a temporary table and one INSERT … SELECT, which the
-                # table's policies check
-                into = "pg_temp.hs_bulk_rows"
-                cursor.execute(
-                    f"CREATE TEMPORARY TABLE hs_bulk_rows ON COMMIT DROP AS "
-                    f'SELECT {names} FROM "{table.name}" WITH NO DATA'
-                )
+                # COPY FROM refuses a table under row-level security (a follower role's): a
+                # few rows are inserted as they are (one pipelined batch), more go through a
+                # temporary table of the connection's and one INSERT … SELECT; the table's
+                # policies check both
+                rows = iter(rows)
+                first = list(itertools.islice(rows, FEW_ROWS))
+                if len(first) < FEW_ROWS:
+                    marks = ", ".join(["%s"] * len(columns))
+                    if first:
+                        cursor.executemany(f"INSERT INTO {into} ({names}) VALUES ({marks})", first)
+                    return
+                rows = itertools.chain(first, rows)
+                into = _bulk_table(cursor, table.name, names)
             with cursor.copy(f"COPY {into} ({names}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
             if into != f'"{table.name}"':
                 cursor.execute(f'INSERT INTO "{table.name}" ({names}) SELECT {names} FROM {into}')
-                cursor.execute(f"DROP TABLE {into}")
+                cursor.execute(f"DELETE FROM {into}")
 
     def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:
         """User triggers on `table` in the current schema (not the internal ones behind
@@ -480,3 +490,14 @@ class PostgreSQLBackend(Backend):
             {"table": table},
         ).scalars()
         return frozenset(str(name) for name in rows)
+
+
+def _bulk_table(cursor: Any, table: str, names: str) -> str:
+    """The connection's temporary table for bulk rows of `table`'s columns `names`, made the
+    first time (it lives as long as the connection, empty between batches; asked for each
+    time, as a transaction that made it may have been rolled back)."""
+    name = "hs_bulk_" + hashlib.blake2b(f"{table}:{names}".encode(), digest_size=6).hexdigest()
+    cursor.execute(
+        f'CREATE TEMPORARY TABLE IF NOT EXISTS {name} AS SELECT {names} FROM "{table}" WITH NO DATA'
+    )
+    return f"pg_temp.{name}"
