@@ -9,6 +9,7 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 from support.clirun import run_in_process
@@ -17,6 +18,7 @@ from support.synccheck import mirror_problems, write_source
 
 from harness_store import Store
 from harness_store.dialects.postgresql_roles import grant_role
+from harness_store.errors import PrivilegeError
 from harness_store.models.sync import SYNC_METADATA
 from harness_store.schema import upgrade
 from harness_store.store.check_roles import unprotected_tables
@@ -46,6 +48,9 @@ def test_an_upgrade_guards_the_tables_it_adds(
             grant_role(conn, b, "follower")
     finally:
         engine.dispose()
+    with pytest.raises(PrivilegeError):  # the owner alone migrates the centre
+        upgrade(as_role(pg_url, a))
+    assert run_sql(pg_url, "SELECT version_num FROM alembic_version") == [("0.64",)]
     upgrade(pg_url)
     with Store.open(pg_url) as store:
         assert unprotected_tables(store) == []
