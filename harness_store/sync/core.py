@@ -22,6 +22,7 @@ from sqlalchemy.util import LRUCache
 
 from ..connector import Connector, connector_at, connector_over
 from ..dialects import backend_named
+from ..dialects.postgresql_roles import keep_rules
 from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import (
     CopiedWithoutOriginError,
@@ -330,6 +331,8 @@ def _prepare(dest: Connector, url: URL) -> None:
         Store.open(url).close()
     with dest.load() as conn:
         SYNC_METADATA.create_all(conn, checkfirst=True)
+        if conn.dialect.name == "postgresql":
+            keep_rules(conn)  # a sync table new here gets the roles' rules too
 
 
 Ready = Callable[[Connection], None]

@@ -142,3 +142,28 @@ def test_the_command_makes_brings_up_to_date_and_revokes_roles(
     done = run_in_process("roles", pg_url, "--revoke", reader)
     assert done.returncode == 0 and done.stdout == f"{reader}: revoked\n"
     assert refused(as_role(pg_url, reader), "SELECT 1 FROM runs") == DENIED
+
+
+def test_a_sync_table_the_owners_sync_adds_gets_the_rules(
+    pg_url: str, tmp_path: Path, new_role: Callable[[], str]
+) -> None:
+    """A table of sync's own that a later harness_store adds (here: one put back after it was
+    dropped) is made by the owner's next sync, with the rules: a follower writes its own rows
+    of it, and no other origin's."""
+    a, b = new_role(), new_role()
+    grant_role_now(pg_url, a, b)
+    run_sql(pg_url, "DROP TABLE hs_sync_marks")
+    sync([], pg_url)  # the owner's: sync's tables made again
+    with Store.open(pg_url) as store:
+        assert unprotected_tables(store) == []
+    host_a, host_b = tmp_path / "a.sqlite3", tmp_path / "b.sqlite3"
+    write_source(host_a, runs=1, steps=2, tag="a")
+    write_source(host_b, runs=1, steps=2, tag="b")
+    sync([host_a], as_role(pg_url, a))
+    sync([host_b], as_role(pg_url, b))
+    (origin_b,) = run_sql(pg_url, "SELECT origin_id FROM hs_sync_origin_roles WHERE role = :b",
+                          {"b": b})  # fmt: skip
+    url = as_role(pg_url, a)
+    assert run_sql(url, "DELETE FROM hs_sync_marks WHERE origin_id = :o", {"o": origin_b[0]}) == 0
+    insert = "INSERT INTO hs_sync_marks VALUES (:o, 'steps', 1)"
+    assert refused(url, insert, {"o": origin_b[0]}) == DENIED
