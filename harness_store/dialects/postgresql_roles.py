@@ -126,6 +126,15 @@ def _owned_row(table: str, column: str) -> str:
     )
 
 
+MAPPED_OWN = (
+    "(hs_sync_ids.tbl NOT IN ('runs', 'sessions') OR hs_sync_ids.dest_id IS NULL OR EXISTS "
+    f"(SELECT 1 FROM {ROW_ROLES} hs_o WHERE hs_o.tbl = hs_sync_ids.tbl "
+    f"AND hs_o.row_id = hs_sync_ids.dest_id AND hs_o.role = {ME}))"
+)
+"""An id map of a run or session names one the role inserted (or was given): a follower
+cannot map another origin's run into its own origin."""
+
+
 def _owned_origin(column: str) -> str:
     return (
         f"EXISTS (SELECT 1 FROM {ORIGIN_ROLES} hs_o "
@@ -296,6 +305,8 @@ def _policies(conn: Connection, checks: dict[str, str]) -> None:
             conn.execute(text(f"DROP POLICY IF EXISTS {policy} ON {name}"))
         writes = "true" if table == "hs_sync_origins" else check  # the guard trigger refuses
         registers = "true" if table in (*CLAIMED, "hs_sync_origins") else check
+        if table == "hs_sync_ids":  # a map names only rows of the role's own
+            writes = registers = f"{check} AND {MAPPED_OWN}"
         conn.execute(text(f"CREATE POLICY hs_read ON {name} FOR SELECT USING (true)"))
         conn.execute(text(f"CREATE POLICY hs_insert ON {name} FOR INSERT WITH CHECK ({registers})"))
         conn.execute(
@@ -400,8 +411,12 @@ def bind_origin_check(conn: Connection, origin: str) -> int:
 
 
 def bind_origin(conn: Connection, origin: str, role: str) -> None:
-    """Bind an origin (its UUID) to `role`, with the runs and sessions it sent."""
+    """Bind an origin (its UUID) to `role`, with the runs and sessions it sent: those that
+    are the owner's or the origin's former holder's (never another role's)."""
     found = bind_origin_check(conn, origin)
+    before = conn.execute(
+        text(f"SELECT role FROM {ORIGIN_ROLES} WHERE origin_id = :o"), {"o": found}
+    ).scalar()
     conn.execute(
         text(
             f"INSERT INTO {ORIGIN_ROLES} VALUES (:o, :r) "
@@ -413,9 +428,9 @@ def bind_origin(conn: Connection, origin: str, role: str) -> None:
         text(
             f"INSERT INTO {ROW_ROLES} SELECT tbl, dest_id, :r FROM hs_sync_ids "
             "WHERE origin_id = :o AND tbl IN ('runs', 'sessions') AND dest_id IS NOT NULL "
-            "ON CONFLICT (tbl, row_id) DO UPDATE SET role = :r"
+            f"ON CONFLICT (tbl, row_id) DO UPDATE SET role = :r WHERE {ROW_ROLES}.role = :b"
         ),
-        {"o": found, "r": role},
+        {"o": found, "r": role, "b": before},
     )
 
 

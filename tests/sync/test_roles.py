@@ -80,6 +80,9 @@ def test_followers_sync_their_own_stores_and_plain_sql_cannot_touch_the_others(
     origin_b = run_sql(b, "SELECT origin_id FROM hs_sync_origin_roles WHERE role = session_user")
     assert refused(a, "INSERT INTO hs_sync_ids (origin_id, tbl, src_id, dest_id) "
                    "VALUES (:o, 'runs', 999, 1)", {"o": origin_b[0][0]}) == DENIED  # fmt: skip
+    mine = run_sql(a, "SELECT origin_id FROM hs_sync_origin_roles WHERE role = session_user")
+    planted = "INSERT INTO hs_sync_ids (origin_id, tbl, src_id, dest_id) VALUES (:o, 'runs', 9, :r)"
+    assert refused(a, planted, {"o": mine[0][0], **other}) == DENIED  # its own map, their run
     # moving its own row into another's run: refused
     assert refused(a, "UPDATE steps SET run_id = :r WHERE run_id = :mine",
                    {**other, "mine": ours[0]}) == DENIED  # fmt: skip
