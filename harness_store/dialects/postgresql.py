@@ -34,6 +34,7 @@ from ..errors import (
     StoreLockedError,
 )
 from .base import SPEND_DAY, SPEND_MODEL, SPEND_WATCHED, Backend
+from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE
 
 FORMAT_TABLE = "harness_user_version"
 """PostgreSQL's stand-in for `PRAGMA user_version`: one row, one INTEGER."""
@@ -54,8 +55,6 @@ FEW_ROWS = 500
 than a temporary table and INSERT … SELECT."""
 PRIVILEGE_STATE = "42501"
 """insufficient_privilege: a grant or a row-level security policy refused the statement."""
-OTHER_ROLE_STATE = "HS001"
-"""Raised by the roles' guard trigger (`postgresql_roles.ORIGIN_OF_ANOTHER_ROLE`)."""
 FOREIGN_KEY_STATE = "23503"
 OUT_OF_RANGE_STATE = "22003"
 """numeric_value_out_of_range: a BIGINT sum or cast past 64 bits."""
@@ -275,7 +274,7 @@ class PostgreSQLBackend(Backend):
             return StoreLockedError(f"the store stayed locked by another writer: {message}")
         if sqlstate == READ_ONLY_STATE:
             return StoreAccessError(f"the store was opened read-only: {message}")
-        if sqlstate == OTHER_ROLE_STATE:
+        if sqlstate == ORIGIN_OF_ANOTHER_ROLE:  # the roles' guard trigger
             said = getattr(getattr(exc, "diag", None), "message_primary", None)
             return OriginOfAnotherRoleError(said or message)
         if sqlstate == PRIVILEGE_STATE:

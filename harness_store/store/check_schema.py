@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Index, MetaData, func, inspect, select, text
 from .. import models as m
 from ..dialects import Backend, backend_for
 from ..dialects.postgresql import FORMAT_TABLE
+from ..dialects.postgresql_roles import ROLE_TRIGGERS
 from ..models.spend import SPEND_TABLES
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
 from ..releases import (
@@ -38,8 +39,6 @@ K = FindingKind
 
 SPEND_TRIGGERS = frozenset({"hs_spend_insert", "hs_spend_delete", "hs_spend_update"})
 """hs3's triggers on `provider_calls`."""
-
-from ..dialects.postgresql_roles import ROLE_TRIGGERS  # noqa: E402
 
 OWN_TABLES = frozenset({FORMAT_TABLE})
 """harness_store's own tables that `detect.read_tables` lists (PostgreSQL's stand-in for
