@@ -39,13 +39,14 @@ def test_an_upgrade_guards_the_tables_it_adds(
     """Roles made on a centre at 0.64, which has no `tool_attempts`; the upgrade to head adds
     it, and the followers' rules hold there as on every other table."""
     upgrade(pg_url, "0.64")
-    a, b = new_role(), new_role()
+    a, b, reader = new_role(), new_role(), new_role()
     engine = create_engine(pg_url, poolclass=NullPool)
     try:
         with engine.begin() as conn:
             SYNC_METADATA.create_all(conn)
             grant_role(conn, a, "follower")
             grant_role(conn, b, "follower")
+            grant_role(conn, reader, "reader")
     finally:
         engine.dispose()
     with pytest.raises(PrivilegeError):  # the owner alone migrates the centre
@@ -75,6 +76,9 @@ def test_an_upgrade_guards_the_tables_it_adds(
     assert refused(url, insert, {"r": theirs[1]}) == DENIED
     assert refused(url, "TRUNCATE tool_attempts") == DENIED
     assert mirror_problems(pg_url, host_b) == []
+    reading = as_role(pg_url, reader)  # a reader reads the new table, and writes nothing there
+    assert len(run_sql(reading, "SELECT id FROM tool_attempts")) == 2
+    assert refused(reading, "DELETE FROM tool_attempts") == DENIED
 
 
 def test_a_followers_newer_memory_entry_shadows_anothers_as_the_owners_sync_does(
