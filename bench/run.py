@@ -78,6 +78,8 @@ BENCHMARKS = (
               "docs/guides/sync.md: Copy and sync, side by side", postgresql="needs --pg"),
     Benchmark("follow", "follow", "14a, 14b, 14c", "docs/guides/sync.md: Following, figures",
               postgresql="needs --pg"),
+    Benchmark("roles", "roles", "18", "docs/guides/security.md: What the rules cost",
+              postgresql="needs --pg"),
     Benchmark("pg", "postgres", "6.1 (checkpoint), 6.2 (batch), 11.1 (group), 6.3 (trees)",
               f"{BENCH}: Summary, PostgreSQL rows ³ ⁴; Checkpoints on PostgreSQL; "
               "docs/design/connector.md: Figures", postgresql="needs --pg"),

@@ -304,3 +304,15 @@ class LoopClosedError(StoreError):
     """An `AsyncStore` call could not go on because the event loop it was made on was closed
     under it: a `transaction()` block open when its loop closed was rolled back (nothing of it
     was committed). The store itself goes on from another loop."""
+
+
+class PrivilegeError(StoreAccessError):
+    """The centre's rules refused the statement (SQLSTATE 42501: a table, a column or a row
+    the connected role may not write, DDL it may not run): a follower role writes only its
+    own origins' rows, a reader writes nothing. Nothing of the transaction was committed."""
+
+
+class OriginOfAnotherRoleError(PrivilegeError):
+    """A follower role tried to sync (or change) an origin that is bound to another role, or
+    to the owner: each origin of a centre with roles is written by the one role it belongs
+    to. The source is refused; nothing of it was written."""

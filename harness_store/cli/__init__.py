@@ -66,6 +66,7 @@ from . import (  # noqa: F401  (register commands)
     inspect,
     memory,
     retention,
+    roles,
     runs,
     spend,
     sync,

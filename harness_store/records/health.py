@@ -69,6 +69,9 @@ class FindingKind(Enum):
     SPEND_COUNTER = "spend_counter"
     """A kept spend answer, still marked current by its counter, that disagrees with the
     calls in `provider_calls`."""
+    UNGUARDED_TABLE = "unguarded_table"
+    """On a PostgreSQL centre with roles: a table a follower role may write without
+    row-level security or one of its policies (`harness-store roles` puts them back)."""
 
 
 @dataclass(frozen=True)

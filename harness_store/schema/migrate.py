@@ -42,6 +42,7 @@ from sqlalchemy.engine import URL
 
 from ..connector import Lent, lend, translated
 from ..dialects import backend_for, backend_named
+from ..dialects.postgresql_roles import keep_rules
 from ..engine import make_engine, read_only_url, resolve_target, safe_url, sqlite_path, to_url
 from ..errors import (
     MalformedStoreError,
@@ -598,6 +599,8 @@ def _migrate(
                 report.stamped = found.revision
                 report.say(f"stamped at {found.revision}")
             context.run_migrations()
+            if work and conn.dialect.name == "postgresql":
+                keep_rules(conn)  # the tables a revision added or changed get the roles' rules
     except BaseException as exc:
         failed = report.stage
         if failed == "upgrade" and report.backup is not None:

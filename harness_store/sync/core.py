@@ -22,11 +22,14 @@ from sqlalchemy.util import LRUCache
 
 from ..connector import Connector, connector_at, connector_over
 from ..dialects import backend_named
+from ..dialects.postgresql_roles import keep_rules
 from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import (
     CopiedWithoutOriginError,
     InvalidValueError,
     MalformedStoreError,
+    OriginOfAnotherRoleError,
+    PrivilegeError,
     SchemaError,
     StoreError,
     StoreNotFoundError,
@@ -207,12 +210,14 @@ SOURCE_REFUSALS = (
     UnfinishedTransactionError,
     CopiedWithoutOriginError,
     UnsendableValueError,
+    OriginOfAnotherRoleError,
 )
 """What refuses one source (named, nothing of it written) while the others are synced: a
 database that is no store sync can read, a store whose writer was killed mid-write (a
 hot rollback journal only a write open may roll back), a store whose runs the
 destination holds already under no origin, and a store holding a value the destination
-cannot hold as it is (named; sent once the row is repaired)."""
+cannot hold as it is (named; sent once the row is repaired), or an origin bound to another
+role than the follower syncing it."""
 
 
 def _synced(result: OriginReport | RefusedSource) -> bool:
@@ -302,7 +307,7 @@ def prepare_dest(dest: Connector | Engine, url: URL) -> None:
     A destination a sync prepared before (at head, sync's tables there, no unfinished copy)
     is known from one look and not opened again. `dest` is the destination's connector (or
     an engine, to make one over)."""
-    with _connector(dest) as connector:
+    with _connector(dest) as connector, connector.translated():  # a role refused: typed
         _prepare(connector, url)
 
 
@@ -326,6 +331,8 @@ def _prepare(dest: Connector, url: URL) -> None:
         Store.open(url).close()
     with dest.load() as conn:
         SYNC_METADATA.create_all(conn, checkfirst=True)
+        if conn.dialect.name == "postgresql":
+            keep_rules(conn)  # a sync table new here gets the roles' rules too
 
 
 Ready = Callable[[Connection], None]
@@ -519,6 +526,9 @@ def _sync_source(
                     raise MalformedStoreError(
                         malformed_source_message(str(path), str(exc.orig), "synced")
                     ) from None
+                refused = dest.backend.translate_error(exc)
+                if isinstance(refused, PrivilegeError):  # the centre's roles refused it
+                    raise refused from None
                 raise
     raise AssertionError("unreachable")
 
