@@ -69,6 +69,10 @@ class FindingKind(Enum):
     SPEND_COUNTER = "spend_counter"
     """A kept spend answer, still marked current by its counter, that disagrees with the
     calls in `provider_calls`."""
+    QUARANTINED = "quarantined"
+    """A run a sync holds in the centre's quarantine (`hs_sync_quarantine`): one of its rows
+    holds a value the centre cannot hold as it is (or it waits for such a run); it is sent
+    whole once its source is repaired."""
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from ..schema.backup import take_backup
 from ..schema.detect import read_revision, read_tables
 from ..schema.preflight import is_malformed
 from .base import StoreBase
+from .check_quarantine import QUARANTINE_TABLE, quarantine_findings
 from .check_rows import (
     file_findings,
     lease_findings,
@@ -113,6 +114,9 @@ def _run_checks(
     if "provider_calls" in tables and set(SPEND_TABLES) <= present:
         findings += spend_findings(conn)
         checks.append("spend")
+    if QUARANTINE_TABLE in present:
+        findings += quarantine_findings(conn)
+        checks.append("quarantine")
 
 
 def file_damage(store: StoreBase) -> list[str]:
