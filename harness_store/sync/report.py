@@ -33,6 +33,16 @@ class HeldRun:
         where = f"{self.table}.{self.column} of the row {self.row} " if self.column else ""
         return f"quarantined run {self.run}: {where}{self.problem}"
 
+    def as_json(self) -> dict[str, object]:
+        """The held run as a JSON object."""
+        return {
+            "run": self.run,
+            "table": self.table,
+            "row": self.row,
+            "column": self.column,
+            "problem": self.problem,
+        }
+
 
 @dataclass
 class TableCounts:
