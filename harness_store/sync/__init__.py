@@ -25,12 +25,12 @@ files show a commit (`follow`, `watch`), through the same pass as `sync`'s.
 
 from __future__ import annotations
 
+from ..store.check_quarantine import QuarantinedRun
 from .core import sync
 from .follow import follow
 from .follow_report import FollowNotice, FollowPass, FollowReport
 from .lookup import (
     OriginInfo,
-    QuarantinedRun,
     central_run,
     list_origins,
     origin_runs,

@@ -24,9 +24,9 @@ from ..stamps import Stamp
 from . import quarantine
 from .append_tables import AppendTables
 from .origin_state import (
-    HELD_MARK,
     ANCHOR_MARK,
     CHUNK,
+    HELD_MARK,
     STATE_MARK,
     UNSETTLED,
     Carried,
@@ -34,7 +34,7 @@ from .origin_state import (
     anchor_columns,
     chunks,
 )
-from .quarantine import HeldRun
+from .report import HeldRun
 from .rows import digest, model_table, source_columns_of
 from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
 from .state_tables import StateTables
