@@ -164,7 +164,12 @@ class OriginSync(StateTables, AppendTables):
                     if run is not None:
                         found.setdefault(run, (rule.table, row, column, said))
         family = (
-            quarantine.waiting(self.src, self.have, {r: f[3] for r, f in found.items()})
+            quarantine.waiting(
+                self.src,
+                self.have,
+                {r: f[3] for r, f in found.items()},
+                set() if whole else set(self.ids[RUNS]),
+            )
             if found
             else {}
         )

@@ -75,10 +75,15 @@ def find(
 
 
 def waiting(
-    src: Connection, have: Mapping[str, frozenset[str]], held: dict[int, str]
+    src: Connection,
+    have: Mapping[str, frozenset[str]],
+    held: dict[int, str],
+    central: set[int],
 ) -> dict[int, str]:
     """`held` (run → what is wrong) with every run that must wait for one of them: a run
-    whose rows link to a held run (a child run, a parent whose spawn names it), and so on."""
+    whose rows link to a held run that is not `central` already (a child run, a parent whose
+    spawn names it), and so on. A link to a run the centre holds (as it was last sent)
+    resolves: what links to it need not wait."""
     held = dict(held)
     pairs: list[tuple[Any, Any]] = []
     for rule, column in run_rules(have):
@@ -89,9 +94,12 @@ def waiting(
     grew = True
     while grew:
         grew = False
+        absent = sorted(set(held) - central)
+        if not absent:
+            break
         for own, link in pairs:
             rows = src.execute(
-                select(own, link).where(link.in_(sorted(held)), own.not_in(sorted(held))).distinct()
+                select(own, link).where(link.in_(absent), own.not_in(sorted(held))).distinct()
             )
             for run, linked in rows:
                 if isinstance(run, int) and run not in held:

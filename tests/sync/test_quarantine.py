@@ -126,7 +126,8 @@ def test_a_run_already_central_keeps_its_rows_while_its_new_ones_wait(
     with closing(sqlite3.connect(host)) as conn, conn:
         conn.execute(f"UPDATE steps SET result = {NUL} WHERE run_id = ? AND step = 9", [roots[1]])
     sync([host], pg_url)
-    assert [q.run for q in quarantined(pg_url)] == [roots[1], roots[1] + 1]  # and its child
+    # its child, central too, links to the run as last sent: it need not wait
+    assert [q.run for q in quarantined(pg_url)] == [roots[1]]
     assert "goal h1" in central_runs(pg_url)  # as it was last sent
     with closing(sqlite3.connect(host)) as conn, conn:
         conn.execute("UPDATE steps SET result = 'fine' WHERE step = 9")
@@ -196,3 +197,20 @@ def test_a_centre_synced_before_the_quarantine_gets_its_table(pg_url: str, tmp_p
     spoil(host, "steps", "result", NUL, roots[1])
     sync([host, other], pg_url)
     assert [q.run for q in quarantined(pg_url)] == [roots[1], roots[1] + 1]
+
+
+def test_a_quarantine_written_in_slices_sends_the_run_once(tmp_path: Path) -> None:
+    """Into a SQLite centre a pass commits slices of `batch_size` rows: a run held, then
+    released, arrives whole and once however its rows fall into slices."""
+    host, centre = tmp_path / "host.sqlite3", str(tmp_path / "centre.sqlite3")
+    roots = write_source(host, runs=3, steps=7, tag="h")
+    row = spoil(host, "runs", "parent_run_id", TEXT, roots[1])
+    report = sync([host], centre, batch_size=2)
+    assert [q.run for q in report.origins[0].quarantined] == [roots[1], roots[1] + 1]
+    assert "goal h1" not in central_runs(centre)
+    assert {"goal h0", "goal h2"} <= set(central_runs(centre))
+    repair(host, "runs", "parent_run_id", row)
+    assert sync([host], centre, batch_size=2).origins[0].released == (roots[1], roots[1] + 1)
+    assert quarantined(centre) == []
+    assert mirror_problems(centre, host) == []
+    assert sync([host], centre, batch_size=2).rows == 0
