@@ -2,7 +2,8 @@
 that its column's type does not (written with `sqlite3` directly, as a foreign writer leaves
 it), each path that moves or shows data does what the table's cell says — `exact` (the value
 arrives, or is shown, as it is), `refused` (one line or a typed error naming the table, the
-row and the column; nothing written), `named` (`check` reports it as a finding).
+row and the column; nothing written), `quarantined` (its run is held in the centre's
+quarantine, byte-exact, and named), `named` (`check` reports it as a finding).
 
 The table is parsed from the page, so the page cannot drift from what the paths do. The
 PostgreSQL column runs with the `pg_url` fixture."""
@@ -26,9 +27,10 @@ from support.clirun import run_in_process
 
 from harness_store import StepRecord, Store
 from harness_store.analytics.dataset import read_dataset
+from harness_store.sync import quarantined
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "values.md"
-CELLS = ("exact", "refused", "named", "healthy", "replaced", "unnamed", "unread")
+CELLS = ("exact", "refused", "quarantined", "named", "healthy", "replaced", "unnamed", "unread")
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,36 @@ def into_postgresql(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> 
         engine.dispose()
 
 
+def sync_into_postgresql(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
+    assert pg_url is not None
+    done = run_in_process("sync", source, pg_url)
+
+    def exact() -> Outcome | bool:
+        held = quarantined(pg_url)
+        if held:  # the run is kept byte-exact, and named in the command's output
+            (entry,) = held
+            storage, raw = entry.rows()[kind.table][0][kind.column]
+            kept = (storage, (raw or b"").hex().upper()) == cell_of(source, kind)
+            said = f"quarantined run {entry.run}: {kind.table}.{kind.column}" in done.stdout
+            return "quarantined" if kept and said else f"quarantined, kept {kept}, said {said}"
+        engine = create_engine(pg_url)
+        try:
+            with engine.connect() as conn:
+                value = conn.execute(text(f"SELECT {kind.column} FROM {kind.table}")).scalar()
+        finally:
+            engine.dispose()
+        return compared(value, kind)
+
+    try:
+        return refused_or(done, kind, exact)
+    finally:  # the next value of the kind goes into an empty database again
+        engine = create_engine(pg_url)
+        with engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA public CASCADE"))
+            conn.execute(text("CREATE SCHEMA public"))
+        engine.dispose()
+
+
 def archive(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
     before = cell_of(source, kind)
     with closing(sqlite3.connect(source)) as conn:  # a leased run is in use: lapse it
@@ -282,6 +314,7 @@ def check(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
 PATHS: dict[str, Callable[[Path, Path, Kind, str | None], Outcome]] = {
     "`sync` and `copy` into SQLite": into_sqlite,
     "`copy` into PostgreSQL": into_postgresql,
+    "`sync` into PostgreSQL": sync_into_postgresql,
     "`prune --archive-to`": archive,
     "`export parquet`": parquet,
     "`export otlp`": otlp,

@@ -64,6 +64,8 @@ def _report_json(report: SyncReport) -> dict[str, object]:
                 "seconds": o.seconds,
                 "reread": o.reread,
                 "warnings": list(o.warnings),
+                "quarantined": [q.as_json() for q in o.quarantined],
+                "released": list(o.released),
             }
             for o in report.origins
         ],
@@ -172,7 +174,7 @@ def follow_sources(
             sys.stdout.write(json.dumps(event.as_json(), ensure_ascii=False) + "\n")
             sys.stdout.flush()
         elif isinstance(event, FollowPass):
-            if event.rows:
+            if event.rows or event.quarantined or event.released:
                 sys.stdout.write(visible(event.describe()) + "\n")
                 sys.stdout.flush()
         elif isinstance(event, FollowNotice):

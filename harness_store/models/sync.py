@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, Table, Text, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+)
 
 SYNC_METADATA = MetaData()
 
@@ -62,6 +72,26 @@ MARKS = Table(
     Column("hwm", BigInteger, nullable=False),
 )
 """Per origin and append-only table, the highest source id already sent."""
+
+QUARANTINE = Table(
+    "hs_sync_quarantine",
+    SYNC_METADATA,
+    Column("origin_id", Integer, primary_key=True, autoincrement=False),
+    Column("run_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("tbl", Text, nullable=False),
+    Column("row_key", Text),
+    Column("col", Text),
+    Column("problem", Text, nullable=False),
+    Column("raw", LargeBinary, nullable=False),
+    Column("first_seen", Text, nullable=False),
+    Column("last_seen", Text, nullable=False),
+)
+"""Per origin, the runs a sync holds back because one of their rows holds a value the centre
+cannot hold as it is (or because they wait for such a run: a child, a run whose rows link to
+it). `run_id` is the run's id in the source; `tbl`, `row_key`, `col` and `problem` name the
+first value found (`row_key` and `col` NULL for a run that only waits); `raw` is every row of
+the run as the source holds it, byte-exact (`sync.quarantine.encode_rows`). A row is deleted
+by the pass that sends its run whole, once its source is repaired."""
 
 SOURCE_MARKER = Table(
     "hs_sync_origin",

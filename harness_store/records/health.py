@@ -72,6 +72,10 @@ class FindingKind(Enum):
     UNGUARDED_TABLE = "unguarded_table"
     """On a PostgreSQL centre with roles: a table a follower role may write without
     row-level security or one of its policies (`harness-store roles` puts them back)."""
+    QUARANTINED = "quarantined"
+    """A run a sync holds in the centre's quarantine (`hs_sync_quarantine`): one of its rows
+    holds a value the centre cannot hold as it is (or it waits for such a run); it is sent
+    whole once its source is repaired."""
 
 
 @dataclass(frozen=True)

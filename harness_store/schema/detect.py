@@ -46,7 +46,7 @@ from ..releases import (
 
 IGNORED_TABLES = frozenset(
     {"sqlite_sequence", "sqlite_stat1", "sqlite_stat4", "alembic_version"}
-    | {"hs_sync_origin", "hs_sync_origins", "hs_sync_ids", "hs_sync_marks"}
+    | {"hs_sync_origin", "hs_sync_origins", "hs_sync_ids", "hs_sync_marks", "hs_sync_quarantine"}
     | {"hs_spend_days", "hs_spend_runs", "hs_spend_priced_days", "hs_spend_priced_runs"}
     | {"hs_sync_roles", "hs_sync_origin_roles", "hs_sync_row_roles"}
 )

@@ -32,6 +32,7 @@ from ..schema.detect import read_revision, read_tables
 from ..schema.preflight import is_malformed
 from .base import StoreBase
 from .check_roles import role_findings
+from .check_quarantine import QUARANTINE_TABLE, quarantine_findings
 from .check_rows import (
     file_findings,
     lease_findings,
@@ -117,6 +118,9 @@ def _run_checks(
     if backend.name == "postgresql":
         findings += role_findings(conn, backend)
         checks.append("roles")
+    if QUARANTINE_TABLE in present:
+        findings += quarantine_findings(conn)
+        checks.append("quarantine")
 
 
 def file_damage(store: StoreBase) -> list[str]:

@@ -25,12 +25,21 @@ files show a commit (`follow`, `watch`), through the same pass as `sync`'s.
 
 from __future__ import annotations
 
+from ..store.check_quarantine import QuarantinedRun
 from .core import sync
 from .follow import follow
 from .follow_report import FollowNotice, FollowPass, FollowReport
-from .lookup import OriginInfo, central_run, list_origins, origin_runs, source_run
+from .lookup import (
+    OriginInfo,
+    central_run,
+    list_origins,
+    origin_runs,
+    quarantined,
+    source_run,
+)
 from .report import (
     DuplicateOriginError,
+    HeldRun,
     OriginReport,
     Progress,
     RefusedSource,
@@ -46,9 +55,11 @@ __all__ = [
     "FollowNotice",
     "FollowPass",
     "FollowReport",
+    "HeldRun",
     "OriginInfo",
     "OriginReport",
     "Progress",
+    "QuarantinedRun",
     "RefusedSource",
     "Rule",
     "SyncRefusedError",
@@ -58,6 +69,7 @@ __all__ = [
     "follow",
     "list_origins",
     "origin_runs",
+    "quarantined",
     "source_run",
     "sync",
 ]

@@ -49,6 +49,7 @@ class AppendTables(OriginState):
         elif kept is not None:
             text_total = kept
         reload -= set(self.gone_runs)
+        reload -= self.held  # sent whole once released
         if reload and hwm:
             dest_runs = [self.ids[RUNS][r] for r in reload if r in self.ids[RUNS]]
             for part in chunks(sorted(dest_runs)):
@@ -154,6 +155,8 @@ class AppendTables(OriginState):
             (names.index("json"), names.index("run_id")) if rule.table == "run_events" else None
         )
         run_ids = self.ids[RUNS]
+        held = self.held
+        own_at = names.index(rule.run_column) if held and rule.run_column in names else None
 
         def converted(batch: list[Any]) -> list[list[Any]]:
             """One fetched batch's rows as they are written, counted."""
@@ -164,6 +167,8 @@ class AppendTables(OriginState):
                 last = row
                 texts_read += sum(1 for i in text_at if row[i])
                 values = [row[i] for i in keep]
+                if own_at is not None and values[own_at] in held:
+                    continue  # its run is held back: sent whole once released
                 try:
                     for at, ids, may_be_null in links:
                         if values[at] is not None:

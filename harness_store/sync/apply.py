@@ -20,11 +20,13 @@ from sqlalchemy import ColumnElement, and_, bindparam, delete, func, insert, sel
 
 from ..errors import UnsendableValueError
 from ..models.sync import IDS, MARKS
-from ..transfer.values import refusal
+from ..stamps import Stamp
+from . import quarantine
 from .append_tables import AppendTables
 from .origin_state import (
     ANCHOR_MARK,
     CHUNK,
+    HELD_MARK,
     STATE_MARK,
     UNSETTLED,
     Carried,
@@ -32,7 +34,8 @@ from .origin_state import (
     anchor_columns,
     chunks,
 )
-from .rows import digest, model_table, source_columns, source_columns_of
+from .report import HeldRun
+from .rows import digest, model_table, source_columns_of
 from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
 from .state_tables import StateTables
 
@@ -77,7 +80,7 @@ class OriginSync(StateTables, AppendTables):
         if work and checked and self.check_pages is not None:
             self.check_pages()
         if work and not self.adopt:
-            self._refuse_values(read, whole=self.fresh or reason is not None)
+            self._hold_values(read, whole=self.fresh or reason is not None)
         # an archive changes state rows too (turns, runs): only then are the append tables'
         # texts counted again
         self.scan_texts = state_changed
@@ -111,20 +114,29 @@ class OriginSync(StateTables, AppendTables):
                 self._sync_state(rule, *read.pop(rule.table))
             else:
                 self._sync_append(rule)
+        if self.held:  # the next pass looks at the held runs again, whatever changed
+            self.hwm[STATE_MARK + RUNS] = HELD_MARK
         if not self.adopt:  # a copy's links are its own already
             self._apply_fixups(final=True)
         self._delete_gone_runs()
         if self.uncovered:
             self._uncover_shadowed()
         self._save(final=True)
+        if self.released:  # sent whole by this pass: in its last transaction
+            quarantine.release(self.dst, self.origin_id, self.released)
         if self.carry is not None:
             self.carry.pending = self._carried()
 
-    def _refuse_values(self, read: dict[str, tuple[Any, Any, int]], *, whole: bool) -> None:
-        """Refuse, before anything is written, a value among the rows this pass sends that
-        the destination cannot hold as it is (`transfer.values.refusal`, the check copy
-        makes): the rows of every state table that changed, or all of them when the origin
-        is sent `whole`, and the rows of every append table above its mark."""
+    def _hold_values(self, read: dict[str, tuple[Any, Any, int]], *, whole: bool) -> None:
+        """Find, before anything is written, every value among the rows this pass sends that
+        the destination cannot hold as it is (`transfer.values.refusals`, the check copy
+        makes): in the rows of every state table that changed, or all of them when the
+        origin is sent `whole`, and the rows of every append table above its mark. The run
+        of such a row is held back (`quarantine`), with what waits for it; a value in no
+        run's row refuses the source (`UnsendableValueError`). Runs held back before are
+        looked at again: one whose rows the centre can now hold is released, sent whole by
+        this pass."""
+        found: dict[int, tuple[str, str | None, str | None, str]] = {}
         for rule in RULES:
             if rule.table not in self.have:
                 continue
@@ -137,11 +149,43 @@ class OriginSync(StateTables, AppendTables):
                 above = 0 if whole else self.hwm.get(rule.table, 0)
                 if self.tops.get(rule.table, 0) <= above:
                     continue
-            columns = source_columns(rule, self.have)
-            table = model_table(rule)
-            found = refusal(self.src, table, columns, self.backend, above, rule.links)
-            if found is not None:
-                raise UnsendableValueError(found)
+            for run, row, column, said in quarantine.find(
+                self.src, self.have, self.backend, rule, above=above
+            ):
+                if run is None:
+                    raise UnsendableValueError(f"{rule.table}.{column} of the row {row} {said}")
+                found.setdefault(run, (rule.table, row, column, said))
+        before = {} if self.fresh else quarantine.load(self.central, self.origin_id)
+        if before:
+            for rule, _ in quarantine.run_rules(self.have):
+                for run, row, column, said in quarantine.find(
+                    self.src, self.have, self.backend, rule, runs=before
+                ):
+                    if run is not None:
+                        found.setdefault(run, (rule.table, row, column, said))
+        family = (
+            quarantine.waiting(
+                self.src,
+                self.have,
+                {r: f[3] for r, f in found.items()},
+                set() if whole else set(self.ids[RUNS]),
+            )
+            if found
+            else {}
+        )
+        held = [
+            HeldRun(run, *found[run], new=run not in before)
+            if run in found
+            else HeldRun(run, RUNS, None, None, family[run], new=run not in before)
+            for run in sorted(family)
+        ]
+        self.held = set(family)
+        self.held_sessions = quarantine.held_sessions(self.src, self.have, self.held)
+        self.released = sorted(set(before) - self.held)
+        self.reload_runs.update(self.released)
+        self.quarantined = held
+        if held:
+            quarantine.save(self.src, self.dst, self.have, self.origin_id, held, Stamp.now().text)
 
     def _carried(self) -> Carried:
         """What this pass knew for the next one: every whole id map but memory's."""

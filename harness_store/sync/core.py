@@ -37,7 +37,7 @@ from ..errors import (
     UnsendableValueError,
 )
 from ..models import Base
-from ..models.sync import IDS, ORIGINS, SYNC_METADATA
+from ..models.sync import IDS, ORIGINS, QUARANTINE, SYNC_METADATA
 from ..releases import NEWEST_KNOWN_RELEASE
 from ..schema.copy_marker import refuse_unfinished_copy
 from ..schema.detect import IGNORED_TABLES, check_sqlite_file, read_revision, read_tables
@@ -633,6 +633,8 @@ def _send(
         reread=work.reread,
         warnings=origin.warnings,
         uncovered=work.uncovered,
+        quarantined=tuple(work.quarantined),
+        released=tuple(work.released),
     )
 
 
@@ -690,6 +692,7 @@ def withdraw(
     work = OriginSync(src, dst, origin_id, have, TableCounts())
     work._load()
     work._forget()
+    dst.execute(delete(QUARANTINE).where(QUARANTINE.c.origin_id == origin_id))
     dst.execute(delete(ORIGINS).where(ORIGINS.c.id == origin_id))
 
 

@@ -350,6 +350,8 @@ class _Follower:
                 delay,
                 done.reread,
                 done.warnings,
+                tuple(q for q in done.quarantined if q.new),
+                done.released,
             )
         )
         if done.uncovered:  # a deleted memory entry may uncover another origin's

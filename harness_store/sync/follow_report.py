@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .report import TableCounts
+from .report import HeldRun, TableCounts
 
 NoticeKind = Literal["waiting", "deleted", "refused", "retrying", "resumed", "stopping"]
 
@@ -28,6 +28,10 @@ class FollowPass:
     reread: str | None = None
     """Why the source was read again in full (its history went back), or None."""
     warnings: tuple[str, ...] = ()
+    quarantined: tuple[HeldRun, ...] = ()
+    """The runs this pass was the first to hold in quarantine (each named by one pass)."""
+    released: tuple[int, ...] = ()
+    """Source runs held before that this pass sent whole."""
 
     @property
     def rows(self) -> int:
@@ -42,6 +46,8 @@ class FollowPass:
             f"{sum(c.deleted.values())} deleted"
         )
         tail = f" (read again in full: {self.reread})" if self.reread else ""
+        tail += "".join(f"; {q.describe()}" for q in self.quarantined)
+        tail += "".join(f"; released run {r} from quarantine: sent whole" for r in self.released)
         return f"{self.source}: {self.rows} rows ({what}), delay {self.delay:.2f} s{tail}"
 
     def as_json(self) -> dict[str, object]:
@@ -58,6 +64,8 @@ class FollowPass:
             "seconds": round(self.seconds, 4),
             "reread": self.reread,
             "warnings": list(self.warnings),
+            "quarantined": [q.as_json() for q in self.quarantined],
+            "released": list(self.released),
         }
 
 

@@ -12,8 +12,9 @@ from sqlalchemy import Connection, func, inspect, or_, select
 from sqlalchemy.engine import URL
 
 from ..engine import to_url
-from ..models.sync import IDS, ORIGINS, recorded_path
+from ..models.sync import IDS, ORIGINS, QUARANTINE, recorded_path
 from ..store.base import StoreBase
+from ..store.check_quarantine import QuarantinedRun, read_quarantine
 
 Target = str | os.PathLike[str] | URL | StoreBase
 """A destination store: a path or URL (opened read-only for the question), or a Store."""
@@ -148,3 +149,12 @@ def has_origin(dest: Target, origin: str) -> bool:
     return any(
         origin in (o.uuid, o.path) or recorded_path(origin) == o.path for o in list_origins(dest)
     )
+
+
+def quarantined(dest: Target) -> list[QuarantinedRun]:
+    """Every run the centre `dest` holds in quarantine (a value it cannot hold as it is, or
+    waiting for such a run), by origin and source run id; none when nothing is held."""
+    with _reading(dest) as conn:
+        if not inspect(conn).has_table(QUARANTINE.name):
+            return []
+        return read_quarantine(conn)

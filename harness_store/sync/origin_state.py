@@ -63,6 +63,12 @@ to a row a later slice sends, a run whose rows are sent again later): no row has
 finds it changed and sends it again."""
 
 
+HELD_MARK = 0
+"""The mark a state table is saved with when a pass held back some of its rows (of runs in
+quarantine): no table hashes to it (but by a 2⁻⁶⁴ chance), so the next pass compares its
+rows again, and sends the held ones once their runs are released."""
+
+
 class Overtaken(Exception):
     """A pass written in slices found, beginning a slice, that another pass of its origin
     registered since it began (and reads what this one committed so far): it stops, and the
@@ -230,6 +236,14 @@ class OriginState:
         """The marks as the destination holds them (loaded or saved by a slice)."""
         self.gone_changes: list[dict[str, Any]] = []
         """The id-map changes of runs deleted in the source, saved with their deletion."""
+        self.held: set[int] = set()
+        """Source runs this pass holds back (`quarantine`): none of their rows is written."""
+        self.held_sessions: set[int] = set()
+        """Source sessions a held run is a turn of: they wait, with all their turns."""
+        self.released: list[int] = []
+        """Source runs held back before that this pass sends whole."""
+        self.quarantined: list[Any] = []
+        """What this pass held back (`quarantine.HeldRun`s)."""
         self.flushed_unsettled: set[tuple[str, int]] = set()
         """Unsettled rows a committed slice saved as `UNSETTLED`: their true map is saved
         once they settle."""

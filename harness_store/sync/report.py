@@ -15,6 +15,35 @@ Progress = Callable[[str, int, int, int], None]
 (`rows_sent` 0), as its rows go (after each batch) and when it is done."""
 
 
+@dataclass(frozen=True)
+class HeldRun:
+    """A run one pass held back: its id in the source, the first value found (table, row,
+    column; None for a run that only waits for another) and what is wrong, and whether this
+    pass is the first to hold it."""
+
+    run: int
+    table: str
+    row: str | None
+    column: str | None
+    problem: str
+    new: bool
+
+    def describe(self) -> str:
+        """One line for a person."""
+        where = f"{self.table}.{self.column} of the row {self.row} " if self.column else ""
+        return f"quarantined run {self.run}: {where}{self.problem}"
+
+    def as_json(self) -> dict[str, object]:
+        """The held run as a JSON object."""
+        return {
+            "run": self.run,
+            "table": self.table,
+            "row": self.row,
+            "column": self.column,
+            "problem": self.problem,
+        }
+
+
 @dataclass
 class TableCounts:
     """Rows inserted, updated and deleted centrally, and rows left out, per table."""
@@ -57,6 +86,11 @@ class OriginReport:
     uncovered: bool = False
     """Whether this sync deleted a memory entry that may have shadowed another origin's (that
     origin's entry comes back at its next sync)."""
+    quarantined: tuple[HeldRun, ...] = ()
+    """The runs of this source the centre holds in quarantine after this sync (a value it
+    cannot hold as it is, or waiting for such a run): none of their rows was written."""
+    released: tuple[int, ...] = ()
+    """Source runs held in quarantine before that this sync sent whole (repaired)."""
 
     def describe(self) -> str:
         """One line for a person."""
@@ -115,7 +149,10 @@ class SyncReport:
         ]
         if self.dest_setup is not None:
             lines.append(f"  {self.dest_setup}")
-        lines += ["  " + o.describe() for o in self.origins]
+        for o in self.origins:
+            lines.append("  " + o.describe())
+            lines += [f"    {q.describe()}" for q in o.quarantined]
+            lines += [f"    released run {r} from quarantine: sent whole" for r in o.released]
         lines += [f"  {r.source}: refused: {r.error}" for r in self.refused]
         return lines
 
@@ -142,6 +179,8 @@ def merged(
                 result,
                 seconds=result.seconds + second.seconds,
                 warnings=result.warnings + second.warnings,
+                quarantined=second.quarantined,
+                released=result.released + second.released,
             )
         )
     return together

@@ -4,13 +4,13 @@ ones deleted."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy import Table, bindparam, delete, insert, select, update
 
 from ..models.sync import IDS
-from .origin_state import ROUND_TRIP_ROWS, STATE_MARK, Entry, OriginState
+from .origin_state import HELD_MARK, ROUND_TRIP_ROWS, STATE_MARK, Entry, OriginState
 from .rows import (
     ROWID,
     Unlinked,
@@ -22,7 +22,7 @@ from .rows import (
     source_columns,
     source_select,
 )
-from .rules import RUNS, Rule
+from .rules import RUNS, SESSIONS, TURNS, Rule
 
 STATE_SELECTS: dict[tuple[str, tuple[str, ...]], str] = {}
 """The SQL of each state table's read, by table and the columns the source has: compiled once
@@ -58,10 +58,15 @@ class StateTables(OriginState):
         seen: set[int] = set()
         new: list[tuple[int, int, Any]] = []
         changed: list[tuple[int, int, Any]] = []
+        held = self._held_test(rule, names)
+        skipped = False
         for row in rows:
             hashed = digest(row)
             key = int(row[key_at])
             seen.add(key)
+            if held is not None and held(row):
+                skipped = True  # its run is held back: neither sent nor gone
+                continue
             entry = old.get(key)
             if entry is None:
                 new.append((key, hashed, row))
@@ -100,7 +105,26 @@ class StateTables(OriginState):
             ]
             self._insert_state(rule, table, [(k, h, r, False) for k, h, r in part])
             self._slice_done(len(part) * weight)
-        self.hwm[mark] = total  # the whole table is sent: saved with the last slice
+        # the whole table is sent (saved with the last slice), or compared again next time
+        self.hwm[mark] = HELD_MARK if skipped else total
+
+    def _held_test(self, rule: Rule, names: list[str]) -> Callable[[Any], bool] | None:
+        """What tells a row of `rule`'s table (as read, its columns `names`) that this pass
+        holds back: a row of a held run, a held session's row or turn; None when none is."""
+        if not self.held:
+            return None
+        runs, sessions = self.held, self.held_sessions
+        if rule.table == SESSIONS:
+            at = names.index("id")
+            return lambda row: row[at] in sessions
+        column = "id" if rule.table == RUNS else rule.run_column
+        if column is None or column not in names:
+            return None
+        at = names.index(column)
+        if rule.table == TURNS and "session_id" in names:
+            session_at = names.index("session_id")
+            return lambda row: row[at] in runs or row[session_at] in sessions
+        return lambda row: row[at] in runs
 
     def _delete_rows(self, rule: Rule, table: Table, entries: Iterable[Entry]) -> None:
         params = [{"k": e[0], "k2": e[1]} for e in entries if e[0] is not None]

@@ -27,6 +27,7 @@ from sqlalchemy import (
     Table,
     and_,
     bindparam,
+    case,
     cast,
     func,
     literal,
@@ -217,3 +218,56 @@ def undecodable(
                     f"{exc.start}), which no reader can take as text"
                 )
     return None
+
+
+Refusal = tuple[int | None, str, str, str]
+"""A value a target cannot hold: the run of its row (None when the row names none, or names
+it with no integer), its row key, its column, and what is wrong, said for a person."""
+
+
+def refusals(
+    src: Connection,
+    table: Table,
+    columns: Sequence[Column[Any]],
+    target: Backend,
+    run_column: str,
+    *,
+    above: int | None = None,
+    runs: Sequence[int] | None = None,
+    links: Iterable[str] = (),
+) -> list[Refusal]:
+    """Every value `refusal` would refuse among `columns` of the rows of `table` (above the
+    id `above`, of the runs `runs`, when given), one per row (its first), each with the run
+    its `run_column` names: what a sync holds back, run by run (`sync.quarantine`)."""
+    checks = _checks(backend_named(src.dialect.name), target, columns, links)
+    keys = list(table.primary_key.columns)
+    if not checks or not keys:
+        return []
+    run = table.c[run_column]
+    where = or_(*(condition for _, condition, _ in checks))
+    if above is not None:
+        where = and_(table.c.id > above, where)
+    if runs is not None:
+        where = and_(run.in_(list(runs)), where)
+    integer = backend_named(src.dialect.name).stored_as(run, "integer")
+    statement = (
+        select(
+            case((integer, run), else_=None) if integer is not None else run,
+            *keys,
+            *(func.typeof(column) for column, _, _ in checks),
+            *(cast(column, LargeBinary) for column, _, _ in checks),
+        )
+        .where(where)
+        .order_by(*keys)
+    )
+    found: list[Refusal] = []
+    k, n = len(keys), len(checks)
+    for row in src.execute(statement):
+        kinds, values = row[1 + k : 1 + k + n], row[1 + k + n :]
+        for (column, _, say), kind, value in zip(checks, kinds, values, strict=True):
+            said = say(str(kind), bytes(value)) if value is not None else None
+            if said is not None and (kind != "integer" or not isinstance(column.type, Integer)):
+                owner = None if row[0] is None else int(row[0])
+                found.append((owner, _row_name(table, row[1 : 1 + k]), column.name, said))
+                break
+    return found

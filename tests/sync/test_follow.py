@@ -432,18 +432,19 @@ def test_a_sync_of_the_source_between_two_passes_is_not_undone(
 def test_a_value_the_centre_cannot_hold_is_refused_by_name_not_retried(
     pg_url: str, tmp_path: Path
 ) -> None:
-    """A NUL in one host's row is a refusal, said once with the row, not an outage retried
-    forever: the other host flows meanwhile, and once the row is repaired the host's runs
-    arrive, each once."""
+    """Text that is not UTF-8 in one host's row (which no reader can take, so it refuses its
+    source; a NUL only quarantines its run, `test_quarantine_follow`) is a refusal, said once
+    with the row, not an outage retried forever: the other host flows meanwhile, and once
+    the row is repaired the host's runs arrive, each once."""
     host, other = tmp_path / "host.sqlite3", tmp_path / "other.sqlite3"
     write_source(host, runs=2, tag="h")
     write_source(other, runs=1, tag="o")
     with closing(sqlite3.connect(host)) as conn, conn:
-        conn.execute("UPDATE steps SET decision = 'a' || char(0) || 'b' WHERE id = 2")
+        conn.execute("UPDATE steps SET decision = CAST(x'41ff42' AS TEXT) WHERE id = 2")
     follower = Follower([host, other], pg_url)
     refused = follower.wait(lambda e: e["event"] == "refused" and e["source"] == str(host))
     assert "steps.decision" in refused["message"] and "id=2" in refused["message"]
-    assert "NUL" in refused["message"]
+    assert "not UTF-8" in refused["message"]
     follower.wait(sent_from(other))
     caught_up(pg_url, other)
     grow(other, "later", 2)  # the other host keeps flowing

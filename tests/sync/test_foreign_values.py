@@ -1,8 +1,10 @@
 """Values a foreign writer leaves in a source (written here with `sqlite3` directly, as
 io-harness or another writer would: NUL in text, bytes that are not UTF-8, a BLOB in a TEXT
 column, text or Infinity in an INTEGER column), synced into each backend: each arrives byte-
-and type-exact, or its source is refused by name (source, table, row id, column, what is
-wrong) with nothing of it written, while the other sources are synced."""
+and type-exact; or its run is quarantined, named (table, row id, column, what is wrong), while
+the source's other runs and the other sources are synced; or (text that is not UTF-8, which
+no reader can take) its source is refused by name with nothing of it written, while the
+other sources are synced."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from support.clirun import run_in_process
 from support.synccheck import mirror_problems, write_source
 
 from harness_store.errors import UnsendableValueError
-from harness_store.sync import SyncRefusedError, list_origins, sync
-from sync.foreign import BLOB, CASES, NUL, ROW, put, stored
+from harness_store.sync import SyncRefusedError, list_origins, quarantined, sync
+from sync.foreign import CASES, NOT_UTF8, ROW, put, stored
 
 
 @pytest.mark.parametrize(("table", "column", "value", "what", "sqlite_holds"), CASES)
@@ -37,6 +39,16 @@ def test_a_foreign_value_arrives_exactly_or_its_source_is_refused_by_name(
         assert stored(store_target, table, column) == want
         assert sync([host, other], store_target).rows == 0
         return
+    if what != "not UTF-8":  # the row's run is held back, the rest goes
+        sync([host, other], store_target)
+        run = ROW if table == "runs" else 1  # `ROW` is a step of run 1
+        held = {q.run: q for q in quarantined(store_target)}
+        assert run in held, held
+        said = f"{held[run].table}.{held[run].column} {held[run].row} {held[run].problem}"
+        assert f"{table}.{column}" in said and f"id={ROW}" in said and what in said, said
+        assert len(list_origins(store_target)) == 2
+        assert mirror_problems(store_target, other) == []
+        return
     with pytest.raises(SyncRefusedError) as refused:
         sync([host, other], store_target)
     (why,) = refused.value.refused
@@ -52,7 +64,7 @@ def test_a_foreign_value_arrives_exactly_or_its_source_is_refused_by_name(
 def test_the_command_names_the_row_in_one_line(pg_url: str, tmp_path: Path) -> None:
     host = tmp_path / "host.sqlite3"
     write_source(host, runs=1)
-    put(host, "steps", "decision", NUL)
+    put(host, "steps", "decision", NOT_UTF8)
     done = run_in_process("sync", host, pg_url)
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.strip().splitlines()
@@ -63,7 +75,7 @@ def test_the_command_names_the_row_in_one_line(pg_url: str, tmp_path: Path) -> N
 def test_a_repaired_row_is_sent_once(pg_url: str, tmp_path: Path) -> None:
     host = tmp_path / "host.sqlite3"
     write_source(host, runs=2)
-    put(host, "runs", "goal", BLOB)
+    put(host, "runs", "goal", NOT_UTF8)
     with pytest.raises(SyncRefusedError):
         sync([host], pg_url)
     put(host, "runs", "goal", "'repaired'")

@@ -1,0 +1,204 @@
+"""Runs a sync holds back: a run one of whose rows holds a value the centre cannot hold as it
+is (a NUL or a BLOB in PostgreSQL text, text or Infinity in an INTEGER column, text where a
+run's id belongs) is not written to the centre's tables; its rows are kept byte-exact in
+`hs_sync_quarantine` instead, and the host's other runs go on. What depends on such a run
+waits with it: its child runs, runs whose rows link to it, and the sessions (with all their
+turns) it is a turn of. A pass looks again at every run its origin holds back; one whose
+rows the centre can now hold is released, and sent whole by that pass (its append rows
+below the high-water mark sent again, as an archived run's are), exactly once.
+
+Only values in rows of a run are held back: one in a session's row (which no run owns) or
+in a row that names its run with no integer refuses its source by name, as before.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, LargeBinary, case, cast, delete, func, insert, select, update
+
+from ..dialects import Backend
+from ..models.sync import QUARANTINE
+from ..transfer.values import Refusal, refusals
+from .report import HeldRun
+from .rows import model_table, source_columns
+from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
+
+FORMAT = 1
+"""The version of `raw`'s JSON."""
+
+
+def run_rules(have: Mapping[str, frozenset[str]]) -> list[tuple[Rule, str]]:
+    """The tables a run's rows are in (that the source has), each with the column naming the
+    run (the runs table: its id)."""
+    out: list[tuple[Rule, str]] = []
+    for rule in RULES:
+        if rule.table not in have or rule.table == SESSIONS:
+            continue
+        column = "id" if rule.table == RUNS else rule.run_column
+        if column is not None and column in have[rule.table]:
+            out.append((rule, column))
+    return out
+
+
+def find(
+    src: Connection,
+    have: Mapping[str, frozenset[str]],
+    target: Backend,
+    rule: Rule,
+    *,
+    above: int | None = None,
+    runs: Iterable[int] | None = None,
+) -> list[Refusal]:
+    """The values of `rule`'s table the target cannot hold (`transfer.values.refusals`), each
+    with its run; for the sessions table (no run's) with none."""
+    column = "id" if rule.table == RUNS else rule.run_column
+    table = model_table(rule)
+    columns = source_columns(rule, have)
+    if rule.table == SESSIONS or column is None:
+        column = table.primary_key.columns.keys()[0]
+        found = refusals(src, table, columns, target, column, above=above, links=rule.links)
+        return [(None, row, col, said) for _, row, col, said in found]
+    return refusals(
+        src,
+        table,
+        columns,
+        target,
+        column,
+        above=above,
+        runs=None if runs is None else sorted(runs),
+        links=rule.links,
+    )
+
+
+def waiting(
+    src: Connection,
+    have: Mapping[str, frozenset[str]],
+    held: dict[int, str],
+    central: set[int],
+) -> dict[int, str]:
+    """`held` (run → what is wrong) with every run that must wait for one of them: a run
+    whose rows link to a held run that is not `central` already (a child run, a parent whose
+    spawn names it), and so on. A link to a run the centre holds (as it was last sent)
+    resolves: what links to it need not wait."""
+    held = dict(held)
+    pairs: list[tuple[Any, Any]] = []
+    for rule, column in run_rules(have):
+        table = model_table(rule)
+        for link, target in rule.links.items():
+            if target == RUNS and link != column and link in have[rule.table]:
+                pairs.append((table.c[column], table.c[link]))
+    grew = True
+    while grew:
+        grew = False
+        absent = sorted(set(held) - central)
+        if not absent:
+            break
+        for own, link in pairs:
+            rows = src.execute(
+                select(own, link).where(link.in_(absent), own.not_in(sorted(held))).distinct()
+            )
+            for run, linked in rows:
+                if isinstance(run, int) and run not in held:
+                    held[run] = f"waits for run {linked} of the same source, quarantined"
+                    grew = True
+    return held
+
+
+def held_sessions(src: Connection, have: Mapping[str, frozenset[str]], runs: set[int]) -> set[int]:
+    """The sessions a held run is a turn of: they wait (with all their turns) for it."""
+    if not runs or TURNS not in have:
+        return set()
+    turns = model_table(RULES[2])
+    rows = src.execute(
+        select(turns.c.session_id).where(turns.c.run_id.in_(sorted(runs))).distinct()
+    )
+    return {int(s) for (s,) in rows if isinstance(s, int)}
+
+
+def encode_rows(src: Connection, have: Mapping[str, frozenset[str]], run: int) -> bytes:
+    """Every row of run `run` in the source, byte-exact, as JSON: per table, the column
+    names and each row's values as `[storage class, base64 of the bytes]` (a REAL also with
+    its exact `float.hex`); NULL as null."""
+    tables: dict[str, Any] = {}
+    for rule, column in run_rules(have):
+        table = model_table(rule)
+        columns = source_columns(rule, have)
+        statement = select(
+            *(func.typeof(c) for c in columns),
+            *(cast(c, LargeBinary) for c in columns),
+            *(case((func.typeof(c) == "real", c), else_=None) for c in columns),
+        ).where(table.c[column] == run)
+        rows = []
+        n = len(columns)
+        for row in src.execute(statement.order_by(*table.primary_key.columns)):
+            values: list[Any] = []
+            for kind, raw, real in zip(row[:n], row[n : 2 * n], row[2 * n :], strict=True):
+                if raw is None:
+                    values.append(None)
+                    continue
+                value = [str(kind), base64.b64encode(bytes(raw)).decode("ascii")]
+                if real is not None:
+                    value.append(float(real).hex())
+                values.append(value)
+            rows.append(values)
+        if rows:
+            tables[rule.table] = {"columns": [c.name for c in columns], "rows": rows}
+    return json.dumps({"format": FORMAT, "tables": tables}, sort_keys=True).encode("utf-8")
+
+
+def load(conn: Connection, origin_id: int) -> dict[int, tuple[str, str]]:
+    """The runs the centre holds for the origin: run → (its problem, first seen)."""
+    rows = conn.execute(
+        select(QUARANTINE.c.run_id, QUARANTINE.c.problem, QUARANTINE.c.first_seen).where(
+            QUARANTINE.c.origin_id == origin_id
+        )
+    )
+    return {int(run): (str(problem), str(first)) for run, problem, first in rows}
+
+
+def save(
+    src: Connection,
+    dst: Connection,
+    have: Mapping[str, frozenset[str]],
+    origin_id: int,
+    held: list[HeldRun],
+    now: str,
+) -> None:
+    """Write the quarantine entries of the runs held this pass (new ones inserted, the
+    others brought up to date: their rows as the source holds them now)."""
+    for entry in held:
+        values = {
+            "tbl": entry.table,
+            "row_key": entry.row,
+            "col": entry.column,
+            "problem": entry.problem,
+            "raw": encode_rows(src, have, entry.run),
+            "last_seen": now,
+        }
+        if entry.new:
+            dst.execute(
+                insert(QUARANTINE).values(
+                    origin_id=origin_id, run_id=entry.run, first_seen=now, **values
+                )
+            )
+        else:
+            dst.execute(
+                update(QUARANTINE)
+                .where(QUARANTINE.c.origin_id == origin_id, QUARANTINE.c.run_id == entry.run)
+                .values(**values)
+            )
+
+
+def release(dst: Connection, origin_id: int, runs: Iterable[int]) -> None:
+    """Delete the entries of runs sent whole (in the transaction that sends them)."""
+    runs = sorted(runs)
+    if runs:
+        dst.execute(
+            delete(QUARANTINE).where(
+                QUARANTINE.c.origin_id == origin_id, QUARANTINE.c.run_id.in_(runs)
+            )
+        )
