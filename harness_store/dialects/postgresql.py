@@ -79,6 +79,48 @@ CLOCK = "clock_timestamp()"
 STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 
+SEARCH_PATH = "-csearch_path="
+"""The libpq option that keeps a store in a schema of its own: every connection of its URL
+starts with that schema as its whole `search_path`, so every statement (the Store's, the
+upgrade's, `alembic_version`'s) lands in it unqualified, and the schema others use is never
+seen."""
+
+
+def _options(url: URL) -> str:
+    """The URL's libpq `options`, as one string."""
+    options = url.query.get("options")
+    return options if isinstance(options, str) else " ".join(options or ())
+
+
+def with_own_schema(url: URL, schema: str) -> URL:
+    """`url` whose connections work in `schema` (a name checked by the caller: a plain
+    identifier, never quoted)."""
+    return url.update_query_dict({"options": f"{_options(url)} {SEARCH_PATH}{schema}".strip()})
+
+
+def own_schema_of(url: URL) -> str | None:
+    """The schema `with_own_schema` gave `url` (as written, unchecked), else None."""
+    found = [o[len(SEARCH_PATH) :] for o in _options(url).split() if o.startswith(SEARCH_PATH)]
+    return found[-1] if found else None
+
+
+def create_own_schema(conn: Connection, schema: str) -> bool:
+    """Create `schema` (a checked name) unless it exists, by the connected role, which then
+    owns it; whether it was created. Looked up first: `CREATE SCHEMA IF NOT EXISTS` needs
+    the right to create schemas even when it has nothing to do."""
+    exists = text("SELECT 1 FROM pg_namespace WHERE nspname = :name")
+    if conn.execute(exists, {"name": schema}).first() is not None:
+        return False
+    conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {schema}"))
+    return True
+
+
+def work_in_own_schema(conn: Connection, schema: str) -> None:
+    """Make `schema` (a checked name) the whole `search_path` of `conn`'s open transaction
+    (`SET LOCAL`: it ends with the transaction): a connection handed over to the upgrade."""
+    conn.execute(text("SELECT set_config('search_path', :schema, true)"), {"schema": schema})
+
+
 def database_exists(conn: Connection, name: str) -> bool:
     """Whether the server `conn` is connected to has a database called `name`."""
     named = text("SELECT 1 FROM pg_database WHERE datname = :name")
@@ -150,10 +192,8 @@ class PostgreSQLBackend(Backend):
                 raise DisconnectionError(str(exc)) from exc
 
     def read_only_url(self, url: URL) -> URL:
-        options = url.query.get("options")
-        given = options if isinstance(options, str) else " ".join(options or ())
         read_only = "-c default_transaction_read_only=on"
-        return url.update_query_dict({"options": f"{given} {read_only}".strip()})
+        return url.update_query_dict({"options": f"{_options(url)} {read_only}".strip()})
 
     def snapshot_sql(self) -> str | None:
         return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
