@@ -130,3 +130,16 @@ def test_the_schema_is_part_of_the_parsed_target(pg_url: str) -> None:
     assert Target.parse(pg_url).schema is None
     with pytest.raises(InvalidTargetError, match="schema"):
         Target.parse(target, schema="other")
+
+
+def test_a_schema_of_its_own_holding_someone_elses_table_is_refused(
+    pg_url: str, admin: Engine
+) -> None:
+    """Only our schema is judged, and judged as strictly as a database: a table that is not a
+    store's there is refused, nothing created beside it."""
+    with admin.begin() as conn:
+        conn.execute(text("CREATE SCHEMA harness"))
+        conn.execute(text("CREATE TABLE harness.things (id INTEGER)"))
+    with pytest.raises(SchemaError):
+        Store.open(pg_url, schema="harness")
+    assert tables_in(admin, "harness") == {"things"}
