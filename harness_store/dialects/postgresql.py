@@ -121,6 +121,12 @@ def work_in_own_schema(conn: Connection, schema: str) -> None:
     conn.execute(text("SELECT set_config('search_path', :schema, true)"), {"schema": schema})
 
 
+def search_path(conn: Connection) -> str:
+    """The `search_path` `conn` works with: the schema of its own a store's URL gave it,
+    unless something on the way (a pooler) dropped the startup option."""
+    return str(conn.execute(text("SELECT current_setting('search_path')")).scalar())
+
+
 def database_exists(conn: Connection, name: str) -> bool:
     """Whether the server `conn` is connected to has a database called `name`."""
     named = text("SELECT 1 FROM pg_database WHERE datname = :name")

@@ -42,9 +42,10 @@ from sqlalchemy.engine import URL
 
 from ..connector import Lent, lend, translated
 from ..dialects import backend_for, backend_named
-from ..dialects.postgresql import create_own_schema, work_in_own_schema
+from ..dialects.postgresql import create_own_schema, search_path, work_in_own_schema
 from ..engine import make_engine, read_only_url, resolve_target, safe_url, sqlite_path, to_url
 from ..errors import (
+    InvalidTargetError,
     MalformedStoreError,
     MigrationConnectionError,
     OfflineUpgradeError,
@@ -590,6 +591,8 @@ def _migrate(
     where = str(path) if path is not None else safe_url(conn.engine.url)
 
     with _stage("checking", where), lent.reading():
+        if schema is not None:
+            _refuse_lost_schema(conn, schema, where)
         found = diagnose(conn, shape=False)
     report.found = found
     report.before = found.revision
@@ -667,6 +670,19 @@ def _migrate(
         _switch_to_wal_after(context, lent, report, after.revision)
     report.after = after.revision
     report.say(f"now at {after.revision}")
+
+
+def _refuse_lost_schema(conn: Connection, schema: str, where: str) -> None:
+    """Refuse, before anything is read or written, a connection that does not work in the
+    store's schema: its startup option was dropped on the way (a pooler such as PgBouncer),
+    and the chain would land in the schema the connection has instead."""
+    found = search_path(conn)
+    if found != schema:
+        raise InvalidTargetError(
+            f"{where}: the connection works in {found!r}, not the store's schema {schema!r}: "
+            "the startup option that sets it did not reach the server (a pooler in between "
+            "drops it); connect to the server directly. Nothing was changed"
+        )
 
 
 def _needs_stamp(found: Diagnosis) -> bool:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, event, text
 
 from harness_store import AsyncStore, Store
 from harness_store.engine import make_engine
@@ -143,3 +144,25 @@ def test_a_schema_of_its_own_holding_someone_elses_table_is_refused(
     with pytest.raises(SchemaError):
         Store.open(pg_url, schema="harness")
     assert tables_in(admin, "harness") == {"things"}
+
+
+def test_a_connection_that_lost_its_schema_on_the_way_is_refused(
+    pg_url: str, admin: Engine
+) -> None:
+    """A pooler that drops the startup option (PgBouncer does) leaves the connection in the
+    application's schema: the upgrade refuses it before reading or writing anything there."""
+    engine = make_engine(Target.parse(pg_url, schema="harness").url)
+
+    @event.listens_for(engine, "connect")
+    def dropped_on_the_way(dbapi_connection: Any, record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SET search_path TO public")
+        dbapi_connection.commit()
+
+    try:
+        with engine.begin() as conn, pytest.raises(InvalidTargetError, match="did not reach"):
+            upgrade(pg_url, schema="harness", connection=conn)
+    finally:
+        engine.dispose()
+    assert tables_in(admin, "public") == {"app_users"}
+    assert "harness" not in schemas(admin)
