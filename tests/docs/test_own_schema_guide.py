@@ -7,6 +7,7 @@ skips them and this test runs them, in order, in one namespace.
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import sys
 from collections.abc import Iterator
@@ -48,7 +49,7 @@ def upgrade():
 def downgrade():
     op.drop_table("app_users")
 """
-APP_INI = "[alembic]\nscript_location = migrations\nprepend_sys_path = .\npath_separator = os\n"
+APP_INI = "[alembic]\nscript_location = %(here)s/migrations\nprepend_sys_path = %(here)s\npath_separator = os\n"
 
 
 def section_blocks() -> list[str]:
@@ -72,6 +73,7 @@ def write_application(folder: Path, env_py: str) -> None:
     shutil.copy(template, migrations / "script.py.mako")
     (migrations / "versions" / "a1_users.py").write_text(APP_REVISION)
     (folder / "alembic.ini").write_text(APP_INI)
+    importlib.invalidate_caches()  # the new package, however soon after another test's
 
 
 @pytest.fixture
