@@ -49,7 +49,11 @@ def upgrade():
 def downgrade():
     op.drop_table("app_users")
 """
-APP_INI = "[alembic]\nscript_location = %(here)s/migrations\nprepend_sys_path = %(here)s\npath_separator = os\n"
+APP_INI = """[alembic]
+script_location = %(here)s/migrations
+prepend_sys_path = %(here)s
+path_separator = os
+"""
 
 
 def section_blocks() -> list[str]:
