@@ -73,6 +73,20 @@ def test_sync_into_a_destination_in_a_schema_of_its_own(
     assert [r["goal"] for r in runs] == ["synced"]
 
 
+def test_copy_into_a_schema_of_its_own_named_in_the_url(
+    tmp_path: Path, pg_url: str, admin: Engine
+) -> None:
+    """`copy` has no `--schema`: the URL's own spelling reaches its target's every statement."""
+    source = tmp_path / "agent.sqlite3"
+    with Store.open(source) as store:
+        store.start_run("copied", "out.txt")
+    ok("copy", source, f"{pg_url}?options=-csearch_path%3Dcopied")
+    assert {"runs", "alembic_version"} <= tables_in(admin, "copied")
+    assert tables_in(admin, "public") == {"app_users"}
+    runs = json.loads(ok("runs", pg_url, "--schema", "copied", "--json"))
+    assert [r["goal"] for r in runs] == ["copied"]
+
+
 def test_schema_on_sqlite_is_a_usage_error_creating_nothing(tmp_path: Path) -> None:
     path = tmp_path / "runs.sqlite3"
     line = fails(EXIT_USAGE, "upgrade", path, "--schema", "harness")
