@@ -121,6 +121,18 @@ def work_in_own_schema(conn: Connection, schema: str) -> None:
     conn.execute(text("SELECT set_config('search_path', :schema, true)"), {"schema": schema})
 
 
+def own_schema_script(schema: str) -> list[str]:
+    """What an offline script (`upgrade --sql`) for a store in `schema` (a checked name) runs
+    first, inside its transaction: the schema created unless it exists (looked up first, as
+    online), then made the whole `search_path` of that transaction alone, whatever schema the
+    session that applies the script works in."""
+    return [
+        f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '{schema}') "
+        f"THEN CREATE SCHEMA {schema}; END IF; END $$",
+        f"SET LOCAL search_path TO {schema}",
+    ]
+
+
 def search_path(conn: Connection) -> str:
     """The `search_path` `conn` works with: the schema of its own a store's URL gave it,
     unless something on the way (a pooler) dropped the startup option."""

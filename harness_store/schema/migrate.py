@@ -42,7 +42,12 @@ from sqlalchemy.engine import URL
 
 from ..connector import Lent, lend, translated
 from ..dialects import backend_for, backend_named
-from ..dialects.postgresql import create_own_schema, search_path, work_in_own_schema
+from ..dialects.postgresql import (
+    create_own_schema,
+    own_schema_script,
+    search_path,
+    work_in_own_schema,
+)
 from ..engine import make_engine, read_only_url, resolve_target, safe_url, sqlite_path, to_url
 from ..errors import (
     InvalidTargetError,
@@ -374,11 +379,12 @@ def _run_environment(context: EnvironmentContext, *, typed: bool) -> None:
         if schema is not None:
             checked_schema(schema, backend)
     else:
-        url = Target.parse(_target(context, options), schema=schema).url
+        target = Target.parse(_target(context, options), schema=schema)
+        url, schema = target.url, target.schema
         backend = url.get_backend_name()
     with _typed_errors(backend) if typed else nullcontext():
         if context.is_offline_mode():
-            _run_offline(context, given, url)
+            _run_offline(context, given, url, schema)
         else:
             _run_online(context, given, url, options, schema)
 
@@ -393,13 +399,17 @@ def _target(context: EnvironmentContext, options: XOptions) -> URL:
 
 
 def _run_offline(
-    context: EnvironmentContext, given: Connection | Engine | None, url: URL | None
+    context: EnvironmentContext,
+    given: Connection | Engine | None,
+    url: URL | None,
+    schema: str | None = None,
 ) -> None:
     """Render the script for the dialect of what was handed over, else of the target. An
     `upgrade --sql` given no starting revision, aimed at an existing SQLite file, starts from
     what that store is (`_offline_start`); 0.12's switch to WAL, owed by a script that runs
     0.12's step or by a store past 0.12 that is not in WAL, comes after its COMMIT, where
-    SQLite honours it."""
+    SQLite honours it. A store in a schema of its own: the script creates the schema and works
+    in it for its transaction (`own_schema_script`)."""
     found: Diagnosis | None = None
     context.config.attributes.pop(WAL_AFTER_COMMIT, None)
     if given is not None:
@@ -421,6 +431,8 @@ def _run_offline(
         **start,
     )
     with context.begin_transaction():
+        for statement in own_schema_script(schema) if schema is not None else []:
+            context.execute(statement)
         context.run_migrations()
     if context.config.attributes.pop(WAL_AFTER_COMMIT, False):
         assert url is not None

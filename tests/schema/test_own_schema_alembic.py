@@ -6,6 +6,9 @@ nothing to do, and the application's schema is left as it was.
 
 from __future__ import annotations
 
+import io
+import shutil
+import subprocess
 from argparse import Namespace
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +18,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.util import CommandError
 from sqlalchemy import Engine, text
+from support.provided import unavailable
 
 from harness_store.engine import make_engine
 from harness_store.errors import MigrationConnectionError, MigrationOptionError
@@ -108,3 +112,27 @@ def test_a_connection_handed_over_outside_a_transaction_is_refused(admin: Engine
     with admin.connect() as conn:
         found = conn.execute(text("SELECT 1 FROM pg_namespace WHERE nspname = 'harness'"))
         assert found.first() is None
+
+
+def test_an_offline_script_for_a_schema_of_its_own_creates_it_and_works_in_it(
+    pg_url: str, admin: Engine
+) -> None:
+    """`alembic -x schema=NAME upgrade head --sql`: the script is applied by whoever runs
+    `psql`, in whatever schema their session has; it creates the schema and works in it
+    itself, for its own transaction."""
+    out = io.StringIO()
+    config = x_config(f"db={pg_url}", "schema=harness")
+    config.output_buffer = out
+    command.upgrade(config, "head", sql=True)
+    script = out.getvalue()
+    psql = shutil.which("psql")
+    if psql is None:
+        unavailable("psql is not installed")
+    plain = pg_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    done = subprocess.run([psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", plain],
+                          input=script, text=True, capture_output=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert version_in(admin, "harness") == HEAD
+    assert tables_in(admin, "public") == {"app_users"}
+    with admin.connect() as conn:
+        assert conn.execute(text("SELECT current_schema()")).scalar() == "public"
