@@ -41,7 +41,7 @@ def tables_in(engine: Engine, schema: str) -> set[str]:
         return {str(name) for name in rows.scalars()}
 
 
-def test_upgrade_runs_and_check_with_schema(pg_url: str, admin: Engine) -> None:
+def test_upgrade_runs_and_check_with_schema(tmp_path: Path, pg_url: str, admin: Engine) -> None:
     said = ok("upgrade", pg_url, "--schema", "harness")
     assert f"→ {HEAD}" in said
     assert "alembic_version" in tables_in(admin, "harness")
@@ -57,6 +57,9 @@ def test_upgrade_runs_and_check_with_schema(pg_url: str, admin: Engine) -> None:
     assert json.loads(ok("runs", spelled, "--json"))[0]["run_id"] == run
     # without it the command looks at the application's schema, which is no store
     fails(3, "runs", pg_url)
+    out = tmp_path / "dataset"
+    ok("export", "parquet", spelled, out)
+    assert any(out.rglob("*.parquet"))
 
 
 def test_sync_into_a_destination_in_a_schema_of_its_own(
