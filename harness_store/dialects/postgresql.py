@@ -457,9 +457,12 @@ class PostgreSQLBackend(Backend):
             )
 
         def function(name: str, body: str) -> str:
+            # `SET search_path FROM CURRENT`: the counters are found where the function was
+            # created (a store's schema of its own too), whatever the search_path of the
+            # session whose statement fires the trigger.
             return (
-                f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ "
-                f"BEGIN {body} RETURN NULL; END $$"
+                f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql "
+                f"SET search_path FROM CURRENT AS $$ BEGIN {body} RETURN NULL; END $$"
             )
 
         # Statement-level with transition tables for inserts and deletes (a COPY or a

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, text
 
-from harness_store import AsyncStore, Store
+from harness_store import AsyncStore, ProviderCall, StepRecord, Store, Usage
 from harness_store.engine import make_engine
 from harness_store.errors import InvalidTargetError, SchemaError
 from harness_store.releases import HEAD
@@ -166,3 +166,19 @@ def test_a_connection_that_lost_its_schema_on_the_way_is_refused(
         engine.dispose()
     assert tables_in(admin, "public") == {"app_users"}
     assert "harness" not in schemas(admin)
+
+
+def test_the_spend_triggers_work_from_a_session_in_another_schema(
+    pg_url: str, admin: Engine
+) -> None:
+    """The application's own session (or an administrator's) deleting the store's provider
+    calls, schema-qualified: the triggers' functions find the store's counters in the
+    store's schema, not in the session's."""
+    with Store.open(pg_url, schema="harness") as store:
+        run = store.start_run("goal", "out.txt")
+        store.checkpoint_step(run, StepRecord.new(1, "d", "r"))
+        store.record_provider_call(run, ProviderCall(1, 1, "a", "m", Usage(1, 1, 2), 5))
+    with admin.begin() as conn:
+        conn.execute(text("DELETE FROM harness.provider_calls"))
+    with Store.open(pg_url, schema="harness") as store:
+        assert store.check().findings == ()
