@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, event, inspect, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
@@ -45,6 +45,7 @@ about a third of an 8 KB page, after compression; this stays under it for any te
 LOCKED_STATES = frozenset({"55P03", "40P01", "40001"})
 """lock_not_available (lock timeout), deadlock_detected, serialization_failure."""
 READ_ONLY_STATE = "25006"
+INSUFFICIENT_PRIVILEGE_STATE = "42501"
 FOREIGN_KEY_STATE = "23503"
 OUT_OF_RANGE_STATE = "22003"
 """numeric_value_out_of_range: a BIGINT sum or cast past 64 bits."""
@@ -111,7 +112,17 @@ def create_own_schema(conn: Connection, schema: str) -> bool:
     exists = text("SELECT 1 FROM pg_namespace WHERE nspname = :name")
     if conn.execute(exists, {"name": schema}).first() is not None:
         return False
-    conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {schema}"))
+    try:
+        conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {schema}"))
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) != INSUFFICIENT_PRIVILEGE_STATE:
+            raise
+        raise StoreAccessError(
+            f"the store's schema {schema} does not exist, and this role may not create it: "
+            f"grant it CREATE ON DATABASE {conn.engine.url.database} for the first upgrade, "
+            f"or create the schema beforehand (CREATE SCHEMA {schema} AUTHORIZATION …); "
+            "nothing was changed"
+        ) from None
     return True
 
 

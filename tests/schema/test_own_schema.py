@@ -8,16 +8,17 @@ anything is created. A name that is not a plain PostgreSQL identifier is refused
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, event, make_url, text
 
 from harness_store import AsyncStore, ProviderCall, StepRecord, Store, Usage
 from harness_store.engine import make_engine
-from harness_store.errors import InvalidTargetError, SchemaError
+from harness_store.errors import InvalidTargetError, SchemaError, StoreAccessError
 from harness_store.releases import HEAD
 from harness_store.schema import upgrade
 from harness_store.targets import Target
@@ -182,3 +183,19 @@ def test_the_spend_triggers_work_from_a_session_in_another_schema(
         conn.execute(text("DELETE FROM harness.provider_calls"))
     with Store.open(pg_url, schema="harness") as store:
         assert store.check().findings == ()
+
+
+def test_a_role_that_may_not_create_the_schema_is_told_so(pg_url: str, admin: Engine) -> None:
+    """The first upgrade creates the schema; a role without the right to is refused with a
+    typed error that says what to grant, nothing created."""
+    role = f"hs_no_schema_{uuid.uuid4().hex[:12]}"
+    with admin.begin() as conn:
+        conn.execute(text(f"CREATE ROLE {role} LOGIN"))
+    try:
+        as_role = make_url(pg_url).set(username=role, password=None)
+        with pytest.raises(StoreAccessError, match="CREATE ON DATABASE"):
+            Store.open(as_role, schema="harness")
+        assert "harness" not in schemas(admin)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f"DROP ROLE {role}"))
