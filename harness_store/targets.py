@@ -1,5 +1,6 @@
 """A store target, parsed once at the edge: the URL, the SQLite file (if any), whether it is
-an in-memory database, whether it is opened for reading only. `Target.parse` is the one
+an in-memory database, whether it is opened for reading only, the PostgreSQL schema of its
+own it lives in (if any). `Target.parse` is the one
 place a path or URL string becomes these; everything inward (`Store.open`, the read-only
 open, the CLI's messages) takes the parsed value and reads its fields instead of parsing the
 target again."""
@@ -7,6 +8,7 @@ target again."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -14,8 +16,14 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from .dialects import backend_named
+from .dialects.postgresql import own_schema_of, with_own_schema
 from .dialects.sqlite import is_memory
 from .errors import InvalidTargetError
+
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+"""A schema name this package takes: a plain PostgreSQL identifier (lower case, as PostgreSQL
+folds an unquoted one; at most 63 bytes), so it is never quoted and reads the same in SQL,
+`search_path` and a URL."""
 
 
 def url_of(target: str | os.PathLike[str] | URL | Target) -> URL:
@@ -79,15 +87,27 @@ class Target:
     """Whether it is an in-memory SQLite database (nothing on disk)."""
     read_only: bool = False
     """Whether it is opened for reading only."""
+    schema: str | None = None
+    """The PostgreSQL schema of its own the store lives in (its URL's connections work in
+    it, `with_own_schema`); None for the connection's own `search_path`."""
 
     @classmethod
     def parse(
-        cls, target: str | os.PathLike[str] | URL | Target, *, read_only: bool | None = None
+        cls,
+        target: str | os.PathLike[str] | URL | Target,
+        *,
+        read_only: bool | None = None,
+        schema: str | None = None,
     ) -> Target:
         """`target` parsed (a `Target` is returned as it is; `read_only`, when given, is
-        what it is opened for). A backend this package has no dialect for raises
-        `SchemaError`."""
+        what it is opened for; `schema`, when given, the PostgreSQL schema of its own the
+        store lives in, which its URL then carries). A backend this package has no dialect
+        for raises `SchemaError`; a schema on SQLite, one that is no plain identifier, or one
+        other than the target's own, `InvalidTargetError`."""
         if isinstance(target, Target):
+            if schema is not None and schema != target.schema:
+                moved = cls.parse(target.url, schema=schema)
+                target = replace(target, url=moved.url, schema=moved.schema)
             if read_only is None or read_only == target.read_only:
                 return target
             return replace(target, read_only=read_only)
@@ -95,12 +115,48 @@ class Target:
         name = url.get_backend_name()
         backend_named(name)
         memory = name == "sqlite" and is_memory(url)
-        return cls(url, sqlite_path(url), memory, bool(read_only))
+        own = _own_schema(url, schema)
+        if own is not None and own != own_schema_of(url):
+            url = with_own_schema(url, own)
+        return cls(url, sqlite_path(url), memory, bool(read_only), own)
 
     @property
     def where(self) -> str:
         """How messages name the store: its file, or its URL without the password."""
         return where(self.url)
+
+
+def checked_schema(schema: str, backend: str) -> str:
+    """`schema`, a schema of its own for a store of `backend` (a SQLAlchemy backend name), or
+    `InvalidTargetError`: it is PostgreSQL's, and a plain identifier (`SCHEMA_NAME`)."""
+    if backend != "postgresql":
+        raise InvalidTargetError(
+            f"a schema ({schema[:70]!r}) is PostgreSQL's: a {backend} store has none to live in; "
+            "nothing was opened or created"
+        )
+    if not SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
+        raise InvalidTargetError(
+            f"the schema name {schema[:70]!r} is not one this package takes: lower-case "
+            "letters, digits and underscores, not starting with a digit or pg_, at most 63 "
+            "characters; nothing was opened or created"
+        )
+    return schema
+
+
+def _own_schema(url: URL, schema: str | None) -> str | None:
+    """The schema of its own the store at `url` lives in: `schema`, or the one its URL
+    already carries; checked (see `SCHEMA_NAME`), refused on SQLite and when the two differ."""
+    carried = own_schema_of(url) if url.get_backend_name() == "postgresql" else None
+    own = schema if schema is not None else carried
+    if own is None:
+        return None
+    checked_schema(own, url.get_backend_name())
+    if carried is not None and carried != own:
+        raise InvalidTargetError(
+            f"the store's URL already names the schema {carried!r}, not {own!r}; nothing was "
+            "opened or created"
+        )
+    return own
 
 
 TargetLike = str | os.PathLike[str] | URL | Target

@@ -32,7 +32,7 @@ from ..formats import i64
 from ..records import RunEvent
 from ..store import Store
 from ..store.stream import FOLLOW_BATCH, follow_limit
-from ..targets import TargetLike
+from ..targets import Target, TargetLike
 from .generated import StoreMethods
 from .lanes import Lanes
 from .loop_runner import GreenletRunner
@@ -63,9 +63,12 @@ class AsyncStore(StoreMethods):
         synchronous: str | None = None,
         read_only: bool = False,
         busy_timeout: float | None = None,
+        schema: str | None = None,
     ) -> Self:
         """`Store.open` for asyncio: the same arguments, checks, upgrade and errors (opening
         itself runs on a thread)."""
+        if schema is not None:
+            target = Target.parse(target, schema=schema)  # refused before any thread starts
         opener = functools.partial(
             Store.open,
             target,

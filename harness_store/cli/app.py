@@ -125,6 +125,15 @@ def root(
 DbArg = Annotated[str, typer.Argument(metavar="DB", help="Store file path or SQLAlchemy URL.")]
 RunArg = Annotated[int, typer.Argument(metavar="RUN", help="Run id.", max=MAX_INT)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+SchemaOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--schema",
+        metavar="NAME",
+        help="PostgreSQL: the schema of its own the store lives in, beside an application's "
+        "tables (the same as ?options=-csearch_path%3DNAME in the URL).",
+    ),
+]
 
 
 # --- errors and entry point --------------------------------------------------------------

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import DamagedStoreError, NotADatabaseError
-from .app import EPILOG, DbArg, JsonOpt, app
+from .app import EPILOG, DbArg, JsonOpt, SchemaOpt, app
 from .decide import open_writer
 from .output import emit_json, plural, stdout_console
-from .reader import open_reader
+from .reader import in_schema, open_reader
 
 if TYPE_CHECKING:
     from ..records.health import CheckReport, Finding, Repaired
@@ -158,6 +158,7 @@ def check_command(
             "runs), after a backup, in one transaction.",
         ),
     ] = False,
+    schema: SchemaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check the store: the file, the schema against its revision, runs io-harness cannot
@@ -165,6 +166,7 @@ def check_command(
     Read-only unless --repair."""
     from rich.text import Text
 
+    db = in_schema(db, schema)
     report = read_report(db)
     if repair:
         repaired = repair_store(db, report)

@@ -30,16 +30,17 @@ if TYPE_CHECKING:
 # --- opening a store read-only -----------------------------------------------------------
 
 
-def parse_target(db: str, *, read_only: bool = False) -> Target:
-    """A path or URL argument parsed, once (`Target.parse`); an unusable URL is a usage
-    error. What is opened later takes this value as it is."""
+def parse_target(db: str, *, read_only: bool = False, schema: str | None = None) -> Target:
+    """A path or URL argument parsed, once (`Target.parse`), with the PostgreSQL schema of
+    its own `--schema` names; an unusable URL or schema is a usage error. What is opened
+    later takes this value as it is."""
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
     from ..targets import Target
 
     refuse_hidden_at(db)
     try:
-        target = Target.parse(db, read_only=read_only)
+        target = Target.parse(db, read_only=read_only, schema=schema)
     except (ArgumentError, NoSuchModuleError, ValueError, SchemaError) as exc:
         raise CliError(
             EXIT_USAGE, f"{shown(db)} is not a usable store path or URL: {exc}"
@@ -47,6 +48,14 @@ def parse_target(db: str, *, read_only: bool = False) -> Target:
     if read_only and target.memory:
         raise CliError(EXIT_USAGE, "an in-memory SQLite database holds no store; give a file")
     return target
+
+
+def in_schema(db: str, schema: str | None) -> str:
+    """`db` with `--schema` in it (checked, or a usage error): the URL of its target, from
+    which every later parse of the argument reads the schema back; `db` itself without one."""
+    if schema is None:
+        return db
+    return parse_target(db, schema=schema).url.render_as_string(hide_password=False)
 
 
 def command_target(url: URL) -> str:
@@ -166,7 +175,7 @@ def diagnosed(conn: Connection, url: URL, *, shape: bool = True) -> Diagnosis:
     return found
 
 
-def look(db: str) -> Diagnosis:
+def look(db: str, *, schema: str | None = None) -> Diagnosis:
     """What the store at `db` is, read through a bare read-only engine (the dialect reads a
     still file `immutable=1`, as the read-only open does), without the Store: all `upgrade`
     needs to say what it found, and it may be older than the Store reads."""
@@ -176,7 +185,7 @@ def look(db: str) -> Diagnosis:
     from ..schema.detect import check_sqlite_file
     from ..schema.preflight import check_readable
 
-    target = parse_target(db, read_only=True)
+    target = parse_target(db, read_only=True, schema=schema)
     url, path = target.url, target.path
     if path is not None and not names_uri(url):
         check_sqlite_file(path, writable=False, missing="")
@@ -190,18 +199,24 @@ def look(db: str) -> Diagnosis:
 
 @contextmanager
 def open_reader(
-    db: str, *, require_readable: bool = True, shape: bool = False, replace: bool = True
+    db: str,
+    *,
+    require_readable: bool = True,
+    shape: bool = False,
+    replace: bool = True,
+    schema: str | None = None,
 ) -> Iterator[Reader]:
     """Open `db` through the one read-only open (`Store.open(read_only=True)`'s) and
     diagnose it; refuse what cannot be read (see the exit codes). `shape`: read every table's
     columns of a tracked store too (`inspect` shows them). `replace=False`: text that is not
-    UTF-8 is not shown replaced (an export, which must write it exactly or refuse it)."""
+    UTF-8 is not shown replaced (an export, which must write it exactly or refuse it).
+    `schema`: the PostgreSQL schema of its own the store lives in (`--schema`)."""
     from .app import OWN_PROCESS  # read now: `main` sets it before any command runs
 
     with collector_paused(freeze=OWN_PROCESS):
         from ..store import Store, open_read_only
 
-    target = parse_target(db, read_only=True)
+    target = parse_target(db, read_only=True, schema=schema)
     replaced = Replaced()
     try:
         store, found = open_read_only(

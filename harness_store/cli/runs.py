@@ -10,7 +10,7 @@ import typer
 
 from ..errors import DamagedStoreError, StoreError
 from ..records.runs import RunStatus
-from .app import MAX_INT, DbArg, JsonOpt, app
+from .app import MAX_INT, DbArg, JsonOpt, SchemaOpt, app
 from .output import (
     Column,
     JsonArray,
@@ -141,6 +141,7 @@ def runs_command(
             "--origin", metavar="ID", help="Only runs synced from this origin (UUID or path)."
         ),
     ] = None,
+    schema: SchemaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One line a run, newest first: id, parent, status, outcome, steps, tokens, started
@@ -150,7 +151,7 @@ def runs_command(
         raise typer.BadParameter("give --limit or --all, not both", param_hint="--all")
     wanted = None if every else limit or DEFAULT_RUNS
     state = status.value if status is not None else None
-    with open_reader(db) as reader:
+    with open_reader(db, schema=schema) as reader:
         if origin is not None:
             origin = known_origin(reader.store, origin)
         rows = run_pages(reader, state, wanted, origin)

@@ -20,7 +20,7 @@ from .output import (
     stdout_console,
     visible,
 )
-from .reader import open_reader, parse_target
+from .reader import in_schema, open_reader, parse_target
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -103,6 +103,15 @@ def sync_command(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="With --follow: print nothing but errors.")
     ] = False,
+    dest_schema: Annotated[
+        str | None,
+        typer.Option(
+            "--dest-schema",
+            metavar="NAME",
+            help="PostgreSQL: the schema of its own the destination store lives in, beside an "
+            "application's tables (created by the first sync).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Merge io-harness SQLite stores into one store (PostgreSQL or SQLite), sending only what
@@ -116,6 +125,7 @@ def sync_command(
         raise typer.BadParameter(
             "give at least one source and the destination", param_hint="SRC... DST"
         )
+    stores = [*stores[:-1], in_schema(stores[-1], dest_schema)]
     if follow:
         if dry_run:
             raise typer.BadParameter("--dry-run cannot be followed", param_hint="--follow")

@@ -16,7 +16,16 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
     from ..schema.migrate import UpgradeReport
-from .app import EXIT_INTERRUPTED, EXIT_NOT_A_STORE, EXIT_USAGE, CliError, DbArg, JsonOpt, app
+from .app import (
+    EXIT_INTERRUPTED,
+    EXIT_NOT_A_STORE,
+    EXIT_USAGE,
+    CliError,
+    DbArg,
+    JsonOpt,
+    SchemaOpt,
+    app,
+)
 from .output import emit_json, stderr_console, visible
 from .reader import look, parse_target, suggest
 
@@ -56,6 +65,7 @@ def upgrade_command(
     no_backup: Annotated[
         bool, typer.Option("--no-backup", help="Skip the backup copy of a SQLite file.")
     ] = False,
+    schema: SchemaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Say what the store is, back it up (SQLite files), and upgrade it through the Alembic
@@ -67,7 +77,7 @@ def upgrade_command(
     from ..schema.preflight import is_disk_full, unfinished_transaction
 
     destination = chain_revision(to, head=True)
-    url = parse_target(db).url
+    url = parse_target(db, schema=schema).url
     path = sqlite_path(url)
     say = (lambda line: None) if as_json else stdout_line
     created = path is not None and not path.exists()
@@ -82,7 +92,7 @@ def upgrade_command(
             "the upgrade rolls it back first"
         )
     else:
-        found = look(db)
+        found = look(db, schema=schema)
         if found.revision is not None and REVISIONS.index(found.revision) > REVISIONS.index(
             destination
         ):
@@ -98,7 +108,7 @@ def upgrade_command(
     busy = (
         status.status(f"upgrading {where(url)} …") if status.is_terminal and not as_json else None
     )
-    with busy or nullcontext(), told_if_interrupted("upgrade", db, before):
+    with busy or nullcontext(), told_if_interrupted("upgrade", db, before, schema):
         try:
             report = upgrade(url, destination, backup=not no_backup, create=True)
         except UpgradeFailedError as exc:
@@ -178,6 +188,7 @@ def downgrade_command(
     no_backup: Annotated[
         bool, typer.Option("--no-backup", help="Skip the backup copy of a SQLite file.")
     ] = False,
+    schema: SchemaOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Say what the store is, back it up (SQLite files), and take it down the Alembic chain
@@ -189,11 +200,11 @@ def downgrade_command(
     from ..schema.migrate import downgrade
 
     destination = chain_revision(to, head=False)
-    url = parse_target(db).url
+    url = parse_target(db, schema=schema).url
     path = sqlite_path(url)
     if path is not None and not path.exists():
         raise StoreNotFoundError(f"no run store at {path} (nothing to downgrade)")
-    found = look(db)
+    found = look(db, schema=schema)
     if found.revision is None or found.kind is StoreKind.EMPTY:
         raise CliError(EXIT_NOT_A_STORE, f"{where(url)}: {found.describe()}; nothing to downgrade")
     if found.revision not in REVISIONS:
@@ -211,13 +222,15 @@ def downgrade_command(
     busy = (
         status.status(f"downgrading {where(url)} …") if status.is_terminal and not as_json else None
     )
-    with busy or nullcontext(), told_if_interrupted("downgrade", db, found.revision):
+    with busy or nullcontext(), told_if_interrupted("downgrade", db, found.revision, schema):
         report = downgrade(url, destination, backup=not no_backup)
     tell(report, url, as_json=as_json, created=False, no_backup=no_backup, verb="downgraded")
 
 
 @contextmanager
-def told_if_interrupted(verb: str, db: str, before: str | None) -> Iterator[None]:
+def told_if_interrupted(
+    verb: str, db: str, before: str | None, schema: str | None = None
+) -> Iterator[None]:
     """Ctrl-C during the chain: the transaction rolled back (and a backup taken for it was
     removed), so the store is as it was. Say where it is, found by looking again, in one line
     on stderr, and end with exit 130 as any interrupted command does."""
@@ -225,18 +238,18 @@ def told_if_interrupted(verb: str, db: str, before: str | None) -> Iterator[None
         yield
     except KeyboardInterrupt:
         sys.stderr.write(
-            f"harness-store: interrupted: {visible(after_interrupt(verb, db, before))}\n"
+            f"harness-store: interrupted: {visible(after_interrupt(verb, db, before, schema))}\n"
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
-def after_interrupt(verb: str, db: str, before: str | None) -> str:
+def after_interrupt(verb: str, db: str, before: str | None, schema: str | None = None) -> str:
     """Where an interrupted upgrade or downgrade left the store, looked at again."""
     from ..engine import where
 
-    url = parse_target(db).url
+    url = parse_target(db, schema=schema).url
     try:
-        now = look(db).revision
+        now = look(db, schema=schema).revision
     except Exception:  # locked, gone: the person can look themselves
         return f"look at {where(url)} with {suggest('inspect', url)} to see where it is"
     if before is not None and now == before:

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Table, event, inspect, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
@@ -87,6 +87,76 @@ USED = "hs_used"
 
 CLOCK = "clock_timestamp()"
 STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+
+SEARCH_PATH = "-csearch_path="
+"""The libpq option that keeps a store in a schema of its own: every connection of its URL
+starts with that schema as its whole `search_path`, so every statement (the Store's, the
+upgrade's, `alembic_version`'s) lands in it unqualified, and the schema others use is never
+seen."""
+
+
+def _options(url: URL) -> str:
+    """The URL's libpq `options`, as one string."""
+    options = url.query.get("options")
+    return options if isinstance(options, str) else " ".join(options or ())
+
+
+def with_own_schema(url: URL, schema: str) -> URL:
+    """`url` whose connections work in `schema` (a name checked by the caller: a plain
+    identifier, never quoted)."""
+    return url.update_query_dict({"options": f"{_options(url)} {SEARCH_PATH}{schema}".strip()})
+
+
+def own_schema_of(url: URL) -> str | None:
+    """The schema `with_own_schema` gave `url` (as written, unchecked), else None."""
+    found = [o[len(SEARCH_PATH) :] for o in _options(url).split() if o.startswith(SEARCH_PATH)]
+    return found[-1] if found else None
+
+
+def create_own_schema(conn: Connection, schema: str) -> bool:
+    """Create `schema` (a checked name) unless it exists, by the connected role, which then
+    owns it; whether it was created. Looked up first: `CREATE SCHEMA IF NOT EXISTS` needs
+    the right to create schemas even when it has nothing to do."""
+    exists = text("SELECT 1 FROM pg_namespace WHERE nspname = :name")
+    if conn.execute(exists, {"name": schema}).first() is not None:
+        return False
+    try:
+        conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {schema}"))
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) != PRIVILEGE_STATE:
+            raise
+        raise StoreAccessError(
+            f"the store's schema {schema} does not exist, and this role may not create it: "
+            f"grant it CREATE ON DATABASE {conn.engine.url.database} for the first upgrade, "
+            f"or create the schema beforehand (CREATE SCHEMA {schema} AUTHORIZATION …); "
+            "nothing was changed"
+        ) from None
+    return True
+
+
+def work_in_own_schema(conn: Connection, schema: str) -> None:
+    """Make `schema` (a checked name) the whole `search_path` of `conn`'s open transaction
+    (`SET LOCAL`: it ends with the transaction): a connection handed over to the upgrade."""
+    conn.execute(text("SELECT set_config('search_path', :schema, true)"), {"schema": schema})
+
+
+def own_schema_script(schema: str) -> list[str]:
+    """What an offline script (`upgrade --sql`) for a store in `schema` (a checked name) runs
+    first, inside its transaction: the schema created unless it exists (looked up first, as
+    online), then made the whole `search_path` of that transaction alone, whatever schema the
+    session that applies the script works in."""
+    return [
+        f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '{schema}') "
+        f"THEN CREATE SCHEMA {schema}; END IF; END $$",
+        f"SET LOCAL search_path TO {schema}",
+    ]
+
+
+def search_path(conn: Connection) -> str:
+    """The `search_path` `conn` works with: the schema of its own a store's URL gave it,
+    unless something on the way (a pooler) dropped the startup option."""
+    return str(conn.execute(text("SELECT current_setting('search_path')")).scalar())
 
 
 def database_exists(conn: Connection, name: str) -> bool:
@@ -160,10 +230,8 @@ class PostgreSQLBackend(Backend):
                 raise DisconnectionError(str(exc)) from exc
 
     def read_only_url(self, url: URL) -> URL:
-        options = url.query.get("options")
-        given = options if isinstance(options, str) else " ".join(options or ())
         read_only = "-c default_transaction_read_only=on"
-        return url.update_query_dict({"options": f"{given} {read_only}".strip()})
+        return url.update_query_dict({"options": f"{_options(url)} {read_only}".strip()})
 
     def snapshot_sql(self) -> str | None:
         return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
@@ -414,9 +482,12 @@ class PostgreSQLBackend(Backend):
             )
 
         def function(name: str, body: str) -> str:
+            # `SET search_path FROM CURRENT`: the counters are found where the function was
+            # created (a store's schema of its own too), whatever the search_path of the
+            # session whose statement fires the trigger.
             return (
-                f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ "
-                f"BEGIN {body} RETURN NULL; END $$"
+                f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql "
+                f"SET search_path FROM CURRENT AS $$ BEGIN {body} RETURN NULL; END $$"
             )
 
         # Statement-level with transition tables for inserts and deletes (a COPY or a

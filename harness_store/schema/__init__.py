@@ -12,11 +12,14 @@
 - `given_connection`: the connection a caller hands the migration environment, unwrapped or
   refused;
 - `x_options`: the `alembic -x` options the environment reads, parsed strictly;
-- `release_labels`: the release names each revision answers to, and only its own shown.
+- `release_labels`: the release names each revision answers to, and only its own shown;
+- `app_autogenerate`: the hooks an application's own `env.py` leaves a store in a schema of its
+  own alone with.
 
 The names a user calls are here too, imported on first use so that importing the package
 loads no Alembic: `upgrade`, `downgrade`, `UpgradeReport`, `alembic_config`,
-`script_location`, `revision_for`, `own_indexes_at`, `indexes_at` and `backup_name`.
+`script_location`, `revision_for`, `own_indexes_at`, `indexes_at`, `backup_name` and
+`leave_store_alone`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ..lazy import lazy_names
 
 if TYPE_CHECKING:
     from ..releases import indexes_at, own_indexes_at, revision_for
+    from .app_autogenerate import leave_store_alone
     from .backup import backup_name
     from .migrate import UpgradeReport, alembic_config, downgrade, script_location, upgrade
 
@@ -40,6 +44,7 @@ LAZY = {
     "own_indexes_at": ".releases",
     "indexes_at": ".releases",
     "backup_name": "backup",
+    "leave_store_alone": "app_autogenerate",
 }
 """Where each public name lives, relative to this package (`.releases`: the package's
 `releases`, below the schema); `migrate` brings Alembic, which detection and the Store's
@@ -55,6 +60,7 @@ __all__ = [
     "backup_name",
     "downgrade",
     "indexes_at",
+    "leave_store_alone",
     "own_indexes_at",
     "revision_for",
     "script_location",

@@ -42,16 +42,25 @@ from sqlalchemy.engine import URL
 
 from ..connector import Lent, lend, translated
 from ..dialects import backend_for, backend_named
+from ..dialects.postgresql import (
+    create_own_schema,
+    own_schema_script,
+    search_path,
+    work_in_own_schema,
+)
 from ..dialects.postgresql_roles import keep_rules
 from ..engine import make_engine, read_only_url, resolve_target, safe_url, sqlite_path, to_url
 from ..errors import (
+    InvalidTargetError,
     MalformedStoreError,
+    MigrationConnectionError,
     OfflineUpgradeError,
     StoreError,
     StoreNotFoundError,
     UpgradeFailedError,
 )
 from ..releases import REVISIONS
+from ..targets import Target, checked_schema
 from .backup import discard, failure_reason, take_backup
 from .detect import (
     Diagnosis,
@@ -78,6 +87,9 @@ REPORT = "harness_store.report"
 TARGET = "harness_store.url"
 BACKUP = "harness_store.backup"
 CREATE = "harness_store.create"
+SCHEMA = "harness_store.schema"
+"""The PostgreSQL schema of its own the store lives in (`alembic_config(schema=…)`), as
+`-x schema=` names it."""
 
 
 @dataclass
@@ -125,13 +137,22 @@ def script_location() -> str:
 
 
 def alembic_config(
-    target: str | URL | None = None, *, backup: bool = True, create: bool = True
+    target: str | URL | None = None,
+    *,
+    backup: bool = True,
+    create: bool = True,
+    schema: str | None = None,
 ) -> Config:
-    """An Alembic `Config` for the packaged chain, aimed at `target`."""
+    """An Alembic `Config` for the packaged chain, aimed at `target`; `schema`: the
+    PostgreSQL schema of its own the store lives in (also for a connection handed over in
+    `attributes["connection"]`, which must then be in a transaction: the schema is set for
+    that transaction only)."""
     config = Config()
     config.set_main_option("script_location", script_location())
     if target is not None:
-        config.attributes[TARGET] = to_url(target)
+        config.attributes[TARGET] = Target.parse(target, schema=schema).url
+    if schema is not None:
+        config.attributes[SCHEMA] = schema
     config.attributes[BACKUP] = backup
     config.attributes[CREATE] = create
     return config
@@ -145,13 +166,16 @@ def upgrade(
     create: bool = True,
     on_message: Callable[[str], None] | None = None,
     connection: Connection | None = None,
+    schema: str | None = None,
 ) -> UpgradeReport:
     """Upgrade the store at `target` to `revision`, creating it when absent unless
     `create=False`; see the module docstring for the steps. `on_message` gets each line of
     the report as it happens (the first is `found: …`, before anything is changed).
     `connection`, a connection to `target` in an open transaction, is upgraded in that
-    transaction, which the caller commits or rolls back (sync's dry run)."""
-    return _run(command.upgrade, target, revision, backup, create, on_message, connection)
+    transaction, which the caller commits or rolls back (sync's dry run). `schema`
+    (PostgreSQL): the schema of its own the store lives in, created when absent."""
+    url = Target.parse(target, schema=schema).url
+    return _run(command.upgrade, url, revision, backup, create, on_message, connection)
 
 
 def downgrade(
@@ -160,10 +184,13 @@ def downgrade(
     *,
     backup: bool = True,
     on_message: Callable[[str], None] | None = None,
+    schema: str | None = None,
 ) -> UpgradeReport:
     """Downgrade the store at `target` to `revision` (a release name such as "0.7"), after a
-    backup like an upgrade's: a downgrade drops the data of the releases above `revision`."""
-    return _run(command.downgrade, target, revision, backup, False, on_message)
+    backup like an upgrade's: a downgrade drops the data of the releases above `revision`.
+    `schema` as `upgrade`'s."""
+    url = Target.parse(target, schema=schema).url
+    return _run(command.downgrade, url, revision, backup, False, on_message)
 
 
 def _run(
@@ -346,17 +373,21 @@ def _run_environment(context: EnvironmentContext, *, typed: bool) -> None:
     cmd_opts = context.config.cmd_opts
     options = parse_x_options(getattr(cmd_opts, "x", None) or [])
     given = given_connection(context.config.attributes.get("connection"))
+    schema = options.schema or context.config.attributes.get(SCHEMA)
     url: URL | None = None
     if given is not None:
         backend = given.dialect.name
+        if schema is not None:
+            checked_schema(schema, backend)
     else:
-        url = _target(context, options)
+        target = Target.parse(_target(context, options), schema=schema)
+        url, schema = target.url, target.schema
         backend = url.get_backend_name()
     with _typed_errors(backend) if typed else nullcontext():
         if context.is_offline_mode():
-            _run_offline(context, given, url)
+            _run_offline(context, given, url, schema)
         else:
-            _run_online(context, given, url, options)
+            _run_online(context, given, url, options, schema)
 
 
 def _target(context: EnvironmentContext, options: XOptions) -> URL:
@@ -369,13 +400,17 @@ def _target(context: EnvironmentContext, options: XOptions) -> URL:
 
 
 def _run_offline(
-    context: EnvironmentContext, given: Connection | Engine | None, url: URL | None
+    context: EnvironmentContext,
+    given: Connection | Engine | None,
+    url: URL | None,
+    schema: str | None = None,
 ) -> None:
     """Render the script for the dialect of what was handed over, else of the target. An
     `upgrade --sql` given no starting revision, aimed at an existing SQLite file, starts from
     what that store is (`_offline_start`); 0.12's switch to WAL, owed by a script that runs
     0.12's step or by a store past 0.12 that is not in WAL, comes after its COMMIT, where
-    SQLite honours it."""
+    SQLite honours it. A store in a schema of its own: the script creates the schema and works
+    in it for its transaction (`own_schema_script`)."""
     found: Diagnosis | None = None
     context.config.attributes.pop(WAL_AFTER_COMMIT, None)
     if given is not None:
@@ -397,6 +432,8 @@ def _run_offline(
         **start,
     )
     with context.begin_transaction():
+        for statement in own_schema_script(schema) if schema is not None else []:
+            context.execute(statement)
         context.run_migrations()
     if context.config.attributes.pop(WAL_AFTER_COMMIT, False):
         assert url is not None
@@ -457,12 +494,15 @@ def _run_online(
     given: Connection | Engine | None,
     url: URL | None,
     options: XOptions,
+    schema: str | None = None,
 ) -> None:
     config = context.config
     report = config.attributes.get(REPORT)
     if given is not None:
         with lend(given) as lent:
-            _migrate(context, lent, report=report)
+            if schema is not None:
+                _work_in(lent.conn, schema)
+            _migrate(context, lent, report=report, schema=schema)
         return
     assert url is not None
     path = sqlite_path(url)
@@ -485,6 +525,20 @@ def _run_online(
             _migrate(context, lent, report=report, path=path, backup=backup, read_only=read_only)
     finally:
         engine.dispose()
+
+
+def _work_in(conn: Connection, schema: str) -> None:
+    """Work in `schema` on a connection handed over, for its transaction only (`SET LOCAL`):
+    the caller's own statements after it commits see their own `search_path` again. One not
+    in a transaction is refused, unchanged: a session-wide `search_path` would outlive the
+    upgrade."""
+    if not conn.in_transaction():
+        raise MigrationConnectionError(
+            f"a connection handed over to work in the schema {schema!r} must be in a "
+            "transaction (`engine.begin()`), which the schema is set for alone; nothing was "
+            "migrated"
+        )
+    work_in_own_schema(conn, schema)
 
 
 def _changes_revision(context: EnvironmentContext) -> bool:
@@ -529,8 +583,10 @@ def _migrate(
     path: Path | None = None,
     backup: bool = False,
     read_only: bool = False,
+    schema: str | None = None,
 ) -> None:
     conn = lent.conn
+    schema = schema or Target.parse(conn.engine.url).schema
     changing = _changes_revision(context)
     fn_name = getattr(context_opts(context).get("fn"), "__name__", "")
     context.configure(
@@ -548,6 +604,8 @@ def _migrate(
     where = str(path) if path is not None else safe_url(conn.engine.url)
 
     with _stage("checking", where), lent.reading():
+        if schema is not None:
+            _refuse_lost_schema(conn, schema, where)
         found = diagnose(conn, shape=False)
     report.found = found
     report.before = found.revision
@@ -581,6 +639,8 @@ def _migrate(
             # BEGIN IMMEDIATE already has; PostgreSQL takes an advisory lock), then look
             # again — a concurrent upgrader may have done the work while this one waited.
             backend.lock_for_upgrade(conn)
+            if schema is not None and create_own_schema(conn, schema):
+                report.say(f"created the schema {schema}")
             found = diagnose(conn, shape=False)
             report.before = found.revision
             work = _needs_stamp(found) or bool(_planned(context, found))
@@ -625,6 +685,19 @@ def _migrate(
         _switch_to_wal_after(context, lent, report, after.revision)
     report.after = after.revision
     report.say(f"now at {after.revision}")
+
+
+def _refuse_lost_schema(conn: Connection, schema: str, where: str) -> None:
+    """Refuse, before anything is read or written, a connection that does not work in the
+    store's schema: its startup option was dropped on the way (a pooler such as PgBouncer),
+    and the chain would land in the schema the connection has instead."""
+    found = search_path(conn)
+    if found != schema:
+        raise InvalidTargetError(
+            f"{where}: the connection works in {found!r}, not the store's schema {schema!r}: "
+            "the startup option that sets it did not reach the server (a pooler in between "
+            "drops it); connect to the server directly. Nothing was changed"
+        )
 
 
 def _needs_stamp(found: Diagnosis) -> bool:

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import InvalidTargetError, MigrationOptionError
-from ..targets import url_of
+from ..targets import checked_schema, url_of
 
-KNOWN = ("db=PATH_OR_URL", "backup=yes|no")
+KNOWN = ("db=PATH_OR_URL", "backup=yes|no", "schema=NAME")
 """The options, as the refusal lists them."""
 
 YES = frozenset({"yes", "true", "on", "1"})
@@ -23,11 +23,12 @@ NO = frozenset({"no", "false", "off", "0"})
 
 @dataclass(frozen=True)
 class XOptions:
-    """What `-x` said: the target (`db`) and whether to back up (`backup`); None where the
-    option was not given."""
+    """What `-x` said: the target (`db`), whether to back up (`backup`) and the PostgreSQL
+    schema of its own the store lives in (`schema`); None where the option was not given."""
 
     db: str | None = None
     backup: bool | None = None
+    schema: str | None = None
 
 
 def _refused(why: str) -> MigrationOptionError:
@@ -43,7 +44,7 @@ def parse_x_options(given: Sequence[str]) -> XOptions:
     for argument in given:
         key, equals, value = argument.partition("=")
         key = key.strip()
-        if key not in ("db", "backup"):
+        if key not in ("db", "backup", "schema"):
             raise _refused(f"unknown option -x {key}")
         if not equals or not value.strip():
             raise _refused(f"-x {key} needs a value (-x {key}=…)")
@@ -52,13 +53,23 @@ def parse_x_options(given: Sequence[str]) -> XOptions:
         seen[key] = value.strip()
     if "db" in seen:
         try:
-            url_of(seen["db"])
+            url = url_of(seen["db"])
         except InvalidTargetError as exc:
             raise _refused(f"-x db: {exc}") from None
+        if "schema" in seen:
+            try:
+                checked_schema(seen["schema"], url.get_backend_name())
+            except InvalidTargetError as exc:
+                raise _refused(f"-x schema: {exc}") from None
+    elif "schema" in seen:
+        try:
+            checked_schema(seen["schema"], "postgresql")  # the name; the backend when known
+        except InvalidTargetError as exc:
+            raise _refused(f"-x schema: {exc}") from None
     backup: bool | None = None
     if "backup" in seen:
         spelled = seen["backup"].lower()
         if spelled not in YES | NO:
             raise _refused(f"-x backup={seen['backup']} is neither yes nor no")
         backup = spelled in YES
-    return XOptions(db=seen.get("db"), backup=backup)
+    return XOptions(db=seen.get("db"), backup=backup, schema=seen.get("schema"))

@@ -137,6 +137,7 @@ class Store(
         synchronous: str | None = None,
         read_only: bool = False,
         busy_timeout: float | None = None,
+        schema: str | None = None,
     ) -> Self:
         """Open (creating if absent) the store at a file path or SQLAlchemy URL (or a
         `targets.Target` parsed before).
@@ -155,8 +156,13 @@ class Store(
         untracked 0.13 store, or a newer release's) for reading only: nothing is upgraded,
         stamped or switched, and every write raises `StoreAccessError`. A read-only file is
         fine.
+
+        `schema` (PostgreSQL) keeps the store in a schema of its own, beside an application's
+        tables in one database: every table of the store and `alembic_version` live in it
+        (created by the upgrade, owned by the role that opens it); a plain lower-case
+        identifier. On SQLite it raises `InvalidTargetError`, nothing created.
         """
-        parsed = Target.parse(target, read_only=read_only)
+        parsed = Target.parse(target, read_only=read_only, schema=schema)
         if parsed.memory:
             if parsed.read_only:
                 raise InvalidValueError("an in-memory store cannot be opened read-only")

@@ -31,8 +31,8 @@ from ..schema.backup import take_backup
 from ..schema.detect import read_revision, read_tables
 from ..schema.preflight import is_malformed
 from .base import StoreBase
-from .check_roles import role_findings
 from .check_quarantine import QUARANTINE_TABLE, quarantine_findings
+from .check_roles import role_findings
 from .check_rows import (
     file_findings,
     lease_findings,

@@ -1,0 +1,100 @@
+"""The command with a store in a PostgreSQL schema of its own: `upgrade --schema`, the reads a
+centre is looked at with (`runs`, `check`) and sync's `--dest-schema`, beside an application's
+tables; every other command through the URL's own spelling of it
+(`?options=-csearch_path%3DNAME`). On SQLite `--schema` is a usage error, nothing created.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli.commandkit import EXIT_USAGE, fails, ok
+from sqlalchemy import Engine, text
+
+from harness_store import StepRecord, Store
+from harness_store.engine import make_engine
+from harness_store.releases import HEAD
+
+APP_TABLE = "CREATE TABLE public.app_users (id SERIAL PRIMARY KEY, name TEXT NOT NULL)"
+
+
+@pytest.fixture
+def admin(pg_url: str) -> Iterator[Engine]:
+    """A plain engine on the test's database (no schema of ours), holding the app's table."""
+    engine = make_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text(APP_TABLE))
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def tables_in(engine: Engine, schema: str) -> set[str]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT tablename FROM pg_tables WHERE schemaname = :s"), {"s": schema}
+        )
+        return {str(name) for name in rows.scalars()}
+
+
+def test_upgrade_runs_and_check_with_schema(tmp_path: Path, pg_url: str, admin: Engine) -> None:
+    said = ok("upgrade", pg_url, "--schema", "harness")
+    assert f"→ {HEAD}" in said
+    assert "alembic_version" in tables_in(admin, "harness")
+    assert tables_in(admin, "public") == {"app_users"}
+    with Store.open(pg_url, schema="harness") as store:
+        run = store.start_run("in its own schema", "out.txt")
+        store.checkpoint_step(run, StepRecord.new(1, "d", "r"))
+    runs = json.loads(ok("runs", pg_url, "--schema", "harness", "--json"))
+    assert [r["run_id"] for r in runs] == [run]
+    ok("check", pg_url, "--schema", "harness")
+    # every command reads the schema from the URL as well
+    spelled = f"{pg_url}?options=-csearch_path%3Dharness"
+    assert json.loads(ok("runs", spelled, "--json"))[0]["run_id"] == run
+    # without it the command looks at the application's schema, which is no store
+    fails(3, "runs", pg_url)
+    out = tmp_path / "dataset"
+    ok("export", "parquet", spelled, out)
+    assert any(out.rglob("*.parquet"))
+
+
+def test_sync_into_a_destination_in_a_schema_of_its_own(
+    tmp_path: Path, pg_url: str, admin: Engine
+) -> None:
+    source = tmp_path / "agent.sqlite3"
+    with Store.open(source) as store:
+        run = store.start_run("synced", "out.txt")
+        store.checkpoint_step(run, StepRecord.new(1, "d", "r"))
+    ok("sync", source, pg_url, "--dest-schema", "centre")
+    assert {"runs", "alembic_version"} <= tables_in(admin, "centre")
+    assert tables_in(admin, "public") == {"app_users"}
+    runs = json.loads(ok("runs", pg_url, "--schema", "centre", "--json"))
+    assert [r["goal"] for r in runs] == ["synced"]
+
+
+def test_copy_into_a_schema_of_its_own_named_in_the_url(
+    tmp_path: Path, pg_url: str, admin: Engine
+) -> None:
+    """`copy` has no `--schema`: the URL's own spelling reaches its target's every statement."""
+    source = tmp_path / "agent.sqlite3"
+    with Store.open(source) as store:
+        store.start_run("copied", "out.txt")
+    ok("copy", source, f"{pg_url}?options=-csearch_path%3Dcopied")
+    assert {"runs", "alembic_version"} <= tables_in(admin, "copied")
+    assert tables_in(admin, "public") == {"app_users"}
+    runs = json.loads(ok("runs", pg_url, "--schema", "copied", "--json"))
+    assert [r["goal"] for r in runs] == ["copied"]
+
+
+def test_schema_on_sqlite_is_a_usage_error_creating_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite3"
+    line = fails(EXIT_USAGE, "upgrade", path, "--schema", "harness")
+    assert "schema" in line
+    source = tmp_path / "agent.sqlite3"
+    Store.open(source).close()
+    fails(EXIT_USAGE, "sync", source, path, "--dest-schema", "harness")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.sqlite3"]
