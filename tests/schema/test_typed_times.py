@@ -305,3 +305,19 @@ def test_a_sqlite_store_at_the_head_has_no_views(tmp_path: Path) -> None:
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD
     finally:
         made.dispose()
+
+
+def test_an_empty_stamp_below_the_views_names_the_revision_without_them(
+    engine: Engine, pg_url: str
+) -> None:
+    """A PostgreSQL store whose stamp was emptied is at `hs5` only if it holds the views:
+    without them, stamping `hs5` would leave it without them for good."""
+    with Store.open(pg_url) as store:
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM alembic_version"))
+        assert [f.command for f in store.check().findings] == [f"alembic -x db=DB stamp {HEAD}"]
+        with engine.begin() as conn:
+            conn.execute(text("DROP VIEW runs_times"))
+        assert [f.command for f in store.check().findings] == [
+            f"alembic -x db=DB stamp {OWN_INDEXES_FILLED}"
+        ]
