@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import context, op
 
-from ..dialects import Backend, backend_named, postgresql_times
+from ..dialects import Backend, backend_named
 from ..sqltypes import INT
 
 __all__ = [
@@ -160,31 +160,24 @@ def switch_to_wal() -> None:
             config.attributes[WAL_AFTER_COMMIT] = True
 
 
-def _typed_times() -> bool:
-    """Whether the store gets typed-times views: PostgreSQL's only (upstream opens SQLite
-    stores, which the chain leaves as upstream shapes them)."""
-    return _backend().name == "postgresql"
-
-
 def create_times_views(shape: Mapping[str, Collection[str]]) -> None:
     """On PostgreSQL, `hs_stamp` and a `<table>_times` view of each table of `shape` (table →
-    the columns it has at the revision) that holds a stamp; nothing on SQLite."""
-    if _typed_times():
-        for statement in postgresql_times.create_sql(shape):
-            op.execute(statement)
+    the columns it has at the revision) that holds a stamp; nothing on SQLite, whose stores
+    upstream opens (`Backend.typed_times_sql`)."""
+    for statement in _backend().typed_times_sql(shape):
+        op.execute(statement)
 
 
 def recreate_times_view(table: str, columns: Collection[str]) -> None:
     """On PostgreSQL, `table`'s view made again over `columns`: what a later revision that adds
-    or drops a column of a table with stamps calls (dropping a column the view selects needs
-    the view dropped first: `drop_times_views`, then this after the change)."""
-    if _typed_times():
-        for statement in postgresql_times.view_sql(table, columns):
-            op.execute(statement)
+    or drops a column of a table with stamps calls (a view over a column blocks dropping it or
+    changing its type: drop the views first with `drop_times_views`, change the table, then
+    make them again)."""
+    for statement in _backend().typed_times_view_sql(table, columns):
+        op.execute(statement)
 
 
 def drop_times_views() -> None:
     """On PostgreSQL, every typed-times view and `hs_stamp`, where they are."""
-    if _typed_times():
-        for statement in postgresql_times.drop_sql():
-            op.execute(statement)
+    for statement in _backend().drop_typed_times_sql():
+        op.execute(statement)

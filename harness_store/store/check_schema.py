@@ -14,7 +14,6 @@ from sqlalchemy import Connection, Index, MetaData, func, inspect, select, text
 from .. import models as m
 from ..dialects import Backend, backend_for
 from ..dialects.postgresql import FORMAT_TABLE
-from ..dialects.postgresql_times import VIEWS
 from ..models.spend import SPEND_TABLES
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
 from ..releases import (
@@ -223,12 +222,13 @@ def duplicates_finding(
 def holds_typed_times(conn: Connection) -> bool:
     """Whether the store holds every typed-times view `hs5` creates (a SQLite store needs
     none)."""
-    return backend_for(conn).name != "postgresql" or set(inspect(conn).get_view_names()) >= VIEWS
+    return set(inspect(conn).get_view_names()) >= backend_for(conn).typed_times_views()
 
 
 def view_findings(conn: Connection) -> list[Finding]:
     """Views: io-harness creates none; harness_store only the typed-times views of
-    PostgreSQL (`dialects.postgresql_times.VIEWS`)."""
+    PostgreSQL (`Backend.typed_times_views`)."""
+    own = backend_for(conn).typed_times_views()
     return [
         Finding(
             K.UNKNOWN_VIEW,
@@ -240,7 +240,7 @@ def view_findings(conn: Connection) -> list[Finding]:
             command=f"DROP VIEW {name}",
         )
         for name in sorted(inspect(conn).get_view_names())
-        if name not in VIEWS
+        if name not in own
     ]
 
 
