@@ -591,7 +591,7 @@ def formats_at(name: str) -> int:
 def own_indexes_at(revision: str) -> Mapping[str, UpstreamIndex]:
     """harness_store's `hs_` indexes (name → table, columns) a store at `revision` has: what
     the chain up to it created and did not drop again. Every path to `revision` ends with
-    them: the head revision (`hs4`) creates any a store stamped by detection lacked, and a
+    them: the revision `hs4` creates any a store stamped by detection lacked, and a
     downgrade leaves what the revision below it holds. Empty below `hs1`."""
     indexes: dict[str, UpstreamIndex] = {}
     for name in REVISIONS[: REVISIONS.index(revision) + 1]:
