@@ -80,38 +80,51 @@ _FORM = (
 )
 """`Stamp`'s form (`harness_store.stamps._FORM`, its value stripped first), anchored."""
 
-_LOCAL = (
-    "make_timestamp(f.y, f.mo, f.d, f.h, f.mi, f.s)"
-    " + f.us * interval '1 microsecond' - f.offset_minutes * interval '1 minute'"
-)
-"""The stamp's instant as a UTC `timestamp` (its offset taken away), once its fields are
-known to name a real date and time."""
-
 FUNCTION_SQL = f"""CREATE OR REPLACE FUNCTION {STAMP_FUNCTION}(stamp text) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-SELECT CASE
-    WHEN f.y IS NULL OR f.y < 1 OR f.mo NOT BETWEEN 1 AND 12 OR f.d NOT BETWEEN 1 AND 31
-        OR f.h > 23 OR f.mi > 59 OR f.s > 59 OR abs(f.offset_minutes) >= 1440 THEN NULL
-    WHEN f.d > extract(day FROM make_date(f.y, f.mo, 1) + interval '1 month - 1 day') THEN NULL
-    WHEN {_LOCAL} NOT BETWEEN timestamp '0001-01-01 00:00:00'
-        AND timestamp '9999-12-31 23:59:59.999999' THEN NULL
-    ELSE timezone('UTC', {_LOCAL})
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    m text[] := regexp_match(stamp, '{_FORM}');
+    y int; mo int; d int; h int; mi int; s int; us int;
+    shift int := 0;
+    utc timestamp;
+BEGIN
+    IF m IS NULL THEN
+        RETURN NULL;
+    END IF;
+    y := m[1]; mo := m[2]; d := m[3];
+    h := coalesce(m[4], '0'); mi := coalesce(m[5], '0'); s := coalesce(m[6], '0');
+    us := rpad(left(coalesce(m[7], ''), 6), 6, '0');
+    IF y < 1 OR mo NOT BETWEEN 1 AND 12 OR d NOT BETWEEN 1 AND 31
+            OR h > 23 OR mi > 59 OR s > 59 THEN
+        RETURN NULL;
+    END IF;
+    IF d > extract(day FROM make_date(y, mo, 1) + interval '1 month - 1 day') THEN
+        RETURN NULL;
+    END IF;
+    IF m[8] IS NOT NULL AND m[8] NOT IN ('Z', 'z') THEN
+        shift := substr(replace(m[8], ':', ''), 2, 2)::int * 60
+            + substr(replace(m[8], ':', ''), 4, 2)::int;
+        IF shift >= 1440 THEN
+            RETURN NULL;
+        END IF;
+        IF left(m[8], 1) = '-' THEN
+            shift := -shift;
+        END IF;
+    END IF;
+    utc := make_timestamp(y, mo, d, h, mi, s)
+        + us * interval '1 microsecond' - shift * interval '1 minute';
+    IF utc NOT BETWEEN timestamp '0001-01-01 00:00:00'
+            AND timestamp '9999-12-31 23:59:59.999999' THEN
+        RETURN NULL;
+    END IF;
+    RETURN timezone('UTC', utc);
 END
-FROM (
-    SELECT m[1]::int AS y, m[2]::int AS mo, m[3]::int AS d,
-        coalesce(m[4], '0')::int AS h, coalesce(m[5], '0')::int AS mi,
-        coalesce(m[6], '0')::int AS s, rpad(left(coalesce(m[7], ''), 6), 6, '0')::int AS us,
-        CASE WHEN m[8] IS NULL OR m[8] IN ('Z', 'z') THEN 0
-            ELSE (CASE WHEN left(m[8], 1) = '-' THEN -1 ELSE 1 END)
-                * (substr(replace(m[8], ':', ''), 2, 2)::int * 60
-                    + substr(replace(m[8], ':', ''), 4, 2)::int)
-        END AS offset_minutes
-    FROM (SELECT regexp_match(stamp, '{_FORM}') AS m) AS r
-) AS f
 $$"""
-"""`hs_stamp(text)`: the stamp's instant, or NULL (see the module's docstring). Each guard
-comes before what it guards, in one CASE, so no value reaches `make_date` or
-`make_timestamp` unless they take it."""
+"""`hs_stamp(text)`: the stamp's instant, or NULL (see the module's docstring). Each check
+comes before what it guards, so no value reaches `make_date` or `make_timestamp` unless they
+take it, and nothing raises. PL/pgSQL rather than one SQL expression: the form is matched
+once a value (a SQL function that cannot be inlined was planned again at every call, some
+hundred times slower)."""
 
 DROP_FUNCTION_SQL = f"DROP FUNCTION IF EXISTS {STAMP_FUNCTION}(text)"
 
