@@ -122,9 +122,9 @@ END
 $$"""
 """`hs_stamp(text)`: the stamp's instant, or NULL (see the module's docstring). Each check
 comes before what it guards, so no value reaches `make_date` or `make_timestamp` unless they
-take it, and nothing raises. PL/pgSQL rather than one SQL expression: the form is matched
-once a value (a SQL function that cannot be inlined was planned again at every call, some
-hundred times slower)."""
+take it, and nothing raises. PL/pgSQL rather than SQL: the same parse as a SQL function
+(one the planner cannot inline, since it matches the form once, in a subquery) took some 250
+times as long a stamp, measured side by side."""
 
 DROP_FUNCTION_SQL = f"DROP FUNCTION IF EXISTS {STAMP_FUNCTION}(text)"
 

@@ -23,12 +23,13 @@ from harness_store import Store
 from harness_store.dialects.postgresql_times import (
     STAMP_COLUMNS,
     STAMP_FUNCTION,
+    create_sql,
     view_name,
 )
 from harness_store.engine import to_url
 from harness_store.models import Base
 from harness_store.records import ProviderCall, StepRecord
-from harness_store.releases import HEAD, OWN_INDEXES_FILLED
+from harness_store.releases import HEAD, OWN_INDEXES_FILLED, SHAPES
 from harness_store.schema import migrate
 from harness_store.sqldefaults import DatetimeNow, StampNow
 from harness_store.stamps import Stamp
@@ -321,3 +322,20 @@ def test_an_empty_stamp_below_the_views_names_the_revision_without_them(
         assert [f.command for f in store.check().findings] == [
             f"alembic -x db=DB stamp {OWN_INDEXES_FILLED}"
         ]
+
+
+def test_the_views_follow_the_shape_they_are_made_for(engine: Engine, pg_url: str) -> None:
+    """A view is made from the columns a table has at the revision that makes it (what a later
+    revision changing a table calls again): over a 0.30 store, `runs_times` has 0.30's
+    columns, and tables 0.30 lacks get no view."""
+    migrate.downgrade(pg_url, "0.30", backup=False)
+    with engine.begin() as conn:
+        for statement in create_sql(SHAPES["0.30"]):
+            conn.execute(text(statement))
+    with engine.connect() as conn:
+        inspector = inspect(conn)
+        views = set(inspector.get_view_names())
+        columns = [c["name"] for c in inspector.get_columns("runs_times")]
+    assert view_name("tool_attempts") not in views
+    assert set(columns) == set(SHAPES["0.30"]["runs"])
+    assert columns == [c.name for c in Base.metadata.tables["runs"].columns if c.name in columns]
