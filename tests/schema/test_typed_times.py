@@ -178,6 +178,7 @@ def test_pandas_reads_the_views_times_as_utc_datetimes(engine: Engine, pg_url: s
                 {"run": run, "at": value},
             )
     with engine.connect() as conn:
+        conn.execute(text("SET TIME ZONE 'Asia/Kolkata'"))  # pandas gives UTC whatever it is
         stored = pd.read_sql("SELECT id, started_at FROM runs ORDER BY id", conn)
         runs = pd.read_sql("SELECT * FROM runs_times ORDER BY id", conn)
         calls = pd.read_sql("SELECT * FROM provider_calls_times ORDER BY id", conn)
