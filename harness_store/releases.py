@@ -4,9 +4,10 @@ A shape is what a release's open guarantees once it has run to the end: the tabl
 columns, upstream's own indexes (from 0.21), and (from 0.7) `user_version` stamped to 7.
 Shapes are cumulative and purely additive. Each release that changed the schema has an Alembic
 revision named after it ("0.1" … "0.13", "0.18" … "0.65"); harness_store's own indexes are
-revisions `hs1`, between 0.13 and 0.18, and `hs2`, `hs3` and `hs4` after 0.65 (hs3: spend
-counters kept by triggers, `harness_store.models.spend`; hs4, the head: every `hs_` index a
-store stamped at an upstream release never got, see `own_indexes_at`). Every other release
+revisions `hs1`, between 0.13 and 0.18, and `hs2` … `hs5` after 0.65 (hs3: spend
+counters kept by triggers, `harness_store.models.spend`; hs4: every `hs_` index a
+store stamped at an upstream release never got, see `own_indexes_at`; hs5, the head: typed-times
+views on PostgreSQL, `harness_store.dialects.postgresql_times`). Every other release
 name resolves to the newest release revision at or below it (`revision_for`): 0.29 changed
 nothing, so `alembic upgrade 0.29` lands on 0.28, and 0.66 on 0.65.
 """
@@ -437,19 +438,24 @@ OWN_INDEXES_FILLED = "hs4"
 """The revision that creates every `hs_` index of the shape below it that a store lacks (one
 stamped at an upstream release after 0.13 never ran `hs1`), after hs3."""
 
+OWN_TYPED_TIMES = "hs5"
+"""The revision of the typed-times views on PostgreSQL (`<table>_times`, no change on SQLite),
+after hs4."""
+
 OWN_REVISIONS: Mapping[str, str] = MappingProxyType(
     {
         OWN_INDEXES: STORE_RELEASE,
         OWN_STEP_TOKENS: UPSTREAM_HEAD,
         OWN_SPEND: UPSTREAM_HEAD,
         OWN_INDEXES_FILLED: UPSTREAM_HEAD,
+        OWN_TYPED_TIMES: UPSTREAM_HEAD,
     }
 )
 """harness_store's own revisions, each with the release it follows (whose shape it holds)."""
 
-HEAD = OWN_INDEXES_FILLED
-"""The head Alembic revision: the newest release's shape plus harness_store's indexes and
-spend counters."""
+HEAD = OWN_TYPED_TIMES
+"""The head Alembic revision: the newest release's shape plus harness_store's indexes, spend
+counters and (on PostgreSQL) typed-times views."""
 
 REVISIONS: tuple[str, ...] = (
     *RELEASE_NAMES[: RELEASE_NAMES.index("0.13") + 1],
@@ -458,6 +464,7 @@ REVISIONS: tuple[str, ...] = (
     OWN_STEP_TOKENS,
     OWN_SPEND,
     OWN_INDEXES_FILLED,
+    OWN_TYPED_TIMES,
 )
 """Every revision of the chain, oldest first."""
 
@@ -584,7 +591,7 @@ def formats_at(name: str) -> int:
 def own_indexes_at(revision: str) -> Mapping[str, UpstreamIndex]:
     """harness_store's `hs_` indexes (name → table, columns) a store at `revision` has: what
     the chain up to it created and did not drop again. Every path to `revision` ends with
-    them: the head revision (`hs4`) creates any a store stamped by detection lacked, and a
+    them: the revision `hs4` creates any a store stamped by detection lacked, and a
     downgrade leaves what the revision below it holds. Empty below `hs1`."""
     indexes: dict[str, UpstreamIndex] = {}
     for name in REVISIONS[: REVISIONS.index(revision) + 1]:

@@ -9,7 +9,7 @@ Store and the migrations never test a dialect name themselves.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -333,6 +333,25 @@ class Backend(ABC):
     @abstractmethod
     def drop_spend_triggers_sql(self) -> list[str]:
         """The statements that remove what `spend_triggers_sql` created."""
+
+    def typed_times_sql(self, shape: Mapping[str, Collection[str]]) -> list[str]:
+        """The statements of revision hs5: analysts' typed views of the tables of `shape`
+        (table → its columns) that hold stamps. None here: upstream opens SQLite stores,
+        which keep the shape it gives them (`PostgreSQLBackend` has them)."""
+        return []
+
+    def typed_times_view_sql(self, table: str, columns: Collection[str]) -> list[str]:
+        """The statements that make `table`'s typed view again over `columns` (a later
+        revision that changes the table); none here."""
+        return []
+
+    def drop_typed_times_sql(self) -> list[str]:
+        """The statements that remove what `typed_times_sql` created; none here."""
+        return []
+
+    def typed_times_views(self) -> frozenset[str]:
+        """The names of the views `typed_times_sql` creates; none here."""
+        return frozenset()
 
     def bulk_insert(
         self, conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]

@@ -11,7 +11,7 @@ import hashlib
 import itertools
 import select
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, event, inspect, text
@@ -514,6 +514,26 @@ class PostgreSQLBackend(Backend):
             *(f"DROP FUNCTION IF EXISTS hs_spend_{fn}()"
               for fn in ("inserted", "deleted", "updated")),
         ]  # fmt: skip
+
+    def typed_times_sql(self, shape: Mapping[str, Collection[str]]) -> list[str]:
+        from .postgresql_times import create_sql  # the models, only when a revision asks
+
+        return create_sql(shape)
+
+    def typed_times_view_sql(self, table: str, columns: Collection[str]) -> list[str]:
+        from .postgresql_times import view_sql
+
+        return view_sql(table, columns)
+
+    def drop_typed_times_sql(self) -> list[str]:
+        from .postgresql_times import drop_sql
+
+        return drop_sql()
+
+    def typed_times_views(self) -> frozenset[str]:
+        from .postgresql_times import VIEWS
+
+        return VIEWS
 
     def bulk_insert(
         self, conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]

@@ -11,6 +11,7 @@ definitions, and cannot lose rows.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,11 +26,14 @@ __all__ = [
     "add_columns",
     "create_index",
     "create_table",
+    "create_times_views",
     "drop_columns",
     "drop_index",
     "drop_table",
+    "drop_times_views",
     "lower_checkpoint_format",
     "raise_checkpoint_format",
+    "recreate_times_view",
     "switch_to_wal",
 ]
 
@@ -154,3 +158,26 @@ def switch_to_wal() -> None:
         config = op.get_context().config
         if config is not None:
             config.attributes[WAL_AFTER_COMMIT] = True
+
+
+def create_times_views(shape: Mapping[str, Collection[str]]) -> None:
+    """On PostgreSQL, `hs_stamp` and a `<table>_times` view of each table of `shape` (table →
+    the columns it has at the revision) that holds a stamp; nothing on SQLite, whose stores
+    upstream opens (`Backend.typed_times_sql`)."""
+    for statement in _backend().typed_times_sql(shape):
+        op.execute(statement)
+
+
+def recreate_times_view(table: str, columns: Collection[str]) -> None:
+    """On PostgreSQL, `table`'s view made again over `columns`: what a later revision that adds
+    or drops a column of a table with stamps calls (a view over a column blocks dropping it or
+    changing its type: drop the views first with `drop_times_views`, change the table, then
+    make them again)."""
+    for statement in _backend().typed_times_view_sql(table, columns):
+        op.execute(statement)
+
+
+def drop_times_views() -> None:
+    """On PostgreSQL, every typed-times view and `hs_stamp`, where they are."""
+    for statement in _backend().drop_typed_times_sql():
+        op.execute(statement)

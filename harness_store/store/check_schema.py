@@ -21,8 +21,10 @@ from ..releases import (
     HEAD,
     INDEXES,
     OWN_INDEXES,
+    OWN_INDEXES_FILLED,
     OWN_SPEND,
     OWN_STEP_TOKENS,
+    OWN_TYPED_TIMES,
     REVISIONS,
     SHAPES,
     STORE_RELEASE,
@@ -110,8 +112,9 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
     indexes = read_indexes(conn, tables)
     present_tables = set(inspect(conn).get_table_names())
     emptied = None  # the revision of the shape of a store whose alembic_version is empty
+    timed = holds_typed_times(conn)
     if revision is None and "alembic_version" in present_tables:
-        at = emptied = shape_revision(release, present_tables, indexes)
+        at = emptied = shape_revision(release, present_tables, indexes, timed=timed)
         findings.append(
             Finding(
                 K.STAMP,
@@ -127,7 +130,7 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
     if stamp_wrong:
         assert shape_release is not None
         listed = sorted(later or missing)
-        revision = shape_revision(shape_release, present_tables, indexes)
+        revision = shape_revision(shape_release, present_tables, indexes, timed=timed)
         findings.append(
             Finding(
                 K.STAMP,
@@ -217,8 +220,16 @@ def duplicates_finding(
     )
 
 
+def holds_typed_times(conn: Connection) -> bool:
+    """Whether the store holds every typed-times view `hs5` creates (a SQLite store needs
+    none)."""
+    return set(inspect(conn).get_view_names()) >= backend_for(conn).typed_times_views()
+
+
 def view_findings(conn: Connection) -> list[Finding]:
-    """Views: io-harness creates none, nor does harness_store."""
+    """Views: io-harness creates none; harness_store only the typed-times views of
+    PostgreSQL (`Backend.typed_times_views`)."""
+    own = backend_for(conn).typed_times_views()
     return [
         Finding(
             K.UNKNOWN_VIEW,
@@ -230,6 +241,7 @@ def view_findings(conn: Connection) -> list[Finding]:
             command=f"DROP VIEW {name}",
         )
         for name in sorted(inspect(conn).get_view_names())
+        if name not in own
     ]
 
 
@@ -251,13 +263,15 @@ def read_indexes(conn: Connection, tables: Iterable[str]) -> Indexes:
     return present
 
 
-def shape_revision(release: str, tables: set[str], indexes: Indexes) -> str:
+def shape_revision(release: str, tables: set[str], indexes: Indexes, *, timed: bool) -> str:
     """The revision a store of `release`'s shape is at, told by harness_store's own objects:
-    every `hs_` index of the head, hs3's counters, hs2's index of steps, hs1's index of
-    trees."""
+    the typed-times views (`timed`: all there, or not wanted, on SQLite), every `hs_` index
+    of the head, hs3's counters, hs2's index of steps, hs1's index of trees."""
     if release == UPSTREAM_HEAD:
         if set(SPEND_TABLES) <= tables:
-            return HEAD if set(own_indexes_at(HEAD)) <= set(indexes) else OWN_SPEND
+            if not set(own_indexes_at(HEAD)) <= set(indexes):
+                return OWN_SPEND
+            return OWN_TYPED_TIMES if timed else OWN_INDEXES_FILLED
         if set(own_indexes_at(OWN_STEP_TOKENS)) & set(indexes):
             return OWN_STEP_TOKENS
     if release == STORE_RELEASE and "hs_runs_parent_run_id" in indexes:

@@ -33,7 +33,8 @@ class TargetBefore:
 
 
 def check_target_empty(url: URL, *, replace: bool = False) -> TargetBefore:
-    """Refuse a target with tables or views; say whether a SQLite file was there already.
+    """Refuse a target with tables or views (but the chain's own typed-times views); say
+    whether a SQLite file was there already.
 
     With `replace`, a target left by an interrupted copy, or whose tables hold no rows, is
     emptied first instead."""
@@ -44,10 +45,12 @@ def check_target_empty(url: URL, *, replace: bool = False) -> TargetBefore:
         check_sqlite_file(path)
     with opened(url) as target, target.read() as conn:
         inspector = inspect(conn)
-        names = sorted(inspector.get_table_names()) + sorted(inspector.get_view_names())
-        fmt = backend_named(conn.dialect.name).checkpoint_format(conn)
+        backend = backend_named(conn.dialect.name)
+        views = sorted(set(inspector.get_view_names()) - backend.typed_times_views())
+        names = sorted(inspector.get_table_names()) + views  # the chain's own views: no rows
+        fmt = backend.checkpoint_format(conn)
         unfinished = COPY_MARKER in names
-        rowless = not inspector.get_view_names() and all(
+        rowless = not views and all(
             count(conn, name) == 0 for name in names if name not in BOOKKEEPING_TABLES
         )
     if names and not unfinished and rowless and not replace:
@@ -86,7 +89,10 @@ def empty_again(url: URL, before: TargetBefore) -> None:
     if path is not None and not path.exists():
         return
     with opened(url) as target, target.write() as conn:
-        backend_named(conn.dialect.name).set_checkpoint_format(conn, before.checkpoint_format)
+        backend = backend_named(conn.dialect.name)
+        backend.set_checkpoint_format(conn, before.checkpoint_format)
+        for statement in backend.drop_typed_times_sql():  # views over the tables: first
+            conn.exec_driver_sql(statement)
         reflected = MetaData()
         reflected.reflect(conn)
         reflected.drop_all(conn)

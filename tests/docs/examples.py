@@ -1,7 +1,9 @@
 """Reading the Python examples out of the README and the documentation pages.
 
 A page's examples are its ```python blocks, in order; a block whose previous non-blank line is
-`<!-- example: skip -->` is left out (kept for blocks that need a network server).
+`<!-- example: skip -->` is left out (kept for blocks that need a network server), and one
+after `<!-- example: postgresql -->` runs against a PostgreSQL database of its own
+(`postgresql_blocks`, `tests/docs/test_postgresql_examples.py`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SKIP = "<!-- example: skip -->"
+POSTGRESQL = "<!-- example: postgresql -->"
+EXAMPLE_URL = "postgresql+psycopg://agent@db.internal/runs"
+"""The URL a PostgreSQL example names, which its test replaces with a database's of its own."""
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[\w+-]*)")
 
 
@@ -23,6 +28,7 @@ class Block:
     line: int
     code: str
     skipped: bool
+    postgresql: bool = False
 
 
 def pages() -> list[Path]:
@@ -51,7 +57,7 @@ def blocks(text: str) -> list[Block]:
         while index < len(lines) and not lines[index].strip().startswith(fence):
             index += 1
         body = "\n".join(line[indent:] for line in lines[start:index]) + "\n"
-        found.append(Block(lang, start, body, previous == SKIP))
+        found.append(Block(lang, start, body, previous == SKIP, previous == POSTGRESQL))
         previous = ""
         index += 1
     return found
@@ -59,7 +65,16 @@ def blocks(text: str) -> list[Block]:
 
 def python_blocks(page: Path) -> list[Block]:
     """The page's ```python blocks that are to be run, in order."""
-    return [b for b in blocks(page.read_text()) if b.lang == "python" and not b.skipped]
+    return [
+        b
+        for b in blocks(page.read_text())
+        if b.lang == "python" and not b.skipped and not b.postgresql
+    ]
+
+
+def postgresql_blocks(page: Path) -> list[Block]:
+    """The page's ```python blocks that run against PostgreSQL, in order."""
+    return [b for b in blocks(page.read_text()) if b.lang == "python" and b.postgresql]
 
 
 def run_page(page: Path) -> dict[str, object]:

@@ -8,7 +8,7 @@ it: the legacy builder's for 0.1 … 0.13, a new store taken down to a later rel
 stamp and `hs_` indexes removed), torn by a crash in an open, the real 0.22 and 0.29 stores, and
 stores io-harness's own code wrote at each release the oracles build (`write` where the oracle
 has it, else `open`). io-harness creates none of the `hs_` indexes, and detection stamps such a
-store at its release, above `hs1`: only the chain's head revision (`hs4`) gives it the ones it
+store at its release, above `hs1`: only the chain's revision `hs4` gives it the ones it
 never had.
 
 The default tier runs a sample that still shows the property (a release from each stretch of

@@ -271,11 +271,19 @@ def other_pg_url(pg_server_url: str) -> Iterator[str]:
 
 
 TRIGGERS = text("SELECT tgname, tgrelid::regclass::text FROM pg_trigger WHERE NOT tgisinternal")
+VIEWS = text(
+    "SELECT viewname, definition FROM pg_views WHERE schemaname = current_schema() "
+    "ORDER BY viewname"
+)
+FUNCTIONS = text(
+    "SELECT proname, provolatile, prosrc FROM pg_proc "
+    "WHERE pronamespace = current_schema()::regnamespace ORDER BY proname"
+)
 
 
 def pg_facts(url: str) -> dict[str, Any]:
-    """The revision, the triggers and the spend counters' rows (the tables are compared by
-    `schema_shape`)."""
+    """The revision, the triggers, the spend counters' rows, and hs5's views and functions (the
+    tables are compared by `schema_shape`)."""
 
     engine = create_engine(url)
     try:
@@ -286,6 +294,8 @@ def pg_facts(url: str) -> dict[str, Any]:
                 "spend": conn.execute(
                     text("SELECT day, model, changes FROM hs_spend_days ORDER BY day, model")
                 ).all(),
+                "views": conn.execute(VIEWS).all(),
+                "functions": conn.execute(FUNCTIONS).all(),
             }
     finally:
         engine.dispose()
@@ -313,3 +323,4 @@ def test_postgresql_script_from_an_older_revision_applies(
     assert not differences(schema_shape(pg_url), schema_shape(other_pg_url))
     assert pg_facts(pg_url) == pg_facts(other_pg_url)
     assert pg_facts(pg_url)["revision"] == [(HEAD,)]
+    assert len(pg_facts(pg_url)["views"]) > 20
