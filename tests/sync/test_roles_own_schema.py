@@ -56,3 +56,27 @@ def test_roles_hold_in_a_schema_of_its_own(
     assert refused(reader_url, "DELETE FROM runs") == DENIED
     assert mirror_problems(centre, host_b) == []
     assert make_url(centre).query  # the schema travels in the URL's options
+
+
+def test_a_reader_reads_the_typed_times_and_a_follower_cannot_change_them(
+    pg_url: str, tmp_path: Path, new_role: Callable[[], str]
+) -> None:
+    """The analysts' views (`<table>_times`) are readable by a reader role, in a schema of its
+    own as in `public`; a follower cannot replace or drop them."""
+    for centre in (pg_url, in_schema(pg_url)):
+        reader, follower = new_role(), new_role()
+        grant(centre, reader, "reader")
+        grant(centre, follower, "follower")
+        host = tmp_path / f"h{len(centre)}.sqlite3"
+        write_source(host, runs=2, steps=2, tag="t")
+        as_follower = as_role(pg_url, follower)
+        as_reader = as_role(pg_url, reader)
+        if centre != pg_url:
+            as_follower, as_reader = in_schema(as_follower), in_schema(as_reader)
+        sync([host], as_follower)
+        started = run_sql(as_reader, "SELECT pg_typeof(started_at)::text, count(*) "
+                          "FROM runs_times GROUP BY 1")  # fmt: skip
+        assert [(t, n >= 2) for t, n in started] == [("timestamp with time zone", True)]
+        assert refused(as_follower, "DROP VIEW runs_times") == DENIED
+        replaced = "CREATE OR REPLACE VIEW runs_times AS SELECT 1 AS id"
+        assert refused(as_follower, replaced) == DENIED
