@@ -341,3 +341,29 @@ def test_check_names_a_tool_call_whose_arguments_hold_nan(
     (finding,) = [f for f in store.check().findings if f.table == "steps"]
     assert finding.kind.value == "not_json" and finding.rows == (row,), finding
     assert "steps.tool_call" in finding.detail and "NaN or Infinity" in finding.detail
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "args"),
+    [
+        ("runs", "goal", ("runs",)),
+        ("runs", "goal", ("tree", "1")),
+        ("runs", "goal", ("trace", "1")),
+        ("memory", "value", ("memory", "ws")),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else v,
+)
+def test_each_read_command_says_what_it_shows_replaced(
+    tmp_path: Path, table: str, column: str, args: tuple[str, ...]
+) -> None:
+    """The read commands show text whose bytes are not UTF-8 with U+FFFD for those bytes, and
+    say so. Before: only `trace` said it; `runs`, `tree` and `memory` replaced it silently."""
+    path = str(tmp_path / "runs.sqlite3")
+    with Store.open(path, backup=False) as store:
+        run = store.start_run("goal", "plan")
+        store.memory_put("ws", "key", "remembered", run, 1)
+    foreign(path, f"UPDATE {table} SET {column} = {NOT_UTF8}")
+    done = run_in_process(args[0], path, *args[1:])
+    assert done.returncode == 0, done.stderr
+    assert "p\ufffdq" in done.stdout
+    assert done.stderr.count("held bytes that are not UTF-8") == 1, done.stderr
