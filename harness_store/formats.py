@@ -152,13 +152,14 @@ JSON = json.JSONDecoder(parse_constant=_no_constant)
 """JSON as RFC 8259 defines it, for every reader of a step's tool calls: Python's own reader
 also takes `NaN`, `Infinity` and `-Infinity` (which `json.dumps` writes), and DuckDB's,
 polars' and io-harness's (serde's) readers refuse them."""
-_JSON = JSON
 
 WRITE_FILE_TOOL = "write_file"
 """The tool the single-file loop calls; that loop records only the call's arguments."""
 
 
-def step_tool_calls(tool_call: str) -> tuple[tuple[str, str], ...] | None:
+def step_tool_calls(
+    tool_call: str, decoder: json.JSONDecoder = JSON
+) -> tuple[tuple[str, str], ...] | None:
     """A step's `tool_call` text as its calls, each `(name, arguments as JSON text)`.
 
     io-harness's agent loop writes each call as `name:` followed by its arguments as compact
@@ -167,13 +168,14 @@ def step_tool_calls(tool_call: str) -> tuple[tuple[str, str], ...] | None:
     a name, a colon, exactly one JSON value, then the separator or the end — so a `" | "`
     inside an argument string is part of the argument. Empty text is no call (`()`); text
     not in either form is `None`, and each arguments text returned is valid JSON (RFC 8259:
-    no NaN or Infinity).
+    no NaN or Infinity). `decoder`: another JSON reader, for `check`, which names the calls
+    only a lenient reader (Python's own, which takes NaN) would read.
     """
     if tool_call == "":
         return ()
     if tool_call.startswith("{"):
         try:
-            value, end = _JSON.raw_decode(tool_call)
+            value, end = decoder.raw_decode(tool_call)
         except ValueError:
             return None
         return (
@@ -189,7 +191,7 @@ def step_tool_calls(tool_call: str) -> tuple[tuple[str, str], ...] | None:
             return None
         start = name.end()
         try:
-            _, end = _JSON.raw_decode(tool_call, start)
+            _, end = decoder.raw_decode(tool_call, start)
         except ValueError:
             return None
         calls.append((name.group()[:-1], tool_call[start:end]))

@@ -27,6 +27,7 @@ from support.clirun import run_in_process
 
 from harness_store import StepRecord, Store
 from harness_store.analytics.dataset import read_dataset
+from harness_store.formats import JSON
 from harness_store.sync import quarantined
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "values.md"
@@ -246,19 +247,42 @@ def parquet(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
     return refused_or(run_in_process("export", "parquet", source, directory), kind, exact)
 
 
+def rfc_8259(value: Any) -> bool:
+    """Whether an attribute that reads as JSON to Python's lenient reader is JSON as RFC 8259
+    defines it (no NaN, no Infinity)."""
+    if not isinstance(value, str):
+        return True
+    try:
+        json.loads(value)
+    except ValueError:
+        return True  # no JSON at all: text
+    try:
+        JSON.decode(value)
+    except ValueError:
+        return False
+    return True
+
+
 def otlp(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
     sink = Sink.start()
     try:
         done = run_in_process("export", "otlp", source, "--endpoint", sink.url, "--include-content")
     finally:
         sink.stop()
-    sent = [v for attributes in sink.spans.values() for v in attributes.values()]
+    sent = [
+        v
+        for span in sink.spans.values()
+        for attributes in (span, *span["events"])
+        for k, v in attributes.items()
+        if k != "events"
+    ]
 
     def exact() -> Outcome | bool:
         if ("otlp", kind.table) in UNREAD:
             return "unread"
-        if kind.column == "tool_call":  # its arguments as a tool span's, as written
-            return kind.python.split(":", 1)[1] in sent
+        if kind.column == "tool_call":  # as written, as no call (every reader's grammar)
+            tools = [a for a in sink.spans.values() if a.get("gen_ai.tool.name") == "read_file"]
+            return kind.python in sent and not tools and all(map(rfc_8259, sent))
         if any(isinstance(v, str) and "\ufffd" in v for v in sent):
             return "replaced"
         return kind.python in sent

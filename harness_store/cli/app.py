@@ -23,7 +23,7 @@ from ..errors import (
     StoreNotFoundError,
     install_hint,
 )
-from .output import visible
+from .output import escape_unshowable, visible
 
 DEBUG_ENV = "HARNESS_STORE_DEBUG"
 """Environment variable that lets an unexpected error's traceback through."""
@@ -368,6 +368,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not os.environ.get(DEBUG_ENV) and LIBRARY_LOGS not in library.handlers:
         library.addHandler(LIBRARY_LOGS)
     args = list(argv) if argv is not None else sys.argv[1:]
+    escape_unshowable(sys.stdout, sys.stderr)
     stdout = sys.stdout
     sys.stdout = PipeGuard(stdout)
     try:

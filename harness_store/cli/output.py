@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import sys
 import unicodedata
@@ -21,6 +22,35 @@ PLAIN_WIDTH = 1_000_000
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 # --- output ------------------------------------------------------------------------------
+
+ESCAPED = "harness-store-escaped"
+"""The codec error handler of the command's stdout and stderr (`escape_unshowable`)."""
+
+
+def _escaped(error: UnicodeError) -> tuple[str, int]:
+    """What an output encoding cannot hold, as `\\uXXXX` escapes (a character past U+FFFF as
+    its two UTF-16 halves): readable in a table, and in a JSON document the same escape JSON
+    itself writes, so the document still reads back as the store holds it."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    part = error.object[error.start : error.end]
+    units = part.encode("utf-16-be", "surrogatepass")
+    codes = (int.from_bytes(units[i : i + 2], "big") for i in range(0, len(units), 2))
+    return "".join(f"\\u{code:04x}" for code in codes), error.end
+
+
+codecs.register_error(ESCAPED, _escaped)
+
+
+def escape_unshowable(*streams: TextIO) -> None:
+    """Have each of `streams` write a character its encoding cannot hold (an em dash under
+    `PYTHONIOENCODING=ascii`, a check mark on a Latin-1 terminal) as an escape, instead of
+    ending the command halfway with a `UnicodeEncodeError`. A stream that is no text file of
+    the process's (a test's buffer) is left as it is."""
+    for stream in streams:
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            reconfigure(errors=ESCAPED)
 
 
 @contextmanager

@@ -208,8 +208,9 @@ def open_reader(
 ) -> Iterator[Reader]:
     """Open `db` through the one read-only open (`Store.open(read_only=True)`'s) and
     diagnose it; refuse what cannot be read (see the exit codes). `shape`: read every table's
-    columns of a tracked store too (`inspect` shows them). `replace=False`: text that is not
-    UTF-8 is not shown replaced (an export, which must write it exactly or refuse it).
+    columns of a tracked store too (`inspect` shows them). Text that is not UTF-8 is shown
+    with U+FFFD for its bytes, and how many values were is said at the end; `replace=False`:
+    it is not shown replaced (an export, which must write it exactly or refuse it).
     `schema`: the PostgreSQL schema of its own the store lives in (`--schema`)."""
     from .app import OWN_PROCESS  # read now: `main` sets it before any command runs
 
@@ -235,6 +236,13 @@ def open_reader(
         if require_readable:
             refuse_unreadable(reader)
         yield reader
+    if replaced.count:  # every read command says it, once, after what it showed
+        from .output import note, plural
+
+        note(
+            f"{plural(replaced.count, 'value')} held bytes that are not UTF-8; "
+            "they are shown replaced by U+FFFD (\ufffd)"
+        )
 
 
 def refuse_unreadable(reader: Reader) -> None:

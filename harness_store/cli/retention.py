@@ -256,7 +256,17 @@ def compact_command(db: DbArg, yes: YesOpt = False, as_json: JsonOpt = False) ->
         )
         if not as_json:
             stderr_console().print(Text("compacting…"))
-        reclaimed = store.compact()
+        try:
+            reclaimed = store.compact()
+        except Exception as exc:  # SQLite's VACUUM rolls back when its copy fills the disk
+            from ..schema.preflight import is_disk_full
+
+            if isinstance(exc, DiskFullError) or not is_disk_full(exc):
+                raise
+            raise DiskFullError(
+                f"{parse_target(db).where}: the disk is full; nothing was compacted: the "
+                "store is as it was. Free about the store's size and run the compact again"
+            ) from None
         after = store.store_size()
     if as_json:
         emit_json({"reclaimed_bytes": reclaimed, "file_bytes": after.file_bytes})

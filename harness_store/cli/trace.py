@@ -15,7 +15,7 @@ import typer
 
 from ..errors import RunNotFoundError
 from .app import MAX_INT, DbArg, JsonOpt, RunArg, app
-from .output import Column, JsonArray, emit_table, fit_cell, note, plural, stdout_console, visible
+from .output import Column, JsonArray, emit_table, fit_cell, stdout_console, visible
 from .reader import Replaced, open_reader
 
 if TYPE_CHECKING:
@@ -126,11 +126,6 @@ def trace_command(
                     (e.step, e.kind, "" if e.tokens is None else f"{e.tokens:,}", summary(e))
                     for e in entries
                 ),
-            )
-        if reader.replaced.count:
-            note(
-                f"{plural(reader.replaced.count, 'value')} held bytes that are not UTF-8; "
-                "they are shown replaced by U+FFFD (�)"
             )
 
 

@@ -6,13 +6,14 @@ process waits on the busy timeout (and the writers' queue) instead of failing.""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from typing import Any
+from contextlib import contextmanager, nullcontext, suppress
+from typing import Any, NoReturn
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
 from ..dialects import Backend
+from ..dialects.sqlite_text import read_tables, undecodable
 from ..errors import StoreError, TransactionOpenError
 from .base import INHERITED, Connector, Work
 from .driver import LATE_ROUNDS, execute_call, execute_together
@@ -80,6 +81,39 @@ class SQLiteConnector(Connector):
             self._cursor = None
         self.engine.dispose(close=False)
         self._hold()
+
+    def raise_typed(
+        self,
+        exc: Exception,
+        *,
+        may_have_committed: bool = False,
+        connection_intact: bool | None = None,
+    ) -> NoReturn:
+        """A read that failed on text whose bytes are not UTF-8 (the `sqlite3` module's
+        error names no row) is `UnreadableValueError` naming the first such text of the
+        tables it read (`dialects.sqlite_text`); any other error as `Connector.raise_typed`."""
+        named = self._undecodable(exc)
+        if named is not None:
+            raise named from None
+        super().raise_typed(
+            exc, may_have_committed=may_have_committed, connection_intact=connection_intact
+        )
+
+    def _undecodable(self, exc: Exception) -> Exception | None:
+        """The error naming the row of a text the failed read could not decode, or None (no
+        such failure, or none found: the error is said as it is)."""
+        tables = read_tables(exc)
+        if tables is None or self.closed:
+            return None
+        active = self._active.conn
+        try:
+            with nullcontext(active) if active is not None else self._borrow() as conn:
+                if active is not None:
+                    return undecodable(conn, tables, self.backend.table_columns(conn))
+                with conn.begin():
+                    return undecodable(conn, tables, self.backend.table_columns(conn))
+        except Exception:  # the look failed too: the read's own error is said
+            return None
 
     @contextmanager
     def _borrow(self) -> Iterator[Connection]:

@@ -54,6 +54,7 @@ from .sqlite_codes import (
     error_code,
 )
 from .sqlite_queue import SQLiteWriteQueue, begin_immediate
+from .sqlite_text import install as install_text_look
 from .still import file_uri, install_still_reads, names_uri, still_read_outdated
 
 WRITE = WRITE_TRANSACTION
@@ -133,6 +134,7 @@ class SQLiteBackend(Backend):
     ) -> None:
         busy_ms = int(check_busy_timeout(busy_timeout) * 1000)
         install_still_reads(engine)  # a read-only engine reads a still file `immutable=1`
+        install_text_look(engine)  # a read failing on text that is not UTF-8 names its row
 
         @event.listens_for(engine, "connect")
         def on_connect(dbapi_conn: sqlite3.Connection, record: Any) -> None:

@@ -462,7 +462,8 @@ class RunSpans:
 
     def step_event(self, step: SpanStep, calls: tuple[tuple[str, str], ...], at: int) -> Event:
         """A `harness.step` event: the step's number, decision, tokens and tools (several
-        calls: their names joined by " | ", their arguments as a JSON array)."""
+        calls: their names joined by " | ", their arguments as a JSON array; a `tool_call`
+        in no form of the grammar, which is no call: its text as written)."""
         a: Attributes = {
             "harness.step": step.step,
             "harness.step.id": step.id,
@@ -477,6 +478,8 @@ class RunSpans:
                 _set(a, "harness.step.tool_arguments", calls[0][1])
             elif calls:
                 a["harness.step.tool_arguments"] = "[" + ",".join(c[1] for c in calls) + "]"
+            else:  # text the grammar reads as no call: as written
+                _set(a, "harness.step.tool_call", step.tool_call)
         return Event("harness.step", a, at)
 
     def row_event(self, row: SpanEventRow, when: StepClock) -> Event:

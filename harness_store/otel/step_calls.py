@@ -14,26 +14,23 @@ Attributes = dict[str, AttributeValue]
 
 
 def step_calls(tool_call: str) -> tuple[tuple[str, str], ...]:
-    """A step's `tool_call` as its calls, each `(name, arguments)`: io-harness joins a step's
-    calls as `name:{json} | name:{json}` (and its single-file loop writes `write_file`'s bare
-    arguments), read by that grammar (`formats.step_tool_calls`). Other text is one call named
-    by what stands before its first colon, its arguments the rest as written; text that
-    starts as a JSON object but is not one is no call."""
-    calls = step_tool_calls(tool_call)
-    if calls is not None:
-        return calls
-    text = tool_call.strip()
-    if text.startswith("{"):  # the single-file loop's arguments, cut short: no name to give
-        return ()
-    name, _, arguments = text.partition(":")
-    return ((name.strip(), arguments),) if name.strip() else ()
+    """A step's `tool_call` as its calls, each `(name, arguments)`, read by the one grammar
+    every reader uses (`formats.step_tool_calls`: io-harness's `name:{json} | name:{json}`
+    and its single-file loop's bare `write_file` arguments, each arguments text RFC 8259
+    JSON), so a span's tool calls are `StepRecord.tool_calls` and a Parquet row's. Text in no
+    form of it is no call; the step's event carries it as written (`step_event`)."""
+    return step_tool_calls(tool_call) or ()
 
 
-def _arguments(text: str) -> object:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+def _dumped(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _call_part(name: str, arguments: str) -> str:
+    """A tool call as a message part, its arguments the JSON text as written (RFC 8259, by
+    the grammar): decoded and encoded again, a number past a float's range (`1e999`) would
+    come back as a bare `Infinity`, which is no JSON."""
+    return '{"type": "tool_call", "name": ' + _dumped(name) + ', "arguments": ' + arguments + "}"
 
 
 def chat_content(
@@ -58,18 +55,20 @@ def chat_content(
         a["llm.input_messages.0.message.content"] = step.prompt
     if calls is None:
         return
-    parts: list[dict[str, object]] = [
-        {"type": "tool_call", "name": name, "arguments": _arguments(arguments)}
-        for name, arguments in calls
-    ]
     text = step.tool_call if calls else step.decision
-    if not calls:
-        if not step.decision:
-            return
-        parts = [{"type": "text", "content": step.decision}]
-    message: dict[str, object] = {"role": "assistant", "parts": parts}
-    message["finish_reason"] = finish_reason or ("tool_call" if calls else "stop")
-    a["gen_ai.output.messages"] = json.dumps([message], ensure_ascii=False)
+    if not calls and not step.decision:
+        return
+    parts = [_call_part(name, arguments) for name, arguments in calls] or [
+        _dumped({"type": "text", "content": step.decision})
+    ]
+    finish = finish_reason or ("tool_call" if calls else "stop")
+    a["gen_ai.output.messages"] = (
+        '[{"role": "assistant", "parts": ['
+        + ", ".join(parts)
+        + '], "finish_reason": '
+        + _dumped(finish)
+        + "}]"
+    )
     a["output.value"] = text
     a["output.mime_type"] = "text/plain"
     a["llm.output_messages.0.message.role"] = "assistant"

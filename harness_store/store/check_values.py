@@ -13,14 +13,14 @@ values (`check_rows.integers`), so a mistyped row is named here once instead of 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
 from sqlalchemy import Connection, Integer, and_, case, func, not_, or_, select
 
 from ..dialects import Backend
-from ..formats import JSON
+from ..formats import JSON, step_tool_calls
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
 from .check_rows import model_table
 from .unreadable import shown
@@ -136,7 +136,10 @@ def value_findings(
                     )
         findings += _text_findings(conn, backend, table, keys, texts)
         for column in (table.c[c] for c in PARSED.get(name, ()) if c in present):
-            found = _json_finding(conn, backend, table, keys, column)
+            found = _json_finding(conn, backend, table, keys, column, _document)
+            findings += [found] if found is not None else []
+        for column in (table.c[c] for c in CALLS.get(name, ()) if c in present):
+            found = _json_finding(conn, backend, table, keys, column, _calls)
             findings += [found] if found is not None else []
     return findings
 
@@ -150,12 +153,39 @@ PARSED: dict[str, tuple[str, ...]] = {
 policy and assistant turns, the event stream); its other JSON columns read as empty then."""
 
 
+CALLS: dict[str, tuple[str, ...]] = {"steps": ("tool_call",)}
+"""The tool calls of a step, read by the one grammar (`formats.step_tool_calls`) by every
+reader: io-harness's, `StepRecord.tool_calls` and both exports."""
+
+_LENIENT = json.JSONDecoder()
+"""Python's own JSON reader, which takes NaN and Infinity."""
+
+
+def _document(text: str, strict: bool) -> bool:
+    """Whether `text` reads as one JSON document (`strict`: as RFC 8259 defines JSON)."""
+    try:
+        (JSON if strict else _LENIENT).decode(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _calls(text: str, strict: bool) -> bool:
+    """Whether `text` reads as a step's tool calls (`strict`: their arguments RFC 8259)."""
+    return step_tool_calls(text, JSON if strict else _LENIENT) is not None
+
+
 def _json_finding(
-    conn: Connection, backend: Backend, table: Any, keys: list[Any], column: Any
+    conn: Connection,
+    backend: Backend,
+    table: Any,
+    keys: list[Any],
+    column: Any,
+    reads: Callable[[str, bool], bool],
 ) -> Finding | None:
-    """The documents of `column` that hold NaN or Infinity as a value: the rows whose text
+    """The values of `column` that hold NaN or Infinity as a JSON value: the rows whose text
     holds either word are read (as bytes where the backend keeps any), one at a time, and
-    those RFC 8259 refuses but Python's lenient reader takes are named."""
+    those that `reads` only leniently (Python's reader), not as RFC 8259 says, are named."""
     faults = backend.text_faults(column)
     value = column if faults is None else faults[2]
     words = or_(column.like("%NaN%"), column.like("%Infinity%"))
@@ -164,12 +194,9 @@ def _json_finding(
         raw = row[-1]
         try:
             text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
-            json.loads(text)  # Python's reader takes NaN and Infinity
         except ValueError:
-            continue  # not UTF-8, or no JSON at all: named elsewhere, or not this finding
-        try:
-            JSON.decode(text)
-        except ValueError:
+            continue  # not UTF-8: named elsewhere
+        if reads(text, False) and not reads(text, True):
             bad.add(tuple(row[: len(keys)]), text.encode())
     if not bad.count:
         return None
@@ -177,10 +204,16 @@ def _json_finding(
     return Finding(
         K.NOT_JSON,
         table.name,
-        f"{table.name}.{column.name} holds {bad.count} documents with NaN or Infinity, which "
+        f"{table.name}.{column.name} holds {bad.count} "
+        f"{'documents' if reads is _document else 'tool calls'} with NaN or Infinity, which "
         f"JSON (RFC 8259) has not (e.g. {_shown(bad.example)})",
-        "io-harness's read of these rows fails (its JSON reader refuses NaN and Infinity): "
-        "a resume of the run, or a read of its event stream, stops with an error",
+        (
+            "io-harness's read of these rows fails (its JSON reader refuses NaN and "
+            "Infinity): a resume of the run, or a read of its event stream, stops with an error"
+            if reads is _document
+            else "every reader of a step's tool calls (io-harness's JSON reader, "
+            "`StepRecord.tool_calls`, both exports) reads no call there"
+        ),
         key=key,
         rows=rows,
         count=bad.count,

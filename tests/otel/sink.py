@@ -118,9 +118,13 @@ class Sink:
                             for a in e.attributes
                             if a.key == "harness.step"
                         ]
+                        events = [
+                            {a.key: _value(a.value) for a in e.attributes} for e in span.events
+                        ]
                         self.spans[span.span_id] = {
                             "name": span.name, "trace_id": span.trace_id,
-                            "parent": span.parent_span_id, "step_events": steps, **attributes,
+                            "parent": span.parent_span_id, "step_events": steps,
+                            "events": events, **attributes,
                         }  # fmt: skip
                         if attributes.get("gen_ai.operation.name") == "invoke_agent":
                             self.arrivals.append(attributes["harness.run.id"])

@@ -256,3 +256,114 @@ def test_a_mistyped_step_number_is_named_by_every_read(
             with pytest.raises(UnreadableValueError, match=named):
                 read()
             print(name, "named it")
+
+
+# --- text whose bytes are not UTF-8 ---------------------------------------------------------
+
+NOT_UTF8 = "CAST(X'70FF71' AS TEXT)"
+"""Text of the bytes `p\\xffq`, as a foreign writer leaves it (SQLite keeps any bytes as text;
+PostgreSQL's text is always UTF-8, so these tests are SQLite's alone)."""
+
+
+def test_text_that_is_not_utf8_is_named_by_every_read(
+    mistyped_store: tuple[str, dict[str, int]],
+) -> None:
+    """Before: each of these reads ended with a StoreError carrying the driver's "Could not
+    decode to UTF-8 column 'result'", which names no row (nor the table)."""
+    path, ids = mistyped_store
+    root, child, row = ids["root"], ids["child"], ids["row"]
+    foreign(path, f"UPDATE steps SET result = {NOT_UTF8} WHERE id = {row}")
+    named = rf"steps row id {row}: its result is b'p\\xffq', not UTF-8 text"
+    with Store.open(path) as store:
+        reads: dict[str, Callable[[], object]] = {
+            "steps": lambda: store.steps(child),
+            "iter_steps": lambda: list(store.iter_steps(child)),
+            "trace_entries": lambda: list(store.trace_entries(child)),
+            "span_steps": lambda: list(store.span_steps(child)),
+            "canonical_trace": lambda: store.canonical_trace(child),
+        }
+        for name, read in reads.items():
+            with pytest.raises(UnreadableValueError, match=named):
+                read()
+            print(name, "named it")
+        assert [s.step for s in store.steps(root)] == [1, 2, 3]  # the other run reads
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "read"),
+    [
+        ("runs", "goal", lambda s, ids: s.tree(ids["root"])),
+        ("memory", "value", lambda s, ids: s.memory_list("ws")),
+        ("memory", "key", lambda s, ids: s.memory_list("ws")),
+        ("run_leases", "owner", lambda s, ids: s.run_lease(ids["root"])),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_text_that_is_not_utf8_is_named_in_each_table_kind(
+    mistyped_store: tuple[str, dict[str, int]],
+    table: str,
+    column: str,
+    read: Callable[[Store, dict[str, int]], object],
+) -> None:
+    """A run (updated in place), a memory entry (keyed by text) and a lease, each read by
+    the Store: the row is named, by its key."""
+    path, ids = mistyped_store
+    with Store.open(path) as store:
+        store.memory_put("ws", "k", "v", ids["root"], 1)
+        store.acquire_lease(ids["root"], 60)
+    foreign(path, f"UPDATE {table} SET {column} = {NOT_UTF8}")
+    with Store.open(path) as store, pytest.raises(UnreadableValueError) as raised:
+        read(store, ids)
+    said = str(raised.value)
+    assert said.startswith(f"{table} row ") and f"its {column} is b'p\\xffq'" in said, said
+
+
+# --- NaN in a step's tool calls ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_check_names_a_tool_call_whose_arguments_hold_nan(
+    store: Store, store_target: str, constant: str
+) -> None:
+    """Before: `check` called the store healthy, while every reader of the step's calls
+    (`StepRecord.tool_calls`, both exports) reads none there and io-harness's JSON reader
+    refuses them. A call whose text is in no form of the grammar at all is no finding (it was
+    never a call)."""
+    run = store.start_run("goal", "x")
+    for n in (1, 2, 3):
+        store.checkpoint_step(run, StepRecord(n, "d", "r").with_trace("p", 'x:{"n":1}', 1))
+    foreign(
+        store_target,
+        f"UPDATE steps SET tool_call = 'read_file:{{\"n\": {constant}}} | x:{{}}' WHERE step = 2",
+        "UPDATE steps SET tool_call = 'just words: NaN' WHERE step = 3",
+    )
+    (row,) = [s.id for s in store.span_steps(run) if s.step == 2]
+    (finding,) = [f for f in store.check().findings if f.table == "steps"]
+    assert finding.kind.value == "not_json" and finding.rows == (row,), finding
+    assert "steps.tool_call" in finding.detail and "NaN or Infinity" in finding.detail
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "args"),
+    [
+        ("runs", "goal", ("runs",)),
+        ("runs", "goal", ("tree", "1")),
+        ("runs", "goal", ("trace", "1")),
+        ("memory", "value", ("memory", "ws")),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else v,
+)
+def test_each_read_command_says_what_it_shows_replaced(
+    tmp_path: Path, table: str, column: str, args: tuple[str, ...]
+) -> None:
+    """The read commands show text whose bytes are not UTF-8 with U+FFFD for those bytes, and
+    say so. Before: only `trace` said it; `runs`, `tree` and `memory` replaced it silently."""
+    path = str(tmp_path / "runs.sqlite3")
+    with Store.open(path, backup=False) as store:
+        run = store.start_run("goal", "plan")
+        store.memory_put("ws", "key", "remembered", run, 1)
+    foreign(path, f"UPDATE {table} SET {column} = {NOT_UTF8}")
+    done = run_in_process(args[0], path, *args[1:])
+    assert done.returncode == 0, done.stderr
+    assert "p\ufffdq" in done.stdout
+    assert done.stderr.count("held bytes that are not UTF-8") == 1, done.stderr

@@ -171,7 +171,7 @@ def otlp_command(
     with exporter_quiet():
         console = stdout_console()
         if not follow:
-            with open_reader(db) as reader:
+            with open_reader(db, replace=False) as reader:
                 report = export(
                     reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
                     include_content=include_content, prices=table, project=project,
@@ -188,7 +188,7 @@ def otlp_command(
             console.print(summary(done), highlight=False, soft_wrap=True)
 
         stop = threading.Event()
-        with stopped_by_signals(stop), open_reader(db) as reader:
+        with stopped_by_signals(stop), open_reader(db, replace=False) as reader:
             report = export(
                 reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
                 include_content=include_content, prices=table, project=project,
