@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..transfer import CopyReport
 from .app import EPILOG, EXIT_OTHER, CliError, JsonOpt, app
 from .output import emit_json, note, progress_bars, stderr_console, stdout_console
-from .reader import parse_target
+from .reader import in_schema, parse_target
 
 # --- copy --------------------------------------------------------------------------------
 
@@ -143,6 +143,23 @@ def copy_command(
             help="Leave out tables and columns of a newer io-harness (refused otherwise).",
         ),
     ] = False,
+    source_schema: Annotated[
+        str | None,
+        typer.Option(
+            "--source-schema",
+            metavar="NAME",
+            help="PostgreSQL: the schema of its own the source store lives in.",
+        ),
+    ] = None,
+    dest_schema: Annotated[
+        str | None,
+        typer.Option(
+            "--dest-schema",
+            metavar="NAME",
+            help="PostgreSQL: the schema of its own the copy is made in, beside an "
+            "application's tables (created by the copy).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Copy a whole store between SQLite and PostgreSQL (either way), with every row count
@@ -155,6 +172,7 @@ def copy_command(
     from ..schema.detect import check_sqlite_file
 
     copy_store = load_copy_store()
+    source, target = in_schema(source, source_schema), in_schema(target, dest_schema)
     source_url, target_url = parse_target(source).url, parse_target(target).url
     source_path = sqlite_path(source_url)
     if source_path is not None:

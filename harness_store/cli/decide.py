@@ -13,9 +13,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import UpgradeRequiredError
-from .app import EXIT_NOT_FOUND, EXIT_USAGE, MAX_INT, CliError, DbArg, JsonOpt, RunArg, app
+from .app import (
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    MAX_INT,
+    CliError,
+    DbArg,
+    JsonOpt,
+    RunArg,
+    SchemaOpt,
+    app,
+)
 from .output import emit_json, stdout_console, visible
-from .reader import parse_target, suggest
+from .reader import in_schema, parse_target, suggest
 
 IdOpt = Annotated[
     int | None, typer.Option("--id", help="Only this request, plan or question.", max=MAX_INT)
@@ -65,9 +75,11 @@ def approve_command(
     cancel: Annotated[bool, typer.Option("--cancel", help="With --plan: cancel it.")] = False,
     by: ByOpt = "human",
     as_json: JsonOpt = False,
+    schema: SchemaOpt = None,
 ) -> None:
     """Decide a paused run's pending actions (approve, or --deny), or with --plan its proposed
     plans (approve, --revise TEXT, or --cancel): every open one, or only --id."""
+    db = in_schema(db, schema)
     from ..records import PlanVerdict
 
     if not plan and (revise is not None or cancel):
@@ -122,9 +134,11 @@ def answer_command(
     question_id: IdOpt = None,
     by: ByOpt = "human",
     as_json: JsonOpt = False,
+    schema: SchemaOpt = None,
 ) -> None:
     """Answer a paused run's open question (the oldest, or --id); an answer must be one of the
     question's choices when it offers some."""
+    db = in_schema(db, schema)
     with open_writer(db) as store:
         if store.status(run) is None:
             raise CliError(EXIT_NOT_FOUND, f"no run with id {run} in the store")

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import RunNotFoundError
-from .app import EXIT_USAGE, MAX_INT, CliError, DbArg, JsonOpt, RunArg, app
+from .app import EXIT_USAGE, MAX_INT, CliError, DbArg, JsonOpt, RunArg, SchemaOpt, app
 from .output import visible
-from .reader import open_reader
+from .reader import in_schema, open_reader
 
 if TYPE_CHECKING:
     from ..records import RunEvent
@@ -65,11 +65,13 @@ def events_command(
         float, typer.Option("--interval", min=0.01, help="Seconds between polls with --follow.")
     ] = 0.5,
     as_json: JsonOpt = False,
+    schema: SchemaOpt = None,
 ) -> None:
     """The durable event stream (io-harness 0.33): one event a line, `cursor run step depth
     kind fields`, oldest first; `--json` prints JSON Lines. With `--follow` it waits for new
     events like `tail -f`, from any process writing the store; pass the last cursor seen to
     `--after` to resume. Read-only."""
+    db = in_schema(db, schema)
     if since is not None:
         raise CliError(
             EXIT_USAGE,
@@ -106,10 +108,11 @@ def events_command(
 
 
 @app.command("patch")
-def patch_command(db: DbArg, run: RunArg) -> None:
+def patch_command(db: DbArg, run: RunArg, schema: SchemaOpt = None) -> None:
     """A run's whole change as a unified-diff patch series in step order (io-harness 0.51's
     hunks), ready for `git apply` or `patch`; an edit stored without a hunk shows as a `#`
     comment line. Read-only."""
+    db = in_schema(db, schema)
     with open_reader(db) as reader:
         store = reader.store
         if store.status(run) is None:

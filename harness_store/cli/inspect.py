@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     pass
     pass
-from .app import DbArg, JsonOpt, app
+from .app import DbArg, JsonOpt, SchemaOpt, app
 from .output import emit_json, emit_pairs, emit_table, human_size
-from .reader import Reader, open_reader, suggest
+from .reader import Reader, in_schema, open_reader, suggest
 
 # --- inspect -----------------------------------------------------------------------------
 
@@ -67,10 +67,11 @@ def inspect_document(reader: Reader) -> dict[str, Any]:
 
 
 @app.command("inspect")
-def inspect_command(db: DbArg, as_json: JsonOpt = False) -> None:
+def inspect_command(db: DbArg, as_json: JsonOpt = False, schema: SchemaOpt = None) -> None:
     """What this store is: the io-harness release its shape matches (or "torn open of X", or
     "newer than 0.66"), its Alembic revision, user_version, journal mode, size and rows per
     table. Read-only: the file's bytes stay the same."""
+    db = in_schema(db, schema)
     from ..releases import HEAD
     from ..schema.detect import StoreKind
 

@@ -9,9 +9,9 @@ import typer
 if TYPE_CHECKING:
     pass
     pass
-from .app import DbArg, JsonOpt, app
+from .app import DbArg, JsonOpt, SchemaOpt, app
 from .output import Column, emit_json, emit_table, short_time, stderr_console, visible
-from .reader import open_reader
+from .reader import in_schema, open_reader
 
 # --- memory ------------------------------------------------------------------------------
 
@@ -21,9 +21,11 @@ def memory_command(
     db: DbArg,
     workspace: Annotated[str, typer.Argument(metavar="WORKSPACE", help="Workspace path.")],
     as_json: JsonOpt = False,
+    schema: SchemaOpt = None,
 ) -> None:
     """A workspace's memory entries, oldest first: key, kind (fact or decision), whether it is
     pinned, value, the run and step that wrote it, when. Read-only."""
+    db = in_schema(db, schema)
     from rich.text import Text
 
     with open_reader(db) as reader:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import ArchiveRefusedError, DiskFullError, InvalidValueError
-from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, app
+from .app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, SchemaOpt, app
 from .decide import open_writer
 from .output import (
     Column,
@@ -32,7 +32,7 @@ from .output import (
     stderr_console,
     stdout_console,
 )
-from .reader import open_reader, parse_target
+from .reader import in_schema, open_reader, parse_target
 
 if TYPE_CHECKING:
     from ..records import Pruned
@@ -77,9 +77,10 @@ def cutoff_of(before: str | None, older_than: str | None) -> Cutoff:
 
 
 @app.command("size", epilog=EPILOG)
-def size_command(db: DbArg, as_json: JsonOpt = False) -> None:
+def size_command(db: DbArg, as_json: JsonOpt = False, schema: SchemaOpt = None) -> None:
     """How big the store is: bytes in use and free, sessions, runs, and the largest tables and
     indexes. Read-only."""
+    db = in_schema(db, schema)
     with open_reader(db) as reader:
         size = reader.store.store_size()
     if as_json:
@@ -154,10 +155,12 @@ def prune_command(
     ] = None,
     yes: YesOpt = False,
     as_json: JsonOpt = False,
+    schema: SchemaOpt = None,
 ) -> None:
     """Delete (or --archive) every session created before DATE, with its turns, runs and
     every row of theirs; with --runs, every run tree started before DATE whose runs all
     finished. Anything still in use (running, paused, leased, awaiting a decision) is kept."""
+    db = in_schema(db, schema)
     cutoff = cutoff_of(before, older_than)
     if runs:
         if archive:
@@ -244,9 +247,12 @@ def report(
 
 
 @app.command("compact", epilog=EPILOG)
-def compact_command(db: DbArg, yes: YesOpt = False, as_json: JsonOpt = False) -> None:
+def compact_command(
+    db: DbArg, yes: YesOpt = False, as_json: JsonOpt = False, schema: SchemaOpt = None
+) -> None:
     """Give the space freed by deletions back: SQLite rewrites the file (VACUUM; writers wait
     meanwhile), PostgreSQL marks dead rows' space reusable (VACUUM)."""
+    db = in_schema(db, schema)
     from rich.text import Text
 
     with open_writer(db) as store:

@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from .app import EXIT_USAGE, CliError, DbArg, app
+from .app import EXIT_USAGE, CliError, DbArg, SchemaOpt, app
 from .output import visible
+from .reader import in_schema
 
 
 @app.command("roles")
@@ -46,6 +47,7 @@ def roles_command(
             help="With --follower: bind this origin (and the runs it sent) to the follower.",
         ),
     ] = None,
+    schema: SchemaOpt = None,
 ) -> None:
     """Make the roles of the PostgreSQL centre DEST, run as its owner: a follower writes only
     the origins it syncs first (or is given with --origin), a reader only reads. PostgreSQL
@@ -53,6 +55,7 @@ def roles_command(
     from ..sync.roles import grant
     from ..sync.roles import revoke as take_back
 
+    dest = in_schema(dest, schema)
     chosen = [o for o in (follower, reader, revoke) if o is not None]
     if len(chosen) != 1:
         raise CliError(EXIT_USAGE, "give exactly one of --follower, --reader, --revoke")

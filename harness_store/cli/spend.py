@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .app import EXIT_USAGE, CliError, DbArg, JsonOpt, app
+from .app import EXIT_USAGE, CliError, DbArg, JsonOpt, SchemaOpt, app
 from .output import Column, emit_json, emit_table, note
-from .reader import open_reader
+from .reader import in_schema, open_reader
 
 if TYPE_CHECKING:
     from ..records import PriceTable, Spend
@@ -71,10 +71,12 @@ def spend_command(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    schema: SchemaOpt = None,
 ) -> None:
     """Provider-call spend grouped by model, day or run: calls, tokens by kind, cost of the
     priced calls and how many could not be priced (then the cost is a floor). Cost is derived
     from the price table at read time, never stored. Read-only."""
+    db = in_schema(db, schema)
     from ..errors import InvalidValueError
     from ..stamps import Stamp
 

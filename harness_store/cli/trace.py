@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import RunNotFoundError
-from .app import MAX_INT, DbArg, JsonOpt, RunArg, app
+from .app import MAX_INT, DbArg, JsonOpt, RunArg, SchemaOpt, app
 from .output import Column, JsonArray, emit_table, fit_cell, stdout_console, visible
-from .reader import Replaced, open_reader
+from .reader import Replaced, in_schema, open_reader
 
 if TYPE_CHECKING:
     from ..records import RunHeader, TraceEntry
@@ -89,10 +89,12 @@ def trace_command(
     jsonl: Annotated[
         bool, typer.Option("--jsonl", help="JSON Lines: the run, then one entry a line.")
     ] = False,
+    schema: SchemaOpt = None,
 ) -> None:
     """A run's trace in order: steps (decision, tool call, result, tokens), policy refusals and
     decisions, approvals (pending or resolved), checkpoint and resume events. Streamed: a run
     of a million steps starts printing at once, in constant memory. Read-only."""
+    db = in_schema(db, schema)
     with open_reader(db) as reader, reader.connection(), ExitStack() as stack:
         store = reader.store
         try:

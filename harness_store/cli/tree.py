@@ -8,12 +8,12 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from ..errors import RunNotFoundError
-from .app import DbArg, JsonOpt, RunArg, app
+from .app import DbArg, JsonOpt, RunArg, SchemaOpt, app
 from .output import JsonArray, fit_cell, plural, stdout_console, visible
 
 if TYPE_CHECKING:
     from ..records import TreeNode
-from .reader import open_reader
+from .reader import in_schema, open_reader
 
 # --- tree --------------------------------------------------------------------------------
 
@@ -94,10 +94,13 @@ def tree_lines(
 
 
 @app.command("tree")
-def tree_command(db: DbArg, run: RunArg, as_json: JsonOpt = False) -> None:
+def tree_command(
+    db: DbArg, run: RunArg, as_json: JsonOpt = False, schema: SchemaOpt = None
+) -> None:
     """The agent tree under RUN: each run's status, outcome, steps and tokens, and the tree's
     totals. A run more than 24 levels down (fewer on a narrow terminal) starts with +N, the
     levels left out of its guides. Read-only."""
+    db = in_schema(db, schema)
     from rich.text import Text
 
     with open_reader(db) as reader:

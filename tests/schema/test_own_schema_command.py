@@ -1,7 +1,7 @@
-"""The command with a store in a PostgreSQL schema of its own: `upgrade --schema`, the reads a
-centre is looked at with (`runs`, `check`) and sync's `--dest-schema`, beside an application's
-tables; every other command through the URL's own spelling of it
-(`?options=-csearch_path%3DNAME`). On SQLite `--schema` is a usage error, nothing created.
+"""The command with a store in a PostgreSQL schema of its own, beside an application's tables:
+`--schema` on every command with a store argument, `copy`'s `--source-schema`/`--dest-schema`
+and sync's `--dest-schema`, and the URL's own spelling of it (`?options=-csearch_path%3DNAME`).
+On SQLite `--schema` is a usage error, nothing created.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_sync_into_a_destination_in_a_schema_of_its_own(
 def test_copy_into_a_schema_of_its_own_named_in_the_url(
     tmp_path: Path, pg_url: str, admin: Engine
 ) -> None:
-    """`copy` has no `--schema`: the URL's own spelling reaches its target's every statement."""
+    """The URL's own spelling reaches a copy target's every statement, as `--dest-schema` does."""
     source = tmp_path / "agent.sqlite3"
     with Store.open(source) as store:
         store.start_run("copied", "out.txt")
@@ -98,3 +98,44 @@ def test_schema_on_sqlite_is_a_usage_error_creating_nothing(tmp_path: Path) -> N
     Store.open(source).close()
     fails(EXIT_USAGE, "sync", source, path, "--dest-schema", "harness")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.sqlite3"]
+
+
+READS = [
+    ("runs",),
+    ("trace", "{run}"),
+    ("tree", "{run}"),
+    ("events",),
+    ("spend",),
+    ("memory", "/ws"),
+    ("inspect",),
+    ("size",),
+    ("check",),
+    ("prune", "--before", "2000-01-01", "--dry-run"),
+    ("prune", "--runs", "--before", "2000-01-01", "--dry-run"),
+]
+"""Every command that reads a store, as it is run on one in a schema of its own."""
+
+
+def test_every_command_on_a_store_takes_schema(tmp_path: Path, pg_url: str, admin: Engine) -> None:
+    """One word, one meaning: `--schema NAME` on every command with a store argument (and
+    `--source-schema`/`--dest-schema` where there are two), the same as the URL's spelling;
+    without it the command looks at the application's schema, which holds no store."""
+    ok("upgrade", pg_url, "--schema", "harness")
+    with Store.open(pg_url, schema="harness") as store:
+        run = store.start_run("in its own schema", "out.txt")
+        store.checkpoint_step(run, StepRecord.new(1, "d", "r"))
+    for args in READS:
+        filled = [a.format(run=run) for a in args]
+        said = ok(filled[0], pg_url, *filled[1:], "--schema", "harness")
+        assert said is not None, args
+        fails(3, filled[0], pg_url, *filled[1:])
+    ok("compact", pg_url, "--schema", "harness", "--yes")
+    ok("export", "parquet", pg_url, tmp_path / "dataset", "--schema", "harness")
+    assert any((tmp_path / "dataset").rglob("*.parquet"))
+    copied = tmp_path / "copied.sqlite3"
+    ok("copy", pg_url, copied, "--source-schema", "harness")
+    with Store.open(copied) as store:
+        assert len(store.runs()) == 1
+    ok("copy", copied, pg_url, "--dest-schema", "second")
+    assert "runs" in tables_in(admin, "second")
+    assert tables_in(admin, "public") == {"app_users"}

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ...errors import InvalidValueError
-from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, missing_extra
+from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, SchemaOpt, missing_extra
 from ..output import stdout_console
-from ..reader import open_reader
+from ..reader import in_schema, open_reader
 from ..stop_signals import stopped_by_signals
 from . import export_app
 
@@ -142,11 +142,13 @@ def otlp_command(
             "Collector, Phoenix and MLflow take); a long run goes out over several.",
         ),
     ] = MAX_REQUEST_BYTES_DEFAULT,
+    schema: SchemaOpt = None,
 ) -> None:
     """Send the store's runs to an OTLP/HTTP receiver (Phoenix, Jaeger, Langfuse, MLflow) as
     traces: one trace per tree of runs, an invoke_agent span per run, a chat span per provider
     call, an execute_tool span per tool call. Exporting again sends the same span ids.
     Read-only: the store is never changed."""
+    db = in_schema(db, schema)
     try:
         from ...otel import export, since_stamp, traces_url
         from ...otel import follow as follow_runs

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ...errors import InvalidValueError
-from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, missing_extra
+from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, SchemaOpt, missing_extra
 from ..output import emit_json, plural, progress_bars, stderr_console, stdout_console
-from ..reader import open_reader
+from ..reader import in_schema, open_reader
 from . import export_app
 
 if TYPE_CHECKING:
@@ -83,6 +83,7 @@ def parquet_command(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    schema: SchemaOpt = None,
 ) -> None:
     """Write a store's tables as a Parquet dataset: DIR/<table>/*.parquet (every column in
     each file, a synced store's origin too), which pyarrow, pandas, polars and DuckDB open as
@@ -94,6 +95,7 @@ def parquet_command(
     written aside and renamed,
     the manifest replaced last, so a stopped export leaves the previous dataset whole.
     Read-only on the store."""
+    db = in_schema(db, schema)
     from rich.text import Text
 
     try:
