@@ -21,6 +21,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import Join
 
+from ..arrow.one_of import OneOf
 from ..errors import StoreError
 
 SPEND_WATCHED = (
@@ -67,6 +68,24 @@ class DrivingJoin(Join):
 def _plain_join(join: DrivingJoin, compiler: SQLCompiler, **kw: Any) -> str:
     rendered: str = compiler.visit_join(join, **kw)  # type: ignore[no-untyped-call]
     return rendered
+
+
+@compiles(OneOf)
+def _one_of_json_each(element: OneOf, compiler: SQLCompiler, **kw: Any) -> str:
+    """SQLite: the JSON array's values as a table (`json_each`), sought in the column's
+    index as an `IN` list is."""
+    column, ids = compiler.process(element.column, **kw), compiler.process(element.ids, **kw)
+    return f"{column} IN (SELECT value FROM json_each({ids}))"
+
+
+@compiles(OneOf, "postgresql")
+def _one_of_jsonb(element: OneOf, compiler: SQLCompiler, **kw: Any) -> str:
+    """PostgreSQL: the JSON array's elements as a set of `bigint`s."""
+    column, ids = compiler.process(element.column, **kw), compiler.process(element.ids, **kw)
+    return (
+        f"{column} IN (SELECT CAST(value AS BIGINT) "
+        f"FROM jsonb_array_elements_text(CAST({ids} AS JSONB)))"
+    )
 
 
 class WriteQueue:
