@@ -15,6 +15,7 @@ from support.compilations import compilations
 from harness_store import Edit, Price, PriceTable, ProviderCall, StepRecord, Store, Usage
 from harness_store import models as m
 from harness_store.dialects import backend_named
+from harness_store.store.point_reads import compiled, step_record
 
 Read = Callable[[Store, int, int], Any]
 """A read of the store, given a run and a step number that vary between calls."""
@@ -93,3 +94,12 @@ def test_a_bulk_read_of_a_source_binds_on_the_connectors_one_path(
         expected = [(1, "d1"), (2, "d2"), (3, "d3")]
         assert [tuple(r) for r in again] == [tuple(r) for r in first] == expected
         assert len(other) == 3
+
+
+@pytest.mark.parametrize("last", [False, True])
+def test_a_step_record_read_sends_only_its_keys(store: Store, last: bool) -> None:
+    """`step` and `last_step_record` send the run (and the step) alone: `LIMIT 1` is part of
+    the statement, so that the plan of a statement the driver prepares (psycopg, after a few
+    calls) is made knowing it, as the plan of the raw SELECT is."""
+    statement = compiled(store.engine, "test step record", step_record, last)
+    assert " LIMIT 1" in statement.sql  # not `LIMIT ?`, `LIMIT %(param_1)s`
