@@ -26,6 +26,16 @@ MARKS = "_run_marks-{generation:06d}.parquet"
 """The name of a generation's run marks (`run_marks`), beside the manifest that lists it."""
 
 
+READ_ROWS = 4_096
+"""Rows an export reads from the store at a time (`Store.iter_arrow`'s batches): the driver's
+rows of one batch, Python objects each, are what an export holds beside its Arrow data."""
+
+ROW_GROUP_ROWS = 32_768
+"""Rows in one row group of a file: the batches read (`READ_ROWS` each) are gathered up to it
+as Arrow data, so a reader's row groups stay this large while the export holds only one read
+batch of driver rows at a time."""
+
+
 class Generation:
     """The files one export writes: under temporary names until `publish` renames them, each
     with `modes` (the store's)."""
@@ -56,6 +66,8 @@ class Generation:
         writers: list[tuple[pq.ParquetWriter, str, list[int]]] = []
         rows = 0
         schema: pa.Schema | None = None
+        group: list[pa.RecordBatch] = []
+        gathered = 0
         try:
             for batch in batches:
                 if digest is not None:
@@ -64,11 +76,18 @@ class Generation:
                 if not batch.num_rows:
                     continue
                 rows += batch.num_rows
-                self._append(writers, table, batch)
+                group.append(batch)
+                gathered += batch.num_rows
+                if gathered >= ROW_GROUP_ROWS:
+                    self._append(writers, table, group)
+                    group, gathered = [], 0
                 tick(rows)
+            if group:
+                self._append(writers, table, group)
+                group = []
             if not writers and not skip_empty and schema is not None:
                 # An empty table still gets a file, so readers find its columns.
-                self._append(writers, table, pa.RecordBatch.from_pylist([], schema=schema))
+                self._append(writers, table, [pa.RecordBatch.from_pylist([], schema=schema)])
         finally:
             for writer, _, _ in writers:
                 writer.close()
@@ -85,14 +104,17 @@ class Generation:
         self,
         writers: list[tuple[pq.ParquetWriter, str, list[int]]],
         table: str,
-        batch: pa.RecordBatch,
+        batches: list[pa.RecordBatch],
     ) -> None:
+        """Write `batches` as one row group, to the table's file (opened on the first)."""
+        schema = batches[0].schema
         if not writers:
             path, relative = self._path(table)
-            writers.append((self._open(path, batch.schema), relative, [0]))
+            writers.append((self._open(path, schema), relative, [0]))
         writer, _, counted = writers[0]
-        writer.write_batch(batch)
-        counted[0] += batch.num_rows
+        data = pa.Table.from_batches(batches, schema)
+        writer.write_table(data)  # one row group: it holds fewer rows than a group's limit
+        counted[0] += data.num_rows
 
     def _open(self, path: Path, schema: pa.Schema) -> pq.ParquetWriter:
         self.modes.make_directories(path.parent)
@@ -111,7 +133,7 @@ class Generation:
         temporary = path.with_name(path.name + TEMPORARY)
         self.modes.create_file(temporary)
         self.pending.append(path)
-        pq.write_table(marks, temporary, compression="zstd")
+        pq.write_table(marks, temporary, compression="zstd", row_group_size=ROW_GROUP_ROWS * 4)
         return relative
 
     def drop(self, entries: list[dict[str, Any]]) -> None:

@@ -13,6 +13,7 @@ from ..errors import InvalidValueError
 from ..formats import i64
 from ..models.sync import IDS, ORIGINS
 from ..stamps import Stamp
+from .one_of import OneOf
 from .schema import ORIGIN, TableShape
 
 
@@ -54,7 +55,7 @@ def read_statement(
     clauses: list[ColumnElement[bool]] = []
     run_column = table.c[shape.run_column] if shape.run_column is not None else None
     if filters.runs is not None and run_column is not None:
-        clauses.append(run_column.in_(filters.runs))
+        clauses.append(OneOf(run_column, filters.runs))
     if filters.since is not None:
         if shape.stamp_column is not None:
             clauses.append(filters.since.at_or_after(table.c[shape.stamp_column]))

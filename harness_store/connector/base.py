@@ -38,7 +38,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
-from sqlalchemy import Connection, Engine, Select, TableClause
+from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.sql import ClauseElement
@@ -46,7 +46,6 @@ from sqlalchemy.sql import ClauseElement
 from ..dialects import Backend
 from ..dialects.base import KEEP_ORPHANS, WRITE_DEADLINE, WRITE_TRANSACTION
 from ..errors import (
-    StatementRefusedError,
     StoreConnectionError,
     StoreError,
     TransactionOpenError,
@@ -57,9 +56,6 @@ from .kept import Awaited
 Work = Sequence[tuple[DriverStatement, Any]]
 """Pre-compiled statements and their parameters, run in order."""
 
-STATEMENTS_KEPT = 500
-"""How many compiled statements a connector keeps for `rows` and `stream` (as many as
-SQLAlchemy's own compiled cache keeps by default); past it they are compiled afresh."""
 
 INHERITED: list[Any] = []
 """Connections a forked child inherited and dropped: referenced for the child's life so that
@@ -116,11 +112,9 @@ class Connector(ABC):
         self._adapted = bool(engine.dialect.is_async)
         """Whether the pool's connections are SQLAlchemy's asyncio adapters (an `AsyncStore`
         on PostgreSQL): the hot paths then drive the asyncio driver's own cursors (`Awaited`)."""
-        self._compiled: dict[Any, Any] = {}
-        """`rows`' and `stream`'s statements compiled, by SQLAlchemy's cache key (`_bound`)."""
-        self._built_once: dict[int, tuple[ClauseElement, Any]] = {}
-        """The statements readers built once, compiled, by identity (each kept beside its
-        compiled form, so that its id is never another's)."""
+        self._binder = backend.binder(engine.dialect)
+        """How `rows` and `stream` bind their statements: the engine's one binder, which
+        the backend's bulk reads of a source (`driver_rows`) bind through too."""
         self.closed = False
         self.owns_engine = True
         """Whether `close` disposes the engine (not a caller's, see `connector_over`)."""
@@ -421,46 +415,9 @@ class Connector(ABC):
     def _bound(
         self, statement: ClauseElement, values: Mapping[str, Any] | None = None
     ) -> tuple[str, Any]:
-        """`statement` as the driver takes it: its SQL for this connector's dialect and its
-        parameters, bound (never inlined; an `IN` list's values each a parameter of its own).
-
-        Compiled once per statement: one given with its `values` was built once by its reader
-        (its parameters named), and is found by what it is, nothing computed from it per call;
-        any other is found by SQLAlchemy's cache key of it (its structure, without its
-        values), whose values are this call's parameters, as SQLAlchemy's own execution does.
-        Only the `IN` lists are expanded per call. A statement SQLAlchemy cannot cache is
-        compiled for its call alone. One over the driver's parameter limit is refused before
-        it is sent (`StatementRefusedError`)."""
-        if values is not None:
-            kept = self._built_once.get(id(statement))
-            if kept is None or kept[0] is not statement:
-                kept = (statement, statement.compile(dialect=self.engine.dialect))
-                if len(self._built_once) >= STATEMENTS_KEPT:
-                    self._built_once.clear()
-                self._built_once[id(statement)] = kept
-            compiled: Any = kept[1]
-            bound = compiled.construct_params(values, escape_names=False)
-        else:
-            key = statement._generate_cache_key()
-            compiled = None if key is None else self._compiled.get(key.key)
-            if compiled is None:
-                compiled = statement.compile(dialect=self.engine.dialect, cache_key=key)
-                if key is not None:
-                    if len(self._compiled) >= STATEMENTS_KEPT:
-                        self._compiled.clear()
-                    self._compiled[key.key] = compiled
-            extracted = None if key is None else key.bindparams
-            bound = compiled.construct_params(extracted_parameters=extracted, escape_names=False)
-        expanded = compiled.construct_expanded_state(bound)
-        params = expanded.positional_parameters if compiled.positional else expanded.parameters
-        limit = self.backend.statement_parameters
-        if limit is not None and len(params) > limit:
-            raise StatementRefusedError(
-                f"a statement reading {_tables_of(statement)} would send {len(params):,} "
-                f"parameters, and {self.backend.name}'s driver sends at most {limit:,}; it was "
-                "not sent, nothing changed"
-            )
-        return expanded.statement, params
+        """`statement` as the driver takes it, bound by the engine's one `StatementBinder`
+        (compiled once; refused past the driver's parameter limit)."""
+        return self._binder.bound(statement, values)
 
     def _streaming_cursor(self, dbapi_connection: Any) -> Any:
         """The cursor `stream` reads with: a plain one, which fetches as it is stepped."""
@@ -577,10 +534,3 @@ def translated(
             and not exc.connection_invalidated
         )
     return backend.translate_error(orig, connection_intact=connection_intact)
-
-
-def _tables_of(statement: ClauseElement) -> str:
-    """The tables a statement reads, named for an error (or "its tables")."""
-    froms = statement.get_final_froms() if isinstance(statement, Select) else []
-    names = [f.name for f in froms if isinstance(f, TableClause)]
-    return ", ".join(names) if names else "its tables"

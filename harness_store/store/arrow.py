@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 BATCH_ROWS = 32_768
-"""Rows in one record batch of `iter_arrow` (and of a Parquet export's row groups)."""
+"""Rows in one record batch of `iter_arrow`."""
+
+MARK_ROWS = 8_192
+"""Rows `run_marks` reads at a time (a run's whole row each, as Python objects)."""
 
 
 class ArrowMixin(OlderStoreMixin):
@@ -251,7 +254,7 @@ def run_marks(store: ArrowMixin) -> pa.Table:
         store._refuse_missing(statement)  # a store of an older release: say to upgrade it
     ids, marks = array("q"), array("Q")
     with store._read() as conn:
-        for rows in store._stream(conn, of_runs, BATCH_ROWS):
+        for rows in store._stream(conn, of_runs, MARK_ROWS):
             for row in rows:
                 ids.append(int(row[0]))
                 marks.append(digest(repr(tuple(row)).encode()))
@@ -263,7 +266,7 @@ def run_marks(store: ArrowMixin) -> pa.Table:
 
         run: int | None = None
         folded = b""
-        for rows in store._stream(conn, of_turns, BATCH_ROWS):
+        for rows in store._stream(conn, of_turns, MARK_ROWS):
             for row in rows:
                 if row[0] != run:
                     if run is not None:

@@ -107,7 +107,10 @@ def step_record(last: bool) -> ClauseElement:
     )
     if not last:
         statement = statement.where(s.step == bindparam("step"))
-    return statement.order_by(s.step.desc(), s.id.desc()).limit(1)
+    # `LIMIT 1` as it is, not a parameter: a prepared statement's generic plan (psycopg
+    # prepares a statement run often) cannot see a parameter's value, which the raw read's
+    # plan is made with.
+    return statement.order_by(s.step.desc(), s.id.desc()).limit(literal_column("1"))
 
 
 def run_lease(now_sql: str) -> ClauseElement:

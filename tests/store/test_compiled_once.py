@@ -8,9 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import NewStore
+from sqlalchemy import select
 from support.compilations import compilations
 
 from harness_store import Edit, Price, PriceTable, ProviderCall, StepRecord, Store, Usage
+from harness_store import models as m
+from harness_store.dialects import backend_named
+from harness_store.store.point_reads import compiled, step_record
 
 Read = Callable[[Store, int, int], Any]
 """A read of the store, given a run and a step number that vary between calls."""
@@ -60,3 +65,41 @@ def test_a_read_compiles_nothing_after_its_first_call(
         call(store, other, 3)
     assert compiled == [], "nothing is compiled on a later call"
     assert again == first, "and the statements kept read what a first call reads"
+
+
+def test_a_bulk_read_of_a_source_binds_on_the_connectors_one_path(
+    store_target: str, new_store: NewStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sync's and copy's bulk reads of a source (`Backend.driver_rows`, rows as the driver's
+    tuples) bind a statement as the connector's reads do, in the same kept compilations: the
+    same read again, or one the connector read before, compiles nothing."""
+    new_store.place(store_target)
+    with Store.open(store_target) as store:
+        runs = [store.start_run("goal", "f") for _ in range(2)]
+        for run in runs:
+            store.checkpoint_steps(run, [StepRecord(n, f"d{n}", f"r{n}") for n in (1, 2, 3)])
+        backend = backend_named(store.engine.dialect.name)
+        steps = m.Step.__table__
+
+        def of_run(run: int) -> Any:
+            return select(steps.c.step, steps.c.decision).where(steps.c.run_id == run)
+
+        connector = store._connector
+        with connector.read() as conn:
+            first = connector.rows(conn, of_run(runs[0]))  # the connector compiles it
+            with compilations(monkeypatch) as compiled:
+                again = backend.driver_rows(conn, of_run(runs[0])).fetchall()
+                other = backend.driver_rows(conn, of_run(runs[1])).fetchall()
+        assert compiled == [], "the bulk read found the connector's compilation"
+        expected = [(1, "d1"), (2, "d2"), (3, "d3")]
+        assert [tuple(r) for r in again] == [tuple(r) for r in first] == expected
+        assert len(other) == 3
+
+
+@pytest.mark.parametrize("last", [False, True])
+def test_a_step_record_read_sends_only_its_keys(store: Store, last: bool) -> None:
+    """`step` and `last_step_record` send the run (and the step) alone: `LIMIT 1` is part of
+    the statement, so that the plan of a statement the driver prepares (psycopg, after a few
+    calls) is made knowing it, as the plan of the raw SELECT is."""
+    statement = compiled(store.engine, "test step record", step_record, last)
+    assert " LIMIT 1" in statement.sql  # not `LIMIT ?`, `LIMIT %(param_1)s`

@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 from support.rows import execute, provider_call
 
 from harness_store import Store, StoreError
+from harness_store import models as m
 from harness_store.errors import StatementRefusedError
 from harness_store.records import PriceTable
 from harness_store.store.price_sql import priced_rows, priced_statement
@@ -84,12 +85,20 @@ def test_pricing_more_runs_than_a_statement_carries(opened: Store) -> None:
 
 
 def test_a_read_over_the_driver_limit_is_refused_before_it_is_sent(pg_url: str) -> None:
+    """The package's reads take many ids as one parameter (`Store.arrow`'s runs,
+    tests/store/test_arrow_many_runs.py); a statement built with a plain `IN` list past the
+    limit is refused by the connector, typed and naming its table."""
     with Store.open(pg_url) as store:
         run = store.start_run("goal", "f")
         too_many = [run, *range(10**9, 10**9 + PAST_THE_LIMIT)]
-        with pytest.raises(StatementRefusedError, match="steps") as refused:
-            store.arrow("steps", runs=too_many)
+        connector = store._connector
+        statement = select(m.Step.id).where(m.Step.run_id.in_(too_many))
+        with (
+            pytest.raises(StatementRefusedError, match="steps") as refused,
+            connector.read() as conn,
+        ):
+            connector.rows(conn, statement)
         assert "65,535" in str(refused.value)
         assert store.status(run) == "running", "the Store goes on"
-        assert store.arrow("steps", runs=[run]).num_rows == 0
+        assert store.arrow("steps", runs=too_many).num_rows == 0
     assert issubclass(StatementRefusedError, StoreError)
