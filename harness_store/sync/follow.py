@@ -430,7 +430,7 @@ class _Follower:
         """The error to end with when `exc` is a refusal no retry will change, else None."""
         if isinstance(exc, SchemaError | StoreAccessError):
             return exc
-        orig = getattr(exc, "orig", None) or exc
+        orig = _driver_error(exc)
         state = getattr(orig, "sqlstate", None)
         if isinstance(state, str) and (state[:2] == "28" or state in LASTING_STATES):
             return StoreAccessError(f"the centre refused: {_said(exc)}")
@@ -470,6 +470,16 @@ class _Follower:
 
 def _backoff(failures: int) -> float:
     return float(min(RETRY_MAX, RETRY_FIRST * 2 ** min(failures - 1, 16)))
+
+
+def _driver_error(exc: BaseException) -> BaseException:
+    """The driver's error behind `exc`: a SQLAlchemy error's `orig`, or the cause the
+    connector translated (a connection it could not open is a `StoreConnectionError` whose
+    cause is the driver's); `exc` itself when there is none."""
+    orig = getattr(exc, "orig", None)
+    if orig is None and isinstance(exc, StoreError):
+        orig = getattr(exc.__cause__, "orig", None) or exc.__cause__
+    return orig if isinstance(orig, BaseException) else exc
 
 
 def _said(exc: BaseException) -> str:
