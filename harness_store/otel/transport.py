@@ -198,8 +198,9 @@ class Transport:
         """Send one batch; return once the receiver answered 2xx, else raise `BatchFailed`.
         Each request has the timeout. A push-back (429, 502, 503, 504) is sent again, the same
         bytes, after the pause it asks for (`Retry-After`) or `backoff`'s, until the next
-        pause would end more than `max_wait` after the first push-back; a kept connection the
-        receiver had closed is sent again at once; nothing else is."""
+        pause would end more than `max_wait` after the first push-back (0: not sent again
+        at all); a kept connection the receiver had closed is sent again at once; nothing
+        else is."""
         first_push: float | None = None
         tries = 0
         while True:
@@ -216,7 +217,7 @@ class Transport:
                 first_push = now if first_push is None else first_push
                 pause = f.retry_after if f.retry_after is not None else backoff(tries)
                 tries += 1
-                if now + pause - first_push > self.max_wait:
+                if self.max_wait == 0 or now + pause - first_push > self.max_wait:
                     raise BatchFailed(replace(f, waited=self.max_wait)) from None
             time.sleep(pause)
 

@@ -140,6 +140,23 @@ def test_a_receiver_pushing_back_for_ever_is_given_up_after_max_wait(
         assert len(sink.attempts) == 1
 
 
+def test_max_wait_0_gives_up_at_the_first_push_back(tmp_path: Path, sink: Sink) -> None:
+    path = tmp_path / "runs.sqlite3"
+    with Store.open(path) as store:
+        store.finish_run(store.start_run("no steps", "/repo"), "success")
+    sink.retry_after = "0"  # even when the receiver asks to be tried again at once
+    sink.busy_for(None)
+    try:
+        done = run_in_process(
+            "export", "otlp", str(path), "--endpoint", sink.url, "--max-wait", "0"
+        )
+    finally:
+        sink.stop()
+    assert done.returncode == 1, done.stdout
+    assert "past the 0 s the export waits for it: batch 1 (spans 1-1)" in done.stderr
+    assert len(sink.attempts) == 1
+
+
 @pytest.mark.parametrize("value", ["-1", "nan", "soon"])
 def test_max_wait_takes_seconds_not_below_zero(tmp_path: Path, value: str) -> None:
     done = run_in_process(
