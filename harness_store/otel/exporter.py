@@ -24,7 +24,7 @@ from ..stamps import Stamp
 from ..store import Store
 from ..store.export_reads import RUN_PAGE, RunRows, SpanProviderCall, SpanRun
 from .mapping import EVENT_BYTES_PER_SPAN, MappingOptions, RunSpans, SpanIds, resource, scope
-from .transport import BatchFailed, Failure, Transport
+from .transport import MAX_WAIT, BatchFailed, Failure, Transport
 
 BATCH = 512
 """Spans sent per OTLP request at most."""
@@ -118,19 +118,22 @@ def request_limit(max_request_bytes: int) -> int:
 
 
 class Sender:
-    """Batches spans and posts each batch (OTLP protobuf) within the timeout, a wall-clock
-    limit per batch with its retries; a batch not answered 2xx raises `ExportError` saying
-    what is known: unreachable, refused (the status), or reached but slow (and which spans
-    may have landed). A batch holds at most `batch` spans and, encoded, at most
-    `max_request_bytes` (a larger one is halved until it fits, or is one span)."""
+    """Batches spans and posts each batch (OTLP protobuf), each request within the timeout (a
+    wall-clock limit) and a batch the receiver pushes back sent again for up to `max_wait`
+    seconds; a batch not answered 2xx raises `ExportError` saying what is known: unreachable,
+    refused (the status), still pushed back, or reached but slow (and which spans may have
+    landed). A batch is counted once, when it is taken. A batch holds at most `batch` spans
+    and, encoded, at most `max_request_bytes` (a larger one is halved until it fits, or is one
+    span)."""
 
     def __init__(
         self, url: str, headers: Mapping[str, str], timeout: float, report: ExportReport,
         batch: int = BATCH, max_request_bytes: int = MAX_REQUEST_BYTES,
+        max_wait: float = MAX_WAIT,
     ) -> None:  # fmt: skip
         self.url = url
         self.timeout = timeout
-        self.transport = Transport(url, dict(headers), timeout)
+        self.transport = Transport(url, dict(headers), timeout, max_wait)
         self.report = report
         self.batch = batch
         self.max_request_bytes = request_limit(max_request_bytes)
@@ -173,6 +176,13 @@ class Sender:
         )
         if f.stage == "status":
             what = f"HTTP {f.status} {f.reason}".rstrip()
+            if f.waited is not None:
+                batch = f"batch {r.requests + 1:,} (spans {r.spans + 1:,}-{r.spans + size:,})"
+                return (
+                    f"the OTLP receiver at {where} kept answering {what} (try again later) "
+                    f"past the {f.waited:g} s the export waits for it: {batch} was not "
+                    f"delivered; {before}"
+                )
             if f.status is not None and 300 <= f.status < 400:
                 to = f" to {shown_url(urljoin(self.url, f.location))}" if f.location else ""
                 return (
@@ -222,12 +232,15 @@ class Exporter:
         timeout: float,
         batch: int = BATCH,
         max_request_bytes: int = MAX_REQUEST_BYTES,
+        max_wait: float = MAX_WAIT,
     ) -> None:
         self.store = store
         url = traces_url(endpoint)
         self.report = ExportReport(shown_url(url))
         ident = identity or ""
-        self.sender = Sender(url, headers or {}, timeout, self.report, batch, max_request_bytes)
+        self.sender = Sender(
+            url, headers or {}, timeout, self.report, batch, max_request_bytes, max_wait
+        )
         event_bytes = min(EVENT_BYTES_PER_SPAN, self.sender.max_request_bytes // 2)
         self.builder = RunSpans(
             SpanIds(ident), resource(ident, project), scope(_version()),
@@ -353,6 +366,7 @@ def export(
     finished_only: bool = False,
     stop: threading.Event | None = None,
     max_request_bytes: int = MAX_REQUEST_BYTES,
+    max_wait: float = MAX_WAIT,
 ) -> ExportReport:
     """Send the store's runs (or the trees under `runs`; only those started or finished at or
     after the stamp `since`) as OTLP/HTTP protobuf spans to `endpoint` (a receiver's base URL,
@@ -364,12 +378,14 @@ def export(
     unfinished state, so `follow` ships them once they finish. Once `stop` is set, the
     export ends after the run in flight: the report says what was sent. No request carries
     more than `BATCH` spans or `max_request_bytes` bytes (one span larger than that alone):
-    a long run's trace goes out over several requests, with the same ids."""
+    a long run's trace goes out over several requests, with the same ids. `timeout` bounds
+    each request; a batch the receiver pushes back (429, 502, 503, 504) is sent again after
+    the pause its `Retry-After` asks for, or a growing one, for up to `max_wait` seconds."""
     stamp = since_stamp(since) if since is not None else None
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
         prices=prices, identity=identity, project=project, timeout=timeout,
-        max_request_bytes=max_request_bytes,
+        max_request_bytes=max_request_bytes, max_wait=max_wait,
     )  # fmt: skip
     try:
         until = (store.last_run() or 0) if finished_only else None
@@ -481,6 +497,7 @@ def follow(
     stop: threading.Event | None = None,
     on_send: Callable[[ExportReport], None] | None = None,
     max_request_bytes: int = MAX_REQUEST_BYTES,
+    max_wait: float = MAX_WAIT,
 ) -> ExportReport:
     """Ship runs as they finish, until `stop` is set: each run above the id `after` once it
     is completed or failed, and each run of `running` (runs already known to be unfinished,
@@ -489,12 +506,12 @@ def follow(
     paused now. Every run that finishes is shipped exactly once, whether or not its writer
     recorded events, and a run that finished before a newer one started is shipped ahead of
     it. The store is read every `interval` seconds; memory holds only the runs seen
-    unfinished. `on_send` is called after each run shipped. Requests are bounded as
-    `export`'s (`max_request_bytes`)."""
+    unfinished. `on_send` is called after each run shipped. Requests are bounded and
+    pushed-back batches sent again as `export`'s (`max_request_bytes`, `max_wait`)."""
     exporter = Exporter(
         store, endpoint=endpoint, headers=headers, include_content=include_content,
         prices=prices, identity=identity, project=project, timeout=timeout, batch=BATCH,
-        max_request_bytes=max_request_bytes,
+        max_request_bytes=max_request_bytes, max_wait=max_wait,
     )  # fmt: skip
     if after is None:
         after = store.last_run() or 0

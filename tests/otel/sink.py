@@ -7,6 +7,11 @@ redirect, or a reply trickled a byte at a time.
 every span decoded and counted; with `slow_after`, the replies after that many requests
 trickle), `"redirect-302"`, `"redirect-308"`, or `"trickle"` (reads
 the request, counts its spans, then sends its reply one byte per `TRICKLE_PAUSE` seconds).
+
+Any behaviour can push back first, as a receiver at capacity does: with `busy` set, requests
+are answered `busy_status` (503 by default; with `Retry-After: retry_after` when that is set)
+and their spans not counted, while `busy()` is true (see `busy_for`), and the time of every
+request is kept in `attempts`, so a test sees the pauses the client took between them.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -42,6 +48,14 @@ class Sink:
     """Each request's body size in bytes and its number of spans, in order."""
     slow_after: int | None = None
     """With `ok`: trickle the replies to requests after this many."""
+    busy: Callable[[], bool] | None = None
+    """While it returns true, requests are pushed back (`busy_status`), their spans not taken."""
+    busy_status: int = 503
+    retry_after: str | None = None
+    """The `Retry-After` value sent with a pushed-back request, if any."""
+    attempts: list[float] = field(default_factory=list)
+    """The monotonic time each request arrived at, pushed back or not."""
+    pushed_back: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     got_request: threading.Event = field(default_factory=threading.Event)
 
@@ -63,6 +77,17 @@ class Sink:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 sink.paths.append(self.path)
+                with sink.lock:
+                    sink.attempts.append(time.monotonic())
+                if sink.busy is not None and sink.busy():
+                    with sink.lock:
+                        sink.pushed_back += 1
+                    self.send_response(sink.busy_status)
+                    if sink.retry_after is not None:
+                        self.send_header("Retry-After", sink.retry_after)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if sink.behaviour.startswith("redirect-"):
                     status = int(sink.behaviour.removeprefix("redirect-"))
                     self.send_response(status)
@@ -130,6 +155,16 @@ class Sink:
                             self.arrivals.append(attributes["harness.run.id"])
             self.bodies.append((len(body), spans))
         self.got_request.set()
+
+    def busy_for(self, seconds: float | None) -> None:
+        """Push back every request from now on for `seconds` (None: for ever)."""
+        until = None if seconds is None else time.monotonic() + seconds
+        self.busy = lambda: until is None or time.monotonic() < until
+
+    def pauses(self) -> list[float]:
+        """The seconds between one request's arrival and the next's."""
+        with self.lock:
+            return [b - a for a, b in zip(self.attempts, self.attempts[1:], strict=False)]
 
     def total(self) -> int:
         with self.lock:

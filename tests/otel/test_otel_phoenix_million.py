@@ -1,7 +1,8 @@
 """A long run exported to a real Arize Phoenix by `harness-store export otlp` in its own process:
 more spans than Phoenix queues (20,000 by default: past it Phoenix answers 503 until it has
-written what it holds, and the command waits and sends again), in requests of the default
-size, one trace, every span once; the command's memory flat all the while.
+written what it holds, and the command waits and sends again), with the command's default
+options (`--timeout` bounds each request, `--max-wait` each batch's waiting), in requests of
+the default size, one trace, every span once; the command's memory flat all the while.
 
 The size is the largest Phoenix writes in a sane time on a shared two-CPU machine: it stored
 some 30–60 spans a second there, so a run of 1,000,000 steps (2,001,000 spans) would take it
@@ -51,10 +52,7 @@ def test_a_run_past_phoenixs_queue_reaches_it_whole_with_flat_memory(
     long_run(path, STEPS)
     spans = 2 * STEPS + 1 + (STEPS - 1) // 1000  # a chat and a tool span a step, event pages
     assert spans > 20_000 and spans > 40 * BATCH
-    peak = peak_rss_kib(
-        "export", "otlp", path, "--endpoint", phoenix.url, "--project", project,
-        "--timeout", "900",
-    )  # fmt: skip
+    peak = peak_rss_kib("export", "otlp", path, "--endpoint", phoenix.url, "--project", project)
     assert peak <= 200 * 1024, f"peak {peak / 1024:.0f} MiB"
     deadline = time.monotonic() + WRITTEN_WITHIN
     while stored(phoenix, project) < spans and time.monotonic() < deadline:

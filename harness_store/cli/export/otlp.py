@@ -21,6 +21,10 @@ from . import export_app
 if TYPE_CHECKING:
     from ...otel import ExportReport
 
+MAX_WAIT_DEFAULT = 300.0
+"""`--max-wait`'s default, `harness_store.otel.transport.MAX_WAIT` (spelled here for the same
+reason as `MAX_REQUEST_BYTES_DEFAULT`; a test holds the two equal)."""
+
 MAX_REQUEST_BYTES_DEFAULT = 4 * 1024 * 1024
 """`--max-request-bytes`'s default, `harness_store.otel.exporter.MAX_REQUEST_BYTES` (spelled
 here so that `--help` does not import the OpenTelemetry SDK; a test holds the two equal)."""
@@ -130,9 +134,19 @@ def otlp_command(
         typer.Option(
             "--timeout",
             metavar="SECONDS",
-            help="The most each request may take, retries included (a wall-clock limit).",
+            help="The most each request may take: connect, send and answer (a wall-clock limit).",
         ),
     ] = 10.0,
+    max_wait: Annotated[
+        float,
+        typer.Option(
+            "--max-wait",
+            metavar="SECONDS",
+            help="How long a batch the receiver pushes back (429, 502, 503, 504: it is busy) "
+            "is sent again, after the pause its Retry-After asks for or a growing one "
+            "(default 300; 0: not at all; inf: as long as it answers).",
+        ),
+    ] = MAX_WAIT_DEFAULT,
     max_request_bytes: Annotated[
         int,
         typer.Option(
@@ -159,6 +173,8 @@ def otlp_command(
 
     if not timeout > 0:
         raise CliError(EXIT_USAGE, "--timeout takes a number of seconds above 0")
+    if not max_wait >= 0:
+        raise CliError(EXIT_USAGE, "--max-wait takes a number of seconds, 0 or more")
     headers = parse_headers(header or [])
     table = load_prices(prices) if prices is not None else None
     try:
@@ -178,6 +194,7 @@ def otlp_command(
                     reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
                     include_content=include_content, prices=table, project=project,
                     timeout=timeout, identity=identity, max_request_bytes=max_request_bytes,
+                    max_wait=max_wait,
                 )  # fmt: skip
             console.print(summary(report), highlight=False, soft_wrap=True)
             return
@@ -195,7 +212,7 @@ def otlp_command(
                 reader.store, endpoint=endpoint, runs=run, since=stamp, headers=headers,
                 include_content=include_content, prices=table, project=project,
                 timeout=timeout, identity=identity, finished_only=True, stop=stop,
-                max_request_bytes=max_request_bytes,
+                max_request_bytes=max_request_bytes, max_wait=max_wait,
             )  # fmt: skip
             console.print(summary(report), highlight=False, soft_wrap=True)
             if stop.is_set():
@@ -205,5 +222,6 @@ def otlp_command(
                 running=report.running, headers=headers, include_content=include_content,
                 prices=table, project=project, timeout=timeout, identity=identity,
                 stop=stop, on_send=shipped, max_request_bytes=max_request_bytes,
+                max_wait=max_wait,
             )  # fmt: skip
         shipped(followed)
