@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from ..errors import ExportError, InvalidValueError, RunNotFoundError, StoreConnectionError
 from ..records import PriceTable, RunStatus
+from ..records.runs import FINISHED_STATUSES
 from ..stamps import Stamp
 from ..store import Store
 from ..store.export_reads import RUN_PAGE, RunRows, SpanProviderCall, SpanRun
@@ -43,9 +44,8 @@ TRACES_PATH = "/v1/traces"
 ROOT_CACHE = 4096
 """Runs whose tree's root an export keeps at hand."""
 
-FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
-"""The statuses a run ends in. A paused run (awaiting an approval or a plan) resumes, and a
-status upstream does not know reads as `running`: neither is finished."""
+FINISHED = frozenset(RunStatus(status) for status in FINISHED_STATUSES)
+"""The statuses a run ends in (`FINISHED_STATUSES`, the one list retention reads too)."""
 
 UNFINISHED = tuple(s.value for s in RunStatus if s not in FINISHED)
 """The statuses of a run that is not finished yet, as the store writes them."""
