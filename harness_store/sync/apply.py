@@ -77,8 +77,8 @@ class OriginSync(StateTables, AppendTables):
         if not self.fresh:
             self._load(carried)
             reason = self._rewound()
-            if not self.adopt:
-                self._look_at_held_texts()
+            if not self.adopt and self.hwm_loaded.get(STATE_MARK + RUNS) == HELD_MARK:
+                self._look_at_held_texts()  # the last pass held runs back
         if self.unreadable:
             self.lenient.enter_context(tolerant(self.src))
         self.tops = self._append_tops()
@@ -146,7 +146,7 @@ class OriginSync(StateTables, AppendTables):
     def _look_at_held_texts(self) -> None:
         """Note the texts whose bytes are not UTF-8 in the runs held back before (their rows
         only: few), so that such a run stays held without a read failing on it first."""
-        before = quarantine.load(self.central, self.origin_id)
+        before = self.held_before = quarantine.load(self.central, self.origin_id)
         if before:
             for table, (run, row, column, said) in quarantine.not_utf8(self.src, self.have, before):
                 if run is not None:
@@ -182,7 +182,9 @@ class OriginSync(StateTables, AppendTables):
                 found.setdefault(run, (rule.table, row, column, said))
         for run, entry in self.unreadable.items():  # texts a read of the source failed on
             found.setdefault(run, entry)
-        before = {} if self.fresh else quarantine.load(self.central, self.origin_id)
+        before = self.held_before
+        if before is None:
+            before = {} if self.fresh else quarantine.load(self.central, self.origin_id)
         if before:
             for rule, _ in quarantine.run_rules(self.have):
                 for run, row, column, said in quarantine.find(
