@@ -667,7 +667,15 @@ def _migrate(
             # The transaction rolled back: the store is what the backup holds.
             discard(report.backup)
             report.backup = None
-        if failed == "upgrade" and isinstance(exc, Exception) and is_disk_full(exc):
+        full = failed == "upgrade" and isinstance(exc, Exception) and is_disk_full(exc)
+        if full and report.found is not None and report.found.kind is StoreKind.EMPTY:
+            raise UpgradeFailedError(  # a store being made (by `copy`, `sync`, an open)
+                f"{where}: the disk is full; no store was created (what was begun was rolled "
+                "back). Free some space and run it again",
+                stage="upgrade",
+                unchanged=True,
+            ) from exc
+        if full:
             raise UpgradeFailedError(
                 f"{where}: the upgrade failed while migrating ({failure_reason(exc)}); it was "
                 "rolled back, so "

@@ -37,6 +37,7 @@ from ..dialects.postgresql_roles import keep_rules
 from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import (
     CopiedWithoutOriginError,
+    DiskFullError,
     InvalidValueError,
     MalformedStoreError,
     OriginOfAnotherRoleError,
@@ -52,7 +53,7 @@ from ..models.sync import IDS, ORIGINS, QUARANTINE, SYNC_METADATA
 from ..releases import NEWEST_KNOWN_RELEASE
 from ..schema.copy_marker import refuse_unfinished_copy
 from ..schema.detect import IGNORED_TABLES, check_sqlite_file, read_revision, read_tables
-from ..schema.preflight import is_malformed
+from ..schema.preflight import is_disk_full, is_malformed
 from ..stamps import Stamp
 from ..store import Store, create_head_schema, whole_snapshot
 from ..targets import Target
@@ -185,6 +186,7 @@ def sync(
             f"cannot create a store at {dest_path}: no directory {dest_path.parent}; nothing "
             "was synced"
         )
+    created = dest_path is not None and not dry_run and not dest_path.exists()
     try:
         with ExitStack() as stack:
             if dry_run:
@@ -202,6 +204,10 @@ def sync(
                 done = 0
                 again = each([s for s, r in zip(parsed, results, strict=True) if _synced(r)])
                 results = merged(results, again)
+    except Exception as exc:
+        if not created or dest_path is None or not is_disk_full(exc):
+            raise
+        raise DiskFullError(_no_store_left(dest_path)) from None
     finally:
         _close_all(kept)
     report = SyncReport(
@@ -215,6 +221,19 @@ def sync(
     if report.refused:
         raise SyncRefusedError(report)
     return report
+
+
+def _no_store_left(path: Path) -> str:
+    """Remove the SQLite store a sync began at `path` and ran out of space in (the file,
+    its journal and WAL), and say so."""
+    from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
+
+    for file in [path, *(beside(path, side) for side in (*SIDE_SUFFIXES, JOURNAL_SUFFIX))]:
+        file.unlink(missing_ok=True)
+    return (
+        f"{path}: the disk is full; no store was created and no file was left there, and "
+        "nothing was synced. Free some space and run it again"
+    )
 
 
 SOURCE_REFUSALS = (
