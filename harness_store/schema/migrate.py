@@ -523,6 +523,17 @@ def _run_online(
     try:
         with lend(engine) as lent:
             _migrate(context, lent, report=report, path=path, backup=backup, read_only=read_only)
+    except Exception as exc:
+        if path is None or report.stage != "checking" or isinstance(exc, StoreError):
+            raise
+        if not is_disk_full(exc):
+            raise
+        raise UpgradeFailedError(  # before anything was written: the open itself needs room
+            f"{path}: the disk is full, so the store could not even be opened to look at it; "
+            "it is unchanged. Free some space and run it again",
+            stage="checking",
+            unchanged=True,
+        ) from exc
     finally:
         engine.dispose()
 
