@@ -22,6 +22,8 @@ INTERNAL = {
     "overtook: it stops, and the other sends the rest",
     "harness_store.sync.rows.Unlinked": "a row held back until its link arrives",
     "harness_store.transfer.reading.WriterAppeared": "a torn read, read again",
+    "harness_store.sync.quarantine.Unreadable": "a pass made again, holding the runs whose "
+    "text is not UTF-8",
 }
 """Control-flow signals that never leave the package, each with what becomes of it."""
 

@@ -156,15 +156,35 @@ def compared(value: Any, kind: Kind) -> Outcome | bool:
     return bool(value == kind.python and type(value) is type(kind.python))
 
 
-def into_sqlite(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
-    outcomes = set()
-    for how in ("copy", "sync"):
-        target = tmp / f"{how}.sqlite3"
-        done = run_in_process(how, source, target)
-        outcomes.add(
-            refused_or(done, kind, lambda t=target: cell_of(t, kind) == cell_of(source, kind))
-        )  # type: ignore[misc]
-    return outcomes.pop() if len(outcomes) == 1 else f"copy and sync differ: {outcomes}"
+def copy_into_sqlite(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
+    target = tmp / "copy.sqlite3"
+    done = run_in_process("copy", source, target)
+    return refused_or(done, kind, lambda: cell_of(target, kind) == cell_of(source, kind))
+
+
+def sync_into_sqlite(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
+    target = tmp / "sync.sqlite3"
+    done = run_in_process("sync", source, target)
+
+    def exact() -> Outcome | bool:
+        return held_in(str(target), done.stdout, source, kind) or (
+            cell_of(target, kind) == cell_of(source, kind)
+        )
+
+    return refused_or(done, kind, exact)
+
+
+def held_in(dest: str, said: str, source: Path, kind: Kind) -> Outcome | None:
+    """`quarantined` when the sync into `dest` held the value's run there byte-exact and
+    named it in its output (`said`); None when it held nothing."""
+    held = quarantined(dest)
+    if not held:
+        return None
+    (entry,) = held
+    storage, raw = entry.rows()[kind.table][0][kind.column]
+    kept = (storage, (raw or b"").hex().upper()) == cell_of(source, kind)
+    named = f"quarantined run {entry.run}: {kind.table}.{kind.column}" in said
+    return "quarantined" if kept and named else f"quarantined, kept {kept}, said {named}"
 
 
 def into_postgresql(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
@@ -194,13 +214,9 @@ def sync_into_postgresql(tmp: Path, source: Path, kind: Kind, pg_url: str | None
     done = run_in_process("sync", source, pg_url)
 
     def exact() -> Outcome | bool:
-        held = quarantined(pg_url)
-        if held:  # the run is kept byte-exact, and named in the command's output
-            (entry,) = held
-            storage, raw = entry.rows()[kind.table][0][kind.column]
-            kept = (storage, (raw or b"").hex().upper()) == cell_of(source, kind)
-            said = f"quarantined run {entry.run}: {kind.table}.{kind.column}" in done.stdout
-            return "quarantined" if kept and said else f"quarantined, kept {kept}, said {said}"
+        held = held_in(pg_url, done.stdout, source, kind)
+        if held is not None:  # the run is kept byte-exact, and named in the command's output
+            return held
         engine = create_engine(pg_url)
         try:
             with engine.connect() as conn:
@@ -336,7 +352,8 @@ def check(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
 
 
 PATHS: dict[str, Callable[[Path, Path, Kind, str | None], Outcome]] = {
-    "`sync` and `copy` into SQLite": into_sqlite,
+    "`copy` into SQLite": copy_into_sqlite,
+    "`sync` into SQLite": sync_into_sqlite,
     "`copy` into PostgreSQL": into_postgresql,
     "`sync` into PostgreSQL": sync_into_postgresql,
     "`prune --archive-to`": archive,

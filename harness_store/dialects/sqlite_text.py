@@ -9,19 +9,24 @@ on the error), said as `UnreadableValueError` with its table, row key and column
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import (
+    Column,
+    ColumnElement,
     Connection,
     Engine,
     LargeBinary,
     String,
     Table,
     and_,
+    case,
     cast,
     event,
     func,
+    or_,
     select,
 )
 from sqlalchemy.engine import ExceptionContext
@@ -79,35 +84,78 @@ def undecodable(
     for table in tables:
         columns = present.get(table.name, frozenset())
         keys = [k for k in table.primary_key.columns if k.name in columns]
-        texts = [c for c in table.columns if isinstance(c.type, String) and c.name in columns]
-        if not keys or not texts:
+        texts = [c for c in table.columns if c.name in columns]
+        if len(keys) != len(table.primary_key.columns):
             continue
-        for column in texts:
-            found = _first(conn, table, keys, column)
-            if found is not None:
-                return found
-    return None
-
-
-def _first(
-    conn: Connection, table: Table, keys: list[Any], column: Any
-) -> UnreadableValueError | None:
-    """The error for the first row of `table` whose `column` is text with bytes that are not
-    UTF-8, or None. Only text with a byte outside ASCII (`GLOB`, which reads each such byte
-    as a character above 0x7f, valid or not) is read, as bytes, and decoded here."""
-    wide = and_(func.typeof(column) == "text", column.op("GLOB")("*[^\x01-\x7f]*"))
-    rows = conn.execute(
-        select(*keys, cast(column, LargeBinary)).where(wide).order_by(*keys),
-        execution_options={"yield_per": 500},
-    )
-    for row in rows:
-        raw = bytes(row[-1])
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            key = "/".join(k.name for k in keys)
-            row_key = row[0] if len(keys) == 1 else "/".join(str(v) for v in row[:-1])
+        for key, column, raw, _ in texts_not_utf8(conn, table, texts):
+            names = "/".join(k.name for k in keys)
+            row_key = key[0] if len(keys) == 1 else "/".join(str(v) for v in key)
             return UnreadableValueError.in_row(
-                table.name, key, row_key, column.name, raw, "not UTF-8 text"
+                table.name, names, row_key, column.name, raw, "not UTF-8 text"
             )
     return None
+
+
+NotUTF8 = tuple[tuple[Any, ...], Column[Any], bytes, int]
+"""A text whose bytes are not UTF-8: the values of `also` and the row's key, its column, its
+bytes and where in them the first byte no UTF-8 text holds is."""
+
+
+def texts_not_utf8(
+    conn: Connection,
+    table: Table,
+    columns: Sequence[Column[Any]],
+    *,
+    where: ColumnElement[bool] | None = None,
+    also: Sequence[ColumnElement[Any]] = (),
+) -> Iterator[NotUTF8]:
+    """Every text among the `columns` of `table` (its rows `where` selects) whose bytes are
+    not UTF-8, in key order, one per row and column: the one lookup of them, for a read that
+    failed (`undecodable`), a copy and a sync (`transfer.values`). Only a text with a byte
+    outside ASCII (`GLOB`, which reads each such byte as a character above 0x7f, valid or
+    not) is read, as bytes, and decoded here."""
+    texts = [c for c in columns if isinstance(c.type, String)]
+    keys = list(table.primary_key.columns)
+    if not texts or not keys:
+        return
+    wide = [and_(func.typeof(c) == "text", c.op("GLOB")(_WIDE)) for c in texts]
+    statement = select(
+        *also,
+        *keys,
+        *(case((w, cast(c, LargeBinary)), else_=None) for w, c in zip(wide, texts, strict=True)),
+    ).where(or_(*wide))
+    if where is not None:
+        statement = statement.where(where)
+    head = len(also) + len(keys)
+    rows = conn.execute(statement.order_by(*keys), execution_options={"yield_per": 500})
+    for row in rows:
+        for column, raw in zip(texts, row[head:], strict=True):
+            if raw is None:
+                continue
+            try:
+                bytes(raw).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield tuple(row[:head]), column, bytes(raw), exc.start
+
+
+_WIDE = "*[^\x01-\x7f]*"
+"""A text holding a byte outside ASCII (and a character other than NUL)."""
+
+
+def _lenient(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+@contextmanager
+def tolerant(conn: Connection) -> Iterator[None]:
+    """Within the body, the `sqlite3` connection under `conn` reads a text whose bytes are
+    not UTF-8 (each such byte as a lone surrogate) instead of failing the whole read: for a
+    sync that holds back the rows of such texts (`sync.quarantine`) while it reads the
+    others. Only a read that failed so is answered by this slower decoding."""
+    raw: Any = conn.connection.dbapi_connection
+    before = raw.text_factory
+    raw.text_factory = _lenient
+    try:
+        yield
+    finally:
+        raw.text_factory = before

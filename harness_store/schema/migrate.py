@@ -523,6 +523,17 @@ def _run_online(
     try:
         with lend(engine) as lent:
             _migrate(context, lent, report=report, path=path, backup=backup, read_only=read_only)
+    except Exception as exc:
+        if path is None or report.stage != "checking" or isinstance(exc, StoreError):
+            raise
+        if not is_disk_full(exc):
+            raise
+        raise UpgradeFailedError(  # before anything was written: the open itself needs room
+            f"{path}: the disk is full, so the store could not even be opened to look at it; "
+            "it is unchanged. Free some space and run it again",
+            stage="checking",
+            unchanged=True,
+        ) from exc
     finally:
         engine.dispose()
 
@@ -667,7 +678,15 @@ def _migrate(
             # The transaction rolled back: the store is what the backup holds.
             discard(report.backup)
             report.backup = None
-        if failed == "upgrade" and isinstance(exc, Exception) and is_disk_full(exc):
+        full = failed == "upgrade" and isinstance(exc, Exception) and is_disk_full(exc)
+        if full and report.found is not None and report.found.kind is StoreKind.EMPTY:
+            raise UpgradeFailedError(  # a store being made (by `copy`, `sync`, an open)
+                f"{where}: the disk is full; no store was created (what was begun was rolled "
+                "back). Free some space and run it again",
+                stage="upgrade",
+                unchanged=True,
+            ) from exc
+        if full:
             raise UpgradeFailedError(
                 f"{where}: the upgrade failed while migrating ({failure_reason(exc)}); it was "
                 "rolled back, so "

@@ -14,10 +14,12 @@ again.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, bindparam, delete, func, insert, select, update
 
+from ..dialects.sqlite_text import tolerant
 from ..errors import UnsendableValueError
 from ..models.sync import IDS, MARKS
 from ..stamps import Stamp
@@ -47,7 +49,17 @@ class OriginSync(StateTables, AppendTables):
     """Whether the pages are checked before rows that only grew the source are written (a new
     origin and a source read again in full are checked whatever this says)."""
 
+    lenient: ExitStack
+    """What reads the source leniently for the pass (closed at its end)."""
+
     def run(self) -> None:
+        """Send everything that changed since the last sync of this origin (`_run`), the
+        source read leniently (`dialects.sqlite_text.tolerant`) when it holds a text whose
+        bytes are not UTF-8 in a run this pass holds back."""
+        with ExitStack() as self.lenient:
+            self._run()
+
+    def _run(self) -> None:
         """Send everything that changed since the last sync of this origin.
 
         The source's pages are checked (`check_pages`) before anything is written, when there
@@ -65,6 +77,10 @@ class OriginSync(StateTables, AppendTables):
         if not self.fresh:
             self._load(carried)
             reason = self._rewound()
+            if not self.adopt and self.hwm_loaded.get(STATE_MARK + RUNS) == HELD_MARK:
+                self._look_at_held_texts()  # the last pass held runs back
+        if self.unreadable:
+            self.lenient.enter_context(tolerant(self.src))
         self.tops = self._append_tops()
         read = {
             rule.table: self._read_state(rule)
@@ -127,6 +143,15 @@ class OriginSync(StateTables, AppendTables):
         if self.carry is not None:
             self.carry.pending = self._carried()
 
+    def _look_at_held_texts(self) -> None:
+        """Note the texts whose bytes are not UTF-8 in the runs held back before (their rows
+        only: few), so that such a run stays held without a read failing on it first."""
+        before = self.held_before = quarantine.load(self.central, self.origin_id)
+        if before:
+            for table, (run, row, column, said) in quarantine.not_utf8(self.src, self.have, before):
+                if run is not None:
+                    self.unreadable.setdefault(run, (table, row, column, said))
+
     def _hold_values(self, read: dict[str, tuple[Any, Any, int]], *, whole: bool) -> None:
         """Find, before anything is written, every value among the rows this pass sends that
         the destination cannot hold as it is (`transfer.values.refusals`, the check copy
@@ -155,7 +180,11 @@ class OriginSync(StateTables, AppendTables):
                 if run is None:
                     raise UnsendableValueError(f"{rule.table}.{column} of the row {row} {said}")
                 found.setdefault(run, (rule.table, row, column, said))
-        before = {} if self.fresh else quarantine.load(self.central, self.origin_id)
+        for run, entry in self.unreadable.items():  # texts a read of the source failed on
+            found.setdefault(run, entry)
+        before = self.held_before
+        if before is None:
+            before = {} if self.fresh else quarantine.load(self.central, self.origin_id)
         if before:
             for rule, _ in quarantine.run_rules(self.have):
                 for run, row, column, said in quarantine.find(

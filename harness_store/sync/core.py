@@ -14,7 +14,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, delete, func, inspect, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    LargeBinary,
+    Select,
+    cast,
+    delete,
+    func,
+    inspect,
+    select,
+    update,
+)
 from sqlalchemy import table as table_clause
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
@@ -26,6 +37,7 @@ from ..dialects.postgresql_roles import keep_rules
 from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import (
     CopiedWithoutOriginError,
+    DiskFullError,
     InvalidValueError,
     MalformedStoreError,
     OriginOfAnotherRoleError,
@@ -41,7 +53,7 @@ from ..models.sync import IDS, ORIGINS, QUARANTINE, SYNC_METADATA
 from ..releases import NEWEST_KNOWN_RELEASE
 from ..schema.copy_marker import refuse_unfinished_copy
 from ..schema.detect import IGNORED_TABLES, check_sqlite_file, read_revision, read_tables
-from ..schema.preflight import is_malformed
+from ..schema.preflight import is_disk_full, is_malformed
 from ..stamps import Stamp
 from ..store import Store, create_head_schema, whole_snapshot
 from ..targets import Target
@@ -55,11 +67,12 @@ from ..transfer.reading import (
 )
 from ..transfer.report import UnknownTablesError
 from ..transfer.target import create_like
-from ..transfer.values import refusal, undecodable
+from ..transfer.values import Refusal, refusal
 from . import origins
 from .apply import OriginSync
 from .origin_state import BATCH, Carry, Overtaken
 from .origins import Origin
+from .quarantine import Unreadable, not_utf8
 from .report import (
     DuplicateOriginError,
     OriginReport,
@@ -173,6 +186,7 @@ def sync(
             f"cannot create a store at {dest_path}: no directory {dest_path.parent}; nothing "
             "was synced"
         )
+    created = dest_path is not None and not dry_run and not dest_path.exists()
     try:
         with ExitStack() as stack:
             if dry_run:
@@ -190,6 +204,10 @@ def sync(
                 done = 0
                 again = each([s for s, r in zip(parsed, results, strict=True) if _synced(r)])
                 results = merged(results, again)
+    except Exception as exc:
+        if not created or dest_path is None or not is_disk_full(exc):
+            raise
+        raise DiskFullError(_no_store_left(dest_path)) from None
     finally:
         _close_all(kept)
     report = SyncReport(
@@ -203,6 +221,19 @@ def sync(
     if report.refused:
         raise SyncRefusedError(report)
     return report
+
+
+def _no_store_left(path: Path) -> str:
+    """Remove the SQLite store a sync began at `path` and ran out of space in (the file,
+    its journal and WAL), and say so."""
+    from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
+
+    for file in [path, *(beside(path, side) for side in (*SIDE_SUFFIXES, JOURNAL_SUFFIX))]:
+        file.unlink(missing_ok=True)
+    return (
+        f"{path}: the disk is full; no store was created and no file was left there, and "
+        "nothing was synced. Free some space and run it again"
+    )
 
 
 SOURCE_REFUSALS = (
@@ -497,6 +528,7 @@ def _sync_source(
             with dest.load() as dst:
                 marked = origins.adopt_for_mark(dst, origins.identify(path, None))
             origins.write_mark(path, marked)
+    unreadable = None
     with _opened(source, kept) as store:
         for attempt in (1, 2, 3):
             try:
@@ -511,7 +543,10 @@ def _sync_source(
                     check_pages,
                     carry,
                     reading=dest.snapshot if not dry_run and dest.backend.one_connection else None,
+                    unreadable=unreadable,
                 )
+            except Unreadable as exc:  # made again, holding the runs of those texts
+                unreadable = exc.found
             except IntegrityError:
                 if attempt == 3:  # another sync registered this origin meanwhile: once more
                     raise
@@ -564,6 +599,7 @@ def _send(
     carry: Carry | None = None,
     *,
     reading: Writing | None = None,
+    unreadable: dict[int, tuple[str, str | None, str | None, str]] | None = None,
 ) -> OriginReport:
     counts = TableCounts()
     with whole_snapshot(store) as src:
@@ -606,17 +642,27 @@ def _send(
                     slices.reading = reading
                     slices.check = no_writer_on(store, src)
                     work.slices = slices
+                work.unreadable = dict(unreadable or {})
                 try:
                     work.run()
                 except Overtaken:
                     pass  # the pass that overtook this one sends the rest
                 except Exception as exc:
                     found = _undecodable_in(src, have, exc)
-                    if found is None:
+                    if not found:
                         raise
-                    raise UnsendableValueError(found) from None
+                    runless = [(t, r) for t, r in found if r[0] is None]
+                    if runless or unreadable is not None:  # no run to hold, or held already
+                        table, (_, row, column, said) = (runless or found)[0]
+                        said = f"{table}.{column} of the row {row} {said}"
+                        raise UnsendableValueError(said) from None
+                    runs: dict[int, tuple[str, str | None, str | None, str]] = {}
+                    for table, (run, row, column, said) in found:
+                        assert run is not None
+                        runs.setdefault(run, (table, row, column, said))
+                    raise Unreadable(runs) from None
                 no_writer_on(store, src)()
-        except UnsendableValueError:
+        except (UnsendableValueError, Unreadable):
             if reading is not None and origin is not None and origin.created:
                 # slices were committed: a new origin refused is taken back whole
                 with writing() as dst:
@@ -734,7 +780,13 @@ def _refuse_copied_runs(src: Connection, dst: Connection, path: Path, first: int
     from ..models import Run, table_of
 
     runs = table_of(Run)
-    mine = src.execute(select(runs.c.started_at, runs.c.goal).where(runs.c.id == first)).one()
+    started, raw = src.execute(
+        select(runs.c.started_at, cast(runs.c.goal, LargeBinary)).where(runs.c.id == first)
+    ).one()
+    try:  # read as bytes: a goal that is no UTF-8 text is in no centre (its run is held)
+        mine = (started, None if raw is None else bytes(raw).decode("utf-8"))
+    except UnicodeDecodeError:
+        return
     there = dst.execute(
         select(runs.c.started_at, runs.c.goal).where(
             runs.c.id == first,
@@ -752,24 +804,20 @@ def _refuse_copied_runs(src: Connection, dst: Connection, path: Path, first: int
     )
 
 
-def _undecodable_in(src: Connection, have: dict[str, frozenset[str]], exc: Exception) -> str | None:
+def _undecodable_in(
+    src: Connection, have: dict[str, frozenset[str]], exc: Exception
+) -> list[tuple[str, Refusal]] | None:
     """When `exc` is a read of the source that failed without a code of its driver's (as
-    a text whose bytes are not UTF-8 fails), the first such text in the source, said with
-    its row (`transfer.values.undecodable`); else None."""
+    a text whose bytes are not UTF-8 fails), every such text in the source, each with its
+    table and run (`quarantine.not_utf8`); else None."""
     orig = getattr(exc, "orig", None) or exc
     source = backend_named(src.dialect.name)
     if not isinstance(orig, src.dialect.loaded_dbapi.Error) or source.translate_error(orig):
         return None
     try:
-        for rule in RULES:
-            if rule.table in have:
-                columns = source_columns(rule, have)
-                found = undecodable(src, model_table(rule), columns)
-                if found is not None:
-                    return found
+        return not_utf8(src, have)
     except Exception:  # the look failed too (a damaged page): the first error is said
         return None
-    return None
 
 
 def select_first_run() -> Select[Any]:

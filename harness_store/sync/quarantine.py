@@ -7,6 +7,11 @@ turns) it is a turn of. A pass looks again at every run its origin holds back; o
 rows the centre can now hold is released, and sent whole by that pass (its append rows
 below the high-water mark sent again, as an archived run's are), exactly once.
 
+A text whose bytes are not UTF-8 (which no read can take as text, into any centre) is found
+on the failure path only: a pass whose read fails on one looks for every such text, and is
+made again holding their runs, its source read with such texts decoded leniently (their rows
+are held, never written).
+
 Only values in rows of a run are held back: one in a session's row (which no run owns) or
 in a row that names its run with no integer refuses its source by name, as before.
 """
@@ -22,10 +27,21 @@ from sqlalchemy import Connection, LargeBinary, case, cast, delete, func, insert
 
 from ..dialects import Backend
 from ..models.sync import QUARANTINE
-from ..transfer.values import Refusal, refusals
+from ..transfer.values import Refusal, refusals, undecodables
 from .report import HeldRun
 from .rows import model_table, source_columns
 from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
+
+
+class Unreadable(Exception):
+    """A pass whose read of the source failed on texts whose bytes are not UTF-8, all of
+    them in rows of runs: the pass is made again holding those runs (`found`: run → its
+    first such text's table, row, column and what is wrong)."""
+
+    def __init__(self, found: dict[int, tuple[str, str | None, str | None, str]]) -> None:
+        super().__init__(f"texts not UTF-8 in the runs {sorted(found)}")
+        self.found = found
+
 
 FORMAT = 1
 """The version of `raw`'s JSON."""
@@ -72,6 +88,28 @@ def find(
         runs=None if runs is None else sorted(runs),
         links=rule.links,
     )
+
+
+def not_utf8(
+    src: Connection, have: Mapping[str, frozenset[str]], runs: Iterable[int] | None = None
+) -> list[tuple[str, Refusal]]:
+    """Every text of the source whose bytes are not UTF-8 (of the runs `runs`, when given:
+    then only the tables a run's rows are in), each with its table and run (None: a row no
+    run owns, a session's): looked for only after a read of the source failed on one, or
+    among the runs held back before (few rows)."""
+    found: list[tuple[str, Refusal]] = []
+    for rule in RULES:
+        if rule.table not in have:
+            continue
+        column = "id" if rule.table == RUNS else rule.run_column
+        if rule.table == SESSIONS or column is None or column not in have[rule.table]:
+            if runs is not None:
+                continue
+            column = None
+        table, columns = model_table(rule), source_columns(rule, have)
+        chosen = None if runs is None else sorted(runs)
+        found += [(rule.table, r) for r in undecodables(src, table, columns, column, runs=chosen)]
+    return found
 
 
 def waiting(

@@ -37,6 +37,7 @@ from sqlalchemy import (
 )
 
 from ..dialects import Backend, backend_named
+from ..dialects.sqlite_text import texts_not_utf8
 
 SHOWN = 40
 """The most characters of a value a refusal quotes."""
@@ -195,29 +196,29 @@ def undecodable(
 ) -> str | None:
     """The first text among `columns` of the rows `where` selects whose bytes are not UTF-8
     (which no read of it as text can return), said with its table, row key and column; None.
-    Read as bytes, in Python: looked for only after a read failed."""
-    texts = [c for c in columns if isinstance(c.type, String)]
-    source = backend_named(src.dialect.name)
-    keys = list(table.primary_key.columns)
-    if not texts or not keys or any(source.stored_as(c, "text") is None for c in texts):
+    Looked for (`dialects.sqlite_text.texts_not_utf8`) only after a read failed."""
+    if not _keeps_any_bytes(src, columns):
         return None
-    statement = select(*keys, *(cast(c, LargeBinary) for c in texts))
-    if where is not None:
-        statement = statement.where(where)
-    result = src.execute(statement.order_by(*keys), execution_options={"yield_per": 1000})
-    for row in result:
-        for column, raw in zip(texts, row[len(keys) :], strict=True):
-            if raw is None:
-                continue
-            try:
-                bytes(raw).decode("utf-8")
-            except UnicodeDecodeError as exc:
-                return (
-                    f"{table.name}.{column.name} of the row {_row_name(table, row[: len(keys)])} "
-                    f"holds text whose bytes are not UTF-8 ({_shown(bytes(raw))}, at byte "
-                    f"{exc.start}), which no reader can take as text"
-                )
+    for key, column, raw, start in texts_not_utf8(src, table, columns, where=where):
+        return (
+            f"{table.name}.{column.name} of the row {_row_name(table, key)} {_not_utf8(raw, start)}"
+        )
     return None
+
+
+def _keeps_any_bytes(src: Connection, columns: Sequence[Column[Any]]) -> bool:
+    """Whether the source's text columns keep any bytes (SQLite), so may hold a text whose
+    bytes are not UTF-8."""
+    source = backend_named(src.dialect.name)
+    texts = [c for c in columns if isinstance(c.type, String)]
+    return bool(texts) and all(source.stored_as(c, "text") is not None for c in texts)
+
+
+def _not_utf8(raw: bytes, start: int) -> str:
+    return (
+        f"holds text whose bytes are not UTF-8 ({_shown(raw)}, at byte {start}), which no "
+        "reader can take as text"
+    )
 
 
 Refusal = tuple[int | None, str, str, str]
@@ -270,4 +271,38 @@ def refusals(
                 owner = None if row[0] is None else int(row[0])
                 found.append((owner, _row_name(table, row[1 : 1 + k]), column.name, said))
                 break
+    return found
+
+
+def undecodables(
+    src: Connection,
+    table: Table,
+    columns: Sequence[Column[Any]],
+    run_column: str | None,
+    *,
+    runs: Sequence[int] | None = None,
+) -> list[Refusal]:
+    """Every text among `columns` of the rows of `table` (of the runs `runs`, when given)
+    whose bytes are not UTF-8, one per row (its first), each with the run its `run_column`
+    names (None: the table's rows are no run's): what a sync holds back after a read failed
+    on one (`sync.quarantine`)."""
+    if not _keeps_any_bytes(src, columns):
+        return []
+    also: list[ColumnElement[Any]] = []
+    where = None
+    if run_column is not None:
+        run = table.c[run_column]
+        integer = backend_named(src.dialect.name).stored_as(run, "integer")
+        also.append(case((integer, run), else_=None) if integer is not None else run)
+        if runs is not None:
+            where = run.in_(list(runs))
+    found: list[Refusal] = []
+    seen: set[tuple[Any, ...]] = set()
+    for head, column, raw, start in texts_not_utf8(src, table, columns, where=where, also=also):
+        key = head[len(also) :]
+        if key in seen:
+            continue
+        seen.add(key)
+        owner = None if not also or head[0] is None else int(head[0])
+        found.append((owner, _row_name(table, key), column.name, _not_utf8(raw, start)))
     return found

@@ -432,25 +432,27 @@ def test_a_sync_of_the_source_between_two_passes_is_not_undone(
 def test_a_value_the_centre_cannot_hold_is_refused_by_name_not_retried(
     pg_url: str, tmp_path: Path
 ) -> None:
-    """Text that is not UTF-8 in one host's row (which no reader can take, so it refuses its
-    source; a NUL only quarantines its run, `test_quarantine_follow`) is a refusal, said once
-    with the row, not an outage retried forever: the other host flows meanwhile, and once
-    the row is repaired the host's runs arrive, each once."""
+    """Text that is not UTF-8 in a session's own row (no run's, so none to hold: it refuses
+    its source; in a run's row it only quarantines the run, `test_quarantine_text`) is a
+    refusal, said once with the row, not an outage retried forever: the other host flows
+    meanwhile, and once the row is repaired the host's runs arrive, each once."""
+    from support.synccheck import add_session
+
     host, other = tmp_path / "host.sqlite3", tmp_path / "other.sqlite3"
-    write_source(host, runs=2, tag="h")
+    session = add_session(host, write_source(host, runs=2, tag="h"))
     write_source(other, runs=1, tag="o")
     with closing(sqlite3.connect(host)) as conn, conn:
-        conn.execute("UPDATE steps SET decision = CAST(x'41ff42' AS TEXT) WHERE id = 2")
+        conn.execute(f"UPDATE sessions SET root = CAST(x'41ff42' AS TEXT) WHERE id = {session}")
     follower = Follower([host, other], pg_url)
     refused = follower.wait(lambda e: e["event"] == "refused" and e["source"] == str(host))
-    assert "steps.decision" in refused["message"] and "id=2" in refused["message"]
+    assert f"sessions.root of the row id={session}" in refused["message"]
     assert "not UTF-8" in refused["message"]
     follower.wait(sent_from(other))
     caught_up(pg_url, other)
     grow(other, "later", 2)  # the other host keeps flowing
     follower.wait(sent_from(other))
     with closing(sqlite3.connect(host)) as conn, conn:
-        conn.execute("UPDATE steps SET decision = 'repaired' WHERE id = 2")
+        conn.execute(f"UPDATE sessions SET root = 'repaired' WHERE id = {session}")
     follower.wait(sent_from(host))
     caught_up(pg_url, host)
     assert follower.stop() == 0

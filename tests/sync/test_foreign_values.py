@@ -2,25 +2,26 @@
 io-harness or another writer would: NUL in text, bytes that are not UTF-8, a BLOB in a TEXT
 column, text or Infinity in an INTEGER column), synced into each backend: each arrives byte-
 and type-exact; or its run is quarantined, named (table, row id, column, what is wrong), while
-the source's other runs and the other sources are synced; or (text that is not UTF-8, which
-no reader can take) its source is refused by name with nothing of it written, while the
-other sources are synced."""
+the source's other runs and the other sources are synced (text that is not UTF-8, which no
+reader can take, into either centre); or, in a session's own row (no run's), its source is
+refused by name with nothing of it written, while the other sources are synced."""
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from support.clirun import run_in_process
-from support.synccheck import mirror_problems, write_source
+from support.synccheck import add_session, mirror_problems, write_source
 
-from harness_store.errors import UnsendableValueError
-from harness_store.sync import SyncRefusedError, list_origins, quarantined, sync
+from harness_store.sync import list_origins, quarantined, sync
 from sync.foreign import CASES, NOT_UTF8, ROW, put, stored
 
 
 @pytest.mark.parametrize(("table", "column", "value", "what", "sqlite_holds"), CASES)
-def test_a_foreign_value_arrives_exactly_or_its_source_is_refused_by_name(
+def test_a_foreign_value_arrives_exactly_or_its_run_is_quarantined_by_name(
     store_target: str,
     tmp_path: Path,
     table: str,
@@ -39,36 +40,26 @@ def test_a_foreign_value_arrives_exactly_or_its_source_is_refused_by_name(
         assert stored(store_target, table, column) == want
         assert sync([host, other], store_target).rows == 0
         return
-    if what != "not UTF-8":  # the row's run is held back, the rest goes
-        sync([host, other], store_target)
-        run = ROW if table == "runs" else 1  # `ROW` is a step of run 1
-        held = {q.run: q for q in quarantined(store_target)}
-        assert run in held, held
-        said = f"{held[run].table}.{held[run].column} {held[run].row} {held[run].problem}"
-        assert f"{table}.{column}" in said and f"id={ROW}" in said and what in said, said
-        assert len(list_origins(store_target)) == 2
-        assert mirror_problems(store_target, other) == []
-        return
-    with pytest.raises(SyncRefusedError) as refused:
-        sync([host, other], store_target)
-    (why,) = refused.value.refused
-    said = str(why.error)
-    assert isinstance(why.error, UnsendableValueError), said
-    assert why.source == str(host)
-    assert str(host) in said and f"{table}.{column}" in said and f"id={ROW}" in said, said
-    assert what in said, said
-    assert [o.path for o in list_origins(store_target)] == [str(other.resolve())]
+    sync([host, other], store_target)  # the row's run is held back, the rest goes
+    run = ROW if table == "runs" else 1  # `ROW` is a step of run 1
+    held = {q.run: q for q in quarantined(store_target)}
+    assert run in held, held
+    said = f"{held[run].table}.{held[run].column} {held[run].row} {held[run].problem}"
+    assert f"{table}.{column}" in said and f"id={ROW}" in said and what in said, said
+    assert len(list_origins(store_target)) == 2
     assert mirror_problems(store_target, other) == []
 
 
 def test_the_command_names_the_row_in_one_line(pg_url: str, tmp_path: Path) -> None:
+    """A value in a session's own row (no run's, so none to hold) refuses its source."""
     host = tmp_path / "host.sqlite3"
-    write_source(host, runs=1)
-    put(host, "steps", "decision", NOT_UTF8)
+    session = add_session(host, write_source(host, runs=1))
+    with closing(sqlite3.connect(host)) as conn, conn:
+        conn.execute(f"UPDATE sessions SET root = {NOT_UTF8} WHERE id = ?", [session])
     done = run_in_process("sync", host, pg_url)
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert str(host) in line and "steps.decision" in line and f"id={ROW}" in line
+    assert str(host) in line and f"sessions.root of the row id={session}" in line
     assert "Traceback" not in done.stderr and "unexpected" not in line
 
 
@@ -76,9 +67,8 @@ def test_a_repaired_row_is_sent_once(pg_url: str, tmp_path: Path) -> None:
     host = tmp_path / "host.sqlite3"
     write_source(host, runs=2)
     put(host, "runs", "goal", NOT_UTF8)
-    with pytest.raises(SyncRefusedError):
-        sync([host], pg_url)
+    assert [q.run for q in sync([host], pg_url).origins[0].quarantined] == [ROW]
     put(host, "runs", "goal", "'repaired'")
-    assert sync([host], pg_url).origins[0].new_origin
+    assert sync([host], pg_url).origins[0].released == (ROW,)
     assert mirror_problems(pg_url, host, skip=()) == []
     assert sync([host], pg_url).rows == 0
