@@ -394,7 +394,10 @@ class RunsMixin(StoreBase):
         has_turns = self._has_columns("runs", "turn_kind")
         format_sql = self._format_column()
         try:
-            row = self._point("resume_point", point_resume, format_sql, has_turns, run_id=run_id)
+            with summing():
+                row = self._point(
+                    "resume_point", point_resume, format_sql, has_turns, run_id=run_id
+                )
         except StoreError:  # (SQLite's SUM overflowing) a refusal of the run comes first, as
             self.check_resumable(run_id)  # when the three reads are made in turn
             raise
