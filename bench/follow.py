@@ -299,9 +299,16 @@ def live_delay(
         ]
         stop = cfg.work / f"stop-{variant}"
         observer = Observer(url)
+        role = None
+        if variant == "follow-role":  # the follower logs in as a follower role (bench 18)
+            from harness_store.sync.roles import grant
+
+            role = f"hs_bench_follow_role_{os.getpid()}"
+            grant(dest, role, "follower")
         if variant.startswith("follow"):
             code = BASELINE if variant == "follow-baseline" else None
-            syncing = follower(paths, dest, code)
+            login = url.set(username=role).render_as_string(hide_password=False) if role else dest
+            syncing = follower(paths, login, code)
             Lines(syncing, len(paths)).wait("every source", 1800)  # each one's first pass
         else:
             syncing = python("-c", LOOP, dest, *map(str, paths))
@@ -316,12 +323,24 @@ def live_delay(
         observer.close()
         for p in paths:
             remove(p)
-        return observer.delays, used
+    if role is not None:
+        _drop_role(cfg.pg, role)
+    return observer.delays, used
+
+
+def _drop_role(server: str, role: str) -> None:
+    import psycopg
+
+    from harness_store.engine import to_url
+
+    with psycopg.connect(pg_conninfo(to_url(server)), autocommit=True) as admin:
+        admin.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
 LABELS = {
     "follow": "sync --follow",
     "follow-baseline": "sync --follow, baseline code",
+    "follow-role": "sync --follow as a follower role",
     "sync-loop": "sync in a loop",
 }
 
@@ -341,7 +360,7 @@ def live(cfg: Config, runs: int) -> Table:
         f"14a. delay from a source's commit to the centre's, 3 sources × 50 steps/s{held}",
         ["variant", "median", "p95", "worst", "CPU of one core"],
     )
-    variants = ["follow", "sync-loop"] + (["follow-baseline"] if BASELINE else [])
+    variants = ["follow", "follow-role", "sync-loop"] + (["follow-baseline"] if BASELINE else [])
     rounds = cfg.pick(2, 1)
     results: dict[str, tuple[list[float], float]] = {}
     for r in range(rounds):
@@ -363,6 +382,13 @@ def live(cfg: Config, runs: int) -> Table:
             f"{mine[-1] / theirs[-1]:.2f}×, CPU "
             f"{results['follow'][1] / max(results['follow-baseline'][1], 1e-9):.2f}× "
             f"(baseline: {BASELINE})"
+        )
+    as_role = sorted(results["follow-role"][0])
+    if mine and as_role:
+        table.notes.append(
+            f"a follower role ÷ the owner: median {median(as_role) / median(mine):.2f}×, worst "
+            f"{as_role[-1] / mine[-1]:.2f}×, CPU "
+            f"{results['follow-role'][1] / max(results['follow'][1], 1e-9):.2f}×"
         )
     if mine:
         table.notes.append(
