@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import Config, Table, fmt_rate, median, say, step_records
-from .stores import pg_conninfo, pg_database
+from .stores import drop_role, pg_conninfo, pg_database
 
 WRITER = """
 import sys, time
@@ -324,17 +324,8 @@ def live_delay(
         for p in paths:
             remove(p)
     if role is not None:
-        _drop_role(cfg.pg, role)
+        drop_role(cfg.pg, role)
     return observer.delays, used
-
-
-def _drop_role(server: str, role: str) -> None:
-    import psycopg
-
-    from harness_store.engine import to_url
-
-    with psycopg.connect(pg_conninfo(to_url(server)), autocommit=True) as admin:
-        admin.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
 LABELS = {

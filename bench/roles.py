@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from .common import Config, Table, fmt_ratio, fmt_time, median, say, spread, step_records
-from .stores import copy_store, pg_conninfo, pg_database
+from .stores import copy_store, drop_role, pg_database
 from .sync import template
 
 TARGET = 0.8
@@ -29,15 +29,6 @@ def _grow(sources: list[Path], at: int) -> None:
     for path in sources:
         with Store.open(path, synchronous="off", backup=False) as store:
             store.checkpoint_steps(1, step_records(at, 20))
-
-
-def _drop_role(server: str, role: str) -> None:
-    import psycopg
-
-    from harness_store.engine import to_url
-
-    with psycopg.connect(pg_conninfo(to_url(server)), autocommit=True) as admin:
-        admin.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
 def run(cfg: Config) -> list[Table]:
@@ -86,7 +77,7 @@ def run(cfg: Config) -> list[Table]:
                 for path in sources:
                     path.unlink()
     finally:
-        _drop_role(cfg.pg, role)
+        drop_role(cfg.pg, role)
     for name in ("first", "grown"):
         owner, follower = times[(name, "owner")], times[(name, "follower")]
         ratio = median([o / f for o, f in zip(owner, follower, strict=True)])

@@ -294,3 +294,14 @@ def scratch_target(cfg: Config, backend: Backend, name: str) -> Iterator[Any]:
             raise RuntimeError(f"{backend.name} needs --pg URL")
         with pg_database(cfg.pg, f"hs_bench_{name}") as url:
             yield url
+
+
+def drop_role(server: str, role: str) -> None:
+    """Drop the login role `role` of the PostgreSQL server `server` (a URL), if it exists: a
+    follower role a benchmark made (roles are the server's, not a database's)."""
+    import psycopg
+
+    from harness_store.engine import to_url
+
+    with psycopg.connect(pg_conninfo(to_url(server)), autocommit=True) as admin:
+        admin.execute(f'DROP ROLE IF EXISTS "{role}"')

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event, make_url, text
+from support.app_database import tables_in
 
 from harness_store import AsyncStore, ProviderCall, StepRecord, Store, Usage
 from harness_store.engine import make_engine
@@ -22,29 +22,6 @@ from harness_store.errors import InvalidTargetError, SchemaError, StoreAccessErr
 from harness_store.releases import HEAD
 from harness_store.schema import upgrade
 from harness_store.targets import Target
-
-APP_TABLE = "CREATE TABLE public.app_users (id SERIAL PRIMARY KEY, name TEXT NOT NULL)"
-"""The application's own table, in the schema an application uses by default."""
-
-
-@pytest.fixture
-def admin(pg_url: str) -> Iterator[Engine]:
-    """A plain engine on the test's database (no schema of ours), holding the app's table."""
-    engine = make_engine(pg_url)
-    with engine.begin() as conn:
-        conn.execute(text(APP_TABLE))
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-
-
-def tables_in(engine: Engine, schema: str) -> set[str]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT tablename FROM pg_tables WHERE schemaname = :s"), {"s": schema}
-        )
-        return {str(name) for name in rows.scalars()}
 
 
 def schemas(engine: Engine) -> set[str]:

@@ -10,7 +10,6 @@ import io
 import shutil
 import subprocess
 from argparse import Namespace
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,41 +17,20 @@ from alembic import command
 from alembic.config import Config
 from alembic.util import CommandError
 from sqlalchemy import Engine, text
+from support.app_database import tables_in
 from support.provided import unavailable
 
-from harness_store.engine import make_engine
 from harness_store.errors import MigrationConnectionError, MigrationOptionError
 from harness_store.releases import HEAD
 from harness_store.schema import alembic_config
 from harness_store.schema.x_options import parse_x_options
 
 REPO = Path(__file__).resolve().parents[2]
-APP_TABLE = "CREATE TABLE public.app_users (id SERIAL PRIMARY KEY, name TEXT NOT NULL)"
-
-
-@pytest.fixture
-def admin(pg_url: str) -> Iterator[Engine]:
-    """A plain engine on the test's database (no schema of ours), holding the app's table."""
-    engine = make_engine(pg_url)
-    with engine.begin() as conn:
-        conn.execute(text(APP_TABLE))
-    try:
-        yield engine
-    finally:
-        engine.dispose()
 
 
 def x_config(*options: str) -> Config:
     """The repository's `alembic.ini` with `-x` options, as Alembic's command line builds it."""
     return Config(str(REPO / "alembic.ini"), cmd_opts=Namespace(x=list(options)))
-
-
-def tables_in(engine: Engine, schema: str) -> set[str]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT tablename FROM pg_tables WHERE schemaname = :s"), {"s": schema}
-        )
-        return {str(name) for name in rows.scalars()}
 
 
 def version_in(engine: Engine, schema: str) -> str | None:

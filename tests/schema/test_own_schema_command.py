@@ -7,38 +7,14 @@ On SQLite `--schema` is a usage error, nothing created.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from cli.commandkit import EXIT_USAGE, fails, ok
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
+from support.app_database import tables_in
 
 from harness_store import StepRecord, Store
-from harness_store.engine import make_engine
 from harness_store.releases import HEAD
-
-APP_TABLE = "CREATE TABLE public.app_users (id SERIAL PRIMARY KEY, name TEXT NOT NULL)"
-
-
-@pytest.fixture
-def admin(pg_url: str) -> Iterator[Engine]:
-    """A plain engine on the test's database (no schema of ours), holding the app's table."""
-    engine = make_engine(pg_url)
-    with engine.begin() as conn:
-        conn.execute(text(APP_TABLE))
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-
-
-def tables_in(engine: Engine, schema: str) -> set[str]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT tablename FROM pg_tables WHERE schemaname = :s"), {"s": schema}
-        )
-        return {str(name) for name in rows.scalars()}
 
 
 def test_upgrade_runs_and_check_with_schema(tmp_path: Path, pg_url: str, admin: Engine) -> None:
