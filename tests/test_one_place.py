@@ -17,9 +17,7 @@ SUFFIX_HOMES = frozenset({"dialects/still.py", "dialects/sqlite_queue.py"})
 
 CODE_HOME = "dialects/sqlite_codes.py"
 
-KNOWN: dict[str, str] = {
-    "sync/watch.py": "the watcher's file stamps; its module is being changed beside this one",
-}
+KNOWN: dict[str, str] = {}
 """Modules that still spell a suffix themselves: module -> why."""
 
 

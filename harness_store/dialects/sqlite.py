@@ -57,9 +57,6 @@ from .sqlite_queue import SQLiteWriteQueue, begin_immediate
 from .sqlite_text import install as install_text_look
 from .still import file_uri, install_still_reads, names_uri, still_read_outdated
 
-WRITE = WRITE_TRANSACTION
-"""The old name of `dialects.base.WRITE_TRANSACTION` (kept while `store/base.py` imports it)."""
-
 SYNCHRONOUS = ("off", "normal", "full", "extra")
 
 
