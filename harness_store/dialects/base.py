@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, Engine, Select, Table, TableClause, inspect
+from sqlalchemy import Connection, Engine, Select, Table, TableClause, bindparam, inspect
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ClauseElement
@@ -468,6 +468,61 @@ class Backend(ABC):
                 batch = []
         if batch:
             conn.execute(statement, batch)
+
+    def insert_returning_ids(
+        self, conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
+    ) -> list[int]:
+        """Insert `rows` (all with the same columns, no id) in the connection's transaction
+        and return each one's new id, in the order given (sync's state tables, whose new ids
+        its id maps learn).
+
+        Here one multi-row `INSERT … RETURNING` per batch: RETURNING does not promise its
+        order, and these tables' nullable upstream-shaped ids cannot serve SQLAlchemy as an
+        ordering sentinel, so each returned id comes back with the values it was inserted
+        with and is matched to them; rows with equal values are interchangeable, so any
+        matching among them is right."""
+        if not rows:
+            return []
+        columns = list(rows[0])
+        statement = table.insert().returning(table.c.id, *(table.c[c] for c in columns))
+        waiting: dict[tuple[Any, ...], list[int]] = {}
+        for returned in conn.execute(statement, list(rows)):
+            waiting.setdefault(tuple(returned[1:]), []).append(int(returned[0]))
+        return [waiting[tuple(row[c] for c in columns)].pop() for row in rows]
+
+    def update_rows(
+        self,
+        conn: Connection,
+        table: Table,
+        keys: Sequence[str],
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> None:
+        """Set `columns` of many rows of `table`, each found by its `keys` columns: each of
+        `rows` holds the keys' values, then the columns' (sync's links to rows sent after
+        their own, its id maps). Here one UPDATE executed for the batch of rows."""
+        if not rows:
+            return
+        names = [*(f"k{at}" for at in range(len(keys))), *(f"v{at}" for at in range(len(columns)))]
+        statement = (
+            table.update()
+            .where(*(table.c[key] == bindparam(f"k{at}") for at, key in enumerate(keys)))
+            .values({column: bindparam(f"v{at}") for at, column in enumerate(columns)})
+        )
+        conn.execute(statement, [dict(zip(names, row, strict=True)) for row in rows])
+
+    def delete_rows(
+        self, conn: Connection, table: Table, keys: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """Delete many rows of `table`, each found by the values of its `keys` columns (sync's
+        id maps of rows gone). Here one DELETE executed for the batch of rows."""
+        if not rows:
+            return
+        names = [f"k{at}" for at in range(len(keys))]
+        statement = table.delete().where(
+            *(table.c[key] == bindparam(name) for key, name in zip(keys, names, strict=True))
+        )
+        conn.execute(statement, [dict(zip(names, row, strict=True)) for row in rows])
 
     def integrity_problems(self, conn: Connection) -> list[str]:
         """What the database's own consistency check of its files says is wrong (`Store.check`);

@@ -53,6 +53,12 @@ READ_ONLY_STATE = "25006"
 FEW_ROWS = 500
 """Bulk rows into a table under row-level security up to which a plain INSERT batch costs less
 than a temporary table and INSERT … SELECT."""
+NEW_IDS = (
+    "SELECT nextval(q.s) FROM (SELECT pg_get_serial_sequence(%s, 'id')::regclass AS s) AS q, "
+    "generate_series(1, %s)"
+)
+"""Ids for as many new rows of a table (its name, the count), from its `id` column's sequence,
+taken in one statement before the rows are written."""
 PRIVILEGE_STATE = "42501"
 """insufficient_privilege: a grant or a row-level security policy refused the statement."""
 FOREIGN_KEY_STATE = "23503"
@@ -570,6 +576,59 @@ class PostgreSQLBackend(Backend):
                 cursor.execute(f'INSERT INTO "{table.name}" ({names}) SELECT {names} FROM {into}')
                 cursor.execute(f"DELETE FROM {into}")
 
+    def insert_returning_ids(
+        self, conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
+    ) -> list[int]:
+        """The ids taken from the table's sequence first, all in one statement, then the rows
+        written with them by `bulk_insert` (one COPY): two round trips for any number of
+        rows, and no RETURNING to match back."""
+        if not rows:
+            return []
+        ids = [
+            int(i) for i in conn.exec_driver_sql(NEW_IDS, (f'"{table.name}"', len(rows))).scalars()
+        ]
+        columns = list(rows[0])
+        self.bulk_insert(
+            conn,
+            table,
+            ["id", *columns],
+            ((i, *(row[c] for c in columns)) for i, row in zip(ids, rows, strict=True)),
+        )
+        return ids
+
+    def update_rows(
+        self,
+        conn: Connection,
+        table: Table,
+        keys: Sequence[str],
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> None:
+        """One UPDATE for all of `rows`, joined to them as arrays (`unnest`): one statement
+        whatever their number, not one per row. Of rows with the same keys the last is
+        written, as by statements run in turn."""
+        if not rows:
+            return
+        rows = list({tuple(row[: len(keys)]): row for row in rows}.values())
+        given, found = _unnested(conn, table, [*keys, *columns], len(keys))
+        sets = ", ".join(f'"{c}" = u.v{at}' for at, c in enumerate(columns))
+        conn.exec_driver_sql(
+            f'UPDATE "{table.name}" AS t SET {sets} FROM {given} WHERE {found}',
+            tuple(list(values) for values in zip(*rows, strict=True)),
+        )
+
+    def delete_rows(
+        self, conn: Connection, table: Table, keys: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """One DELETE for all of `rows`, joined to them as arrays (`unnest`)."""
+        if not rows:
+            return
+        given, found = _unnested(conn, table, keys, len(keys))
+        conn.exec_driver_sql(
+            f'DELETE FROM "{table.name}" AS t USING {given} WHERE {found}',
+            tuple(list(values) for values in zip(*rows, strict=True)),
+        )
+
     def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:
         """User triggers on `table` in the current schema (not the internal ones behind
         constraints)."""
@@ -591,3 +650,13 @@ def _bulk_table(cursor: Any, table: str, names: str) -> str:
         f'CREATE TEMPORARY TABLE IF NOT EXISTS {name} AS SELECT {names} FROM "{table}" WITH NO DATA'
     )
     return f"pg_temp.{name}"
+
+
+def _unnested(conn: Connection, table: Table, columns: Sequence[str], keys: int) -> tuple[str, str]:
+    """The rows given as one array parameter per column of `columns` (each of the column's
+    own type), unnested as `u` (`k0…` for the first `keys` columns, `v0…` for the rest), and
+    the condition joining the table as `t` to them on those keys."""
+    names = [f"k{at}" if at < keys else f"v{at - keys}" for at in range(len(columns))]
+    arrays = ", ".join(f"%s::{table.c[c].type.compile(dialect=conn.dialect)}[]" for c in columns)
+    found = " AND ".join(f't."{c}" = u.{n}' for c, n in zip(columns[:keys], names, strict=False))
+    return f"unnest({arrays}) AS u({', '.join(names)})", found
