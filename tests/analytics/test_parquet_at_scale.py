@@ -36,11 +36,11 @@ def test_the_exports_memory_does_not_grow_with_the_runs(tmp_path: Path) -> None:
     assert peaks["large"] - peaks["small"] < GROWTH_KIB, peaks
 
 
-NOTHING_NEW_GROWTH_KIB = 16 * 1024
+NOTHING_NEW_GROWTH_KIB = 8 * 1024
 """What 200,000 more runs may add to the peak of an export with nothing new: its reads are
 streamed (the runs' marks beside the last export's, the `runs` table for its digest), so
-only the allocators' retention grows. Holding both exports' marks whole, as before, added
-about 32 bytes a run and the temporaries of comparing them."""
+only the allocators' retention grows (measured: 5 MiB). Holding both exports' marks whole,
+as before, added 32 bytes a run and the temporaries of comparing them (11-13 MiB)."""
 
 
 @pytest.mark.slow
