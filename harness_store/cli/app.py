@@ -359,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     (`reader.open_reader`), and at exit, where the interpreter's last collections would
     otherwise walk them all, a third of a short command's CPU, to free nothing a process
     ending needs freed. Called from Python with `argv`, it leaves the caller's collector
-    alone."""
+    alone, and so does `export parquet` the caller's imports (pyarrow may load pandas)."""
     global OWN_PROCESS
     if argv is None:
         OWN_PROCESS = True
