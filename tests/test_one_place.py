@@ -110,13 +110,16 @@ def _named_backends(path: Path) -> set[str]:
                 for c in [*node.comparators, node.left]
                 if isinstance(c, ast.Constant) and isinstance(c.value, str)
             ]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr == "startswith":
-                names = [
-                    a.value
-                    for a in node.args
-                    if isinstance(a, ast.Constant) and isinstance(a.value, str)
-                ]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "startswith"
+        ):
+            names = [
+                a.value
+                for a in node.args
+                if isinstance(a, ast.Constant) and isinstance(a.value, str)
+            ]
         for name in names:
             if name.startswith(BACKEND_MODULES) or name.split(".")[0].startswith(DRIVERS):
                 found.add(name)
