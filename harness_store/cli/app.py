@@ -256,7 +256,7 @@ def missing_database(argv: Sequence[str]) -> bool:
     from sqlalchemy.exc import SQLAlchemyError
 
     from ..connector import connector_at
-    from ..dialects.postgresql import database_exists
+    from ..dialects import backend_named
 
     for arg in argv:
         if not arg.startswith("postgresql"):
@@ -265,7 +265,7 @@ def missing_database(argv: Sequence[str]) -> bool:
         server = url.set(database="postgres").update_query_dict({"connect_timeout": "5"})
         try:
             with connector_at(server) as connector, connector.read() as conn:
-                return not database_exists(conn, str(url.database))
+                return not backend_named("postgresql").database_exists(conn, str(url.database))
         except (SQLAlchemyError, StoreError):
             return False
     return False

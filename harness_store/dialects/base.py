@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, ClassVar
 from weakref import WeakKeyDictionary
 
@@ -24,6 +24,7 @@ from sqlalchemy.sql.selectable import Join
 
 from ..arrow.one_of import OneOf
 from ..errors import StatementRefusedError, StoreError
+from .registry import register
 
 SPEND_WATCHED = (
     "run_id", "model", "at", "prompt_tokens", "completion_tokens", "total_tokens",
@@ -51,6 +52,11 @@ tool that left foreign keys off) unchanged."""
 WRITE_DEADLINE = "hs_write_deadline"
 """`Connection.info` key: the `time.monotonic()` by which the next write transaction must have
 begun (set from the queue's turn, so that one busy timeout bounds the queue and the lock)."""
+
+FORMAT_TABLE = "harness_user_version"
+"""The table a backend without a header field for the checkpoint-format marker keeps it in
+(PostgreSQL's stand-in for `PRAGMA user_version`: one row, one INTEGER), which a copy and a
+check leave out of the store's own tables whatever the backend."""
 
 BULK_BATCH = 5000
 """Rows per `executemany` of the default `Backend.bulk_insert`."""
@@ -212,6 +218,12 @@ class Backend(ABC):
     statement_parameters: ClassVar[int | None] = None
     """The most parameters the driver sends in one statement (None: no limit the package
     meets)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that names its backend is registered under that name (`registry`)."""
+        super().__init_subclass__(**kwargs)
+        if "name" in vars(cls):
+            register(cls)
 
     @abstractmethod
     def engine_options(
@@ -570,3 +582,70 @@ class Backend(ABC):
     @abstractmethod
     def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:
         """The names of the triggers on `table` the store's owner created (`Store.check`)."""
+
+    # What neutral code asks of a store's backend rather than importing a backend's module
+    # (the registry finds the backend by name): a URL's in-memory database, a PostgreSQL
+    # schema of its own, the roles' rules, non-UTF-8 text. The defaults are what a backend
+    # without the feature answers.
+
+    own_triggers: ClassVar[frozenset[str]] = frozenset()
+    """Triggers the package's own rules put on tables (a PostgreSQL centre's roles), which a
+    schema check expects beside upstream's."""
+
+    def is_memory(self, url: URL) -> bool:
+        """Whether the URL names an in-memory database (nothing on disk)."""
+        return False
+
+    def own_schema_of(self, url: URL) -> str | None:
+        """The schema of its own `url`'s connections work in (as written, unchecked), else
+        None (always None on a backend without schemas)."""
+        return None
+
+    def with_own_schema(self, url: URL, schema: str) -> URL:
+        """`url` whose connections work in `schema` (a checked name); only a backend with
+        schemas is ever given one (`targets.checked_schema` refuses the others)."""
+        raise NotImplementedError(f"{self.name} has no schemas")
+
+    def create_own_schema(self, conn: Connection, schema: str) -> bool:
+        """Create `schema` (a checked name) unless it exists; whether it was created."""
+        raise NotImplementedError(f"{self.name} has no schemas")
+
+    def work_in_own_schema(self, conn: Connection, schema: str) -> None:
+        """Make `schema` the whole `search_path` of `conn`'s open transaction."""
+        raise NotImplementedError(f"{self.name} has no schemas")
+
+    def own_schema_script(self, schema: str) -> list[str]:
+        """What an offline script for a store in `schema` runs first, in its transaction."""
+        raise NotImplementedError(f"{self.name} has no schemas")
+
+    def search_path(self, conn: Connection) -> str:
+        """The `search_path` `conn` works with ("" on a backend without schemas)."""
+        return ""
+
+    def database_exists(self, conn: Connection, name: str) -> bool:
+        """Whether the server `conn` is connected to has a database called `name` (a
+        backend without a server has only its own)."""
+        return True
+
+    def keep_rules(self, conn: Connection) -> None:  # noqa: B027 - no rules by default
+        """After an upgrade or a new sync table, in its transaction: bring the roles' rules
+        up to date where the store has roles (a PostgreSQL centre); nothing elsewhere."""
+
+    def texts_not_utf8(
+        self,
+        conn: Connection,
+        table: Table,
+        columns: Sequence[Any],
+        *,
+        where: Any = None,
+        also: Sequence[Any] = (),
+    ) -> Iterator[Any]:
+        """Every text among `columns` of `table`'s rows (`where`) whose bytes are not UTF-8,
+        as `(key, column, raw, start)` with `also`'s values before the key; none on a
+        backend whose text is always UTF-8."""
+        return iter(())
+
+    def tolerant(self, conn: Connection) -> AbstractContextManager[None]:
+        """Within the body, `conn` reads a text whose bytes are not UTF-8 instead of failing
+        the whole read (SQLite); nothing to change where text is always UTF-8."""
+        return nullcontext()

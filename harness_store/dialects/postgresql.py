@@ -33,11 +33,8 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
-from .base import SPEND_DAY, SPEND_MODEL, SPEND_WATCHED, Backend
-from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE
-
-FORMAT_TABLE = "harness_user_version"
-"""PostgreSQL's stand-in for `PRAGMA user_version`: one row, one INTEGER."""
+from .base import FORMAT_TABLE, SPEND_DAY, SPEND_MODEL, SPEND_WATCHED, Backend
+from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE, ROLE_TRIGGERS, keep_rules
 
 UPGRADE_LOCK = (0x68735F75, 1)
 """The transaction-scoped advisory lock (two-key form) that serialises upgrades of one
@@ -182,6 +179,31 @@ class PostgreSQLBackend(Backend):
     loop_ping_after = ASYNC_PING_AFTER
     statement_parameters = 65_535
     """libpq's protocol: a statement's parameter count is a 16-bit number."""
+    own_triggers = ROLE_TRIGGERS
+
+    def own_schema_of(self, url: URL) -> str | None:
+        return own_schema_of(url)
+
+    def with_own_schema(self, url: URL, schema: str) -> URL:
+        return with_own_schema(url, schema)
+
+    def create_own_schema(self, conn: Connection, schema: str) -> bool:
+        return create_own_schema(conn, schema)
+
+    def work_in_own_schema(self, conn: Connection, schema: str) -> None:
+        work_in_own_schema(conn, schema)
+
+    def own_schema_script(self, schema: str) -> list[str]:
+        return own_schema_script(schema)
+
+    def search_path(self, conn: Connection) -> str:
+        return search_path(conn)
+
+    def database_exists(self, conn: Connection, name: str) -> bool:
+        return database_exists(conn, name)
+
+    def keep_rules(self, conn: Connection) -> None:
+        keep_rules(conn)
 
     def engine_options(
         self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None

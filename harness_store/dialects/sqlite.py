@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,8 @@ from .sqlite_codes import (
 )
 from .sqlite_queue import SQLiteWriteQueue, begin_immediate
 from .sqlite_text import install as install_text_look
+from .sqlite_text import texts_not_utf8 as texts_not_utf8_of
+from .sqlite_text import tolerant as tolerant_of
 from .still import file_uri, install_still_reads, names_uri, still_read_outdated
 
 SYNCHRONOUS = ("off", "normal", "full", "extra")
@@ -366,3 +369,20 @@ class SQLiteBackend(Backend):
             "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?", (table,)
         ).scalars()
         return frozenset(str(name) for name in rows)
+
+    def is_memory(self, url: URL) -> bool:
+        return is_memory(url)
+
+    def texts_not_utf8(
+        self,
+        conn: Connection,
+        table: Table,
+        columns: Sequence[Any],
+        *,
+        where: Any = None,
+        also: Sequence[Any] = (),
+    ) -> Iterator[Any]:
+        return texts_not_utf8_of(conn, table, columns, where=where, also=also)
+
+    def tolerant(self, conn: Connection) -> AbstractContextManager[None]:
+        return tolerant_of(conn)

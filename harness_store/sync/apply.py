@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, func, insert, select, update
 
-from ..dialects.sqlite_text import tolerant
+from ..dialects import backend_for
 from ..errors import UnsendableValueError
 from ..models.sync import IDS, MARKS
 from ..stamps import Stamp
@@ -60,7 +60,7 @@ class OriginSync(StateTables, AppendTables):
 
     def run(self) -> None:
         """Send everything that changed since the last sync of this origin (`_run`), the
-        source read leniently (`dialects.sqlite_text.tolerant`) when it holds a text whose
+        source read leniently (`Backend.tolerant`) when it holds a text whose
         bytes are not UTF-8 in a run this pass holds back."""
         with ExitStack() as self.lenient:
             self._run()
@@ -86,7 +86,7 @@ class OriginSync(StateTables, AppendTables):
             if not self.adopt and self.hwm_loaded.get(STATE_MARK + RUNS) == HELD_MARK:
                 self._look_at_held_texts()  # the last pass held runs back
         if self.unreadable:
-            self.lenient.enter_context(tolerant(self.src))
+            self.lenient.enter_context(backend_for(self.src).tolerant(self.src))
         self.tops = self._append_tops()
         read = {
             rule.table: self._read_state(rule)

@@ -32,8 +32,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.util import LRUCache
 
 from ..connector import Connector, connector_at, connector_over
-from ..dialects import backend_named
-from ..dialects.postgresql_roles import keep_rules
+from ..dialects import backend_for, backend_named
 from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import (
     CopiedWithoutOriginError,
@@ -362,8 +361,7 @@ def _prepare(dest: Connector, url: URL) -> None:
         Store.open(url).close()
     with dest.load() as conn:
         SYNC_METADATA.create_all(conn, checkfirst=True)
-        if conn.dialect.name == "postgresql":
-            keep_rules(conn)  # a sync table new here gets the roles' rules too
+        backend_for(conn).keep_rules(conn)  # a sync table new here gets the roles' rules too
 
 
 Ready = Callable[[Connection], None]

@@ -15,7 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..connector import Connector, connector_at
 from ..dialects import backend_named
-from ..dialects.postgresql import FORMAT_TABLE
+from ..dialects.base import FORMAT_TABLE
 from ..engine import URL_ENV, safe_url, sqlite_path, where
 from ..errors import SchemaError, StoreError, UpgradeRequiredError
 from ..releases import NEWEST_KNOWN_RELEASE, SHAPES, STORE_RELEASE
