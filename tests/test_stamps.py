@@ -14,7 +14,7 @@ from sqlalchemy import Column, MetaData, Table, Text, create_engine, insert, sel
 
 from harness_store.engine import to_url as url_of
 from harness_store.errors import InvalidValueError
-from harness_store.stamps import Stamp
+from harness_store.stamps import Stamp, day_after
 
 PACKAGE = Path(__file__).resolve().parent.parent / "harness_store"
 
@@ -23,9 +23,7 @@ PARSERS = frozenset({"strptime", "fromisoformat"})
 
 HOME = "stamps.py"
 
-KNOWN: dict[str, str] = {
-    "store/kept_spend.py": "a day key (`YYYY-MM-DD`) of hs3's counters, stepped to the next day",
-}
+KNOWN: dict[str, str] = {}
 """Modules that call a parser on what is not a stamp: module -> why."""
 
 FORMATTING = "%H:%M:%S"
@@ -63,8 +61,14 @@ def test_a_callers_time_is_one_instant_utc(given: object, meant: datetime) -> No
 
 
 @pytest.mark.parametrize(
-    "given", ["yesterday", "20261207", "2026-W01-1", "2026-13-01", "2026-12-07T25", "", 7, None]
-)
+    "given",
+    [
+        "yesterday", "20261207", "2026-W01-1", "2026-13-01", "2026-12-07T25", "", 7, None,
+        "\u0662\u0660\u0662\u0666-12-07",  # Arabic-Indic digits, which Unicode's `\\d` matches
+        "2026-12-07T\u0660\u0666:51",
+        "2026-12-07T06:51+\u0660\u0665:00",
+    ],
+)  # fmt: skip
 def test_anything_else_is_refused_typed(given: object) -> None:
     with pytest.raises(InvalidValueError, match="since"):
         Stamp.parse(given, "since")
@@ -72,6 +76,7 @@ def test_anything_else_is_refused_typed(given: object) -> None:
 
 def test_a_stored_value_that_is_no_time_reads_as_none() -> None:
     assert Stamp.read("soon") is None
+    assert Stamp.read("\u0662\u0660\u0662\u0666-12-07 06:51:00") is None
     assert Stamp.read(None) is None
     assert Stamp.read("") is None
 
@@ -83,6 +88,25 @@ def test_formatted_as_upstream_stamps_rows() -> None:
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     assert stamp.ns == (stamp.instant - epoch) // timedelta(microseconds=1) * 1000
     assert Stamp.read(stamp.text) == Stamp.parse("2026-12-06T22:00:01.123Z")
+
+
+@pytest.mark.parametrize(
+    ("day", "after"),
+    [
+        ("2026-12-07", "2026-12-08"),
+        ("2026-12-31", "2027-01-01"),
+        ("2028-02-28", "2028-02-29"),
+        ("9999-12-31", None),
+        ("2026-02-30", None),
+        ("(unknown)", None),
+        ("20261207", None),
+        ("\u0662\u0660\u0662\u0666-12-07", None),
+    ],
+)
+def test_a_day_key_steps_to_the_next_day(day: str, after: str | None) -> None:
+    """The spend counters' day keys (a stamp's first ten characters) step through `Stamp`:
+    a key that names no day has no next one."""
+    assert day_after(day) == after
 
 
 def test_compared_as_instants() -> None:
