@@ -24,11 +24,9 @@ from sqlalchemy.sql.selectable import Join
 
 from ..arrow.one_of import OneOf
 from ..errors import StatementRefusedError, StoreError
+from ..records.accounting import USAGE_SUMS
 
-SPEND_WATCHED = (
-    "run_id", "model", "at", "prompt_tokens", "completion_tokens", "total_tokens",
-    "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "server_tool_requests",
-)  # fmt: skip
+SPEND_WATCHED = ("run_id", "model", "at", *USAGE_SUMS)
 """The `provider_calls` columns a spend group or its cost depends on: an update of any of them
 bumps the group's counters (0.58's archive empties `failure`, which does not)."""
 

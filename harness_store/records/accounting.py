@@ -32,6 +32,12 @@ class Usage:
     server_tool_requests: int = 0
 
 
+USAGE_SUMS: tuple[str, ...] = tuple(f.name for f in fields(Usage))
+"""The usage counters, in `Usage`'s field order: `provider_calls`' columns and the sums a
+kept answer holds. The one list: the models, the Store's SQL, the triggers, the analysis
+tables, the benchmark and the tests read it."""
+
+
 @dataclass(frozen=True)
 class ProviderCall:
     """One attempt at a provider call, answered or failed. `usage` None means the provider
