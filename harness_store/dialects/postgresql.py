@@ -12,7 +12,7 @@ import itertools
 import select
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, Table, event, inspect, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -268,13 +268,13 @@ class PostgreSQLBackend(Backend):
         COMMIT."""
         return [insert_event.add_cte(insert_step.cte("step_row"))]
 
-    def bulk_checkpoint_sql(
-        self, steps: Table, columns: Sequence[str], events: Table
-    ) -> str | None:
+    def bulk_checkpoint_sql(self, insert_step: Insert, insert_event: Insert) -> str | None:
         """The batch as one array per column, unnested server-side `WITH ORDINALITY` so ids
         follow the batch order: one statement and one round trip for thousands of steps,
         where `executemany` sends a statement per row. The arrays travel in binary (`%b`):
         the text format would quote-scan every element on the client."""
+        steps, events = cast(Table, insert_step.table), cast(Table, insert_event.table)
+        columns = [name for name in insert_step.compile().params if name != "run_id"]
         arrays = ", ".join(f"%({c})b::{steps.c[c].type.compile()}[]" for c in columns)
         names = ", ".join(columns)
         return (
