@@ -128,3 +128,32 @@ def test_no_sql_text_inserts_into_the_checkpoint_tables() -> None:
                 if any(f"insert into {t}" in text for t in CHECKPOINT_TABLES.values()):
                     found.add(module)
     assert found == set()
+
+
+INT_CHECK_HOME = "formats.py"
+"""Where `is_int` and `is_number` are written: the one spelling of "an int, not a bool"."""
+
+
+def _isinstance_of(node: ast.AST) -> set[str]:
+    """The type names an `isinstance(x, …)` call (negated or not) asks about."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        node = node.operand
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        return set()
+    if node.func.id != "isinstance" or len(node.args) != 2:
+        return set()
+    return {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+
+
+def test_an_int_that_is_no_bool_is_checked_one_way() -> None:
+    """An `isinstance(x, bool)` beside an `isinstance(x, int …)` in one condition is the
+    check `formats.is_int` (or `is_number`) makes: every other module calls those. (A lone
+    `isinstance(x, bool)`, converting a value rather than refusing it, is not that check.)"""
+    found = set()
+    for module, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.BoolOp):
+                asked = [_isinstance_of(value) for value in node.values]
+                if any("bool" in a for a in asked) and any("int" in a for a in asked):
+                    found.add(module)
+    assert found <= {INT_CHECK_HOME}

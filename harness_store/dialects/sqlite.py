@@ -31,7 +31,7 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
-from ..formats import BUSY_TIMEOUT_SECONDS
+from ..formats import BUSY_TIMEOUT_SECONDS, is_number
 from .base import (
     KEEP_ORPHANS,
     SPEND_DAY,
@@ -87,7 +87,7 @@ def check_busy_timeout(seconds: float | None) -> float:
     """The busy timeout in seconds: upstream's 5 s unless given, a finite number ≥ 0."""
     if seconds is None:
         return BUSY_TIMEOUT_SECONDS
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+    if not is_number(seconds) or not seconds >= 0:
         raise InvalidValueError(f"busy_timeout must be a number of seconds ≥ 0, not {seconds!r}")
     if seconds != seconds or seconds == float("inf"):
         raise InvalidValueError(f"busy_timeout must be finite, not {seconds!r}")

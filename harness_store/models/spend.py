@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Column, MetaData, Table, Text
 
-from ..records.accounting import USAGE_SUMS
+from ..records.accounting import USAGE_SUMS as USAGE_SUMS
 
 SPEND_METADATA = MetaData()
 
