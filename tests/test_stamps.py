@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import ast
 import random
+import re
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Column, MetaData, Table, Text, create_engine, insert, select
+from sqlalchemy import Column, MetaData, Table, Text, create_engine, insert, select, text
 
+from harness_store import Store
 from harness_store.engine import to_url as url_of
 from harness_store.errors import InvalidValueError
 from harness_store.stamps import Stamp, day_after
@@ -170,3 +173,63 @@ def test_sql_keeps_exactly_the_stamps_at_or_after_the_instant(store_target: str)
                 assert got == want, since
     finally:
         engine.dispose()
+
+
+NOW_HOME = "sqldefaults.py"
+"""Where each backend's SQL now is spelled (`NOW`), with the stamps made of it."""
+
+SQL_NOWS = re.compile(
+    r"'now'|\b(?:now|clock_timestamp|statement_timestamp|transaction_timestamp)\(\)"
+    r"|\bcurrent_timestamp\b|\blocaltimestamp\b",
+    re.IGNORECASE,
+)
+"""SQL's spellings of now: SQLite's `'now'` time value, PostgreSQL's clocks."""
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the string constants that are docstrings (prose, not SQL)."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+
+
+def test_sql_now_is_spelled_once_per_backend() -> None:
+    """Every statement's now, every server default's and every elapsed time's is made of
+    `sqldefaults.NOW`: no other module spells a clock in SQL (its prose may name one)."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        module = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        prose = _docstrings(tree)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in prose
+                and SQL_NOWS.search(node.value)
+            ):
+                found.add(module)
+    assert found == {NOW_HOME}
+
+
+def test_a_row_default_is_stamped_by_the_clock_the_store_stamps_by(store_target: str) -> None:
+    """A row stamped by its column's default and one stamped by the Store's own SQL read one
+    clock, the wall clock: in one transaction, a message sent after a run started is stamped
+    at or after that start (PostgreSQL's `now()`, the transaction's start, stamped it
+    before)."""
+    with Store.open(store_target) as store:
+        with store.transaction():
+            first = store.start_run("goal", "file")
+            time.sleep(0.01)  # the clock moves on past the transaction's start
+            later = store.start_run("goal", "file")
+            message = store.send_message(first, later, "agent", 1, "hello")
+        with store.engine.connect() as conn:
+            started = conn.execute(
+                text("SELECT started_at FROM runs WHERE id = :id"), {"id": later}
+            ).scalar_one()
+            sent = conn.execute(
+                text("SELECT sent_at FROM agent_messages WHERE id = :id"), {"id": message}
+            ).scalar_one()
+    assert Stamp.read(sent) >= Stamp.read(started)  # type: ignore[operator]

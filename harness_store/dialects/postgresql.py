@@ -33,6 +33,7 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
+from ..sqldefaults import NOW, STAMP_OF
 from .base import SPEND_DAY, SPEND_MODEL, SPEND_WATCHED, Backend
 from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE
 
@@ -85,8 +86,8 @@ ASYNC_PING_AFTER = PING_AFTER
 USED = "hs_used"
 """Pool record `info` key: when the connection was last given back (`time.monotonic()`)."""
 
-CLOCK = "clock_timestamp()"
-STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+CLOCK = NOW["postgresql"]
+STAMP = STAMP_OF["postgresql"]
 
 
 SEARCH_PATH = "-csearch_path="

@@ -32,6 +32,7 @@ from ..errors import (
     StoreLockedError,
 )
 from ..formats import BUSY_TIMEOUT_SECONDS, is_number
+from ..sqldefaults import NOW, stamp_now_sql
 from .base import (
     KEEP_ORPHANS,
     SPEND_DAY,
@@ -56,6 +57,9 @@ from .sqlite_codes import (
 from .sqlite_queue import SQLiteWriteQueue, begin_immediate
 from .sqlite_text import install as install_text_look
 from .still import file_uri, install_still_reads, names_uri, still_read_outdated
+
+CLOCK = NOW["sqlite"]
+"""SQLite's SQL now, as its date functions take it."""
 
 WRITE = WRITE_TRANSACTION
 """The old name of `dialects.base.WRITE_TRANSACTION` (kept while `store/base.py` imports it)."""
@@ -176,15 +180,15 @@ class SQLiteBackend(Backend):
                 cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
 
     def now(self) -> str:
-        return "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
+        return stamp_now_sql("sqlite")
 
     def seconds_since(self, column: str) -> str:
-        return f"(julianday('now') - julianday({column})) * 86400.0"
+        return f"(julianday({CLOCK}) - julianday({column})) * 86400.0"
 
     def finish_clock(self) -> str:
         return (
-            "SELECT strftime('%Y-%m-%dT%H:%M:%fZ','now'), "
-            "(julianday('now') - julianday(started_at)) * 86400000.0 "
+            f"SELECT {stamp_now_sql('sqlite')}, "
+            f"(julianday({CLOCK}) - julianday(started_at)) * 86400000.0 "
             "FROM runs WHERE id = :run_id"
         )
 
