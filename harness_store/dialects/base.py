@@ -24,12 +24,10 @@ from sqlalchemy.sql.selectable import Join
 
 from ..arrow.one_of import OneOf
 from ..errors import StatementRefusedError, StoreError
+from ..records.accounting import USAGE_SUMS
 from .registry import register
 
-SPEND_WATCHED = (
-    "run_id", "model", "at", "prompt_tokens", "completion_tokens", "total_tokens",
-    "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "server_tool_requests",
-)  # fmt: skip
+SPEND_WATCHED = ("run_id", "model", "at", *USAGE_SUMS)
 """The `provider_calls` columns a spend group or its cost depends on: an update of any of them
 bumps the group's counters (0.58's archive empties `failure`, which does not)."""
 
@@ -401,12 +399,11 @@ class Backend(ABC):
         transaction; a backend that can do both in one atomic statement returns that."""
         return [insert_step, insert_event]
 
-    def bulk_checkpoint_sql(
-        self, steps: Table, columns: Sequence[str], events: Table
-    ) -> str | None:
+    def bulk_checkpoint_sql(self, insert_step: Insert, insert_event: Insert) -> str | None:
         """One statement that checkpoints a whole batch of one run's steps from column arrays
-        (parameters: `run_id`, and a list per name in `columns`, in batch order), or None when
-        `executemany` of `checkpoint_writes` is this backend's fastest way."""
+        (parameters: `run_id`, and a list per other parameter of `insert_step`, in batch
+        order), made of the checkpoint's own two INSERTs (their tables and columns), or None
+        when `executemany` of `checkpoint_writes` is this backend's fastest way."""
         return None
 
     def foreign_keys_back(self, conn: Connection) -> None:  # noqa: B027 - none by default

@@ -12,7 +12,7 @@ import itertools
 import select
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, Table, event, inspect, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -33,6 +33,7 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
+from ..sqldefaults import NOW, STAMP_OF
 from .base import FORMAT_TABLE, SPEND_DAY, SPEND_MODEL, SPEND_WATCHED, Backend
 from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE, ROLE_TRIGGERS, keep_rules
 
@@ -88,8 +89,8 @@ ASYNC_PING_AFTER = PING_AFTER
 USED = "hs_used"
 """Pool record `info` key: when the connection was last given back (`time.monotonic()`)."""
 
-CLOCK = "clock_timestamp()"
-STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+CLOCK = NOW["postgresql"]
+STAMP = STAMP_OF["postgresql"]
 
 
 SEARCH_PATH = "-csearch_path="
@@ -296,13 +297,13 @@ class PostgreSQLBackend(Backend):
         COMMIT."""
         return [insert_event.add_cte(insert_step.cte("step_row"))]
 
-    def bulk_checkpoint_sql(
-        self, steps: Table, columns: Sequence[str], events: Table
-    ) -> str | None:
+    def bulk_checkpoint_sql(self, insert_step: Insert, insert_event: Insert) -> str | None:
         """The batch as one array per column, unnested server-side `WITH ORDINALITY` so ids
         follow the batch order: one statement and one round trip for thousands of steps,
         where `executemany` sends a statement per row. The arrays travel in binary (`%b`):
         the text format would quote-scan every element on the client."""
+        steps, events = cast(Table, insert_step.table), cast(Table, insert_event.table)
+        columns = [name for name in insert_step.compile().params if name != "run_id"]
         arrays = ", ".join(f"%({c})b::{steps.c[c].type.compile()}[]" for c in columns)
         names = ", ".join(columns)
         return (

@@ -32,7 +32,8 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
-from ..formats import BUSY_TIMEOUT_SECONDS
+from ..formats import BUSY_TIMEOUT_SECONDS, is_number
+from ..sqldefaults import NOW, stamp_now_sql
 from .base import (
     KEEP_ORPHANS,
     SPEND_DAY,
@@ -59,6 +60,9 @@ from .sqlite_text import install as install_text_look
 from .sqlite_text import texts_not_utf8 as texts_not_utf8_of
 from .sqlite_text import tolerant as tolerant_of
 from .still import file_uri, install_still_reads, names_uri, still_read_outdated
+
+CLOCK = NOW["sqlite"]
+"""SQLite's SQL now, as its date functions take it."""
 
 SYNCHRONOUS = ("off", "normal", "full", "extra")
 
@@ -87,7 +91,7 @@ def check_busy_timeout(seconds: float | None) -> float:
     """The busy timeout in seconds: upstream's 5 s unless given, a finite number ≥ 0."""
     if seconds is None:
         return BUSY_TIMEOUT_SECONDS
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+    if not is_number(seconds) or not seconds >= 0:
         raise InvalidValueError(f"busy_timeout must be a number of seconds ≥ 0, not {seconds!r}")
     if seconds != seconds or seconds == float("inf"):
         raise InvalidValueError(f"busy_timeout must be finite, not {seconds!r}")
@@ -176,15 +180,15 @@ class SQLiteBackend(Backend):
                 cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
 
     def now(self) -> str:
-        return "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
+        return stamp_now_sql("sqlite")
 
     def seconds_since(self, column: str) -> str:
-        return f"(julianday('now') - julianday({column})) * 86400.0"
+        return f"(julianday({CLOCK}) - julianday({column})) * 86400.0"
 
     def finish_clock(self) -> str:
         return (
-            "SELECT strftime('%Y-%m-%dT%H:%M:%fZ','now'), "
-            "(julianday('now') - julianday(started_at)) * 86400000.0 "
+            f"SELECT {stamp_now_sql('sqlite')}, "
+            f"(julianday({CLOCK}) - julianday(started_at)) * 86400000.0 "
             "FROM runs WHERE id = :run_id"
         )
 

@@ -12,6 +12,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ..errors import ExportError, InvalidValueError
+from ..formats import is_int
 from .endpoint import shown_url
 from .transport import MAX_WAIT, BatchFailed, Failure, Transport
 
@@ -47,7 +48,7 @@ class ExportReport:
 
 def request_limit(max_request_bytes: int) -> int:
     """`max_request_bytes` checked: `InvalidValueError` for a size below `SMALLEST_REQUEST`."""
-    if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
+    if not is_int(max_request_bytes):
         raise InvalidValueError(f"a request size is a number of bytes, not {max_request_bytes!r}")
     if max_request_bytes < SMALLEST_REQUEST:
         raise InvalidValueError(

@@ -47,6 +47,7 @@ from ..errors import (
     UnfinishedTransactionError,
     UnsendableValueError,
 )
+from ..formats import is_int
 from ..models import Base
 from ..models.sync import IDS, ORIGINS, QUARANTINE, SYNC_METADATA
 from ..releases import NEWEST_KNOWN_RELEASE
@@ -130,9 +131,9 @@ def sync(
     older than 0.13, or holding tables or columns of a newer io-harness); its `report` is what
     this call synced.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_int(batch_size) or batch_size < 1:
         raise InvalidValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    if not is_int(workers) or workers < 1:
         raise InvalidValueError(f"workers must be a positive int, got {workers!r}")
     started = time.monotonic()
     dest_url = to_url(dest)

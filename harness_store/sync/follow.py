@@ -50,6 +50,7 @@ from ..errors import (
     StoreError,
     StoreNotFoundError,
 )
+from ..formats import is_int
 from ..targets import Target
 from . import core
 from .core import SOURCE_REFUSALS, prepare_dest, sync_source
@@ -104,7 +105,7 @@ def follow(
     `StoreAccessError` when it refuses the connection for good, and `InvalidValueError` for
     bad arguments (before anything runs)."""
     for name, value in (("batch_size", batch_size), ("workers", workers)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_int(value) or value < 1:
             raise InvalidValueError(f"{name} must be a positive int, got {value!r}")
     if not 0 < interval <= max_interval:
         raise InvalidValueError(

@@ -12,6 +12,7 @@ from sqlalchemy import Column, ColumnElement, Connection, Table, literal_column,
 from sqlalchemy.sql import Select
 
 from ..dialects import backend_for
+from ..formats import is_int
 from ..models import Base
 from .rules import Rule
 
@@ -52,7 +53,7 @@ def event_json_for(raw: Any, runs: Mapping[int, int]) -> Any:
     changed = False
     for name in EVENT_RUN_FIELDS:
         value = document.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value in runs:
+        if is_int(value) and value in runs:
             document[name] = runs[value]
             changed = True
     if not changed:

@@ -88,6 +88,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import MalformedStoreError
+from ..formats import is_int
 from ..releases import HEAD
 from ..schema.copy_marker import (
     COPY_MARKER,
@@ -164,7 +165,7 @@ def copy_store(
     interrupted copy (`IncompleteCopyError` otherwise), or one whose tables hold no rows, is
     emptied and copied into afresh; a target with rows is still refused.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_int(batch_size) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     from ..store import whole_snapshot
 
