@@ -235,9 +235,9 @@ class CopiedWithoutOriginError(InvalidValueError):
 
 class DiskFullError(StoreError):
     """A command ran out of space (a full disk, a quota, a file size limit) while writing a
-    file it makes (a Parquet dataset, a prune's archive): the message names the file or
-    directory and what was left as it was. Nothing half-written is left; free some space and
-    run it again."""
+    file it makes (a Parquet dataset, a prune's archive) or a store (a Store's write, a sync's
+    centre): the message names the file or directory and what was left as it was. Nothing
+    half-written is left; free some space and run it again."""
 
 
 class DatasetBusyError(StoreError):

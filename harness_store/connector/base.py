@@ -46,10 +46,12 @@ from sqlalchemy.sql import ClauseElement
 from ..dialects import Backend
 from ..dialects.base import KEEP_ORPHANS, WRITE_DEADLINE, WRITE_TRANSACTION
 from ..errors import (
+    DiskFullError,
     StoreConnectionError,
     StoreError,
     TransactionOpenError,
 )
+from ..targets import where
 from .driver import DriverStatement
 from .kept import Awaited
 
@@ -490,6 +492,8 @@ class Connector(ABC):
     def typed(self, exc: Exception, *, connection_intact: bool | None = None) -> StoreError | None:
         """The `StoreError` for a database error, or None for an error that is not one."""
         typed = translated(self.backend, exc, connection_intact=connection_intact)
+        if isinstance(typed, DiskFullError):  # named by the store whose disk it is
+            return DiskFullError(f"{where(self.url)}: {typed}")
         if typed is not None:
             return typed
         orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc

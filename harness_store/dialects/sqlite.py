@@ -25,6 +25,7 @@ from sqlalchemy.sql.dml import Insert
 
 from ..errors import (
     DamagedStoreError,
+    DiskFullError,
     InvalidValueError,
     NotADatabaseError,
     RunNotFoundError,
@@ -50,6 +51,8 @@ from .sqlite_codes import (
     SQLITE_CANTOPEN,
     SQLITE_CONSTRAINT_FOREIGNKEY,
     SQLITE_CORRUPT,
+    SQLITE_FULL,
+    SQLITE_IOERR_SHMSIZE,
     SQLITE_LOCKED,
     SQLITE_NOTADB,
     SQLITE_READONLY,
@@ -289,6 +292,8 @@ class SQLiteBackend(Backend):
             return StoreAccessError(f"cannot open the database file: {message}")
         if primary == SQLITE_NOTADB:
             return NotADatabaseError(f"not a SQLite database: {message}")
+        if primary == SQLITE_FULL or code == SQLITE_IOERR_SHMSIZE:
+            return DiskFullError(f"the disk is full ({message}); the write was rolled back")
         if primary == SQLITE_CORRUPT:
             return DamagedStoreError(
                 f"the store's file is damaged ({message}); the read stopped there and nothing "

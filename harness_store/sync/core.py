@@ -205,8 +205,14 @@ def sync(
                 again = each([s for s, r in zip(parsed, results, strict=True) if _synced(r)])
                 results = merged(results, again)
     except Exception as exc:
-        if not created or dest_path is None or not is_disk_full(exc):
+        if dest_path is None or not is_disk_full(exc):
             raise
+        if not created:  # each transaction is whole: what was committed is kept
+            raise DiskFullError(
+                f"{dest_path}: the disk is full; the sync stopped: what it had committed is "
+                "kept, the rest was rolled back, nothing half-written. Free some space and run "
+                "it again: it sends the rest"
+            ) from None
         raise DiskFullError(_no_store_left(dest_path)) from None
     finally:
         _close_all(kept)
