@@ -439,6 +439,7 @@ class Backend(ABC):
         """What a new store is set to before the transaction that builds it, in a read
         transaction of its own (SQLite: incremental auto-vacuum, which only a file not yet
         written can take without a rewrite). Nothing here."""
+        return None
 
     @abstractmethod
     def spend_triggers_sql(self) -> list[str]:

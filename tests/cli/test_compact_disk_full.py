@@ -1,6 +1,7 @@
 """`compact` on a full disk: the first compact of a store io-harness made is SQLite's VACUUM,
-which writes a copy of the store beside it, and when the disk fills it rolls back. The command says so in one line naming the store, exit code 1, and
-the store keeps every row (it said "SQLite error: disk I/O error", naming nothing)."""
+which writes a copy of the store beside it, and when the disk fills it rolls back. The command
+says so in one line naming the store, exit code 1, and the store keeps every row (it said
+"SQLite error: disk I/O error", naming nothing)."""
 
 from __future__ import annotations
 
