@@ -2613,10 +2613,14 @@ class StoreMethods:
     ) -> Repaired:
         """Fix what `check` finds that can be fixed without losing a row: rebuild missing
         indexes and triggers, recount spend counters, drop leases of missing runs. A SQLite
-        file is backed up first; the fixes are one transaction. What would lose data is
-        left as it is (`Repaired.after` still names it), and a damaged file (an `integrity`
-        finding) is not written to at all. A fix that fails rolls the transaction back and
-        raises its typed error, which names the backup taken before it.
+        file is backed up first. Each fix is its own write transaction, and the recount is
+        decided in a read and written `RECOUNT_SLICE` groups a transaction, so a live writer
+        waits for one fix or one slice, never for the store (building an index still reads
+        its whole table); a repair stopped between them has made the fixes before and the
+        next repair makes the rest. What would lose data is left as it is (`Repaired.after`
+        still names it), and a damaged file (an `integrity` finding) is not written to at
+        all. A fix that fails rolls its own transaction back and raises its typed error, which
+        names the backup taken before the repair.
         """
         result: Repaired = await self._call(WRITE, "repair", (), {})
         return result

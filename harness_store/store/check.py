@@ -21,6 +21,8 @@ reported with the statement that would remove or change it.
 
 from __future__ import annotations
 
+import time
+
 from sqlalchemy import Connection, exists, inspect
 
 from ..dialects import Backend
@@ -49,6 +51,7 @@ from .check_rows import (
 from .check_schema import build_index, schema_findings
 from .check_values import value_findings
 from .marks import reads, writes
+from .session_retention import step_aside
 
 K = FindingKind
 
@@ -216,7 +219,11 @@ class CheckMixin(StoreBase):
         if recount:
             with self._snapshot(typed=True) as conn:
                 groups = recount_work(conn)
+            began = time.monotonic()
             for start in range(0, len(groups), RECOUNT_SLICE):
+                if start:
+                    step_aside(began)
+                    began = time.monotonic()
                 with self._write() as conn:
                     recount_groups(conn, groups[start : start + RECOUNT_SLICE])
             done.append(f"recounted the spend counters of {len(groups)} groups")

@@ -9,6 +9,7 @@ characters of text columns (what deleting would free), not pages.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
@@ -114,6 +115,20 @@ _FACT_IN_TABLE = frozenset(
 COMPACT_SLICE_PAGES = 256
 """Free pages a compact gives back per write transaction (1 MiB of 4 KiB pages): moving a
 page costs about the same whatever the store's size, so a slice is a few milliseconds."""
+
+STEP_ASIDE = 0.005
+"""The least a maintenance command waits between two of its slices (seconds): longer than a
+queued writer's retry (`sqlite_queue.wait_turn`: every 2 ms at most), so the writers waiting
+get the next turn instead of the slice after."""
+
+
+def step_aside(began: float) -> None:
+    """Between two slices of a maintenance command (the last began at `began`, monotonic):
+    leave the store to its writers for as long as that slice held it, and at least
+    `STEP_ASIDE`, so the command holds the writers' turn at most half the time and every
+    writer waiting, queued or on SQLite's busy handler, has its turn before the next slice."""
+    time.sleep(max(STEP_ASIDE, time.monotonic() - began))
+
 
 CHUNK = 500
 """Ids per `IN (…)` list, well under every backend's bound-parameter limit."""
@@ -491,10 +506,12 @@ class SessionRetentionMixin(OlderStoreMixin):
                 self._backend.vacuum(driver)
         left: int | None = None
         while sliced:
+            began = time.monotonic()
             with self._maintenance() as driver:  # one slice, one turn
                 now = self._backend.vacuum_slice(driver, slice_pages)
             if now == 0 or (left is not None and now >= left):
                 break  # all given back, or writers free pages as fast as it gives them back
             left = now
+            step_aside(began)
         after = self.store_size().file_bytes
         return max(before - after, 0)
