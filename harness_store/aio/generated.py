@@ -2581,13 +2581,13 @@ class StoreMethods:
     ) -> int:
         """Give the space deletions freed back. SQLite: a store in incremental auto-vacuum
         (every store harness_store makes) gives its free pages back `slice_pages` at a time,
-        each slice its own short write transaction in the writers' turn, so a live writer
-        waits at most one slice and a compact stopped between slices has lost nothing (what
-        it gave back stays given back); a store io-harness made is switched to that mode by
-        one `VACUUM` that rewrites the whole file, writers waiting meanwhile, once. PostgreSQL
-        `VACUUM` marks dead rows' space reusable beside live writers (the files shrink only
-        at their tail; `VACUUM FULL` would lock every table). Returns how many bytes the
-        store shrank by.
+        each slice its own short write transaction in the writers' turn, stepping aside
+        between slices (`step_aside`), so a live writer waits for a slice, not the file, and
+        a compact stopped between slices has lost nothing (what it gave back stays given
+        back); a store io-harness made is switched to that mode by one `VACUUM` that
+        rewrites the whole file, writers waiting meanwhile, once. PostgreSQL: `VACUUM` marks
+        dead rows' space reusable beside live writers (the files shrink only at their tail;
+        `VACUUM FULL` would lock every table). Returns how many bytes the store shrank by.
 
         Outside any transaction only: inside a `transaction()` block it raises
         `TransactionOpenError` and does nothing.

@@ -250,9 +250,9 @@ def report(
 def compact_command(
     db: DbArg, yes: YesOpt = False, as_json: JsonOpt = False, schema: SchemaOpt = None
 ) -> None:
-    """Give the space freed by deletions back: SQLite a slice at a time, writers waiting at
-    most one slice (a store io-harness made is first rewritten whole, once: VACUUM, writers
-    waiting meanwhile); PostgreSQL marks dead rows' space reusable (VACUUM)."""
+    """Give the space freed by deletions back: SQLite a slice at a time, writers waiting for
+    a slice, not the file (a store io-harness made is first rewritten whole, once: VACUUM,
+    writers waiting meanwhile); PostgreSQL marks dead rows' space reusable (VACUUM)."""
     db = in_schema(db, schema)
     from rich.text import Text
 
