@@ -434,6 +434,22 @@ class Backend(ABC):
         one) — `Store.compact`."""
         dbapi_connection.execute("VACUUM")
 
+    def vacuums_in_slices(self, dbapi_connection: Any) -> bool:
+        """Whether the store gives its free space back a slice at a time (`vacuum_slice`),
+        each its own short transaction; else `vacuum` does it in one. Never here."""
+        return False
+
+    def vacuum_slice(self, dbapi_connection: Any, pages: int) -> int:
+        """Give back at most `pages` free pages in one transaction (its own, on a driver
+        connection with none open); the free pages left. Only where `vacuums_in_slices`."""
+        raise NotImplementedError
+
+    def before_first_table(self, conn: Connection) -> None:
+        """What a new store is set to before the transaction that builds it, in a read
+        transaction of its own (SQLite: incremental auto-vacuum, which only a file not yet
+        written can take without a rewrite). Nothing here."""
+        return None
+
     @abstractmethod
     def spend_triggers_sql(self) -> list[str]:
         """The statements that make every insert, delete and usage update of `provider_calls`

@@ -101,6 +101,11 @@ def check_busy_timeout(seconds: float | None) -> float:
     return float(seconds)
 
 
+INCREMENTAL_VACUUM = 2
+"""`PRAGMA auto_vacuum`'s incremental mode: the file keeps the pointer maps that let
+`incremental_vacuum` give free pages back a few at a time (io-harness opens such a file as any)."""
+
+
 class SQLiteBackend(Backend):
     """The embedded backend: one file, WAL, `BEGIN IMMEDIATE` writes, upstream's pragmas."""
 
@@ -307,6 +312,26 @@ class SQLiteBackend(Backend):
 
     def begin_write_sql(self) -> str | None:
         return "BEGIN IMMEDIATE"
+
+    def vacuum(self, dbapi_connection: Any) -> None:
+        """A store not yet in incremental auto-vacuum (one io-harness made): switched to it by
+        the one `VACUUM` that rewrites the whole file, so every later compact is in slices."""
+        dbapi_connection.execute(f"PRAGMA auto_vacuum = {INCREMENTAL_VACUUM}")
+        dbapi_connection.execute("VACUUM")
+
+    def vacuums_in_slices(self, dbapi_connection: Any) -> bool:
+        mode = dbapi_connection.execute("PRAGMA auto_vacuum").fetchone()[0]
+        return int(mode) == INCREMENTAL_VACUUM
+
+    def vacuum_slice(self, dbapi_connection: Any, pages: int) -> int:
+        """`PRAGMA incremental_vacuum(pages)`, its own write transaction: moves at most
+        `pages` pages from the file's end into free ones and truncates the file by them. Run as
+        a script: the driver's `execute` steps it once, which frees one page."""
+        dbapi_connection.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+        return int(dbapi_connection.execute("PRAGMA freelist_count").fetchone()[0])
+
+    def before_first_table(self, conn: Connection) -> None:
+        conn.exec_driver_sql(f"PRAGMA auto_vacuum = {INCREMENTAL_VACUUM}")
 
     def footprint(self, conn: Connection) -> tuple[int, int, list[tuple[str, int]]]:
         """Pages in use and on the freelist, and pages per b-tree from `dbstat` (as upstream;

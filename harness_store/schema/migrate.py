@@ -638,6 +638,9 @@ def _migrate(
         with _stage("checking", where), lent.reading():
             quick_check(conn, where)
     backend = backend_for(conn)
+    if found.kind is StoreKind.EMPTY and not external:
+        with lent.reading():  # before the write lock: SQLite takes it only then
+            backend.before_first_table(conn)
     try:
         with lent.writing(), context.begin_transaction():
             # First statement of the write transaction: serialise upgraders (SQLite's
