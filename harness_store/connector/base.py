@@ -34,7 +34,7 @@ import sqlite3
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
@@ -279,7 +279,7 @@ class Connector(ABC):
                     if not commit:
                         own.rollback()
                     elif write:
-                        self.commit(own.commit)
+                        self.commit(own.commit, own.rollback)
             finally:
                 if orphans:
                     conn.info.pop(KEEP_ORPHANS, None)
@@ -335,7 +335,7 @@ class Connector(ABC):
                     "the transaction was aborted by the server after an error inside the "
                     "block; nothing of it was committed"
                 )
-            self.commit(outer.commit)
+            self.commit(outer.commit, outer.rollback)
 
     @contextmanager
     def outside_transaction(self) -> Iterator[Any]:
@@ -434,14 +434,18 @@ class Connector(ABC):
 
     # --- errors --------------------------------------------------------------------------
 
-    def commit(self, commit: Callable[[], Any]) -> None:
-        """Run a write transaction's COMMIT (`commit`). A connection lost now cannot say
-        whether the server received COMMIT and kept the write: it leaves as
-        `StoreConnectionError` with `may_have_committed` True, so no caller retries a write
-        the server may hold. Any other error leaves as it is."""
+    def commit(self, commit: Callable[[], Any], rollback: Callable[[], Any] | None = None) -> None:
+        """Run a write transaction's COMMIT (`commit`). A connection lost now cannot say whether
+        the server received COMMIT and kept the write: it leaves as `StoreConnectionError` with `may_have_committed` True, so no caller retries a write
+        the server may hold. Any other error leaves as it is, the transaction ended first
+        (`rollback`): a COMMIT SQLite refuses (a full disk) leaves SQLAlchemy's transaction
+        open, and the connection would refuse every later call of the Store."""
         try:
             commit()
         except Exception as exc:
+            if rollback is not None:
+                with suppress(Exception):
+                    rollback()
             typed = self.typed(exc)
             if not isinstance(typed, StoreConnectionError):
                 raise

@@ -165,7 +165,7 @@ class SQLiteConnector(Connector):
                 raise
             finally:
                 self._queue.end()
-            raw.commit()
+            self.commit(raw.commit, raw.rollback)
 
     def run_driver(self, work: Work, *, many: bool = False) -> None:
         """Outside a block, concurrent callers are committed together (group commit)."""

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support.small_disk import SmallDisk, fill, small_disks
 
-from harness_store import Store
+from harness_store import StepRecord, Store
 from harness_store.errors import DiskFullError
 
 
@@ -55,3 +55,35 @@ def test_a_memory_write_on_a_full_disk_is_a_typed_error_and_changes_nothing(
     assert rows(path) == before
     with Store.open(path) as store:
         assert [e.key for e in store.memory_list("/ws")] == ["key"]
+
+
+AGAIN: dict[str, Callable[[Store, int], Any]] = {
+    "memory_put": lambda s, run: s.memory_put("/ws", "key", "value", run, 1),
+    "checkpoint_steps": lambda s, run: s.checkpoint_steps(
+        run, [StepRecord(n, "d" * 2048, "r" * 2048) for n in range(1, 50)]
+    ),
+    "start_run": lambda s, run: s.start_run("g" * 100_000, "plan.toml"),
+    "transaction": lambda s, run: _in_a_block(s, run),
+}
+"""A write through each of the connector's ways: a unit of its own, the driver, a block."""
+
+
+def _in_a_block(store: Store, run: int) -> None:
+    with store.transaction():
+        store.memory_put("/ws", "key", "v" * 100_000, run, 1)
+
+
+@pytest.mark.parametrize("write", AGAIN)
+def test_the_store_writes_again_once_the_disk_has_room(small_disk: SmallDisk, write: str) -> None:
+    disk = small_disk(2 << 20)
+    path = disk / "runs.sqlite3"
+    with Store.open(path, backup=False) as store:
+        run = store.start_run("goal", "plan.toml")
+    with Store.open(path) as store:
+        filler = fill(disk, 0)
+        with pytest.raises(DiskFullError):
+            AGAIN[write](store, run)
+        filler.unlink()
+        AGAIN[write](store, run)
+        store.memory_put("/ws", "after", "value", run, 2)
+        assert "after" in [e.key for e in store.memory_list("/ws")]
