@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, exists, inspect
 
+from ..connector.translation import driver_message
 from ..dialects import Backend
 from ..engine import sqlite_path
 from ..errors import StoreError
@@ -70,7 +71,7 @@ def check_store(conn: Connection, backend: Backend) -> CheckReport:
 def damaged_finding(exc: BaseException) -> Finding:
     """The finding for a damaged page a read ran into (SQLite's "database disk image is
     malformed"), when `integrity_check` could not say more."""
-    detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    detail = driver_message(exc).splitlines()[0]
     return Finding(
         K.INTEGRITY,
         "(file)",
