@@ -26,7 +26,7 @@ class Destination:
         self.target = Target.parse(dest)
         self._lock = threading.Lock()
         self._stack = ExitStack()
-        self._connector: Connector | None = None
+        self._held: Connector | None = None
         self._ready = False
 
     def __enter__(self) -> Destination:
@@ -42,9 +42,9 @@ class Destination:
     @property
     def connector(self) -> Connector:
         """The one connector every pass writes through (made by the first `prepare`)."""
-        if self._connector is None:
+        if self._held is None:
             raise AssertionError("a destination is prepared before its first pass")
-        return self._connector
+        return self._held
 
     def prepare(self) -> None:
         """Make the destination ready for a sync, unless it was made so since the last
@@ -52,10 +52,10 @@ class Destination:
         from .core import prepare_dest
 
         with self._lock:
-            if self._connector is None:
-                self._connector = self._stack.enter_context(connector_at(self.target))
+            if self._held is None:
+                self._held = self._stack.enter_context(connector_at(self.target))
             if not self._ready:
-                prepare_dest(self._connector, self.url)
+                prepare_dest(self._held, self.url)
                 self._ready = True
 
     def forget(self) -> None:
@@ -68,5 +68,5 @@ class Destination:
         """Close the connector. Idempotent."""
         with self._lock:
             self._stack.close()
-            self._connector = None
+            self._held = None
             self._ready = False
