@@ -122,6 +122,8 @@ def _what(node: ast.AST) -> str | None:
             return node.name
     if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("sqlite_codes"):
         return "sqlite_codes"
+    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("psycopg"):
+        return str(node.module)
     if isinstance(node, ast.Constant) and node.value in INTERNALS | DRIVER_ERRORS:
         return str(node.value)
     if (
