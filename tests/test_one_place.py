@@ -64,6 +64,8 @@ DRIVERS = ("sqlite3", "psycopg")
 BACKEND_SPECIFIC = {
     "dialects/": "the backends themselves, and the registry that finds them",
     "connector/sqlite.py": "SQLite's connector: one kept connection and its text decoding",
+    "connector/translation.py": "the one translation of driver errors: it tells a driver's "
+    "errors by their classes and reads each backend's codes",
     "sync/roles.py": "`harness-store roles`, the procedure over a PostgreSQL centre's roles",
     "store/check_roles.py": "the check of a PostgreSQL centre's roles' rules",
     "schema/backup.py": "the backup of a SQLite file taken before its revision changes",
@@ -72,15 +74,8 @@ BACKEND_SPECIFIC = {
 module -> why. Every other module is neutral."""
 
 KNOWN_BACKEND_NAMES: dict[str, str] = {
-    "connector/base.py": "the one translation of driver errors, which tells a driver's "
-    "errors by their classes (`sqlite3.Error`, psycopg's module)",
-    "cli/app.py": "the command's own classification of driver errors, which is to go to the "
-    "connector's one translation",
-    "sync/follow.py": "tells psycopg's errors from SQLite's by module, to go to the connector's "
-    "one translation",
     "schema/preflight.py": "SQLite's result codes of a failed upgrade (disk full, not a "
     "database), read from the driver error; to go to the connector's one translation",
-    "store/unreadable.py": "SQLite's result code of a read that failed on a stored value",
     "store/run_pruning.py": "the writers' queue's side file (`QUEUE_SUFFIX`) of an archive",
 }
 """Neutral modules that still name a backend: module -> why; the list only shrinks."""

@@ -17,7 +17,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, Engine, Table, event, inspect, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
@@ -32,6 +32,7 @@ from ..errors import (
     StoreConnectionError,
     StoreError,
     StoreLockedError,
+    UnansweredError,
 )
 from ..sqldefaults import NOW, STAMP_OF
 from .base import FORMAT_TABLE, SPEND_DAY, SPEND_MODEL, SPEND_WATCHED, Backend
@@ -63,6 +64,12 @@ FOREIGN_KEY_STATE = "23503"
 OUT_OF_RANGE_STATE = "22003"
 """numeric_value_out_of_range: a BIGINT sum or cast past 64 bits."""
 STEPS_RUN_FKEY = "steps_run_id_fkey"
+LOGIN_CLASSES = frozenset({"28"})
+"""Class 28: invalid_authorization_specification (a role or password the server refused)."""
+NO_DATABASE_STATE = "3D000"
+"""invalid_catalog_name: a database that does not exist."""
+DISK_FULL_STATE = "53100"
+"""disk_full."""
 LOST_CLASSES = frozenset({"08"})
 """Class 08: connection exceptions."""
 LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
@@ -118,19 +125,28 @@ def own_schema_of(url: URL) -> str | None:
     return found[-1] if found else None
 
 
+def sqlstate_of(exc: BaseException) -> str | None:
+    """The SQLSTATE of a psycopg error (None for any other error, or one without): the one
+    reader of a PostgreSQL error's code, which the translation reads (`translate_error`)."""
+    state = getattr(exc, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
 def create_own_schema(conn: Connection, schema: str) -> bool:
     """Create `schema` (a checked name) unless it exists, by the connected role, which then
     owns it; whether it was created. Looked up first: `CREATE SCHEMA IF NOT EXISTS` needs
-    the right to create schemas even when it has nothing to do."""
+    the right to create schemas even when it has nothing to do. A role that may not create
+    it gets the translation's `PrivilegeError`, saying what to grant."""
     exists = text("SELECT 1 FROM pg_namespace WHERE nspname = :name")
     if conn.execute(exists, {"name": schema}).first() is not None:
         return False
     try:
         conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {schema}"))
-    except DBAPIError as exc:
-        if getattr(exc.orig, "sqlstate", None) != PRIVILEGE_STATE:
+    except Exception as exc:
+        refused = PostgreSQLBackend().translate_error(exc)
+        if not isinstance(refused, PrivilegeError):
             raise
-        raise StoreAccessError(
+        raise PrivilegeError(
             f"the store's schema {schema} does not exist, and this role may not create it: "
             f"grant it CREATE ON DATABASE {conn.engine.url.database} for the first upgrade, "
             f"or create the schema beforehand (CREATE SCHEMA {schema} AUTHORIZATION …); "
@@ -359,44 +375,46 @@ class PostgreSQLBackend(Backend):
     ) -> StoreError | None:
         """From psycopg's SQLSTATE (and the violated constraint's name), its error type and
         the connection's state, never its message. An `OperationalError` without SQLSTATE is
-        no answer of the server's: a lost connection, unless the connection is still intact
-        (`connection_intact`), when libpq refused to send the statement (more than 65,535
-        parameters)."""
+        no answer of the server's (`UnansweredError`: lost, or never made when no server
+        process ever served it), unless the connection is still intact (`connection_intact`),
+        when libpq refused to send the statement (more than 65,535 parameters)."""
         exc = getattr(exc, "orig", None) or exc  # a SQLAlchemy error: its driver error
         if not type(exc).__module__.startswith("psycopg"):
             return None
-        sqlstate: str | None = getattr(exc, "sqlstate", None)
+        code = sqlstate_of(exc)
         message = str(exc)
-        if sqlstate in LOCKED_STATES:
+        if code in LOCKED_STATES:
             return StoreLockedError(f"the store stayed locked by another writer: {message}")
-        if sqlstate == READ_ONLY_STATE:
+        if code == READ_ONLY_STATE:
             return StoreAccessError(f"the store was opened read-only: {message}")
-        if sqlstate == ORIGIN_OF_ANOTHER_ROLE:  # the roles' guard trigger
+        if code == ORIGIN_OF_ANOTHER_ROLE:  # the roles' guard trigger
             said = getattr(getattr(exc, "diag", None), "message_primary", None)
             return OriginOfAnotherRoleError(said or message)
-        if sqlstate == PRIVILEGE_STATE:
+        if code == PRIVILEGE_STATE:
             return PrivilegeError(f"the centre's rules refused it: {message}")
-        if sqlstate == OUT_OF_RANGE_STATE:
+        if code is not None and (code[:2] in LOGIN_CLASSES or code == NO_DATABASE_STATE):
+            return StoreAccessError(f"the server refused the role or database: {message}")
+        if code == OUT_OF_RANGE_STATE:
             return IntegerOverflowError(f"integer overflow: {message}")
-        if sqlstate == FOREIGN_KEY_STATE:
+        if code == FOREIGN_KEY_STATE:
             constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
             if constraint == STEPS_RUN_FKEY:
                 return RunNotFoundError(
                     "a step names a run that is not in the store (steps.run_id REFERENCES "
                     f"runs(id), as upstream): {message}"
                 )
-        lost = sqlstate is None and type(exc).__name__ == "OperationalError"
-        if lost and connection_intact:
+        unanswered = code is None and type(exc).__name__ == "OperationalError"
+        if unanswered and connection_intact:
             return StatementRefusedError(
                 f"the driver refused the statement before sending it; nothing changed: {message}"
             )
-        if lost and getattr(getattr(exc, "pgconn", None), "backend_pid", None) == 0:
+        if unanswered and getattr(getattr(exc, "pgconn", None), "backend_pid", None) == 0:
             # no server process ever served it: a connection refused at its start (an
             # unknown role, a failed login), said with the server's own reason
-            return StoreConnectionError(f"could not connect to the server: {message}")
-        if lost or (sqlstate is not None and sqlstate[:2] in LOST_CLASSES):
-            return StoreConnectionError(f"the connection to the server was lost: {message}")
-        if sqlstate in LOST_STATES:
+            return UnansweredError(f"could not connect to the server: {message}", connecting=True)
+        if unanswered:
+            return UnansweredError(f"the connection to the server was lost: {message}")
+        if code is not None and (code[:2] in LOST_CLASSES or code in LOST_STATES):
             return StoreConnectionError(f"the connection to the server was lost: {message}")
         return None
 

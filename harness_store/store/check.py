@@ -25,6 +25,7 @@ import time
 
 from sqlalchemy import Connection, exists, inspect
 
+from ..connector.translation import driver_message
 from ..dialects import Backend
 from ..engine import sqlite_path
 from ..errors import StoreError
@@ -78,7 +79,7 @@ def check_store(conn: Connection, backend: Backend) -> CheckReport:
 def damaged_finding(exc: BaseException) -> Finding:
     """The finding for a damaged page a read ran into (SQLite's "database disk image is
     malformed"), when `integrity_check` could not say more."""
-    detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    detail = driver_message(exc).splitlines()[0]
     return Finding(
         K.INTEGRITY,
         "(file)",

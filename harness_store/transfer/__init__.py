@@ -84,8 +84,9 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
+from ..connector.translation import driver_message
 from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import MalformedStoreError
 from ..formats import is_int
@@ -196,10 +197,10 @@ def copy_store(
                 break
             except WriterAppeared:
                 continue  # a writer opened the source meanwhile: read it again, seeing it
-            except DBAPIError as exc:
+            except SQLAlchemyError as exc:
                 if is_malformed(exc):
                     raise MalformedStoreError(
-                        malformed_source_message(shown, str(exc.orig), "copied")
+                        malformed_source_message(shown, driver_message(exc), "copied")
                     ) from None
                 raise
     finally:
@@ -242,7 +243,7 @@ def _copy(
             report = upgrade(url, backup=False)
         except SQLAlchemyError as exc:
             raise CopyError(
-                f"cannot build the store schema in {where(url)}: {getattr(exc, 'orig', exc)}"
+                f"cannot build the store schema in {where(url)}: {driver_message(exc)}"
             ) from exc
         if report.after != HEAD:
             raise CopyError(f"building the schema of {where(url)} ended at {report.after}")
