@@ -22,6 +22,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
 from ..errors import (
+    DiskFullError,
     IntegerOverflowError,
     InvalidValueError,
     OriginOfAnotherRoleError,
@@ -396,6 +397,10 @@ class PostgreSQLBackend(Backend):
             return StoreAccessError(f"the server refused the role or database: {message}")
         if code == OUT_OF_RANGE_STATE:
             return IntegerOverflowError(f"integer overflow: {message}")
+        if code == DISK_FULL_STATE:
+            return DiskFullError(
+                f"the disk is full ({message.splitlines()[0]}); the write was rolled back"
+            )
         if code == FOREIGN_KEY_STATE:
             constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
             if constraint == STEPS_RUN_FKEY:

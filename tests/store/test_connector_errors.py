@@ -12,8 +12,10 @@ import pytest
 from sqlalchemy import literal, select
 from sqlalchemy.engine import make_url
 
+from harness_store import Store
 from harness_store.connector import connector_at
 from harness_store.errors import (
+    DiskFullError,
     StatementRefusedError,
     StoreClosedError,
     StoreConnectionError,
@@ -68,3 +70,24 @@ def test_a_login_the_server_refused_is_unanswered_and_never_connected(pg_url: st
         conn.execute(select(literal(1)))
     assert failed.value.connecting
     assert "hs_test_nobody_at_all" in str(failed.value)
+
+
+def test_a_server_out_of_disk_is_disk_full_named_by_the_store(pg_url: str) -> None:
+    """PostgreSQL says a full disk with SQLSTATE 53100 (`disk_full`); the server here raises
+    that very code from a trigger, as it would when it cannot extend a table's file."""
+    with Store.open(pg_url) as store:
+        run = store.start_run("goal", "f")
+    with connector_at(pg_url) as connector, connector.write() as conn:
+        conn.exec_driver_sql(
+            "CREATE FUNCTION hs_test_no_room() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'could not extend file' USING ERRCODE = '53100'; END $$"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER hs_test_no_room BEFORE INSERT ON memory "
+            "FOR EACH ROW EXECUTE FUNCTION hs_test_no_room()"
+        )
+    with Store.open(pg_url) as store:
+        with pytest.raises(DiskFullError, match=r"the disk is full"):
+            store.memory_put("/ws", "key", "value", run, 1)
+        assert store.memory_list("/ws") == []
+        assert store.run_status(run) is not None
