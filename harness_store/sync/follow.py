@@ -40,9 +40,9 @@ from typing import Literal
 
 from sqlalchemy.engine import URL
 
-from ..connector.translation import driver_message, translated, typed_or_same
+from ..connector.translation import driver_message, is_disk_full, translated, typed_or_same
 from ..dialects import backend_named
-from ..engine import safe_url
+from ..engine import safe_url, where
 from ..errors import (
     DuplicateOriginError,
     InvalidValueError,
@@ -290,7 +290,7 @@ class _Follower:
                 failures += 1
                 delay = _backoff(failures)
                 said = self._say_once(
-                    said, "retrying", source.where, f"{text}; retrying (every {delay:.0f} s)"
+                    said, "retrying", source.where, f"{text}; retrying (every {delay:g} s)"
                 )
                 self.stop.wait(delay)
         if self.failure is None and failures == 0:  # what was committed before the stop goes
@@ -429,6 +429,11 @@ class _Follower:
         self.dest.forget()  # the centre is looked at again before the next pass
         with self.lock:
             self.report.retries += 1
+        if is_disk_full(exc):
+            return "failed", (
+                f"{where(self.dest.url)}: the disk is full; what the pass had committed is kept, "
+                "the rest was rolled back, nothing half-written; free some space"
+            )
         return "failed", _said(exc)
 
     def _lasting(self, exc: Exception) -> StoreError | None:
