@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Column, Table, delete, func, select
 
+from .finding import CentralIds
 from .origin_state import (
     ANCHOR_MARK,
     TEXT_MARK,
@@ -38,7 +39,10 @@ class AppendTables(OriginState):
         reload = set(self.reload_runs)
         text_total = 0
         kept = self.hwm.get(TEXT_MARK + rule.table)
-        if hwm and texts and (self.scan_texts or kept is None):
+        # texts are counted again only when rows sent before changed (state rows do with
+        # an archive), not when rows were only added
+        again = self.scan_texts and self.old_changed
+        if hwm and texts and (again or kept is None):
             text_total = int(
                 self.src.execute(
                     select(func.coalesce(func.sum(nonempty(texts)), 0)).where(table.c.id <= hwm)
@@ -103,7 +107,10 @@ class AppendTables(OriginState):
                 select(source_run, count).where(table.c.id <= hwm).group_by(source_run)
             )
         }
-        to_source = {dest: src for src, dest in self.ids[RUNS].items()}
+        ids = self.ids[RUNS]
+        if isinstance(ids, CentralIds):  # read as asked: every run counted here is asked
+            ids.fetch(here)
+        to_source = {dest: src for src, dest in ids.items()}
         central_run = table.c[source_run.name]
         there: dict[int, int] = {}
         for part in chunks(sorted(to_source)):
@@ -162,6 +169,9 @@ class AppendTables(OriginState):
             """One fetched batch's rows as they are written, counted."""
             nonlocal top, texts_read, last
             out: list[list[Any]] = []
+            for at, ids, _ in links:  # the central ids the batch names, a statement a chunk
+                if isinstance(ids, CentralIds):
+                    ids.fetch(v for row in batch if isinstance(v := row[keep[at]], int))
             for row in batch:
                 top = max(top, int(row[id_at]))
                 last = row
