@@ -435,6 +435,8 @@ class OriginSync(StateTables, AppendTables):
         slice's) an unsettled row's map is saved `UNSETTLED` (a run to be sent again with
         the goal it had), and its own once it settles."""
         o = self.origin_id
+        if final:
+            self._finding_marks()
         for key in list(self.flushed_unsettled):
             if final or not self._unsettled(key):
                 self.flushed_unsettled.discard(key)

@@ -267,6 +267,10 @@ class OriginState:
         """Per state table, the marks its read found, set once its rows are sent."""
         self.pending_open: set[int] | None = None
         """The runs unfinished as the runs table was read, marked once it is sent."""
+        self.finished: dict[str, int] = {}
+        """The marks of the state tables sent, set at the pass's last save."""
+        self.finished_open: set[int] | None = None
+        """The runs unfinished as read, marked at the pass's last save."""
         self.live_runs: set[int] | None = None
         """The runs whose rows a table read in part looks at (`finding.ChangedRows`)."""
 

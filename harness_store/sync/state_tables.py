@@ -57,13 +57,20 @@ class StateTables(ChangedRows):
         return names, rows, digest_rows(rows)
 
     def _state_marks(self, rule: Rule) -> None:
-        """Set the marks of `rule`'s table the read found (saved with its last rows)."""
-        self.hwm.update(self.pending.pop(rule.table, {}))
+        """Keep the marks of `rule`'s table the read found, now that its rows are sent."""
+        self.finished.update(self.pending.pop(rule.table, {}))
         if rule.table == RUNS and self.pending_open is not None:
+            self.finished_open, self.pending_open = self.pending_open, None
+
+    def _finding_marks(self) -> None:
+        """Set the marks the reads found, at the pass's last save only: a pass killed between
+        slices leaves the last pass's, so the next reads again every row above them (those
+        a slice committed unsettled among them)."""
+        self.hwm.update(self.finished)
+        if self.finished_open is not None:
             for mark in [m for m in self.hwm if m.startswith(OPEN_MARK)]:
                 del self.hwm[mark]
-            self.hwm.update({f"{OPEN_MARK}{run}": 1 for run in self.pending_open})
-            self.pending_open = None
+            self.hwm.update({f"{OPEN_MARK}{run}": 1 for run in self.finished_open})
 
     def _prefetch_links(self, rule: Rule, names: list[str], rows: Iterable[Any]) -> None:
         """Read the central ids the rows' links name, a chunk a statement, before they are

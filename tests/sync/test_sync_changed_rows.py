@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
 from support.big_stores import runs_store
+from support.clirun import peak_rss_kib
 from support.synccheck import mirror_problems
 
 from harness_store.sync import sync
@@ -177,3 +178,22 @@ def test_a_finished_runs_rows_changed_by_another_writer_arrive_within_the_window
         passes += 1
     assert mirror_problems(store_target, source) == []
     assert 0 < passes <= bound
+
+
+GROWTH_KIB = 16 * 1024
+"""What 200,000 more runs may add to a one-run pass's peak (the whole state tables and the id
+maps of runs and turns held, as before, added well over 100 MiB)."""
+
+
+@pytest.mark.slow
+def test_a_one_run_passs_memory_does_not_grow_with_the_source(tmp_path: Path) -> None:
+    peaks = {}
+    for runs in (50_000, 250_000):
+        source = runs_store(tmp_path / f"{runs}.sqlite3", runs)
+        centre = tmp_path / f"centre-{runs}.sqlite3"
+        sync([source], centre)
+        add_run(source)
+        sync([source], centre)
+        add_run(source)
+        peaks[runs] = peak_rss_kib("sync", source, centre)
+    assert peaks[250_000] - peaks[50_000] < GROWTH_KIB, peaks
