@@ -126,8 +126,9 @@ def child_floor(path: str, url: str, spans: int) -> dict[str, Any]:
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     from harness_store import Store
-    from harness_store.otel.exporter import BATCH, Exporter
+    from harness_store.otel.exporter import Exporter
     from harness_store.otel.mapping import RunRows
+    from harness_store.otel.sender import BATCH
 
     with Store.open(path, read_only=True) as store:
         builder = Exporter(store, endpoint=url, headers=None, include_content=False, prices=None,

@@ -5,8 +5,9 @@ A 1,000-step run, finished. The resume sequence (`check_resumable`, `last_step`,
 `spent_tokens`; and the same answers in one read, `resume_point`), `run_summary`, one
 step's record (`step(run, n)`, `last_step_record(run)`: the content a resuming agent reads,
 beside the driver's own SELECT of the same row), and one step's trace
-(`trace_entries(run, first_step=k, last_step=k)`: the run's kind and a SELECT per trace table,
-no target, beside the driver's SELECT of the step's row), beside
+(`trace_entries(run, first_step=k, last_step=k)`: one statement over every trace table, no
+target, beside the driver's SELECT of the step's row; and the same window read the long way,
+a cursor per table, as every window was read before), beside
 the same answers read with the raw driver on one connection (on SQLite: `PRAGMA
 user_version`, the run's kind and status, `MAX(step)`, the token sum; on PostgreSQL the same
 four statements in autocommit). Variants alternate in rounds; on SQLite the figure is CPU time
@@ -19,6 +20,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+
+from harness_store.store import whole_trace
 
 from .common import Config, Table, fmt_ratio, fmt_time, interleaved, median, say, step_records
 from .stores import SQLITE, Backend, backends, scratch_target
@@ -172,10 +175,22 @@ def measure(
     ):  # fmt: skip
         times = interleaved([("raw", per_call(raw_fn)), ("store", per_call(store_fn))], rounds)
         out.append((name, median(times["raw"]), median(times["store"]), target))
+
+    def long_way_trace() -> None:
+        short, whole_trace.SHORT_WINDOW = whole_trace.SHORT_WINDOW, 0
+        try:
+            store_step_trace()
+        finally:
+            whole_trace.SHORT_WINDOW = short
+
     few = max(1, calls // TRACE_CALLS)
     times = interleaved(
-        [("raw", per_call(raw_step, few)), ("store", per_call(store_step_trace, few))], rounds
-    )
-    name = "one step's trace (trace_entries(run, k, k))"
+        [("raw", per_call(raw_step, few)), ("store", per_call(store_step_trace, few)),
+         ("long", per_call(long_way_trace, few))],
+        rounds,
+    )  # fmt: skip
+    name = "one step's trace (trace_entries(run, k, k)), one statement"
     out.append((name, median(times["raw"]), median(times["store"]), None))
+    name = "the same, read the long way (a cursor per table, as before)"
+    out.append((name, median(times["raw"]), median(times["long"]), None))
     return out

@@ -1,13 +1,15 @@
-"""Benchmark 17: maintenance at a year's size — `check`, `export parquet`, a no-op `upgrade`,
-`sync` into a SQLite centre (the first pass and a pass with one new run) and `prune --runs` of
-half the runs, on stores of 10k, 100k and 1M runs (quick: 2k and 20k), each beside a live
+"""Benchmark 17: maintenance at a year's size — `check`, `check --repair`, `copy` (the store as
+the source), `export parquet`, a no-op `upgrade`, `sync` into a SQLite centre (the first pass
+and a pass with one new run), `prune --runs` of half the runs and the `compact` after it, on
+stores of 10k, 100k and 1M runs (quick: 2k and 20k), each beside a live
 writer.
 
 The stores: trees of 10 runs (a random recursive tree per root, depth ≤ 4, as in benchmark 3),
 started over a year, every run finished, 2 steps per run with a ~300-byte prompt and a
 ~100-byte tool call, one memory entry per tree. Built with the raw driver in one transaction
 into a chain-built store (indexes made after the rows), as io-harness's format requires, and
-cached under --cache.
+cached under --cache. The file is in incremental auto-vacuum, as every store harness_store makes
+is, so `compact` gives the pruned half back in slices.
 
 Each command runs as a user runs it, in its own process: its wall time and peak resident
 memory (the child's `ru_maxrss`). Beside it a live writer (its own process, a Store on the same
@@ -38,8 +40,10 @@ from .common import Config, Table, fmt_bytes, fmt_time, prompt, say, tool_call
 from .stores import INSERT_STEP, copy_store, empty_head, remove_store
 from .trees import MAX_DEPTH, PER_TREE
 
-FORMAT = 1
-"""Bump when the generated store changes, so a stale cache is rebuilt."""
+FORMAT = 2
+"""Bump when the generated store changes, so a stale cache is rebuilt (2: the file in
+incremental auto-vacuum, as harness_store makes a store: `compact` gives space back in
+slices)."""
 STEPS_PER_RUN = 2
 SEED = 17
 YEAR = 365 * 24 * 3600
@@ -74,6 +78,8 @@ def build(cfg: Config, runs: int) -> Path:
     rng = random.Random(SEED)
     conn = sqlite3.connect(building, isolation_level=None)
     conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # as harness_store makes a store
+    conn.execute("VACUUM")  # an empty store: instant
     conn.execute("PRAGMA synchronous = OFF")
     conn.execute("PRAGMA cache_size = -262144")
     indexes = conn.execute(
@@ -235,11 +241,14 @@ def run(cfg: Config) -> list[Table]:
         steps: list[tuple[str, list[str], Path | None]] = [
             ("upgrade (nothing to do)", ["upgrade", str(db)], db),
             ("check", ["check", str(db)], db),
+            ("check --repair (nothing to repair)", ["check", "--repair", str(db)], db),
+            ("copy (the store as source)", ["copy", str(db), str(work / "copy.sqlite3")], db),
             ("export parquet", ["export", "parquet", str(db), str(work / "dataset")], db),
             ("sync, first pass", ["sync", str(db), str(centre)], centre),
             ("sync, one new run", ["sync", str(db), str(centre)], centre),
             ("prune --runs (half)", ["prune", str(db), "--runs", "--before", before, "--yes"],
              db),
+            ("compact (after the prune)", ["compact", str(db), "--yes"], db),
         ]  # fmt: skip
         for name, args, beside in steps:
             if name == "sync, first pass":
@@ -247,6 +256,8 @@ def run(cfg: Config) -> list[Table]:
                 shutil.copyfile(empty_head(cfg), centre)
             if name == "sync, one new run":
                 add_one_run(db)
+            if name.startswith("copy"):
+                remove_store(work / "copy.sqlite3")
             say(f"scale: {runs:,} runs: {name}")
             got = measure(args, beside)
             times.setdefault(name, []).append((runs, got.wall))

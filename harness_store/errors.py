@@ -235,9 +235,9 @@ class CopiedWithoutOriginError(InvalidValueError):
 
 class DiskFullError(StoreError):
     """A command ran out of space (a full disk, a quota, a file size limit) while writing a
-    file it makes (a Parquet dataset, a prune's archive): the message names the file or
-    directory and what was left as it was. Nothing half-written is left; free some space and
-    run it again."""
+    file it makes (a Parquet dataset, a prune's archive) or a store (a Store's write, a sync's
+    centre): the message names the file or directory and what was left as it was. Nothing
+    half-written is left; free some space and run it again."""
 
 
 class DatasetBusyError(StoreError):
@@ -316,3 +316,22 @@ class OriginOfAnotherRoleError(PrivilegeError):
     """A follower role tried to sync (or change) an origin that is bound to another role, or
     to the owner: each origin of a centre with roles is written by the one role it belongs
     to. The source is refused; nothing of it was written."""
+
+
+class StoreClosedError(StoreError):
+    """A call on a Store (or an `AsyncStore`, or a connector of the package's) after it was
+    closed: nothing was read or written. Open the store again."""
+
+
+class UnansweredError(StoreConnectionError):
+    """A connection to a PostgreSQL server failed with no answer of the server's (the driver's
+    error carries no SQLSTATE): it was lost, or (`connecting`) it was never made — no session
+    of the server's ever began: the server is down or out of reach, or it refused the login
+    (an unknown role, a wrong password, a database that does not exist). The driver cannot
+    say which; whether the server's port answers can (the command and `sync --follow` ask)."""
+
+    def __init__(
+        self, message: str, *, connecting: bool = False, may_have_committed: bool = False
+    ) -> None:
+        super().__init__(message, may_have_committed=may_have_committed)
+        self.connecting = connecting

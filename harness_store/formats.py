@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from .errors import IntegerOverflowError, InvalidValueError
 
@@ -44,9 +44,20 @@ I64_MAX = 2**63 - 1
 I64_MIN = -(2**63)
 
 
+def is_int(value: object) -> TypeGuard[int]:
+    """Whether `value` is an integer: an `int` and not a `bool` (which Python counts as one,
+    and a store would take as 0 or 1). The one spelling of that check."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """Whether `value` is a number (`int` or `float`, not a `bool`)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def u32(value: int, name: str) -> int:
     """Check a value upstream keeps as `u32` (step numbers, depths, step caps)."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise InvalidValueError(f"{name} must be an int, got {type(value).__name__}")
     if not 0 <= value <= U32_MAX:
         raise InvalidValueError(f"{name} must be between 0 and {U32_MAX}, got {value}")
@@ -55,7 +66,7 @@ def u32(value: int, name: str) -> int:
 
 def u64(value: int, name: str) -> int:
     """Check a value upstream keeps as `u64` and binds as SQLite INTEGER (at most 2⁶³ − 1)."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise InvalidValueError(f"{name} must be an int, got {type(value).__name__}")
     if not 0 <= value <= I64_MAX:
         raise InvalidValueError(f"{name} must be between 0 and {I64_MAX}, got {value}")
@@ -66,7 +77,7 @@ def wrapped_u64(value: int, name: str) -> int:
     """A `u64` upstream writes with a wrapping `as i64` cast (MCP `millis`, context
     `est_tokens` and `reported_tokens`): any value up to 2⁶⁴ − 1 is taken, and the stored
     integer is its two's-complement `i64`, exactly the bits io-harness writes."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise InvalidValueError(f"{name} must be an int, got {type(value).__name__}")
     if not 0 <= value <= U64_MAX:
         raise InvalidValueError(f"{name} must be between 0 and {U64_MAX}, got {value}")
@@ -84,7 +95,7 @@ def unwrapped_u64(stored: int | None) -> int | None:
 
 def i64(value: int, name: str) -> int:
     """Check a value upstream keeps as `i64` (run ids)."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise InvalidValueError(f"{name} must be an int, got {type(value).__name__}")
     if not I64_MIN <= value <= I64_MAX:
         raise InvalidValueError(f"{name} must fit a signed 64-bit integer, got {value}")

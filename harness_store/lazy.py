@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib import import_module
+from types import ModuleType
 
 
 def lazy_names(package: str, where: Mapping[str, str]) -> Callable[[str], object]:
@@ -22,7 +23,28 @@ def lazy_names(package: str, where: Mapping[str, str]) -> Callable[[str], object
         setattr(sys.modules[package], name, value)
         return value
 
+    shadowed = frozenset(name for name, module in where.items() if name == module)
+    if shadowed:
+        sys.modules[package].__class__ = _Package
+        sys.modules[package].__dict__["_shadowed"] = shadowed
     return __getattr__
+
+
+class _Package(ModuleType):
+    """A package a public name of which is also the name of its module (`sync.follow`, the
+    function, in `sync/follow.py`). Python binds a module on its package when it first loads
+    it, which would hide the public name wherever the module was imported before the name
+    was asked for; here the name is bound to the module's own value of it instead, as an
+    eager `from .follow import follow` in the package would have left it."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if (
+            isinstance(value, ModuleType)
+            and name in self.__dict__.get("_shadowed", ())
+            and value.__name__ == f"{self.__name__}.{name}"
+        ):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
 
 
 @contextmanager

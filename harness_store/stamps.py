@@ -34,11 +34,19 @@ ACCEPTED = (
 
 _FORM = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})"
-    r"(?:[T ](\d{2})(?::(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?\s*(Z|z|[+-]\d{2}:?\d{2})?)?"
+    r"(?:[T ](\d{2})(?::(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?\s*(Z|z|[+-]\d{2}:?\d{2})?)?",
+    re.ASCII,
 )
-_SPELLED = re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}\.\d{3}Z| \d{2}:\d{2}:\d{2})")
+"""A caller's time; ASCII, as every pattern of a stamp: Unicode's `\\d` also matches other
+scripts' digits (`٢٠٢٦`), which `int` reads but no stamp holds."""
+_SPELLED = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}\.\d{3}Z| \d{2}:\d{2}:\d{2})", re.ASCII
+)
 """upstream's two spellings exactly, which `read` hands to `fromisoformat` (an export reads
 one stamp a row)."""
+_DAY_KEY = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+"""A day key (`YYYY-MM-DD`), as the spend counters group calls by their stamp's first ten
+characters."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _AT, _SPACED, _DAY = "since_at", "since_spaced", "since_day"
 """The names of `Stamp.bounds`, the parameters of `bound_at_or_after`."""
@@ -211,6 +219,17 @@ def _ceiling(moment: datetime, unit: timedelta) -> datetime:
         return moment - over + unit
     except OverflowError:
         return moment
+
+
+def day_after(day: str) -> str | None:
+    """The day after a `YYYY-MM-DD` day key (the upper end of that day's stamps), or None for
+    a key that names no day and for 9999-12-31, after which no day is."""
+    if not _DAY_KEY.fullmatch(day):
+        return None
+    try:
+        return _day(Stamp.parse(day).instant + timedelta(days=1))
+    except (InvalidValueError, OverflowError):
+        return None
 
 
 def utc_text(value: str) -> str:

@@ -15,9 +15,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from .dialects import backend_named
-from .dialects.postgresql import own_schema_of, with_own_schema
-from .dialects.sqlite import is_memory
+from .dialects import backend_named, backend_of
 from .errors import InvalidTargetError
 
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -59,7 +57,7 @@ def _parsed(raw: str) -> URL:
 
 def sqlite_path(url: URL) -> Path | None:
     """The file behind a SQLite URL, or None for memory and for other backends."""
-    if url.get_backend_name() != "sqlite" or is_memory(url):
+    if url.get_backend_name() != "sqlite" or backend_of(url).is_memory(url):
         return None
     return Path(str(url.database))
 
@@ -113,11 +111,11 @@ class Target:
             return replace(target, read_only=read_only)
         url = url_of(target)
         name = url.get_backend_name()
-        backend_named(name)
-        memory = name == "sqlite" and is_memory(url)
+        backend = backend_named(name)
+        memory = backend.is_memory(url)
         own = _own_schema(url, schema)
-        if own is not None and own != own_schema_of(url):
-            url = with_own_schema(url, own)
+        if own is not None and own != backend.own_schema_of(url):
+            url = backend.with_own_schema(url, own)
         return cls(url, sqlite_path(url), memory, bool(read_only), own)
 
     @property
@@ -146,7 +144,7 @@ def checked_schema(schema: str, backend: str) -> str:
 def _own_schema(url: URL, schema: str | None) -> str | None:
     """The schema of its own the store at `url` lives in: `schema`, or the one its URL
     already carries; checked (see `SCHEMA_NAME`), refused on SQLite and when the two differ."""
-    carried = own_schema_of(url) if url.get_backend_name() == "postgresql" else None
+    carried = backend_of(url).own_schema_of(url)
     own = schema if schema is not None else carried
     if own is None:
         return None

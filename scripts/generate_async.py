@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from ..formats import is_int
 from .methods import MAINTENANCE, READ, WRITE
 
 if TYPE_CHECKING:
@@ -275,7 +276,7 @@ def render() -> str:
 
 def _page(size: int) -> int:
     """A generator's own page size as the hop's: a positive int, else one item a hop."""
-    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 1
+    return size if is_int(size) and size > 0 else 1
 '''
     return _formatted(text)
 

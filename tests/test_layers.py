@@ -192,3 +192,143 @@ def test_nothing_above_the_store_reaches_for_its_privates() -> None:
     for it (`read_snapshot`, `whole_snapshot`, `store.arrow`'s, `store.base`'s)."""
     assert reach_ins() - set(KNOWN_REACH_INS) == set()
     assert set(KNOWN_REACH_INS) - reach_ins() == set(), "gone: remove from KNOWN_REACH_INS"
+
+
+# What an import loads: the order above read from the modules an import runs, not the names
+# it writes. A package's `__init__` runs before any of its modules, so a low module under a
+# package whose `__init__` imports the package's services loads them all; only an import can
+# show that.
+
+LOAD_PROBE = r"""
+import importlib, json, os, sys
+for heavy in ("sqlalchemy", "sqlalchemy.orm", "sqlalchemy.ext.asyncio", "alembic", "pyarrow"):
+    try:
+        importlib.import_module(heavy)  # shared by the children, which only differ after it
+    except ImportError:
+        pass
+groups = json.loads(sys.argv[1])
+allowed = set()
+for group in groups:
+    allowed.update(group)
+    clean = []
+    for name in group:
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(read)
+            try:
+                importlib.import_module(name)
+                found = {"loaded": sorted(m for m in sys.modules if m.startswith("harness_store"))}
+            except BaseException as exc:
+                found = {"error": f"{type(exc).__name__}: {exc}"}
+            os.write(write, json.dumps(found).encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as answer:
+            found = json.loads(answer.read())
+        os.waitpid(child, 0)
+        print(json.dumps({"module": name, **found}), flush=True)
+        parts = name.split(".")
+        enclosing = {".".join(parts[:i]) for i in range(1, len(parts))}
+        if set(found.get("loaded", ["-"])) <= allowed | enclosing:
+            clean.append(name)
+    for name in clean:
+        importlib.import_module(name)
+"""
+"""Imports each module named in a process of its own, forked from one that has loaded the
+third-party libraries and the modules of the layers below whose imports loaded nothing above
+them (a module above a layer is therefore never loaded before an import of that layer looks),
+and prints, per module, the package's modules loaded once it was imported. Each group
+(a layer's modules) is imported in the parent once looked at, so a layer's children only
+load what is new."""
+
+NOT_IMPORTED = {
+    "harness_store.migrations.env": "a script Alembic runs inside its own context",
+}
+"""Modules no one imports, which the load check leaves out: module -> why."""
+
+KNOWN_LOADS: dict[tuple[str, str], str] = {}
+"""Modules an import loads against the order still in the package: (module, loaded) -> why."""
+
+
+LOW = "store"
+"""The layers below this one are looked at module by module; this one and those above it
+(below the face) package by package, since each of their packages loads all of its modules
+(the Store is its concerns' mixins), so that a package's import is what any of its modules'
+loads."""
+
+
+def below_the_face() -> list[list[str]]:
+    """The modules looked at, each layer's in a group, lowest layer first: every module of the
+    layers below `LOW`; every package and top-level module of `LOW` and those above it but
+    the face."""
+    names = sorted(module_name(path) for path in PACKAGE.rglob("*.py"))
+    packages = {module_name(path.parent / "__init__.py") for path in PACKAGE.rglob("__init__.py")}
+    low = [name for name, _ in LAYERS].index(LOW)
+    groups: list[list[str]] = [[] for _ in LAYERS[:-1]]
+    for name in names:
+        layer = layer_of(name)[0]
+        if layer >= len(groups) or name in NOT_IMPORTED:
+            continue
+        if layer < low or name in packages or name.count(".") == 1:
+            groups[layer].append(name)
+    return groups
+
+
+def loads() -> dict[str, list[str]]:
+    """Each module below the face -> the package's modules importing it loads."""
+    import json
+    import subprocess
+    import sys
+
+    groups = below_the_face()
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_PROBE, json.dumps(groups)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    found: dict[str, list[str]] = {}
+    for line in done.stdout.splitlines():
+        answer = json.loads(line)
+        assert "error" not in answer, f"{answer['module']} cannot be imported: {answer['error']}"
+        found[answer["module"]] = answer["loaded"]
+    assert sorted(found) == sorted(n for group in groups for n in group)
+    return found
+
+
+def load_violations() -> dict[tuple[str, str], str]:
+    """(module, loaded) -> why, for each module of the package an import loads from a layer
+    above the imported module's (or sideways where `SIDEWAYS` forbids). A package loaded
+    only on the way to a module of it is left out, since Python runs it then whatever its
+    layer; what it loads is not."""
+    found = {}
+    for importer, loaded in loads().items():
+        mine, my_prefix = layer_of(importer)
+        on_the_way = {
+            ".".join(parts[:i])
+            for parts in (name.split(".") for name in [*loaded, importer])
+            for i in range(1, len(parts))
+        }
+        for name in loaded:
+            if name in on_the_way or name == importer:
+                continue
+            theirs, their_prefix = layer_of(name)
+            if theirs > mine:
+                found[(importer, name)] = (
+                    f"importing it loads {LAYERS[theirs][0]}, a layer above {LAYERS[mine][0]}"
+                )
+            elif (my_prefix, their_prefix) in SIDEWAYS:
+                found[(importer, name)] = f"importing it loads {their_prefix}, sideways"
+    return found
+
+
+def test_no_import_loads_a_layer_above_it() -> None:
+    """Importing any module below the face loads nothing of a layer above its own: the
+    import statements' order (above) is also what runs, `__init__`s included."""
+    found = load_violations()
+    new = {k: v for k, v in found.items() if k not in KNOWN_LOADS}
+    gone = set(KNOWN_LOADS) - set(found)
+    assert new == {}, "make the package's __init__ lazy (harness_store.lazy), or move the module"
+    assert gone == set(), "these loads are gone: remove them from KNOWN_LOADS"

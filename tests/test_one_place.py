@@ -17,9 +17,7 @@ SUFFIX_HOMES = frozenset({"dialects/still.py", "dialects/sqlite_queue.py"})
 
 CODE_HOME = "dialects/sqlite_codes.py"
 
-KNOWN: dict[str, str] = {
-    "sync/watch.py": "the watcher's file stamps; its module is being changed beside this one",
-}
+KNOWN: dict[str, str] = {}
 """Modules that still spell a suffix themselves: module -> why."""
 
 
@@ -51,3 +49,111 @@ def test_the_side_files_suffixes_are_spelled_in_one_place() -> None:
 
 def test_result_codes_are_read_in_one_place() -> None:
     assert places("sqlite_errorcode") == {CODE_HOME}
+
+
+# A backend is chosen by the registry (`dialects.registry`), and neutral code asks the backend
+# it is given (`Backend`'s methods) for what differs: only a backend's own modules name it.
+
+BACKEND_MODULES = ("harness_store.dialects.sqlite", "harness_store.dialects.postgresql")
+"""A backend's modules: these and every module whose name starts with one of them
+(`sqlite_codes`, `postgresql_roles`, …)."""
+
+DRIVERS = ("sqlite3", "psycopg")
+"""The drivers' modules (and their submodules, `psycopg.errors`, `psycopg_pool`)."""
+
+BACKEND_SPECIFIC = {
+    "dialects/": "the backends themselves, and the registry that finds them",
+    "connector/sqlite.py": "SQLite's connector: one kept connection and its text decoding",
+    "connector/translation.py": "the one translation of driver errors: it tells a driver's "
+    "errors by their classes and reads each backend's codes",
+    "sync/roles.py": "`harness-store roles`, the procedure over a PostgreSQL centre's roles",
+    "store/check_roles.py": "the check of a PostgreSQL centre's roles' rules",
+    "schema/backup.py": "the backup of a SQLite file taken before its revision changes",
+}
+"""Modules backend-specific by nature, which may name a backend (a folder ends in `/`):
+module -> why. Every other module is neutral."""
+
+KNOWN_BACKEND_NAMES: dict[str, str] = {
+    "schema/preflight.py": "SQLite's result codes of a failed upgrade (disk full, not a "
+    "database), read from the driver error; to go to the connector's one translation",
+    "store/run_pruning.py": "the writers' queue's side file (`QUEUE_SUFFIX`) of an archive",
+}
+"""Neutral modules that still name a backend: module -> why; the list only shrinks."""
+
+
+def _named_backends(path: Path) -> set[str]:
+    """What in `path` names a backend: imports of a backend's or a driver's modules
+    (anywhere: top, function, typing only), and strings that name a driver's module (a
+    check of `type(exc).__module__`); docstrings and messages that merely mention one are
+    left alone."""
+    module = path.relative_to(PACKAGE).with_suffix("").parts
+    package = ["harness_store", *module[:-1]]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            names = [target, *(f"{target}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Compare):
+            names = [
+                c.value
+                for c in [*node.comparators, node.left]
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            ]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "startswith"
+        ):
+            names = [
+                a.value
+                for a in node.args
+                if isinstance(a, ast.Constant) and isinstance(a.value, str)
+            ]
+        for name in names:
+            if name.startswith(BACKEND_MODULES) or name.split(".")[0].startswith(DRIVERS):
+                found.add(name)
+    return found
+
+
+def backend_namers() -> dict[str, set[str]]:
+    """Each neutral module (relative to the package) that names a backend -> what it names."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = path.relative_to(PACKAGE).as_posix()
+        if any(
+            module == place or (place.endswith("/") and module.startswith(place))
+            for place in BACKEND_SPECIFIC
+        ):
+            continue
+        named = _named_backends(path)
+        if named:
+            found[module] = named
+    return found
+
+
+def test_neutral_modules_name_no_backend() -> None:
+    """Outside a backend's own modules (`BACKEND_SPECIFIC`), no module imports a backend's
+    module (`dialects.sqlite*`, `dialects.postgresql*`) or a driver (`sqlite3`, `psycopg*`),
+    nor tells a driver by its module's name: it asks the backend the registry gives it."""
+    found = backend_namers()
+    assert set(found) - set(KNOWN_BACKEND_NAMES) == set(), found
+    assert set(KNOWN_BACKEND_NAMES) - set(found) == set(), "gone: remove from the list"
+
+
+def test_a_backend_module_is_imported_only_when_its_store_is_met() -> None:
+    """Finding the SQLite backend imports no PostgreSQL module (nor psycopg): the registry
+    imports a backend's module on first use."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from harness_store.dialects import backend_named; "
+        "backend_named('sqlite'); "
+        "print(sorted(m for m in sys.modules if 'postgresql' in m or m.startswith('psycopg')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import ast
 import random
+import re
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Column, MetaData, Table, Text, create_engine, insert, select
+from sqlalchemy import Column, MetaData, Table, Text, create_engine, insert, select, text
 
+from harness_store import Store
 from harness_store.engine import to_url as url_of
 from harness_store.errors import InvalidValueError
-from harness_store.stamps import Stamp
+from harness_store.stamps import Stamp, day_after
 
 PACKAGE = Path(__file__).resolve().parent.parent / "harness_store"
 
@@ -23,9 +26,7 @@ PARSERS = frozenset({"strptime", "fromisoformat"})
 
 HOME = "stamps.py"
 
-KNOWN: dict[str, str] = {
-    "store/kept_spend.py": "a day key (`YYYY-MM-DD`) of hs3's counters, stepped to the next day",
-}
+KNOWN: dict[str, str] = {}
 """Modules that call a parser on what is not a stamp: module -> why."""
 
 FORMATTING = "%H:%M:%S"
@@ -63,8 +64,14 @@ def test_a_callers_time_is_one_instant_utc(given: object, meant: datetime) -> No
 
 
 @pytest.mark.parametrize(
-    "given", ["yesterday", "20261207", "2026-W01-1", "2026-13-01", "2026-12-07T25", "", 7, None]
-)
+    "given",
+    [
+        "yesterday", "20261207", "2026-W01-1", "2026-13-01", "2026-12-07T25", "", 7, None,
+        "\u0662\u0660\u0662\u0666-12-07",  # Arabic-Indic digits, which Unicode's `\\d` matches
+        "2026-12-07T\u0660\u0666:51",
+        "2026-12-07T06:51+\u0660\u0665:00",
+    ],
+)  # fmt: skip
 def test_anything_else_is_refused_typed(given: object) -> None:
     with pytest.raises(InvalidValueError, match="since"):
         Stamp.parse(given, "since")
@@ -72,6 +79,7 @@ def test_anything_else_is_refused_typed(given: object) -> None:
 
 def test_a_stored_value_that_is_no_time_reads_as_none() -> None:
     assert Stamp.read("soon") is None
+    assert Stamp.read("\u0662\u0660\u0662\u0666-12-07 06:51:00") is None
     assert Stamp.read(None) is None
     assert Stamp.read("") is None
 
@@ -83,6 +91,25 @@ def test_formatted_as_upstream_stamps_rows() -> None:
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     assert stamp.ns == (stamp.instant - epoch) // timedelta(microseconds=1) * 1000
     assert Stamp.read(stamp.text) == Stamp.parse("2026-12-06T22:00:01.123Z")
+
+
+@pytest.mark.parametrize(
+    ("day", "after"),
+    [
+        ("2026-12-07", "2026-12-08"),
+        ("2026-12-31", "2027-01-01"),
+        ("2028-02-28", "2028-02-29"),
+        ("9999-12-31", None),
+        ("2026-02-30", None),
+        ("(unknown)", None),
+        ("20261207", None),
+        ("\u0662\u0660\u0662\u0666-12-07", None),
+    ],
+)
+def test_a_day_key_steps_to_the_next_day(day: str, after: str | None) -> None:
+    """The spend counters' day keys (a stamp's first ten characters) step through `Stamp`:
+    a key that names no day has no next one."""
+    assert day_after(day) == after
 
 
 def test_compared_as_instants() -> None:
@@ -146,3 +173,63 @@ def test_sql_keeps_exactly_the_stamps_at_or_after_the_instant(store_target: str)
                 assert got == want, since
     finally:
         engine.dispose()
+
+
+NOW_HOME = "sqldefaults.py"
+"""Where each backend's SQL now is spelled (`NOW`), with the stamps made of it."""
+
+SQL_NOWS = re.compile(
+    r"'now'|\b(?:now|clock_timestamp|statement_timestamp|transaction_timestamp)\(\)"
+    r"|\bcurrent_timestamp\b|\blocaltimestamp\b",
+    re.IGNORECASE,
+)
+"""SQL's spellings of now: SQLite's `'now'` time value, PostgreSQL's clocks."""
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the string constants that are docstrings (prose, not SQL)."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+
+
+def test_sql_now_is_spelled_once_per_backend() -> None:
+    """Every statement's now, every server default's and every elapsed time's is made of
+    `sqldefaults.NOW`: no other module spells a clock in SQL (its prose may name one)."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        module = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        prose = _docstrings(tree)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in prose
+                and SQL_NOWS.search(node.value)
+            ):
+                found.add(module)
+    assert found == {NOW_HOME}
+
+
+def test_a_row_default_is_stamped_by_the_clock_the_store_stamps_by(store_target: str) -> None:
+    """A row stamped by its column's default and one stamped by the Store's own SQL read one
+    clock, the wall clock: in one transaction, a message sent after a run started is stamped
+    at or after that start (PostgreSQL's `now()`, the transaction's start, stamped it
+    before)."""
+    with Store.open(store_target) as store:
+        with store.transaction():
+            first = store.start_run("goal", "file")
+            time.sleep(0.01)  # the clock moves on past the transaction's start
+            later = store.start_run("goal", "file")
+            message = store.send_message(first, later, "agent", 1, "hello")
+        with store.engine.connect() as conn:
+            started = conn.execute(
+                text("SELECT started_at FROM runs WHERE id = :id"), {"id": later}
+            ).scalar_one()
+            sent = conn.execute(
+                text("SELECT sent_at FROM agent_messages WHERE id = :id"), {"id": message}
+            ).scalar_one()
+    assert Stamp.read(sent) >= Stamp.read(started)  # type: ignore[operator]

@@ -24,8 +24,9 @@ import pytest
 from otel.sink import Sink
 from sqlalchemy import create_engine, text
 from support.clirun import run_in_process
+from support.foreign_values import foreign_store as write_foreign
 
-from harness_store import StepRecord, Store
+from harness_store import Store
 from harness_store.analytics.dataset import read_dataset
 from harness_store.formats import JSON
 from harness_store.sync import quarantined
@@ -94,20 +95,8 @@ def plain_cell(cell: str) -> str:
 
 
 def foreign_store(path: Path, kind: Kind) -> int:
-    """A store of one finished run of one step with a tool call and a lease, `kind`'s value
-    written into its row with `sqlite3`; the run's id."""
-    with Store.open(path, backup=False) as store:
-        run = store.start_run("goal", "plan.toml")
-        store.checkpoint_step(
-            run, StepRecord(1, "decide", "result").with_trace("prompt", 'read_file:{"n":1}', 2)
-        )
-        store.acquire_lease(run, 60)
-        store.finish_run(run, "success")
-    with closing(sqlite3.connect(path)) as conn:
-        key = "id" if kind.table == "runs" else "run_id"
-        conn.execute(f"UPDATE {kind.table} SET {kind.column} = {kind.sql} WHERE {key} = ?", [run])
-        conn.commit()
-    return run
+    """`support.foreign_values.foreign_store` holding `kind`'s value; the run's id."""
+    return write_foreign(path, kind.table, kind.column, kind.sql)
 
 
 def cell_of(path: Path, kind: Kind) -> tuple[str, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from ..formats import is_int
 from .methods import MAINTENANCE, READ, WRITE
 
 if TYPE_CHECKING:
@@ -2576,15 +2577,23 @@ class StoreMethods:
 
     async def compact(
         self,
+        *,
+        slice_pages: int = 256,
     ) -> int:
-        """Give the space deletions freed back: SQLite `VACUUM` rewrites the file; PostgreSQL
-        `VACUUM` marks dead rows' space reusable (the files shrink only at their tail; `VACUUM
-        FULL` would lock every table). Returns how many bytes the store shrank by.
+        """Give the space deletions freed back. SQLite: a store in incremental auto-vacuum
+        (every store harness_store makes) gives its free pages back `slice_pages` at a time,
+        each slice its own short write transaction in the writers' turn, stepping aside
+        between slices (`step_aside`), so a live writer waits for a slice, not the file, and
+        a compact stopped between slices has lost nothing (what it gave back stays given
+        back); a store io-harness made is switched to that mode by one `VACUUM` that
+        rewrites the whole file, writers waiting meanwhile, once. PostgreSQL: `VACUUM` marks
+        dead rows' space reusable beside live writers (the files shrink only at their tail;
+        `VACUUM FULL` would lock every table). Returns how many bytes the store shrank by.
 
         Outside any transaction only: inside a `transaction()` block it raises
         `TransactionOpenError` and does nothing.
         """
-        result: int = await self._call(MAINTENANCE, "compact", (), {})
+        result: int = await self._call(MAINTENANCE, "compact", (), {"slice_pages": slice_pages})
         return result
 
     # CheckMixin: harness_store/store/check.py
@@ -2605,10 +2614,14 @@ class StoreMethods:
     ) -> Repaired:
         """Fix what `check` finds that can be fixed without losing a row: rebuild missing
         indexes and triggers, recount spend counters, drop leases of missing runs. A SQLite
-        file is backed up first; the fixes are one transaction. What would lose data is
-        left as it is (`Repaired.after` still names it), and a damaged file (an `integrity`
-        finding) is not written to at all. A fix that fails rolls the transaction back and
-        raises its typed error, which names the backup taken before it.
+        file is backed up first. Each fix is its own write transaction, and the recount is
+        decided in a read and written `RECOUNT_SLICE` groups a transaction, so a live writer
+        waits for one fix or one slice, never for the store (building an index still reads
+        its whole table); a repair stopped between them has made the fixes before and the
+        next repair makes the rest. What would lose data is left as it is (`Repaired.after`
+        still names it), and a damaged file (an `integrity` finding) is not written to at
+        all. A fix that fails rolls its own transaction back and raises its typed error, which
+        names the backup taken before the repair.
         """
         result: Repaired = await self._call(WRITE, "repair", (), {})
         return result
@@ -2752,4 +2765,4 @@ class StoreMethods:
 
 def _page(size: int) -> int:
     """A generator's own page size as the hop's: a positive int, else one item a hop."""
-    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 1
+    return size if is_int(size) and size > 0 else 1

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..connector.driver import LATE_ROUNDS
 from ..engine import sqlite_path
-from ..errors import LoopClosedError, StoreError
+from ..errors import LoopClosedError, StoreClosedError, StoreError
 from ..store import read_only_twin
 from .block_lane import Bound, Entry, OpenBlocks, Opened, Turn
 from .lanes import Lanes, Outcome
@@ -88,7 +88,7 @@ class ThreadRunner:
     def store(self) -> Store:
         store = self._target.store
         if store is None:
-            raise StoreError("this Store is closed")
+            raise StoreClosedError("this Store is closed")
         return store
 
     @property
@@ -103,7 +103,7 @@ class ThreadRunner:
         """Where a call runs: the block's lane in a block, else by kind; and whether the
         writer may commit it together with others."""
         if self._closed:
-            raise StoreError("this Store is closed")
+            raise StoreClosedError("this Store is closed")
         self._open.adopt(self._turn)
         bound = self._bound.get()
         if bound is not None:
@@ -137,7 +137,7 @@ class ThreadRunner:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
         if self._closed:
-            raise StoreError("this Store is closed")
+            raise StoreClosedError("this Store is closed")
         self._open.adopt(self._turn)
         bound = self._bound.get()
         if bound is not None:  # nested: a savepoint, on the same lane

@@ -18,9 +18,9 @@ compared, and no table's rows are read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,17 +38,68 @@ CHUNK = 500
 """Runs compared at a time (one `IN (…)` list of the store's read)."""
 
 
-def touched_runs(known: pa.Table | None, marks: pa.Table) -> set[int] | None:
-    """The runs whose mark changed or that are gone since the last export (`known`, None for
-    a dataset whose marks are not at hand: then every run may have changed). Both tables are
-    `run_marks`'s (`run_id`, `mark`)."""
-    if known is None:
-        return None
-    at = pc.index_in(known["run_id"], value_set=marks["run_id"])
-    now = pc.take(marks["mark"], at)  # null where the run is gone
-    same = cast("pa.ChunkedArray[pa.BooleanScalar]", pc.equal(known["mark"], now))
-    changed = known.filter(pc.invert(same.fill_null(pa.scalar(False))))  # gone: null: changed
-    return {int(run) for run in changed["run_id"].to_pylist() if run is not None}
+class TouchedRuns:
+    """The store's run marks (`run_marks`' batches) compared with the last export's (`known`,
+    both in run id order; None for a dataset whose marks are not at hand): iterating it passes
+    the store's batches on as they come (to be written as this export's marks), and once it
+    is exhausted `runs` holds the runs whose mark changed or that are gone since (None: any
+    may have changed) and `same` whether the marks are the last export's exactly. The two are
+    walked side by side, a batch of each at a time, so memory holds a batch or two whatever
+    the store's size."""
+
+    def __init__(
+        self, known: Iterable[pa.RecordBatch] | None, marks: Iterable[pa.RecordBatch]
+    ) -> None:
+        self.known = known
+        self.marks = marks
+        self.runs: set[int] | None = None
+        self.same = False
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        if self.known is None:
+            yield from self.marks
+            return
+        touched: set[int] = set()
+        same = True
+        passed: list[pa.RecordBatch] = []  # the store's batches read, not yet passed on
+
+        def store_rows() -> Iterator[tuple[int, int]]:
+            for batch in self.marks:
+                passed.append(batch)
+                yield from _pairs(batch)
+
+        now = store_rows()
+        current = next(now, None)
+        for batch in self.known:
+            yield from _drained(passed)
+            for run, mark in _pairs(batch):
+                while current is not None and current[0] < run:  # a run new since
+                    same = False
+                    current = next(now, None)
+                if current is not None and current[0] == run:
+                    if current[1] != mark:
+                        touched.add(run)
+                    current = next(now, None)
+                else:
+                    touched.add(run)  # gone
+        if current is not None:  # runs new since, above the last known
+            same = False
+            for _ in now:
+                yield from _drained(passed)
+        yield from _drained(passed)
+        self.runs, self.same = touched, same and not touched
+
+
+def _pairs(batch: pa.RecordBatch) -> Iterator[tuple[int, int]]:
+    """A marks batch's (run id, mark) pairs (neither is ever null)."""
+    runs: list[int] = batch.column(0).to_pylist()  # type: ignore[assignment]
+    marks: list[int] = batch.column(1).to_pylist()  # type: ignore[assignment]
+    return zip(runs, marks, strict=True)
+
+
+def _drained(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    while batches:
+        yield batches.pop(0)
 
 
 @dataclass

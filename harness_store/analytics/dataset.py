@@ -46,8 +46,16 @@ from ..store.arrow import arrow_schema, count_rows, is_synced, run_marks
 from ..store.check_rows import model_table
 from ..targets import sqlite_path
 from ..transfer.values import undecodable
-from .changes import Replaced, replace_changed_runs, touched_runs
-from .files import READ_ROWS, TEMPORARY, Generation, end_read, flush, flush_directory
+from .changes import Replaced, TouchedRuns, replace_changed_runs
+from .files import (
+    MARK_ROWS,
+    READ_ROWS,
+    TEMPORARY,
+    Generation,
+    end_read,
+    flush,
+    flush_directory,
+)
 from .lock import exclusive
 
 if TYPE_CHECKING:
@@ -133,9 +141,8 @@ def export_parquet(
             previous = intact_tables(root, manifest) if current else {}
             generation = int(manifest.get("generation", 0)) + 1
             known = _known_marks(root, manifest) if current else None
-            run = _Run(store, root, modes, names, filters, synced, marks)
-            kept = manifest["run_marks"] if known is not None and known.equals(marks) else None
-            return run.export(previous, touched_runs(known, marks), generation, progress, kept)
+            run = _Run(store, root, modes, names, filters, synced, TouchedRuns(known, marks))
+            return run.export(previous, generation, progress, manifest.get("run_marks"))
     except Exception as exc:
         if not is_disk_full(exc):
             raise
@@ -184,24 +191,29 @@ class _Run:
     names: list[str]
     filters: dict[str, Any]
     synced: bool
-    marks: pa.Table
+    marks: TouchedRuns
 
     def export(
         self,
         previous: dict[str, Any],
-        touched: set[int] | None,
         generation: int,
         progress: Progress | None,
-        kept_marks: str | None,
+        last_marks: str | None,
     ) -> ExportReport:
-        """Write the tables, then the marks (unless `kept_marks` names the last export's file
-        of the same marks), then the manifest."""
+        """Write the marks (streamed as they are compared with the last export's, and
+        dropped again for the last export's file, `last_marks`, when they are the same), the
+        tables, then the manifest."""
         store, root, names = self.store, self.root, self.names
         since, run_ids = self.filters["since"], self.filters["runs"]
         writer = Generation(root, generation, self.modes)
         report = ExportReport(str(root), generation)
         entries: dict[str, Any] = dict(previous)
         try:
+            marks_file = writer.write_marks(self.marks)
+            if self.marks.same and last_marks is not None:
+                writer.drop([{"path": marks_file}])
+                marks_file = last_marks
+            touched = self.marks.runs
             for done, name in enumerate(names):
                 tick = _ticker(progress, name, done, len(names))
                 try:
@@ -221,7 +233,6 @@ class _Run:
                 entries[name] = _not_empty(store, writer, name, entry)
                 report.tables.append(result)
                 tick(result.rows)
-            marks_file = kept_marks or writer.write_marks(self.marks)
             writer.publish()
             new_manifest = {
                 "format": MANIFEST_FORMAT,
@@ -398,13 +409,18 @@ def _write_manifest(root: Path, manifest: dict[str, Any], modes: FileModes) -> N
     flush_directory(root)
 
 
-def _known_marks(root: Path, manifest: dict[str, Any]) -> pa.Table | None:
-    """The run marks of the export `manifest` describes; None when its file is gone (then
-    every run may have changed)."""
+def _known_marks(root: Path, manifest: dict[str, Any]) -> Iterator[pa.RecordBatch] | None:
+    """The run marks of the export `manifest` describes, read a batch at a time as they are
+    taken; None when its file is gone (then every run may have changed)."""
     name = manifest.get("run_marks")
     if not isinstance(name, str) or not MARKS_FILE.match(name) or not (root / name).is_file():
         return None
-    return pq.read_table(root / name)
+    return _batches_of(root / name)
+
+
+def _batches_of(path: Path) -> Iterator[pa.RecordBatch]:
+    with pq.ParquetFile(path) as file:
+        yield from file.iter_batches(batch_size=MARK_ROWS)
 
 
 def clear_leftovers(root: Path, manifest: dict[str, Any]) -> None:

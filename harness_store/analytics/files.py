@@ -25,6 +25,12 @@ TEMPORARY = ".tmp"
 MARKS = "_run_marks-{generation:06d}.parquet"
 """The name of a generation's run marks (`run_marks`), beside the manifest that lists it."""
 
+MARK_ROWS = 8_192
+"""Runs' marks read back from a marks file at a time."""
+
+MARK_SCHEMA = pa.schema([pa.field("run_id", pa.int64()), pa.field("mark", pa.uint64())])
+"""The columns of a marks file: a run's id and its mark, in run id order."""
+
 
 READ_ROWS = 4_096
 """Rows an export reads from the store at a time (`Store.iter_arrow`'s batches): the driver's
@@ -125,15 +131,17 @@ class Generation:
             temporary, schema, compression="zstd", write_statistics=statistics_columns(schema)
         )
 
-    def write_marks(self, marks: pa.Table) -> str:
-        """Write the store's run marks (`run_marks`) as this generation's marks file; its path
-        relative to the root, for the manifest."""
+    def write_marks(self, marks: Iterable[pa.RecordBatch]) -> str:
+        """Write the store's run marks (`run_marks`' batches) as this generation's marks file,
+        a batch at a time as they come; its path relative to the root, for the manifest."""
         relative = MARKS.format(generation=self.generation)
         path = self.root / relative
         temporary = path.with_name(path.name + TEMPORARY)
         self.modes.create_file(temporary)
         self.pending.append(path)
-        pq.write_table(marks, temporary, compression="zstd", row_group_size=ROW_GROUP_ROWS * 4)
+        with pq.ParquetWriter(temporary, MARK_SCHEMA, compression="zstd") as writer:
+            for batch in marks:
+                writer.write_batch(batch)
         return relative
 
     def drop(self, entries: list[dict[str, Any]]) -> None:

@@ -10,22 +10,12 @@ import pyarrow.compute as pc
 
 from ..arrow.compute import equals, filled, with_column
 from ..records import PriceTable, Usage
-from ..records.accounting import UNKNOWN_MODEL
+from ..records.accounting import UNKNOWN_MODEL, USAGE_SUMS
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from ..store import Store
-
-USAGE_COLUMNS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "server_tool_requests",
-)
 
 
 def step_table(
@@ -78,16 +68,16 @@ def priced_calls(store: Store, prices: PriceTable, *, since: str | None = None) 
     calls = store.arrow(
         "provider_calls",
         since=since,
-        columns=["id", "run_id", "step", "attempt", "provider", "model", *USAGE_COLUMNS,
+        columns=["id", "run_id", "step", "attempt", "provider", "model", *USAGE_SUMS,
                  "latency_ms", "at"],
     )  # fmt: skip
     costs: list[int | None] = []
-    columns = {name: calls[name].to_pylist() for name in ("model", *USAGE_COLUMNS)}
+    columns = {name: calls[name].to_pylist() for name in ("model", *USAGE_SUMS)}
     for i, model in enumerate(columns["model"]):
         if columns["total_tokens"][i] is None or model is None:
             costs.append(None)
             continue
-        usage = Usage(*(int(columns[name][i] or 0) for name in USAGE_COLUMNS))
+        usage = Usage(*(int(columns[name][i] or 0) for name in USAGE_SUMS))
         costs.append(prices.cost_micros(model, usage))
     day = pc.strftime(calls["at"], format="%Y-%m-%d")
     table = with_column(calls, "model", filled(calls["model"], UNKNOWN_MODEL))
@@ -106,24 +96,24 @@ def spend_by_model_and_day(
     reported = pc.is_valid(calls["total_tokens"])
     table = calls.append_column("unpriced", pc.cast(unpriced, pa.int64()))
     # A call that reported no usage adds nothing to the sums, as spend counts it.
-    for name in USAGE_COLUMNS:
+    for name in USAGE_SUMS:
         zeroed = pc.if_else(reported, filled(table[name], 0), pa.scalar(0, pa.int64()))
         table = with_column(table, name, zeroed)
     grouped = table.group_by(["day", "model"]).aggregate(
         [
             ([], "count_all"),
-            *((name, "sum") for name in USAGE_COLUMNS),
+            *((name, "sum") for name in USAGE_SUMS),
             ("cost_micros", "sum"),
             ("unpriced", "sum"),
         ]
     )
     grouped = grouped.rename_columns(
-        {"count_all": "calls", **{f"{n}_sum": n for n in USAGE_COLUMNS},
+        {"count_all": "calls", **{f"{n}_sum": n for n in USAGE_SUMS},
          "cost_micros_sum": "cost_micros", "unpriced_sum": "unpriced_calls"}
     )  # fmt: skip
     grouped = with_column(grouped, "cost_micros", filled(grouped["cost_micros"], 0))
     return grouped.select(
-        ["day", "model", "calls", *USAGE_COLUMNS, "cost_micros", "unpriced_calls"]
+        ["day", "model", "calls", *USAGE_SUMS, "cost_micros", "unpriced_calls"]
     ).sort_by([("day", "ascending"), ("model", "ascending")])
 
 

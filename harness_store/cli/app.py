@@ -21,6 +21,7 @@ from ..errors import (
     StoreError,
     StoreLockedError,
     StoreNotFoundError,
+    UnansweredError,
     install_hint,
 )
 from .output import escape_unshowable, visible
@@ -147,23 +148,26 @@ def one_line(message: str) -> str:
 
 def classify(exc: BaseException, argv: Sequence[str] = ()) -> tuple[int, str]:
     """The exit code and one-line message for an error (see the module docstring); `argv`,
-    the command's arguments, names the server a failed connection was meant for."""
-    import sqlite3
+    the command's arguments, names the server a failed connection was meant for. A database
+    error is said as the one translation (`connector.translation`) types it."""
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
-
-    from ..dialects import backend_named
+    from ..connector.translation import plain_message, translated
     from ..engine import DRIVER_EXTRAS
 
     if isinstance(exc, CliError):
         return exc.code, str(exc)
-    if isinstance(exc, DBAPIError) and exc.orig is not None:
-        return classify(exc.orig, argv)
-    for cause in causes(exc):
-        if type(cause).__module__.startswith("psycopg"):
-            unreached = unreachable_server(cause, argv)
+    for each in (exc, *causes(exc)):
+        typed = each if isinstance(each, StoreError) else translated(None, each)
+        if isinstance(typed, UnansweredError):
+            unreached = unreachable_server(argv)
             if unreached is not None:
                 return EXIT_OTHER, unreached
+            break
+    if not isinstance(exc, StoreError):
+        typed = translated(None, exc)
+        if typed is not None:
+            return classify(typed, argv)  # "not a database" too, by its result code
     if isinstance(exc, StoreLockedError):
         return EXIT_LOCKED, str(exc)
     if isinstance(exc, SchemaError | StoreNotFoundError):
@@ -172,25 +176,13 @@ def classify(exc: BaseException, argv: Sequence[str] = ()) -> tuple[int, str]:
         return EXIT_NOT_FOUND, str(exc)
     if isinstance(exc, StoreError):
         return EXIT_OTHER, str(exc)
-    if isinstance(exc, sqlite3.Error):
-        typed = backend_named("sqlite").translate_error(exc)
-        if typed is not None:
-            return classify(typed, argv)  # "not a database" too, by its result code
-        return EXIT_OTHER, f"SQLite error: {exc}"
-    if type(exc).__module__.startswith("psycopg"):
-        unreached = unreachable_server(exc, argv)
-        if unreached is not None:
-            return EXIT_OTHER, unreached
-        typed = backend_named("postgresql").translate_error(exc)
-        if typed is not None:
-            return classify(typed, argv)
-        return EXIT_OTHER, f"PostgreSQL error: {exc}"
     if isinstance(exc, ArgumentError | NoSuchModuleError):
         return EXIT_USAGE, str(exc)
     if type(exc).__name__ == "CommandError" and type(exc).__module__.startswith("alembic"):
         return EXIT_USAGE, f"alembic: {exc}"
-    if isinstance(exc, SQLAlchemyError):
-        return EXIT_OTHER, f"database error: {exc}"
+    said = plain_message(exc)
+    if said is not None:
+        return EXIT_OTHER, said
     if isinstance(exc, ModuleNotFoundError) and exc.name in DRIVER_EXTRAS:
         return EXIT_OTHER, str(MissingDriverError(exc.name, DRIVER_EXTRAS[exc.name]))
     if isinstance(exc, OSError):
@@ -221,14 +213,12 @@ def server_of(argv: Sequence[str]) -> tuple[str, int, str] | None:
     return None
 
 
-def unreachable_server(exc: BaseException, argv: Sequence[str]) -> str | None:
-    """A failed PostgreSQL connection to the server `argv` names said as what it is — no such
-    database, an unknown host, a refused connection — or None when it is none of these (the
-    password is never part of it)."""
+def unreachable_server(argv: Sequence[str]) -> str | None:
+    """A PostgreSQL connection that failed unanswered (`UnansweredError`) to the server
+    `argv` names, said as what it is — no such database, an unknown host, a refused
+    connection — or None when it is none of these (the password is never part of it)."""
     import socket
 
-    if type(exc).__name__ != "OperationalError" or getattr(exc, "sqlstate", None):
-        return None
     found = server_of(argv)
     if found is None:
         return None
@@ -256,7 +246,7 @@ def missing_database(argv: Sequence[str]) -> bool:
     from sqlalchemy.exc import SQLAlchemyError
 
     from ..connector import connector_at
-    from ..dialects.postgresql import database_exists
+    from ..dialects import backend_named
 
     for arg in argv:
         if not arg.startswith("postgresql"):
@@ -265,7 +255,7 @@ def missing_database(argv: Sequence[str]) -> bool:
         server = url.set(database="postgres").update_query_dict({"connect_timeout": "5"})
         try:
             with connector_at(server) as connector, connector.read() as conn:
-                return not database_exists(conn, str(url.database))
+                return not backend_named("postgresql").database_exists(conn, str(url.database))
         except (SQLAlchemyError, StoreError):
             return False
     return False
@@ -359,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     (`reader.open_reader`), and at exit, where the interpreter's last collections would
     otherwise walk them all, a third of a short command's CPU, to free nothing a process
     ending needs freed. Called from Python with `argv`, it leaves the caller's collector
-    alone."""
+    alone, and so does `export parquet` the caller's imports (pyarrow may load pandas)."""
     global OWN_PROCESS
     if argv is None:
         OWN_PROCESS = True

@@ -15,7 +15,7 @@ import typer
 
 from ..errors import DamagedStoreError, NotADatabaseError
 from .app import EPILOG, DbArg, JsonOpt, SchemaOpt, app
-from .decide import open_writer
+from .decide import open_writer, unchanged_on_full_disk
 from .output import emit_json, plural, stdout_console
 from .reader import in_schema, open_reader
 
@@ -125,7 +125,7 @@ def repair_store(db: str, report: CheckReport) -> Repaired:
 
     if not any(f.repairable for f in report.findings) or why_not(report) != NOTHING_SAFE:
         return Repaired((), None, report)
-    with open_writer(db) as store:
+    with unchanged_on_full_disk(db, "nothing was repaired"), open_writer(db) as store:
         return store.repair()
 
 

@@ -8,11 +8,13 @@ such and left as it is.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import UpgradeRequiredError
+from ..errors import DiskFullError, UpgradeRequiredError
 from .app import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
@@ -54,6 +56,24 @@ def open_writer(db: str) -> Store:
         ) from None
 
 
+@contextmanager
+def unchanged_on_full_disk(db: str, undone: str) -> Iterator[None]:
+    """A write of the store `db` that runs out of space (its open, a backup, the write
+    itself: each rolled back) as one `DiskFullError` naming the store and saying what was
+    `undone` ("nothing was decided")."""
+    from ..schema.preflight import is_disk_full
+
+    try:
+        yield
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        raise DiskFullError(
+            f"{parse_target(db).where}: the disk is full; {undone}: the store is as it was. "
+            "Free some space and run it again"
+        ) from None
+
+
 def say(line: str) -> None:
     from rich.text import Text
 
@@ -89,7 +109,7 @@ def approve_command(
     if revise is not None and cancel:
         raise CliError(EXIT_USAGE, "--revise and --cancel are two different verdicts; pick one")
     decided: list[dict[str, object]] = []
-    with open_writer(db) as store:
+    with unchanged_on_full_disk(db, "nothing was decided"), open_writer(db) as store:
         if store.status(run) is None:
             raise CliError(EXIT_NOT_FOUND, f"no run with id {run} in the store")
         if plan:
@@ -139,7 +159,7 @@ def answer_command(
     """Answer a paused run's open question (the oldest, or --id); an answer must be one of the
     question's choices when it offers some."""
     db = in_schema(db, schema)
-    with open_writer(db) as store:
+    with unchanged_on_full_disk(db, "nothing was answered"), open_writer(db) as store:
         if store.status(run) is None:
             raise CliError(EXIT_NOT_FOUND, f"no run with id {run} in the store")
         open_ = [q for q in store.questions(run) if not q.resolved]

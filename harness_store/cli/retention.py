@@ -250,8 +250,9 @@ def report(
 def compact_command(
     db: DbArg, yes: YesOpt = False, as_json: JsonOpt = False, schema: SchemaOpt = None
 ) -> None:
-    """Give the space freed by deletions back: SQLite rewrites the file (VACUUM; writers wait
-    meanwhile), PostgreSQL marks dead rows' space reusable (VACUUM)."""
+    """Give the space freed by deletions back: SQLite a slice at a time, writers waiting for
+    a slice, not the file (a store io-harness made is first rewritten whole, once: VACUUM,
+    writers waiting meanwhile); PostgreSQL marks dead rows' space reusable (VACUUM)."""
     db = in_schema(db, schema)
     from rich.text import Text
 
@@ -264,14 +265,14 @@ def compact_command(
             stderr_console().print(Text("compacting…"))
         try:
             reclaimed = store.compact()
-        except Exception as exc:  # SQLite's VACUUM rolls back when its copy fills the disk
+        except Exception as exc:  # SQLite rolls the slice (or the VACUUM) back when the disk fills
             from ..schema.preflight import is_disk_full
 
             if isinstance(exc, DiskFullError) or not is_disk_full(exc):
                 raise
             raise DiskFullError(
-                f"{parse_target(db).where}: the disk is full; nothing was compacted: the "
-                "store is as it was. Free about the store's size and run the compact again"
+                f"{parse_target(db).where}: the disk is full, so the compact stopped; the store "
+                "keeps every row. Free about the store's size and run the compact again"
             ) from None
         after = store.store_size()
     if as_json:

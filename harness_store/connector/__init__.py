@@ -14,10 +14,11 @@ from ..dialects import Backend, backend_for, backend_named
 from ..engine import make_engine, to_url
 from ..engine import read_only_url as read_only_url_of
 from ..targets import TargetLike
-from .base import BlockState, Connector, Work, translated
+from .base import BlockState, Connector, Work
 from .lent import Lent, lend
 from .pooled import PooledConnector
 from .sqlite import SQLiteConnector
+from .translation import translated
 
 __all__ = [
     "BlockState",

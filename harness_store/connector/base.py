@@ -21,7 +21,8 @@ Store's life (threads take turns on it; concurrent checkpoints share commits),
 `PooledConnector` borrows from the pool and keeps a few driver connections for the hot paths
 (PostgreSQL). `connector_at(target)` is a connector of its own outside any Store (sync's
 destination, a copy's target, the command's look). Driver errors leave as typed
-`StoreError`s, translated here (`typed`) from the backend's error codes.
+`StoreError`s, translated (`typed`) by the one translation (`translation.py`) from the
+backend's error codes.
 
 Inside `transaction()` every call of the same thread (or asyncio task: the open block is
 context-local) joins the one open transaction; a write there runs in its own savepoint.
@@ -30,26 +31,28 @@ context-local) joins the one open transaction; a write there runs in its own sav
 from __future__ import annotations
 
 import copy
-import sqlite3
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.sql import ClauseElement
 
 from ..dialects import Backend
 from ..dialects.base import KEEP_ORPHANS, WRITE_DEADLINE, WRITE_TRANSACTION
 from ..errors import (
+    DiskFullError,
+    StoreClosedError,
     StoreConnectionError,
     StoreError,
     TransactionOpenError,
 )
+from ..targets import where
+from . import translation
 from .driver import DriverStatement
 from .kept import Awaited
 
@@ -176,7 +179,7 @@ class Connector(ABC):
 
     def _check_open(self) -> None:
         if self.closed:
-            raise StoreError("this Store is closed")
+            raise StoreClosedError("this Store is closed")
 
     # --- units and blocks ----------------------------------------------------------------
 
@@ -277,7 +280,7 @@ class Connector(ABC):
                     if not commit:
                         own.rollback()
                     elif write:
-                        self.commit(own.commit)
+                        self.commit(own.commit, own.rollback)
             finally:
                 if orphans:
                     conn.info.pop(KEEP_ORPHANS, None)
@@ -333,7 +336,7 @@ class Connector(ABC):
                     "the transaction was aborted by the server after an error inside the "
                     "block; nothing of it was committed"
                 )
-            self.commit(outer.commit)
+            self.commit(outer.commit, outer.rollback)
 
     @contextmanager
     def outside_transaction(self) -> Iterator[Any]:
@@ -432,14 +435,19 @@ class Connector(ABC):
 
     # --- errors --------------------------------------------------------------------------
 
-    def commit(self, commit: Callable[[], Any]) -> None:
-        """Run a write transaction's COMMIT (`commit`). A connection lost now cannot say
-        whether the server received COMMIT and kept the write: it leaves as
-        `StoreConnectionError` with `may_have_committed` True, so no caller retries a write
-        the server may hold. Any other error leaves as it is."""
+    def commit(self, commit: Callable[[], Any], rollback: Callable[[], Any] | None = None) -> None:
+        """Run a write transaction's COMMIT (`commit`). A connection lost now cannot say whether
+        the server received COMMIT and kept the write: it leaves as `StoreConnectionError` with
+        `may_have_committed` True, so no caller retries a write the server may hold. Any other
+        error leaves as it is, the transaction ended first (`rollback`): a COMMIT SQLite refuses
+        (a full disk) leaves SQLAlchemy's transaction open, and the connection would refuse
+        every later call of the Store."""
         try:
             commit()
         except Exception as exc:
+            if rollback is not None:
+                with suppress(Exception):
+                    rollback()
             typed = self.typed(exc)
             if not isinstance(typed, StoreConnectionError):
                 raise
@@ -488,15 +496,12 @@ class Connector(ABC):
         self.raise_typed(exc, may_have_committed=may_have_committed, connection_intact=intact)
 
     def typed(self, exc: Exception, *, connection_intact: bool | None = None) -> StoreError | None:
-        """The `StoreError` for a database error, or None for an error that is not one."""
-        typed = translated(self.backend, exc, connection_intact=connection_intact)
-        if typed is not None:
-            return typed
-        orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
-        database_error = isinstance(exc, SQLAlchemyError | sqlite3.Error | UnicodeEncodeError)
-        if database_error or type(exc).__module__.startswith("psycopg"):
-            return StoreError(f"{type(orig).__name__}: {orig}")
-        return None
+        """The `StoreError` for a database error, or None for an error that is not one (the
+        one translation, `translation.typed`), a full disk named by the store whose disk it is."""
+        typed = translation.typed(self.backend, exc, connection_intact=connection_intact)
+        if isinstance(typed, DiskFullError):
+            return DiskFullError(f"{where(self.url)}: {typed}")
+        return typed
 
     def error_of(self, exc: Exception, *, interrupted: Exception | None = None) -> BaseException:
         """A caller's own error for `exc` raised while its write was committed by any thread
@@ -512,25 +517,3 @@ class Connector(ABC):
         if interrupted is not None:
             return interrupted
         return StoreError(f"not committed: {type(exc).__name__}: {exc}")
-
-
-def translated(
-    backend: Backend, exc: BaseException, *, connection_intact: bool | None = None
-) -> StoreError | None:
-    """The typed `StoreError` the backend's error code (SQLite's result code, PostgreSQL's
-    SQLSTATE) of a driver error names, or None: the one translation of the package's database
-    errors (a SQLAlchemy error is translated by its driver error).
-
-    Where the code says nothing (psycopg's `OperationalError` without SQLSTATE: no answer of
-    the server's), the connection's state does: `connection_intact` when the caller ran the
-    statement on the driver itself; for a SQLAlchemy error raised by a statement, whether
-    SQLAlchemy found its connection lost (`connection_invalidated`, from the driver's own
-    closed and broken flags); otherwise unknown, taken as lost."""
-    orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig else exc
-    if connection_intact is None:
-        connection_intact = (
-            isinstance(exc, DBAPIError)
-            and exc.statement is not None
-            and not exc.connection_invalidated
-        )
-    return backend.translate_error(orig, connection_intact=connection_intact)

@@ -96,7 +96,7 @@ class PooledConnector(Connector):
                 pooled.rollback()
                 raise
             if write:
-                self.commit(pooled.commit)
+                self.commit(pooled.commit, pooled.rollback)
             else:
                 pooled.commit()
 

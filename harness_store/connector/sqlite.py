@@ -14,7 +14,7 @@ from sqlalchemy.engine import URL
 
 from ..dialects import Backend
 from ..dialects.sqlite_text import read_tables, undecodable
-from ..errors import StoreError, TransactionOpenError
+from ..errors import StoreClosedError, StoreError, TransactionOpenError
 from .base import INHERITED, Connector, Work
 from .driver import LATE_ROUNDS, execute_call, execute_together
 from .group import Call, GroupCommit
@@ -126,7 +126,7 @@ class SQLiteConnector(Connector):
             return
         with self._lock:
             if self._held is None:
-                raise StoreError("this Store is closed")
+                raise StoreClosedError("this Store is closed")
             self._see_writers()
             self._queue.settle(self.raw)
             yield self._held
@@ -150,7 +150,7 @@ class SQLiteConnector(Connector):
         with self._lock:
             raw = self.raw
             if raw is None:
-                raise StoreError("this Store is closed")
+                raise StoreClosedError("this Store is closed")
             if not write:
                 self._see_writers()
                 raw = self.raw
@@ -165,7 +165,7 @@ class SQLiteConnector(Connector):
                 raise
             finally:
                 self._queue.end()
-            raw.commit()
+            self.commit(raw.commit, raw.rollback)
 
     def run_driver(self, work: Work, *, many: bool = False) -> None:
         """Outside a block, concurrent callers are committed together (group commit)."""
@@ -188,7 +188,7 @@ class SQLiteConnector(Connector):
             cursor = self._cursor
             if cursor is None or self.closed:
                 for call in calls:
-                    call.error = StoreError("this Store is closed")
+                    call.error = StoreClosedError("this Store is closed")
                 return
             queue = self._queue
             try:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, ClassVar
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, Engine, Select, Table, TableClause, inspect
+from sqlalchemy import Connection, Engine, Select, Table, TableClause, bindparam, inspect
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ClauseElement
@@ -24,11 +24,10 @@ from sqlalchemy.sql.selectable import Join
 
 from ..arrow.one_of import OneOf
 from ..errors import StatementRefusedError, StoreError
+from ..records.accounting import USAGE_SUMS
+from .registry import register
 
-SPEND_WATCHED = (
-    "run_id", "model", "at", "prompt_tokens", "completion_tokens", "total_tokens",
-    "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "server_tool_requests",
-)  # fmt: skip
+SPEND_WATCHED = ("run_id", "model", "at", *USAGE_SUMS)
 """The `provider_calls` columns a spend group or its cost depends on: an update of any of them
 bumps the group's counters (0.58's archive empties `failure`, which does not)."""
 
@@ -51,6 +50,11 @@ tool that left foreign keys off) unchanged."""
 WRITE_DEADLINE = "hs_write_deadline"
 """`Connection.info` key: the `time.monotonic()` by which the next write transaction must have
 begun (set from the queue's turn, so that one busy timeout bounds the queue and the lock)."""
+
+FORMAT_TABLE = "harness_user_version"
+"""The table a backend without a header field for the checkpoint-format marker keeps it in
+(PostgreSQL's stand-in for `PRAGMA user_version`: one row, one INTEGER), which a copy and a
+check leave out of the store's own tables whatever the backend."""
 
 BULK_BATCH = 5000
 """Rows per `executemany` of the default `Backend.bulk_insert`."""
@@ -212,6 +216,12 @@ class Backend(ABC):
     statement_parameters: ClassVar[int | None] = None
     """The most parameters the driver sends in one statement (None: no limit the package
     meets)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that names its backend is registered under that name (`registry`)."""
+        super().__init_subclass__(**kwargs)
+        if "name" in vars(cls):
+            register(cls)
 
     @abstractmethod
     def engine_options(
@@ -389,12 +399,11 @@ class Backend(ABC):
         transaction; a backend that can do both in one atomic statement returns that."""
         return [insert_step, insert_event]
 
-    def bulk_checkpoint_sql(
-        self, steps: Table, columns: Sequence[str], events: Table
-    ) -> str | None:
+    def bulk_checkpoint_sql(self, insert_step: Insert, insert_event: Insert) -> str | None:
         """One statement that checkpoints a whole batch of one run's steps from column arrays
-        (parameters: `run_id`, and a list per name in `columns`, in batch order), or None when
-        `executemany` of `checkpoint_writes` is this backend's fastest way."""
+        (parameters: `run_id`, and a list per other parameter of `insert_step`, in batch
+        order), made of the checkpoint's own two INSERTs (their tables and columns), or None
+        when `executemany` of `checkpoint_writes` is this backend's fastest way."""
         return None
 
     def foreign_keys_back(self, conn: Connection) -> None:  # noqa: B027 - none by default
@@ -424,6 +433,22 @@ class Backend(ABC):
         """Run `VACUUM` on a driver connection with no transaction open (it cannot run in
         one) — `Store.compact`."""
         dbapi_connection.execute("VACUUM")
+
+    def vacuums_in_slices(self, dbapi_connection: Any) -> bool:
+        """Whether the store gives its free space back a slice at a time (`vacuum_slice`),
+        each its own short transaction; else `vacuum` does it in one. Never here."""
+        return False
+
+    def vacuum_slice(self, dbapi_connection: Any, pages: int) -> int:
+        """Give back at most `pages` free pages in one transaction (its own, on a driver
+        connection with none open); the free pages left. Only where `vacuums_in_slices`."""
+        raise NotImplementedError
+
+    def before_first_table(self, conn: Connection) -> None:
+        """What a new store is set to before the transaction that builds it, in a read
+        transaction of its own (SQLite: incremental auto-vacuum, which only a file not yet
+        written can take without a rewrite). Nothing here."""
+        return None
 
     @abstractmethod
     def spend_triggers_sql(self) -> list[str]:
@@ -468,6 +493,61 @@ class Backend(ABC):
                 batch = []
         if batch:
             conn.execute(statement, batch)
+
+    def insert_returning_ids(
+        self, conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
+    ) -> list[int]:
+        """Insert `rows` (all with the same columns, no id) in the connection's transaction
+        and return each one's new id, in the order given (sync's state tables, whose new ids
+        its id maps learn).
+
+        Here one multi-row `INSERT … RETURNING` per batch: RETURNING does not promise its
+        order, and these tables' nullable upstream-shaped ids cannot serve SQLAlchemy as an
+        ordering sentinel, so each returned id comes back with the values it was inserted
+        with and is matched to them; rows with equal values are interchangeable, so any
+        matching among them is right."""
+        if not rows:
+            return []
+        columns = list(rows[0])
+        statement = table.insert().returning(table.c.id, *(table.c[c] for c in columns))
+        waiting: dict[tuple[Any, ...], list[int]] = {}
+        for returned in conn.execute(statement, list(rows)):
+            waiting.setdefault(tuple(returned[1:]), []).append(int(returned[0]))
+        return [waiting[tuple(row[c] for c in columns)].pop() for row in rows]
+
+    def update_rows(
+        self,
+        conn: Connection,
+        table: Table,
+        keys: Sequence[str],
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> None:
+        """Set `columns` of many rows of `table`, each found by its `keys` columns: each of
+        `rows` holds the keys' values, then the columns' (sync's links to rows sent after
+        their own, its id maps). Here one UPDATE executed for the batch of rows."""
+        if not rows:
+            return
+        names = [*(f"k{at}" for at in range(len(keys))), *(f"v{at}" for at in range(len(columns)))]
+        statement = (
+            table.update()
+            .where(*(table.c[key] == bindparam(f"k{at}") for at, key in enumerate(keys)))
+            .values({column: bindparam(f"v{at}") for at, column in enumerate(columns)})
+        )
+        conn.execute(statement, [dict(zip(names, row, strict=True)) for row in rows])
+
+    def delete_rows(
+        self, conn: Connection, table: Table, keys: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """Delete many rows of `table`, each found by the values of its `keys` columns (sync's
+        id maps of rows gone). Here one DELETE executed for the batch of rows."""
+        if not rows:
+            return
+        names = [f"k{at}" for at in range(len(keys))]
+        statement = table.delete().where(
+            *(table.c[key] == bindparam(name) for key, name in zip(keys, names, strict=True))
+        )
+        conn.execute(statement, [dict(zip(names, row, strict=True)) for row in rows])
 
     def integrity_problems(self, conn: Connection) -> list[str]:
         """What the database's own consistency check of its files says is wrong (`Store.check`);
@@ -515,3 +595,70 @@ class Backend(ABC):
     @abstractmethod
     def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:
         """The names of the triggers on `table` the store's owner created (`Store.check`)."""
+
+    # What neutral code asks of a store's backend rather than importing a backend's module
+    # (the registry finds the backend by name): a URL's in-memory database, a PostgreSQL
+    # schema of its own, the roles' rules, non-UTF-8 text. The defaults are what a backend
+    # without the feature answers.
+
+    own_triggers: ClassVar[frozenset[str]] = frozenset()
+    """Triggers the package's own rules put on tables (a PostgreSQL centre's roles), which a
+    schema check expects beside upstream's."""
+
+    def is_memory(self, url: URL) -> bool:
+        """Whether the URL names an in-memory database (nothing on disk)."""
+        return False
+
+    def own_schema_of(self, url: URL) -> str | None:
+        """The schema of its own `url`'s connections work in (as written, unchecked), else
+        None (always None on a backend without schemas)."""
+        return None
+
+    def with_own_schema(self, url: URL, schema: str) -> URL:
+        """`url` whose connections work in `schema` (a checked name); only a backend with
+        schemas is ever given one (`targets.checked_schema` refuses the others)."""
+        raise NotImplementedError(f"{self.name} has no schemas")
+
+    def create_own_schema(self, conn: Connection, schema: str) -> bool:
+        """Create `schema` (a checked name) unless it exists; whether it was created."""
+        raise NotImplementedError(f"{self.name} has no schemas")
+
+    def work_in_own_schema(self, conn: Connection, schema: str) -> None:
+        """Make `schema` the whole `search_path` of `conn`'s open transaction."""
+        raise NotImplementedError(f"{self.name} has no schemas")
+
+    def own_schema_script(self, schema: str) -> list[str]:
+        """What an offline script for a store in `schema` runs first, in its transaction."""
+        raise NotImplementedError(f"{self.name} has no schemas")
+
+    def search_path(self, conn: Connection) -> str:
+        """The `search_path` `conn` works with ("" on a backend without schemas)."""
+        return ""
+
+    def database_exists(self, conn: Connection, name: str) -> bool:
+        """Whether the server `conn` is connected to has a database called `name` (a
+        backend without a server has only its own)."""
+        return True
+
+    def keep_rules(self, conn: Connection) -> None:  # noqa: B027 - no rules by default
+        """After an upgrade or a new sync table, in its transaction: bring the roles' rules
+        up to date where the store has roles (a PostgreSQL centre); nothing elsewhere."""
+
+    def texts_not_utf8(
+        self,
+        conn: Connection,
+        table: Table,
+        columns: Sequence[Any],
+        *,
+        where: Any = None,
+        also: Sequence[Any] = (),
+    ) -> Iterator[Any]:
+        """Every text among `columns` of `table`'s rows (`where`) whose bytes are not UTF-8,
+        as `(key, column, raw, start)` with `also`'s values before the key; none on a
+        backend whose text is always UTF-8."""
+        return iter(())
+
+    def tolerant(self, conn: Connection) -> AbstractContextManager[None]:
+        """Within the body, `conn` reads a text whose bytes are not UTF-8 instead of failing
+        the whole read (SQLite); nothing to change where text is always UTF-8."""
+        return nullcontext()

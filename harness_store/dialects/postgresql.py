@@ -12,16 +12,17 @@ import itertools
 import select
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, Table, event, inspect, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
 from ..errors import (
+    DiskFullError,
     IntegerOverflowError,
     InvalidValueError,
     OriginOfAnotherRoleError,
@@ -32,12 +33,11 @@ from ..errors import (
     StoreConnectionError,
     StoreError,
     StoreLockedError,
+    UnansweredError,
 )
-from .base import SPEND_DAY, SPEND_MODEL, SPEND_WATCHED, Backend
-from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE
-
-FORMAT_TABLE = "harness_user_version"
-"""PostgreSQL's stand-in for `PRAGMA user_version`: one row, one INTEGER."""
+from ..sqldefaults import NOW, STAMP_OF
+from .base import FORMAT_TABLE, SPEND_DAY, SPEND_MODEL, SPEND_WATCHED, Backend
+from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE, ROLE_TRIGGERS, keep_rules
 
 UPGRADE_LOCK = (0x68735F75, 1)
 """The transaction-scoped advisory lock (two-key form) that serialises upgrades of one
@@ -53,12 +53,24 @@ READ_ONLY_STATE = "25006"
 FEW_ROWS = 500
 """Bulk rows into a table under row-level security up to which a plain INSERT batch costs less
 than a temporary table and INSERT … SELECT."""
+NEW_IDS = (
+    "SELECT nextval(q.s) FROM (SELECT pg_get_serial_sequence(%s, 'id')::regclass AS s) AS q, "
+    "generate_series(1, %s)"
+)
+"""Ids for as many new rows of a table (its name, the count), from its `id` column's sequence,
+taken in one statement before the rows are written."""
 PRIVILEGE_STATE = "42501"
 """insufficient_privilege: a grant or a row-level security policy refused the statement."""
 FOREIGN_KEY_STATE = "23503"
 OUT_OF_RANGE_STATE = "22003"
 """numeric_value_out_of_range: a BIGINT sum or cast past 64 bits."""
 STEPS_RUN_FKEY = "steps_run_id_fkey"
+LOGIN_CLASSES = frozenset({"28"})
+"""Class 28: invalid_authorization_specification (a role or password the server refused)."""
+NO_DATABASE_STATE = "3D000"
+"""invalid_catalog_name: a database that does not exist."""
+DISK_FULL_STATE = "53100"
+"""disk_full."""
 LOST_CLASSES = frozenset({"08"})
 """Class 08: connection exceptions."""
 LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
@@ -85,8 +97,8 @@ ASYNC_PING_AFTER = PING_AFTER
 USED = "hs_used"
 """Pool record `info` key: when the connection was last given back (`time.monotonic()`)."""
 
-CLOCK = "clock_timestamp()"
-STAMP = "to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+CLOCK = NOW["postgresql"]
+STAMP = STAMP_OF["postgresql"]
 
 
 SEARCH_PATH = "-csearch_path="
@@ -114,19 +126,28 @@ def own_schema_of(url: URL) -> str | None:
     return found[-1] if found else None
 
 
+def sqlstate_of(exc: BaseException) -> str | None:
+    """The SQLSTATE of a psycopg error (None for any other error, or one without): the one
+    reader of a PostgreSQL error's code, which the translation reads (`translate_error`)."""
+    state = getattr(exc, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
 def create_own_schema(conn: Connection, schema: str) -> bool:
     """Create `schema` (a checked name) unless it exists, by the connected role, which then
     owns it; whether it was created. Looked up first: `CREATE SCHEMA IF NOT EXISTS` needs
-    the right to create schemas even when it has nothing to do."""
+    the right to create schemas even when it has nothing to do. A role that may not create
+    it gets the translation's `PrivilegeError`, saying what to grant."""
     exists = text("SELECT 1 FROM pg_namespace WHERE nspname = :name")
     if conn.execute(exists, {"name": schema}).first() is not None:
         return False
     try:
         conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {schema}"))
-    except DBAPIError as exc:
-        if getattr(exc.orig, "sqlstate", None) != PRIVILEGE_STATE:
+    except Exception as exc:
+        refused = PostgreSQLBackend().translate_error(exc)
+        if not isinstance(refused, PrivilegeError):
             raise
-        raise StoreAccessError(
+        raise PrivilegeError(
             f"the store's schema {schema} does not exist, and this role may not create it: "
             f"grant it CREATE ON DATABASE {conn.engine.url.database} for the first upgrade, "
             f"or create the schema beforehand (CREATE SCHEMA {schema} AUTHORIZATION …); "
@@ -176,6 +197,31 @@ class PostgreSQLBackend(Backend):
     loop_ping_after = ASYNC_PING_AFTER
     statement_parameters = 65_535
     """libpq's protocol: a statement's parameter count is a 16-bit number."""
+    own_triggers = ROLE_TRIGGERS
+
+    def own_schema_of(self, url: URL) -> str | None:
+        return own_schema_of(url)
+
+    def with_own_schema(self, url: URL, schema: str) -> URL:
+        return with_own_schema(url, schema)
+
+    def create_own_schema(self, conn: Connection, schema: str) -> bool:
+        return create_own_schema(conn, schema)
+
+    def work_in_own_schema(self, conn: Connection, schema: str) -> None:
+        work_in_own_schema(conn, schema)
+
+    def own_schema_script(self, schema: str) -> list[str]:
+        return own_schema_script(schema)
+
+    def search_path(self, conn: Connection) -> str:
+        return search_path(conn)
+
+    def database_exists(self, conn: Connection, name: str) -> bool:
+        return database_exists(conn, name)
+
+    def keep_rules(self, conn: Connection) -> None:
+        keep_rules(conn)
 
     def engine_options(
         self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None
@@ -268,13 +314,13 @@ class PostgreSQLBackend(Backend):
         COMMIT."""
         return [insert_event.add_cte(insert_step.cte("step_row"))]
 
-    def bulk_checkpoint_sql(
-        self, steps: Table, columns: Sequence[str], events: Table
-    ) -> str | None:
+    def bulk_checkpoint_sql(self, insert_step: Insert, insert_event: Insert) -> str | None:
         """The batch as one array per column, unnested server-side `WITH ORDINALITY` so ids
         follow the batch order: one statement and one round trip for thousands of steps,
         where `executemany` sends a statement per row. The arrays travel in binary (`%b`):
         the text format would quote-scan every element on the client."""
+        steps, events = cast(Table, insert_step.table), cast(Table, insert_event.table)
+        columns = [name for name in insert_step.compile().params if name != "run_id"]
         arrays = ", ".join(f"%({c})b::{steps.c[c].type.compile()}[]" for c in columns)
         names = ", ".join(columns)
         return (
@@ -330,44 +376,50 @@ class PostgreSQLBackend(Backend):
     ) -> StoreError | None:
         """From psycopg's SQLSTATE (and the violated constraint's name), its error type and
         the connection's state, never its message. An `OperationalError` without SQLSTATE is
-        no answer of the server's: a lost connection, unless the connection is still intact
-        (`connection_intact`), when libpq refused to send the statement (more than 65,535
-        parameters)."""
+        no answer of the server's (`UnansweredError`: lost, or never made when no server
+        process ever served it), unless the connection is still intact (`connection_intact`),
+        when libpq refused to send the statement (more than 65,535 parameters)."""
         exc = getattr(exc, "orig", None) or exc  # a SQLAlchemy error: its driver error
         if not type(exc).__module__.startswith("psycopg"):
             return None
-        sqlstate: str | None = getattr(exc, "sqlstate", None)
+        code = sqlstate_of(exc)
         message = str(exc)
-        if sqlstate in LOCKED_STATES:
+        if code in LOCKED_STATES:
             return StoreLockedError(f"the store stayed locked by another writer: {message}")
-        if sqlstate == READ_ONLY_STATE:
+        if code == READ_ONLY_STATE:
             return StoreAccessError(f"the store was opened read-only: {message}")
-        if sqlstate == ORIGIN_OF_ANOTHER_ROLE:  # the roles' guard trigger
+        if code == ORIGIN_OF_ANOTHER_ROLE:  # the roles' guard trigger
             said = getattr(getattr(exc, "diag", None), "message_primary", None)
             return OriginOfAnotherRoleError(said or message)
-        if sqlstate == PRIVILEGE_STATE:
+        if code == PRIVILEGE_STATE:
             return PrivilegeError(f"the centre's rules refused it: {message}")
-        if sqlstate == OUT_OF_RANGE_STATE:
+        if code is not None and (code[:2] in LOGIN_CLASSES or code == NO_DATABASE_STATE):
+            return StoreAccessError(f"the server refused the role or database: {message}")
+        if code == OUT_OF_RANGE_STATE:
             return IntegerOverflowError(f"integer overflow: {message}")
-        if sqlstate == FOREIGN_KEY_STATE:
+        if code == DISK_FULL_STATE:
+            return DiskFullError(
+                f"the disk is full ({message.splitlines()[0]}); the write was rolled back"
+            )
+        if code == FOREIGN_KEY_STATE:
             constraint = getattr(getattr(exc, "diag", None), "constraint_name", None)
             if constraint == STEPS_RUN_FKEY:
                 return RunNotFoundError(
                     "a step names a run that is not in the store (steps.run_id REFERENCES "
                     f"runs(id), as upstream): {message}"
                 )
-        lost = sqlstate is None and type(exc).__name__ == "OperationalError"
-        if lost and connection_intact:
+        unanswered = code is None and type(exc).__name__ == "OperationalError"
+        if unanswered and connection_intact:
             return StatementRefusedError(
                 f"the driver refused the statement before sending it; nothing changed: {message}"
             )
-        if lost and getattr(getattr(exc, "pgconn", None), "backend_pid", None) == 0:
+        if unanswered and getattr(getattr(exc, "pgconn", None), "backend_pid", None) == 0:
             # no server process ever served it: a connection refused at its start (an
             # unknown role, a failed login), said with the server's own reason
-            return StoreConnectionError(f"could not connect to the server: {message}")
-        if lost or (sqlstate is not None and sqlstate[:2] in LOST_CLASSES):
-            return StoreConnectionError(f"the connection to the server was lost: {message}")
-        if sqlstate in LOST_STATES:
+            return UnansweredError(f"could not connect to the server: {message}", connecting=True)
+        if unanswered:
+            return UnansweredError(f"the connection to the server was lost: {message}")
+        if code is not None and (code[:2] in LOST_CLASSES or code in LOST_STATES):
             return StoreConnectionError(f"the connection to the server was lost: {message}")
         return None
 
@@ -570,6 +622,59 @@ class PostgreSQLBackend(Backend):
                 cursor.execute(f'INSERT INTO "{table.name}" ({names}) SELECT {names} FROM {into}')
                 cursor.execute(f"DELETE FROM {into}")
 
+    def insert_returning_ids(
+        self, conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
+    ) -> list[int]:
+        """The ids taken from the table's sequence first, all in one statement, then the rows
+        written with them by `bulk_insert` (one COPY): two round trips for any number of
+        rows, and no RETURNING to match back."""
+        if not rows:
+            return []
+        ids = [
+            int(i) for i in conn.exec_driver_sql(NEW_IDS, (f'"{table.name}"', len(rows))).scalars()
+        ]
+        columns = list(rows[0])
+        self.bulk_insert(
+            conn,
+            table,
+            ["id", *columns],
+            ((i, *(row[c] for c in columns)) for i, row in zip(ids, rows, strict=True)),
+        )
+        return ids
+
+    def update_rows(
+        self,
+        conn: Connection,
+        table: Table,
+        keys: Sequence[str],
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> None:
+        """One UPDATE for all of `rows`, joined to them as arrays (`unnest`): one statement
+        whatever their number, not one per row. Of rows with the same keys the last is
+        written, as by statements run in turn."""
+        if not rows:
+            return
+        rows = list({tuple(row[: len(keys)]): row for row in rows}.values())
+        given, found = _unnested(conn, table, [*keys, *columns], len(keys))
+        sets = ", ".join(f'"{c}" = u.v{at}' for at, c in enumerate(columns))
+        conn.exec_driver_sql(
+            f'UPDATE "{table.name}" AS t SET {sets} FROM {given} WHERE {found}',
+            tuple(list(values) for values in zip(*rows, strict=True)),
+        )
+
+    def delete_rows(
+        self, conn: Connection, table: Table, keys: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """One DELETE for all of `rows`, joined to them as arrays (`unnest`)."""
+        if not rows:
+            return
+        given, found = _unnested(conn, table, keys, len(keys))
+        conn.exec_driver_sql(
+            f'DELETE FROM "{table.name}" AS t USING {given} WHERE {found}',
+            tuple(list(values) for values in zip(*rows, strict=True)),
+        )
+
     def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:
         """User triggers on `table` in the current schema (not the internal ones behind
         constraints)."""
@@ -591,3 +696,13 @@ def _bulk_table(cursor: Any, table: str, names: str) -> str:
         f'CREATE TEMPORARY TABLE IF NOT EXISTS {name} AS SELECT {names} FROM "{table}" WITH NO DATA'
     )
     return f"pg_temp.{name}"
+
+
+def _unnested(conn: Connection, table: Table, columns: Sequence[str], keys: int) -> tuple[str, str]:
+    """The rows given as one array parameter per column of `columns` (each of the column's
+    own type), unnested as `u` (`k0…` for the first `keys` columns, `v0…` for the rest), and
+    the condition joining the table as `t` to them on those keys."""
+    names = [f"k{at}" if at < keys else f"v{at - keys}" for at in range(len(columns))]
+    arrays = ", ".join(f"%s::{table.c[c].type.compile(dialect=conn.dialect)}[]" for c in columns)
+    found = " AND ".join(f't."{c}" = u.{n}' for c, n in zip(columns[:keys], names, strict=False))
+    return f"unnest({arrays}) AS u({', '.join(names)})", found

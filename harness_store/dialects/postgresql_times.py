@@ -14,8 +14,8 @@ microsecond), `Z` or a `±HH[:]MM` offset, none meaning UTC — and gives NULL f
 so one bad value never fails a query over a table. It parses explicitly, never through
 PostgreSQL's own text-to-timestamptz cast, which reads an offset-less stamp in the session's
 TimeZone: the result depends on its argument alone, so the function is IMMUTABLE and an
-expression index or a generated column may use it. Only ASCII digits are digits here (Python's
-`\\d`, which `Stamp` uses, also takes other scripts' digits; no store holds those).
+expression index or a generated column may use it. Only ASCII digits are digits here, as in
+`Stamp` (no store holds another script's digits).
 
 Views, not generated columns: a generated column changes upstream's tables (which `copy`,
 `sync`, detection and `alembic check` compare with upstream's shape, and which `COPY` would

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from sqlalchemy.sql.dml import Insert
 
 from ..errors import (
     DamagedStoreError,
+    DiskFullError,
     InvalidValueError,
     NotADatabaseError,
     RunNotFoundError,
@@ -31,7 +33,8 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
-from ..formats import BUSY_TIMEOUT_SECONDS
+from ..formats import BUSY_TIMEOUT_SECONDS, is_number
+from ..sqldefaults import NOW, stamp_now_sql
 from .base import (
     KEEP_ORPHANS,
     SPEND_DAY,
@@ -48,6 +51,8 @@ from .sqlite_codes import (
     SQLITE_CANTOPEN,
     SQLITE_CONSTRAINT_FOREIGNKEY,
     SQLITE_CORRUPT,
+    SQLITE_FULL,
+    SQLITE_IOERR_SHMSIZE,
     SQLITE_LOCKED,
     SQLITE_NOTADB,
     SQLITE_READONLY,
@@ -55,10 +60,12 @@ from .sqlite_codes import (
 )
 from .sqlite_queue import SQLiteWriteQueue, begin_immediate
 from .sqlite_text import install as install_text_look
+from .sqlite_text import texts_not_utf8 as texts_not_utf8_of
+from .sqlite_text import tolerant as tolerant_of
 from .still import file_uri, install_still_reads, names_uri, still_read_outdated
 
-WRITE = WRITE_TRANSACTION
-"""The old name of `dialects.base.WRITE_TRANSACTION` (kept while `store/base.py` imports it)."""
+CLOCK = NOW["sqlite"]
+"""SQLite's SQL now, as its date functions take it."""
 
 SYNCHRONOUS = ("off", "normal", "full", "extra")
 
@@ -87,11 +94,16 @@ def check_busy_timeout(seconds: float | None) -> float:
     """The busy timeout in seconds: upstream's 5 s unless given, a finite number ≥ 0."""
     if seconds is None:
         return BUSY_TIMEOUT_SECONDS
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+    if not is_number(seconds) or not seconds >= 0:
         raise InvalidValueError(f"busy_timeout must be a number of seconds ≥ 0, not {seconds!r}")
     if seconds != seconds or seconds == float("inf"):
         raise InvalidValueError(f"busy_timeout must be finite, not {seconds!r}")
     return float(seconds)
+
+
+INCREMENTAL_VACUUM = 2
+"""`PRAGMA auto_vacuum`'s incremental mode: the file keeps the pointer maps that let
+`incremental_vacuum` give free pages back a few at a time (io-harness opens such a file as any)."""
 
 
 class SQLiteBackend(Backend):
@@ -176,15 +188,15 @@ class SQLiteBackend(Backend):
                 cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
 
     def now(self) -> str:
-        return "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
+        return stamp_now_sql("sqlite")
 
     def seconds_since(self, column: str) -> str:
-        return f"(julianday('now') - julianday({column})) * 86400.0"
+        return f"(julianday({CLOCK}) - julianday({column})) * 86400.0"
 
     def finish_clock(self) -> str:
         return (
-            "SELECT strftime('%Y-%m-%dT%H:%M:%fZ','now'), "
-            "(julianday('now') - julianday(started_at)) * 86400000.0 "
+            f"SELECT {stamp_now_sql('sqlite')}, "
+            f"(julianday({CLOCK}) - julianday(started_at)) * 86400000.0 "
             "FROM runs WHERE id = :run_id"
         )
 
@@ -285,6 +297,8 @@ class SQLiteBackend(Backend):
             return StoreAccessError(f"cannot open the database file: {message}")
         if primary == SQLITE_NOTADB:
             return NotADatabaseError(f"not a SQLite database: {message}")
+        if primary == SQLITE_FULL or code == SQLITE_IOERR_SHMSIZE:
+            return DiskFullError(f"the disk is full ({message}); the write was rolled back")
         if primary == SQLITE_CORRUPT:
             return DamagedStoreError(
                 f"the store's file is damaged ({message}); the read stopped there and nothing "
@@ -298,6 +312,26 @@ class SQLiteBackend(Backend):
 
     def begin_write_sql(self) -> str | None:
         return "BEGIN IMMEDIATE"
+
+    def vacuum(self, dbapi_connection: Any) -> None:
+        """A store not yet in incremental auto-vacuum (one io-harness made): switched to it by
+        the one `VACUUM` that rewrites the whole file, so every later compact is in slices."""
+        dbapi_connection.execute(f"PRAGMA auto_vacuum = {INCREMENTAL_VACUUM}")
+        dbapi_connection.execute("VACUUM")
+
+    def vacuums_in_slices(self, dbapi_connection: Any) -> bool:
+        mode = dbapi_connection.execute("PRAGMA auto_vacuum").fetchone()[0]
+        return int(mode) == INCREMENTAL_VACUUM
+
+    def vacuum_slice(self, dbapi_connection: Any, pages: int) -> int:
+        """`PRAGMA incremental_vacuum(pages)`, its own write transaction: moves at most
+        `pages` pages from the file's end into free ones and truncates the file by them. Run as
+        a script: the driver's `execute` steps it once, which frees one page."""
+        dbapi_connection.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+        return int(dbapi_connection.execute("PRAGMA freelist_count").fetchone()[0])
+
+    def before_first_table(self, conn: Connection) -> None:
+        conn.exec_driver_sql(f"PRAGMA auto_vacuum = {INCREMENTAL_VACUUM}")
 
     def footprint(self, conn: Connection) -> tuple[int, int, list[tuple[str, int]]]:
         """Pages in use and on the freelist, and pages per b-tree from `dbstat` (as upstream;
@@ -369,3 +403,20 @@ class SQLiteBackend(Backend):
             "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?", (table,)
         ).scalars()
         return frozenset(str(name) for name in rows)
+
+    def is_memory(self, url: URL) -> bool:
+        return is_memory(url)
+
+    def texts_not_utf8(
+        self,
+        conn: Connection,
+        table: Table,
+        columns: Sequence[Any],
+        *,
+        where: Any = None,
+        also: Sequence[Any] = (),
+    ) -> Iterator[Any]:
+        return texts_not_utf8_of(conn, table, columns, where=where, also=also)
+
+    def tolerant(self, conn: Connection) -> AbstractContextManager[None]:
+        return tolerant_of(conn)

@@ -23,6 +23,8 @@ SQLITE_NOTADB = 26
 SQLITE_READONLY_ROLLBACK = SQLITE_READONLY | (3 << 8)
 """The extended code a read-only connection gets when a hot journal needs rolling back."""
 SQLITE_CONSTRAINT_FOREIGNKEY = 787
+SQLITE_IOERR_SHMSIZE = SQLITE_IOERR | (19 << 8)
+"""No room to extend the WAL's shared-memory file (a full disk, where it lives)."""
 
 
 def error_code(exc: BaseException) -> int | None:

@@ -16,19 +16,9 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Column, MetaData, Table, Text
 
-SPEND_METADATA = MetaData()
+from ..records.accounting import USAGE_SUMS as USAGE_SUMS
 
-USAGE_SUMS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "server_tool_requests",
-)
-"""The usage counters, in `Usage`'s field order: `provider_calls`' columns and the sums a
-kept answer holds (one list for the models, the Store's SQL, the benchmark and the tests)."""
+SPEND_METADATA = MetaData()
 
 
 def _priced(*key: Column[Any]) -> tuple[Column[Any], ...]:

@@ -9,8 +9,11 @@ root run), so a second export sends the same spans.
 
 from __future__ import annotations
 
-from .exporter import ExportReport, export, follow, since_stamp, traces_url
+from .endpoint import traces_url
+from .exporter import export, since_stamp
+from .follow import follow
 from .mapping import SEMCONV_VERSION, SpanIds
+from .sender import ExportReport
 
 __all__ = [
     "SEMCONV_VERSION",

@@ -1,6 +1,7 @@
 """Sending a store's runs to an OTLP/HTTP receiver: the walk over the store (a page of runs at
-a time, one run's rows at a time, so memory stays flat as the store grows), the batches handed
-to the OpenTelemetry SDK's OTLP exporter, and the follow loop over the event stream.
+a time, one run's rows at a time, so memory stays flat as the store grows) and each run's
+spans handed to the sender (`sender`), which posts them in bounded requests. Shipping runs as
+they finish is `follow`.
 
 An export only reads: the store is opened by the caller, and nothing is written to it.
 """
@@ -8,38 +9,20 @@ An export only reads: the store is opened by the caller, and nothing is written 
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import metadata
-from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import ReadableSpan
-
-from ..errors import ExportError, InvalidValueError, RunNotFoundError, StoreConnectionError
+from ..errors import RunNotFoundError
 from ..records import PriceTable, RunStatus
 from ..records.runs import FINISHED_STATUSES
 from ..stamps import Stamp
 from ..store import Store
 from ..store.export_reads import RUN_PAGE, RunRows, SpanProviderCall, SpanRun
+from .endpoint import shown_url, traces_url
 from .mapping import EVENT_BYTES_PER_SPAN, MappingOptions, RunSpans, SpanIds, resource, scope
-from .transport import MAX_WAIT, BatchFailed, Failure, Transport
-
-BATCH = 512
-"""Spans sent per OTLP request at most."""
-
-MAX_REQUEST_BYTES = 4 * 1024 * 1024
-"""The largest request body sent by default: 4 MiB, which the OpenTelemetry Collector's OTLP/HTTP
-receiver (20 MiB by default), Phoenix and MLflow (no limit of their own) take, and which is the
-gRPC default message size a collector forwarding the spans meets next. A batch encoded larger
-is split; a single span larger than it is sent alone."""
-
-SMALLEST_REQUEST = 4096
-"""The least `max_request_bytes` takes: below it, most spans would go out one per request."""
-
-TRACES_PATH = "/v1/traces"
+from .sender import BATCH, MAX_REQUEST_BYTES, ExportReport, Sender
+from .transport import MAX_WAIT
 
 ROOT_CACHE = 4096
 """Runs whose tree's root an export keeps at hand."""
@@ -56,43 +39,6 @@ def finished(run: SpanRun) -> bool:
     return RunStatus.from_str(run.status) in FINISHED
 
 
-@dataclass
-class ExportReport:
-    """What an export sent: runs and spans, by kind, and the last event cursor it read."""
-
-    endpoint: str
-    runs: int = 0
-    spans: int = 0
-    chat_spans: int = 0
-    tool_spans: int = 0
-    requests: int = 0
-    last_run_id: int = 0
-    """The highest run id the export (or follow) has taken into account: a follow from this
-    report goes on after it."""
-    running: list[int] = field(default_factory=list)
-    """Runs left out because they were not finished, running or paused (`finished_only`)."""
-
-
-def traces_url(endpoint: str) -> str:
-    """The OTLP/HTTP traces URL for `endpoint`: a base URL (`http://host:4318`) gets
-    `/v1/traces`; a URL that already names a path is used as it is."""
-    parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidValueError(f"{shown_url(endpoint)} is not an http:// or https:// URL")
-    if parts.path in ("", "/"):
-        parts = parts._replace(path=TRACES_PATH)
-    return urlunsplit(parts)
-
-
-def shown_url(url: str) -> str:
-    """A URL as an error message shows it: without its user and password."""
-    parts = urlsplit(url)
-    if parts.hostname and (parts.username or parts.password):
-        host = parts.hostname + (f":{parts.port}" if parts.port else "")
-        parts = parts._replace(netloc=host)
-    return urlunsplit(parts)
-
-
 def since_stamp(value: str) -> str:
     """A `--since` time (`2026-08-01`, `2026-08-01T14:00:00Z`, `2026-08-01 14:00`; UTC when no
     offset is given; `harness_store.stamps`) as upstream writes its stamps."""
@@ -104,115 +50,6 @@ def _version() -> str:
         return metadata.version("harness_store")
     except metadata.PackageNotFoundError:
         return "0"
-
-
-def request_limit(max_request_bytes: int) -> int:
-    """`max_request_bytes` checked: `InvalidValueError` for a size below `SMALLEST_REQUEST`."""
-    if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int):
-        raise InvalidValueError(f"a request size is a number of bytes, not {max_request_bytes!r}")
-    if max_request_bytes < SMALLEST_REQUEST:
-        raise InvalidValueError(
-            f"a request size must be at least {SMALLEST_REQUEST:,} bytes, not {max_request_bytes:,}"
-        )
-    return max_request_bytes
-
-
-class Sender:
-    """Batches spans and posts each batch (OTLP protobuf), each request within the timeout (a
-    wall-clock limit) and a batch the receiver pushes back sent again for up to `max_wait`
-    seconds; a batch not answered 2xx raises `ExportError` saying what is known: unreachable,
-    refused (the status), still pushed back, or reached but slow (and which spans may have
-    landed). A batch is counted once, when it is taken. A batch holds at most `batch` spans
-    and, encoded, at most `max_request_bytes` (a larger one is halved until it fits, or is one
-    span)."""
-
-    def __init__(
-        self, url: str, headers: Mapping[str, str], timeout: float, report: ExportReport,
-        batch: int = BATCH, max_request_bytes: int = MAX_REQUEST_BYTES,
-        max_wait: float = MAX_WAIT,
-    ) -> None:  # fmt: skip
-        self.url = url
-        self.timeout = timeout
-        self.transport = Transport(url, dict(headers), timeout, max_wait)
-        self.report = report
-        self.batch = batch
-        self.max_request_bytes = request_limit(max_request_bytes)
-        self.pending: list[ReadableSpan] = []
-
-    def add(self, span: ReadableSpan) -> None:
-        self.pending.append(span)
-        if len(self.pending) >= self.batch:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.pending:
-            return
-        spans, self.pending = self.pending, []
-        self._post(spans)
-
-    def _post(self, spans: list[ReadableSpan]) -> None:
-        body = encode_spans(spans).SerializePartialToString()
-        if len(body) > self.max_request_bytes and len(spans) > 1:
-            del body
-            half = len(spans) // 2
-            self._post(spans[:half])
-            self._post(spans[half:])
-            return
-        try:
-            self.transport.post(body)
-        except BatchFailed as failed:
-            raise ExportError(self.failure(failed.failure, len(spans))) from None
-        self.report.requests += 1
-        self.report.spans += len(spans)
-
-    def failure(self, f: Failure, size: int) -> str:
-        where = shown_url(self.url)
-        r = self.report
-        batches = "batch" if r.requests == 1 else "batches"
-        before = (
-            f"{r.spans:,} spans in {r.requests:,} earlier {batches} were delivered"
-            if r.requests
-            else "no earlier batch"
-        )
-        if f.stage == "status":
-            what = f"HTTP {f.status} {f.reason}".rstrip()
-            if f.waited is not None:
-                batch = f"batch {r.requests + 1:,} (spans {r.spans + 1:,}-{r.spans + size:,})"
-                return (
-                    f"the OTLP receiver at {where} kept answering {what} (try again later) "
-                    f"past the {f.waited:g} s the export waits for it: {batch} was not "
-                    f"delivered; {before}"
-                )
-            if f.status is not None and 300 <= f.status < 400:
-                to = f" to {shown_url(urljoin(self.url, f.location))}" if f.location else ""
-                return (
-                    f"the OTLP receiver at {where} answered {what}{to}: the spans were not "
-                    f"delivered (give the URL it names as the endpoint); {before}"
-                )
-            return f"the OTLP receiver at {where} refused the spans: {what}; {before}"
-        limit = f"{self.timeout:g} s"
-        if f.stage == "connect":
-            kind = f"no connection within {limit}" if f.timed_out else f.detail
-            return f"cannot reach the OTLP receiver at {where} ({kind}); {before}"
-        batch = f"batch {r.requests + 1:,} (spans {r.spans + 1:,}-{r.spans + size:,})"
-        if f.stage == "answer" and f.timed_out:
-            return (
-                f"the OTLP receiver at {where} was reached but did not answer within {limit}: "
-                f"{batch} was sent and may have landed; {before}"
-            )
-        if f.stage == "answer":
-            return (
-                f"the OTLP receiver at {where} was reached but dropped the connection "
-                f"({f.detail}) before answering: {batch} was sent and may have landed; {before}"
-            )
-        cause = f"within {limit}" if f.timed_out else f"({f.detail})"
-        return (
-            f"the OTLP receiver at {where} was reached but did not take the whole of {batch} "
-            f"{cause}: part of it may have landed; {before}"
-        )
-
-    def close(self) -> None:
-        self.transport.close()
 
 
 class Exporter:
@@ -398,130 +235,6 @@ def export(
             exporter.report.last_run_id = until
             known = set(exporter.report.running)
             exporter.report.running.extend(r for r in running_runs(store, until) if r not in known)
-        return exporter.report
-    finally:
-        exporter.close()
-
-
-GAP_PATIENCE = 600.0
-"""Seconds a follow keeps looking for a run id it skipped (on PostgreSQL, a run's id can be
-taken before a lower one's transaction commits); after that the id counts as never used."""
-
-GAP_LIMIT = 10_000
-"""Skipped run ids a follow keeps looking for at most."""
-
-
-class Follower:
-    """The follow loop's state: the highest run id seen, the runs seen unfinished (running or
-    paused) and not yet shipped, and run ids skipped over that may still appear. A run is
-    shipped once, when it is first seen finished (completed or failed): a run above the
-    highest id when it appears, a run seen unfinished when its status becomes final; a paused
-    run stays watched until it resumes and finishes. So every run that finishes is shipped
-    exactly once, with all its rows, whatever events (none, or many) its writer recorded."""
-
-    def __init__(
-        self, exporter: Exporter, after: int, running: Sequence[int],
-        on_send: Callable[[ExportReport], None] | None,
-    ) -> None:  # fmt: skip
-        self.exporter = exporter
-        self.on_send = on_send
-        self.store = exporter.store
-        self.high = after
-        self.live: set[int] = set(running)
-        self.gaps: dict[int, float] = {}
-
-    def _ship(self, run: SpanRun) -> None:
-        if not finished(run):
-            self.live.add(run.id)
-            return
-        self.live.discard(run.id)
-        self.exporter.send_runs(iter([run]))
-        if self.on_send is not None:
-            self.on_send(self.exporter.report)
-
-    def poll(self) -> None:
-        """One look at the store: ship what finished since the last look. The watched runs
-        are read after each page of newer runs and shipped before it, so a run that finished
-        before a newer one started goes out ahead of it."""
-        now = time.monotonic()
-        while True:
-            page = self._read(after=self.high)
-            for run in page:
-                if run.id - self.high > 1 and len(self.gaps) < GAP_LIMIT:
-                    for skipped in range(self.high + 1, min(run.id, self.high + GAP_LIMIT)):
-                        self.gaps[skipped] = now
-                self.high = run.id
-            self._ship_watched()
-            for run in page:
-                self._ship(run)
-            if len(page) < RUN_PAGE:
-                break
-        for skipped, since in list(self.gaps.items()):
-            if now - since > GAP_PATIENCE:
-                del self.gaps[skipped]
-        self.exporter.report.last_run_id = self.high
-
-    def _ship_watched(self) -> None:
-        """Read the runs seen unfinished and the skipped ids; ship those now finished."""
-        watched = sorted(self.live | set(self.gaps))
-        seen: set[int] = set()
-        for i in range(0, len(watched), RUN_PAGE):
-            for run in self._read(run_ids=watched[i : i + RUN_PAGE]):
-                seen.add(run.id)
-                self.gaps.pop(run.id, None)
-                self._ship(run)
-        self.live &= seen  # a run pruned meanwhile is no longer watched
-
-    def _read(self, *, after: int = 0, run_ids: list[int] | None = None) -> list[SpanRun]:
-        """`span_runs`, read once more on a new connection when the first read's connection
-        is lost (a terminated session); lost again, the error ends the follow."""
-        try:
-            return self.store.span_runs(after=after, run_ids=run_ids)
-        except StoreConnectionError:  # a read: safe to repeat
-            return self.store.span_runs(after=after, run_ids=run_ids)
-
-
-def follow(
-    store: Store,
-    *,
-    endpoint: str,
-    after: int | None = None,
-    running: Sequence[int] = (),
-    headers: Mapping[str, str] | None = None,
-    include_content: bool = False,
-    prices: PriceTable | None = None,
-    identity: str | None = None,
-    project: str = "io-harness",
-    timeout: float = 10.0,
-    interval: float = 0.5,
-    stop: threading.Event | None = None,
-    on_send: Callable[[ExportReport], None] | None = None,
-    max_request_bytes: int = MAX_REQUEST_BYTES,
-    max_wait: float = MAX_WAIT,
-) -> ExportReport:
-    """Ship runs as they finish, until `stop` is set: each run above the id `after` once it
-    is completed or failed, and each run of `running` (runs already known to be unfinished,
-    as an export's `running`) once it finishes; a paused run is shipped when it has resumed
-    and finished. `after` None: from now, the store's newest run, with every run running or
-    paused now. Every run that finishes is shipped exactly once, whether or not its writer
-    recorded events, and a run that finished before a newer one started is shipped ahead of
-    it. The store is read every `interval` seconds; memory holds only the runs seen
-    unfinished. `on_send` is called after each run shipped. Requests are bounded and
-    pushed-back batches sent again as `export`'s (`max_request_bytes`, `max_wait`)."""
-    exporter = Exporter(
-        store, endpoint=endpoint, headers=headers, include_content=include_content,
-        prices=prices, identity=identity, project=project, timeout=timeout, batch=BATCH,
-        max_request_bytes=max_request_bytes, max_wait=max_wait,
-    )  # fmt: skip
-    if after is None:
-        after = store.last_run() or 0
-        running = [*running, *running_runs(store, after)]
-    follower = Follower(exporter, after, running, on_send)
-    stop = stop or threading.Event()
-    try:
-        while not stop.is_set():
-            follower.poll()
-            stop.wait(interval)
         return exporter.report
     finally:
         exporter.close()

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Self
 
+from ..formats import is_int
+
 MICROS_PER_UNIT = 1_000_000
 """Micro-units in one unit of the operator's currency."""
 
@@ -30,6 +32,12 @@ class Usage:
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
     server_tool_requests: int = 0
+
+
+USAGE_SUMS: tuple[str, ...] = tuple(f.name for f in fields(Usage))
+"""The usage counters, in `Usage`'s field order: `provider_calls`' columns and the sums a
+kept answer holds. The one list: the models, the Store's SQL, the triggers, the analysis
+tables, the benchmark and the tests read it."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +170,7 @@ PRICE_FIELDS = ("input", "output", "cache_read", "cache_write", "per_server_tool
 
 
 def _count(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+    if not is_int(value) or not 0 <= value < 2**64:
         raise ValueError(f"a price or threshold is a whole number from 0 to 2^64-1, not {value!r}")
     return value
 

@@ -41,14 +41,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
 from ..connector import Lent, lend, translated
-from ..dialects import backend_for, backend_named
-from ..dialects.postgresql import (
-    create_own_schema,
-    own_schema_script,
-    search_path,
-    work_in_own_schema,
-)
-from ..dialects.postgresql_roles import keep_rules
+from ..dialects import backend_for, backend_named, backend_of
 from ..engine import make_engine, read_only_url, resolve_target, safe_url, sqlite_path, to_url
 from ..errors import (
     InvalidTargetError,
@@ -410,7 +403,7 @@ def _run_offline(
     what that store is (`_offline_start`); 0.12's switch to WAL, owed by a script that runs
     0.12's step or by a store past 0.12 that is not in WAL, comes after its COMMIT, where
     SQLite honours it. A store in a schema of its own: the script creates the schema and works
-    in it for its transaction (`own_schema_script`)."""
+    in it for its transaction (`Backend.own_schema_script`)."""
     found: Diagnosis | None = None
     context.config.attributes.pop(WAL_AFTER_COMMIT, None)
     if given is not None:
@@ -432,7 +425,8 @@ def _run_offline(
         **start,
     )
     with context.begin_transaction():
-        for statement in own_schema_script(schema) if schema is not None else []:
+        own = [] if schema is None or url is None else backend_of(url).own_schema_script(schema)
+        for statement in own:
             context.execute(statement)
         context.run_migrations()
     if context.config.attributes.pop(WAL_AFTER_COMMIT, False):
@@ -549,7 +543,7 @@ def _work_in(conn: Connection, schema: str) -> None:
             "transaction (`engine.begin()`), which the schema is set for alone; nothing was "
             "migrated"
         )
-    work_in_own_schema(conn, schema)
+    backend_for(conn).work_in_own_schema(conn, schema)
 
 
 def _changes_revision(context: EnvironmentContext) -> bool:
@@ -644,13 +638,16 @@ def _migrate(
         with _stage("checking", where), lent.reading():
             quick_check(conn, where)
     backend = backend_for(conn)
+    if found.kind is StoreKind.EMPTY and not external:
+        with lent.reading():  # before the write lock: SQLite takes it only then
+            backend.before_first_table(conn)
     try:
         with lent.writing(), context.begin_transaction():
             # First statement of the write transaction: serialise upgraders (SQLite's
             # BEGIN IMMEDIATE already has; PostgreSQL takes an advisory lock), then look
             # again — a concurrent upgrader may have done the work while this one waited.
             backend.lock_for_upgrade(conn)
-            if schema is not None and create_own_schema(conn, schema):
+            if schema is not None and backend.create_own_schema(conn, schema):
                 report.say(f"created the schema {schema}")
             found = diagnose(conn, shape=False)
             report.before = found.revision
@@ -670,8 +667,8 @@ def _migrate(
                 report.stamped = found.revision
                 report.say(f"stamped at {found.revision}")
             context.run_migrations()
-            if work and conn.dialect.name == "postgresql":
-                keep_rules(conn)  # the tables a revision added or changed get the roles' rules
+            if work:
+                backend.keep_rules(conn)  # the tables a revision made get the roles' rules
     except BaseException as exc:
         failed = report.stage
         if failed == "upgrade" and report.backup is not None:
@@ -710,7 +707,7 @@ def _refuse_lost_schema(conn: Connection, schema: str, where: str) -> None:
     """Refuse, before anything is read or written, a connection that does not work in the
     store's schema: its startup option was dropped on the way (a pooler such as PgBouncer),
     and the chain would land in the schema the connection has instead."""
-    found = search_path(conn)
+    found = backend_for(conn).search_path(conn)
     if found != schema:
         raise InvalidTargetError(
             f"{where}: the connection works in {found!r}, not the store's schema {schema!r}: "

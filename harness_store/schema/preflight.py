@@ -2,29 +2,32 @@
 media: an unfinished transaction (hot rollback journal), damaged pages, a full disk.
 
 Everything here only reads; the upgrade (`migrate`) and the read-only opens call it so that a
-store that cannot be used gets a typed error naming the cause, and nothing is written.
+store that cannot be used gets a typed error naming the cause, and nothing is written. What a
+driver's error means (a full disk, damaged pages) is the translation's to say
+(`connector.translation`: `is_disk_full`, `is_malformed`, which the modules that ask import
+from here too).
 """
 
 from __future__ import annotations
 
-import errno
 from pathlib import Path
 
 from sqlalchemy import Connection
 
-from ..dialects.sqlite_codes import (
-    SQLITE_CORRUPT,
-    SQLITE_FULL,
-    SQLITE_IOERR,
-    SQLITE_NOTADB,
-    primary_code,
-)
+from ..connector.translation import is_disk_full, is_malformed
 from ..dialects.sqlite_files import blocked_by_hot_journal
 from ..dialects.still import JOURNAL_SUFFIX, beside
 from ..errors import MalformedStoreError, UnfinishedTransactionError
 
-PG_DISK_FULL = "53100"
-DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+__all__ = [
+    "check_readable",
+    "damage_found",
+    "is_disk_full",
+    "is_malformed",
+    "malformed_message",
+    "quick_check",
+    "unfinished_transaction",
+]
 
 UNFINISHED = (
     "this store has an unfinished transaction (a process was killed while writing it); "
@@ -45,28 +48,6 @@ def check_readable(path: Path) -> None:
     """Raise `UnfinishedTransactionError` when `unfinished_transaction(path)`."""
     if unfinished_transaction(path):
         raise UnfinishedTransactionError(f"{path}: {UNFINISHED}")
-
-
-def is_malformed(exc: BaseException) -> bool:
-    """Whether a driver error says the file's pages are damaged or not a database."""
-    return primary_code(exc) in (SQLITE_CORRUPT, SQLITE_NOTADB)
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    """Whether an error (driver or OS) means the disk, a quota or a size limit is exhausted."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        orig = getattr(current, "orig", None) or current
-        if primary_code(orig) in (SQLITE_FULL, SQLITE_IOERR):
-            return True
-        if getattr(orig, "sqlstate", None) == PG_DISK_FULL:
-            return True
-        if isinstance(orig, OSError) and orig.errno in DISK_ERRNOS:
-            return True
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def damage_found(conn: Connection) -> str | None:

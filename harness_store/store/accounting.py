@@ -10,6 +10,7 @@ answer is computed exactly from the rows, as upstream computes it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import (
@@ -23,7 +24,7 @@ from sqlalchemy import (
 
 from .. import models as m
 from ..errors import StoreError
-from ..formats import i64, opt_text, opt_u64, u32, u64
+from ..formats import opt_text, opt_u64, u32, u64
 from ..formats import text as check_text
 from ..models.spend import USAGE_SUMS
 from ..records import (
@@ -47,6 +48,9 @@ from .older import OlderStoreMixin
 from .price_sql import InexactSums, fingerprint, priced_rows, priced_statement
 from .run_holds import hold_run
 from .unreadable import checked, integer_columns, sum_overflowed
+
+_COUNTS = attrgetter(*USAGE_SUMS)
+"""A `Usage`'s counters, in `USAGE_SUMS`' order."""
 
 CALL_COLUMNS = ("step", "attempt", "provider", "model", *USAGE_SUMS, "latency_ms", "ttft_ms",
                 "finish_reason", "failure")  # fmt: skip
@@ -81,16 +85,14 @@ def spend_groups(
 
 def group(key: str, calls: list[ProviderCall], prices: PriceTable) -> Spend:
     """One group's sums and cost; a call with no usage, model or price is unpriced."""
-    sums = [0] * 7
+    sums = [0] * len(USAGE_SUMS)
     cost = unpriced = 0
     for call in calls:
         if call.usage is None:
             unpriced += 1
             continue
         u = call.usage
-        for i, value in enumerate((u.prompt_tokens, u.completion_tokens, u.total_tokens,
-                                   u.cache_read_tokens, u.cache_write_tokens,
-                                   u.reasoning_tokens, u.server_tool_requests)):  # fmt: skip
+        for i, value in enumerate(_COUNTS(u)):
             sums[i] += value
         micros = None if call.model is None else prices.cost_micros(call.model, u)
         if micros is None:
@@ -109,7 +111,7 @@ class AccountingMixin(OlderStoreMixin):
         u = call.usage
         counts = {c: None if u is None else u64(getattr(u, c), c) for c in USAGE_SUMS}
         values = dict(
-            run_id=i64(run_id, "run_id"),
+            run_id=run_id,
             step=u32(call.step, "step"),
             attempt=u32(call.attempt, "attempt"),
             provider=check_text(call.provider, "provider"),

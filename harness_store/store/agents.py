@@ -227,9 +227,9 @@ class AgentsMixin(OlderStoreMixin):
         with self._write() as conn:
             conn.execute(
                 insert(m.Spawn).values(
-                    parent_run_id=i64(parent_run_id, "parent_run_id"),
+                    parent_run_id=parent_run_id,
                     step=u32(step, "step"),
-                    child_run_id=i64(child_run_id, "child_run_id"),
+                    child_run_id=child_run_id,
                     goal=text(goal, "goal"),
                     verify_file=text(verify_file, "verify_file"),
                     needle=text(needle, "needle"),

@@ -7,7 +7,6 @@ from sqlalchemy import insert, select, update
 
 from .. import models as m
 from ..formats import (
-    i64,
     opt_text,
     text,
     u32,
@@ -28,7 +27,7 @@ class ApprovalsMixin(StoreBase):
     def record_event(self, run_id: int, e: PolicyEvent) -> None:
         """Record a policy refusal or a human decision against a run."""
         values = dict(
-            run_id=i64(run_id, "run_id"),
+            run_id=run_id,
             step=u32(e.step, "step"),
             kind=text(e.kind, "kind"),
             act=text(e.act, "act"),
@@ -64,7 +63,7 @@ class ApprovalsMixin(StoreBase):
         statement = (
             insert(m.PendingApproval)
             .values(
-                run_id=i64(run_id, "run_id"),
+                run_id=run_id,
                 step=u32(step, "step"),
                 act=text(act, "act"),
                 target=text(target, "target"),

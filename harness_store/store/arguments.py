@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar, get_args, get_origin
 
 from ..errors import InvalidValueError
-from ..formats import I64_MAX, I64_MIN, U64_MAX
+from ..formats import I64_MAX, I64_MIN, U64_MAX, is_number
 
 T = TypeVar("T")
 
@@ -61,10 +61,6 @@ def _wrapped_integer(value: object) -> bool:
     return type(value) is int and 0 <= value <= U64_MAX
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _instance(kind: type) -> Check:
     return lambda value: isinstance(value, kind)
 
@@ -84,7 +80,7 @@ def _rule(hint: Any) -> _Rule | None:
     if hint is bool:
         return _Rule(_instance(bool), "True or False")
     if hint is float:
-        return _Rule(_number, "a number")
+        return _Rule(is_number, "a number")
     if hint is str:
         return _Rule(_instance(str), "a string")
     if hint is type(None):

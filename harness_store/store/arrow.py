@@ -28,7 +28,8 @@ BATCH_ROWS = 32_768
 """Rows in one record batch of `iter_arrow`."""
 
 MARK_ROWS = 8_192
-"""Rows `run_marks` reads at a time (a run's whole row each, as Python objects)."""
+"""Rows `run_marks` reads at a time (a run's whole row each, as Python objects), and runs in
+one of its batches."""
 
 
 class ArrowMixin(OlderStoreMixin):
@@ -224,25 +225,20 @@ def count_rows(
     return counts[0] - sum(counts[1:])
 
 
-def run_marks(store: ArrowMixin) -> pa.Table:
+def run_marks(store: ArrowMixin, *, batch_rows: int = MARK_ROWS) -> Iterator[pa.RecordBatch]:
     """A short digest of each run's own row and its session turns' rows (`run_id`, `mark`,
-    ordered by run id): what an archive (a run's words emptied) or a prune (the run gone)
-    shows in. An incremental export compares them with the last export's to find the runs
-    whose rows it wrote may have changed since (`analytics.changes`).
+    in run id order), as record batches of at most `batch_rows` runs: what an archive (a run's
+    words emptied) or a prune (the run gone) shows in. An incremental export compares them
+    with the last export's to find the runs whose rows it wrote may have changed since
+    (`analytics.changes`).
 
-    Sixteen bytes a run, in two flat arrays, whatever the store's size: the runs are read in
-    id order, then the turns in run order, each run's turns folded into its mark in place."""
-    import bisect
-    import hashlib
-    from array import array
-
-    import pyarrow as pa
+    Streamed, whatever the store's size: the runs in id order and the turns in run order are
+    read side by side in one read, each run's turns folded into its mark as it passes, and a
+    batch of marks is two flat arrays of eight bytes a run. A store of an older release is
+    refused here, before the first batch is asked for."""
     from sqlalchemy import select
 
     from .. import models as m
-
-    def digest(*parts: bytes) -> int:
-        return int.from_bytes(hashlib.blake2b(b"".join(parts), digest_size=8).digest())
 
     runs = m.Base.metadata.tables["runs"]
     turns = m.Base.metadata.tables["session_turns"]
@@ -252,35 +248,58 @@ def run_marks(store: ArrowMixin) -> pa.Table:
     ).order_by(turns.c.run_id, turns.c.id)
     for statement in (of_runs, of_turns):
         store._refuse_missing(statement)  # a store of an older release: say to upgrade it
-    ids, marks = array("q"), array("Q")
+    return _marks(store, of_runs, of_turns, batch_rows)
+
+
+def _marks(
+    store: ArrowMixin, of_runs: Any, of_turns: Any, batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    import hashlib
+    from array import array
+
+    import pyarrow as pa
+
+    def digest(*parts: bytes) -> int:
+        return int.from_bytes(hashlib.blake2b(b"".join(parts), digest_size=8).digest())
+
+    def batch(ids: array[int], marks: array[int]) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.Array.from_buffers(pa.int64(), len(ids), [None, pa.py_buffer(ids)]),
+                pa.Array.from_buffers(pa.uint64(), len(marks), [None, pa.py_buffer(marks)]),
+            ],
+            names=["run_id", "mark"],
+        )
+
     with store._read() as conn:
-        for rows in store._stream(conn, of_runs, MARK_ROWS):
-            for row in rows:
-                ids.append(int(row[0]))
-                marks.append(digest(repr(tuple(row)).encode()))
-
-        def fold(run: int, turns: bytes) -> None:
-            at = bisect.bisect_left(ids, run)
-            if at < len(ids) and ids[at] == run:
-                marks[at] = digest(marks[at].to_bytes(8), turns)
-
-        run: int | None = None
-        folded = b""
-        for rows in store._stream(conn, of_turns, MARK_ROWS):
-            for row in rows:
-                if row[0] != run:
-                    if run is not None:
-                        fold(run, folded)
-                    run, folded = int(row[0]), b""
-                folded = digest(folded, repr(tuple(row)).encode()).to_bytes(8)
-        if run is not None:
-            fold(run, folded)
-    return pa.table(
-        {
-            "run_id": pa.Array.from_buffers(pa.int64(), len(ids), [None, pa.py_buffer(ids)]),
-            "mark": pa.Array.from_buffers(pa.uint64(), len(marks), [None, pa.py_buffer(marks)]),
-        }
-    )
+        turn_batches = store._stream(conn, of_turns, batch_rows)
+        try:
+            turn_rows = (row for rows in turn_batches for row in rows)
+            turn = next(turn_rows, None)
+            ids, marks = array("q"), array("Q")
+            for rows in store._stream(conn, of_runs, batch_rows):
+                for row in rows:
+                    run = int(row[0])
+                    mark = digest(repr(tuple(row)).encode())
+                    while turn is not None and turn[0] < run:  # a turn of no run: no mark
+                        turn = next(turn_rows, None)
+                    if turn is not None and turn[0] == run:
+                        folded = b""
+                        while turn is not None and turn[0] == run:
+                            folded = digest(folded, repr(tuple(turn)).encode()).to_bytes(8)
+                            turn = next(turn_rows, None)
+                        mark = digest(mark.to_bytes(8), folded)
+                    ids.append(run)
+                    marks.append(mark)
+                    if len(ids) >= batch_rows:
+                        yield batch(ids, marks)
+                        ids, marks = array("q"), array("Q")
+            if ids:
+                yield batch(ids, marks)
+        finally:
+            close = getattr(turn_batches, "close", None)
+            if close is not None:
+                close()  # the turns' cursor ends inside the read, however early this stops
 
 
 def pa_select(schema: pa.Schema, columns: list[str]) -> pa.Schema:

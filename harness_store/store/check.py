@@ -13,15 +13,19 @@ are never built of numbers a value spans (gaps are ranges found in SQL).
 
 `repair` fixes only what loses nothing — a missing index or trigger is rebuilt, spend
 counters are recounted, a lease of a missing run is dropped — after a backup of a SQLite file,
-in one transaction; never on a damaged file. Everything else (orphans, torn steps, a wrong
-stamp, duplicates, wrong values) is left as it is and reported with the statement that would
-remove or change it.
+each fix its own write transaction and the recount in slices of groups decided in a read
+before them, so a live writer waits one fix or one slice; never on a damaged file. Everything
+else (orphans, torn steps, a wrong stamp, duplicates, wrong values) is left as it is and
+reported with the statement that would remove or change it.
 """
 
 from __future__ import annotations
 
+import time
+
 from sqlalchemy import Connection, exists, inspect
 
+from ..connector.translation import driver_message
 from ..dialects import Backend
 from ..engine import sqlite_path
 from ..errors import StoreError
@@ -39,7 +43,8 @@ from .check_rows import (
     lease_value_findings,
     model_table,
     orphan_findings,
-    recount_spend,
+    recount_groups,
+    recount_work,
     resume_findings,
     spend_findings,
     tree_findings,
@@ -47,8 +52,12 @@ from .check_rows import (
 from .check_schema import build_index, schema_findings
 from .check_values import value_findings
 from .marks import reads, writes
+from .session_retention import step_aside
 
 K = FindingKind
+
+RECOUNT_SLICE = 200
+"""Spend groups a repair recounts per write transaction: a live writer waits one slice."""
 
 
 def check_store(conn: Connection, backend: Backend) -> CheckReport:
@@ -70,7 +79,7 @@ def check_store(conn: Connection, backend: Backend) -> CheckReport:
 def damaged_finding(exc: BaseException) -> Finding:
     """The finding for a damaged page a read ran into (SQLite's "database disk image is
     malformed"), when `integrity_check` could not say more."""
-    detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    detail = driver_message(exc).splitlines()[0]
     return Finding(
         K.INTEGRITY,
         "(file)",
@@ -154,10 +163,14 @@ class CheckMixin(StoreBase):
     def repair(self) -> Repaired:
         """Fix what `check` finds that can be fixed without losing a row: rebuild missing
         indexes and triggers, recount spend counters, drop leases of missing runs. A SQLite
-        file is backed up first; the fixes are one transaction. What would lose data is
-        left as it is (`Repaired.after` still names it), and a damaged file (an `integrity`
-        finding) is not written to at all. A fix that fails rolls the transaction back and
-        raises its typed error, which names the backup taken before it."""
+        file is backed up first. Each fix is its own write transaction, and the recount is
+        decided in a read and written `RECOUNT_SLICE` groups a transaction, so a live writer
+        waits for one fix or one slice, never for the store (building an index still reads
+        its whole table); a repair stopped between them has made the fixes before and the
+        next repair makes the rest. What would lose data is left as it is (`Repaired.after`
+        still names it), and a damaged file (an `integrity` finding) is not written to at
+        all. A fix that fails rolls its own transaction back and raises its typed error, which
+        names the backup taken before the repair."""
         report = self.check()
         fixable = [f for f in report.findings if f.repairable]
         if not fixable or report.of(K.INTEGRITY):
@@ -167,10 +180,10 @@ class CheckMixin(StoreBase):
         try:
             done = self._repair(fixable)
         except StoreError as exc:
-            if backup is not None:  # rolled back: the store is as it was, and so is the copy
+            if backup is not None:  # that fix rolled back; the copy is as the store was before
                 exc.args = (
-                    f"{exc} (the repair was rolled back; the backup taken before it is "
-                    f"{backup}, which you may delete)",
+                    f"{exc} (that fix was rolled back, any before it kept; the backup taken "
+                    f"before it is {backup}, which you may delete)",
                 )
             raise
         return Repaired(tuple(done), backup, self.check())
@@ -178,31 +191,41 @@ class CheckMixin(StoreBase):
     def _repair(self, fixable: list[Finding]) -> list[str]:
         done: list[str] = []
         recount = False
-        with self.transaction(), self._write() as conn:
-            for finding in fixable:
-                if finding.kind in (K.MISSING_INDEX, K.INDEX_DIFFERS):
-                    index = build_index(str(finding.rows[0]))
+        for finding in fixable:
+            if finding.kind in (K.MISSING_INDEX, K.INDEX_DIFFERS):
+                index = build_index(str(finding.rows[0]))
+                with self._write() as conn:  # the one fix that reads a whole table
                     if finding.kind is K.INDEX_DIFFERS:
                         index.drop(conn)
                     index.create(conn)
-                    verb = "created" if finding.kind is K.MISSING_INDEX else "rebuilt"
-                    done.append(f"{verb} index {index.name} on {finding.table}")
-                elif finding.kind is K.MISSING_TRIGGER:
-                    name = str(finding.rows[0])
+                verb = "created" if finding.kind is K.MISSING_INDEX else "rebuilt"
+                done.append(f"{verb} index {index.name} on {finding.table}")
+            elif finding.kind is K.MISSING_TRIGGER:
+                name = str(finding.rows[0])
+                with self._write() as conn:
                     for statement in self._backend.spend_triggers_sql():
                         if "CREATE TRIGGER" not in statement or f" {name} " in statement:
                             conn.exec_driver_sql(statement)
-                    done.append(f"created trigger {name} on provider_calls")
-                    recount = True
-                elif finding.kind is K.LEASE_OF_MISSING_RUN:
-                    leases, runs = model_table("run_leases"), model_table("runs")
+                done.append(f"created trigger {name} on provider_calls")
+                recount = True
+            elif finding.kind is K.LEASE_OF_MISSING_RUN:
+                leases, runs = model_table("run_leases"), model_table("runs")
+                with self._write() as conn:
                     gone = conn.execute(
                         leases.delete().where(~exists().where(runs.c.id == leases.c.run_id))
                     ).rowcount
-                    done.append(f"deleted {gone} leases of runs that do not exist")
-                elif finding.kind is K.SPEND_COUNTER:
-                    recount = True
-            if recount:
-                groups = recount_spend(conn)
-                done.append(f"recounted the spend counters of {groups} groups")
+                done.append(f"deleted {gone} leases of runs that do not exist")
+            elif finding.kind is K.SPEND_COUNTER:
+                recount = True
+        if recount:
+            with self._snapshot(typed=True) as conn:
+                groups = recount_work(conn)
+            began = time.monotonic()
+            for start in range(0, len(groups), RECOUNT_SLICE):
+                if start:
+                    step_aside(began)
+                    began = time.monotonic()
+                with self._write() as conn:
+                    recount_groups(conn, groups[start : start + RECOUNT_SLICE])
+            done.append(f"recounted the spend counters of {len(groups)} groups")
         return done

@@ -3,7 +3,7 @@ io-harness resumes from, rows of missing runs, run trees, leases, and hs3's spen
 against `provider_calls` — and the recount `repair` makes of those counters.
 
 Each function takes a connection inside the caller's read (or, to recount, write) transaction
-and returns `Finding`s; none writes but `recount_spend`.
+and returns `Finding`s; none writes but `recount_groups`.
 """
 
 from __future__ import annotations
@@ -513,20 +513,29 @@ def spend_findings(conn: Connection) -> list[Finding]:
     return findings
 
 
-def recount_spend(conn: Connection) -> int:
-    """Give every group found by `spend_problems` a counter one step ahead of its kept
-    answers, so they are priced again from the calls; returns the groups recounted."""
+Group = tuple[Any, tuple[str, ...], tuple[Any, ...]]
+"""A spend group to recount: its counters table, the key columns, the key."""
+
+
+def recount_work(conn: Connection) -> list[Group]:
+    """Every group `spend_problems` finds, read in the caller's read transaction: the groups
+    a recount gives a counter one step ahead of its kept answers."""
     runs_uncounted, runs_stale, days_uncounted, days_stale = spend_problems(conn)
-    for counters, uncounted, stale, keys in (
-        (SPEND_RUNS, runs_uncounted, runs_stale, ("run_id",)),
-        (SPEND_DAYS, days_uncounted, days_stale, ("day", "model")),
-    ):
-        if uncounted:
+    return [(SPEND_RUNS, ("run_id",), g) for g in runs_uncounted + runs_stale] + [
+        (SPEND_DAYS, ("day", "model"), g) for g in days_uncounted + days_stale
+    ]
+
+
+def recount_groups(conn: Connection, groups: Iterable[Group]) -> None:
+    """Give each of `groups` a counter one step ahead of its kept answers (a counter of 1
+    where it has none), so its spend is priced again from the calls; inside the caller's write
+    transaction. Each group costs its own keyed statements, whatever the store holds; a group
+    bumped twice (a slice repeated after a kill, a trigger's bump meanwhile) is only priced
+    again, never counted twice."""
+    for counters, keys, group in groups:
+        match = and_(*(counters.c[k] == v for k, v in zip(keys, group, strict=True)))
+        bump = counters.update().where(match).values(changes=counters.c.changes + 1)
+        if not conn.execute(bump).rowcount:
             conn.execute(
-                counters.insert(),
-                [{**dict(zip(keys, g, strict=True)), "changes": 1} for g in uncounted],
+                counters.insert().values({**dict(zip(keys, group, strict=True)), "changes": 1})
             )
-        for group in stale:
-            match = and_(*(counters.c[k] == v for k, v in zip(keys, group, strict=True)))
-            conn.execute(counters.update().where(match).values(changes=counters.c.changes + 1))
-    return sum(len(g) for g in (runs_uncounted, runs_stale, days_uncounted, days_stale))

@@ -13,8 +13,7 @@ from sqlalchemy import Connection, Index, MetaData, func, inspect, select, text
 
 from .. import models as m
 from ..dialects import Backend, backend_for
-from ..dialects.postgresql import FORMAT_TABLE
-from ..dialects.postgresql_roles import ROLE_TRIGGERS
+from ..dialects.base import FORMAT_TABLE
 from ..models.spend import SPEND_TABLES
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
 from ..releases import (
@@ -388,7 +387,7 @@ def trigger_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> 
     for table in sorted(tables):
         names = backend.trigger_names(conn, table)
         unknown = names - SPEND_TRIGGERS if table == "provider_calls" else names
-        unknown -= ROLE_TRIGGERS  # the roles' rules (`dialects.postgresql_roles`)
+        unknown -= backend.own_triggers  # the roles' rules (a PostgreSQL centre's)
         findings += [
             Finding(
                 K.UNKNOWN_TRIGGER,

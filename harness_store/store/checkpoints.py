@@ -50,6 +50,20 @@ STEP_COLUMNS = ("run_id", "step", "decision", "result", "prompt", "tool_call", "
 
 STEP_TEXT_COLUMNS = ("decision", "result", "prompt", "tool_call")
 
+INSERT_STEP = insert(m.table_of(m.Step)).values({c: bindparam(c) for c in STEP_COLUMNS})
+"""A step's row, from the parameters `STEP_COLUMNS` names: the one INSERT into `steps`, which
+`Store.record`, every checkpoint (compiled for the driver, or in a guarded transaction) and a
+backend's batch form (`Backend.bulk_checkpoint_sql`) are made of."""
+
+INSERT_CHECKPOINT = insert(m.table_of(m.CheckpointEvent)).values(
+    run_id=bindparam("run_id"),
+    step=bindparam("step"),
+    kind=literal_column("'checkpoint'"),
+    detail=literal_column("NULL"),
+)
+"""A step's `checkpoint` event, from the parameters `run_id` and `step`: the one INSERT of
+that event, beside `INSERT_STEP` in every checkpoint."""
+
 BULK_CHUNK = 5000
 """Most steps per statement when a backend checkpoints a batch from column arrays (the chunks
 of a batch share one transaction)."""
@@ -156,21 +170,12 @@ class Checkpoints:
         """The runs this handle leases, and at which generation."""
         self.staged: dict[int, AssistantTurn] = {}
         """The turn staged for each run, written by the checkpoint of its step."""
-        steps = m.table_of(m.Step)
-        events = m.table_of(m.CheckpointEvent)
-        insert_step = insert(steps).values({c: bindparam(c) for c in STEP_COLUMNS})
-        insert_event = insert(events).values(
-            run_id=bindparam("run_id"),
-            step=bindparam("step"),
-            kind=literal_column("'checkpoint'"),
-            detail=literal_column("NULL"),
-        )
-        self._insert_step = DriverStatement.compile(insert_step, engine)
+        self._insert_step = DriverStatement.compile(INSERT_STEP, engine)
         self._checkpoint_writes = [
             DriverStatement.compile(statement, engine)
-            for statement in backend.checkpoint_writes(insert_step, insert_event)
+            for statement in backend.checkpoint_writes(INSERT_STEP, INSERT_CHECKPOINT)
         ]
-        bulk = backend.bulk_checkpoint_sql(steps, STEP_COLUMNS[1:], events)
+        bulk = backend.bulk_checkpoint_sql(INSERT_STEP, INSERT_CHECKPOINT)
         self._bulk = None if bulk is None else DriverStatement(bulk, None)
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _new_driver(ref))
@@ -214,13 +219,10 @@ class Checkpoints:
             if generation is not None:
                 conflict = self.check_lease(conn, run_id, generation)
             if conflict is None:
-                for row in rows:
-                    conn.execute(insert(m.Step).values(**row))
-                    conn.execute(
-                        insert(m.CheckpointEvent).values(
-                            run_id=run_id, step=row["step"], kind="checkpoint", detail=None
-                        )
-                    )
+                if rows:
+                    conn.execute(INSERT_STEP, rows)
+                    marks = [{"run_id": run_id, "step": row["step"]} for row in rows]
+                    conn.execute(INSERT_CHECKPOINT, marks)
                 if turn is not None:
                     write_step_turn(conn, self._backend, run_id, turn)
                 if generation is not None:

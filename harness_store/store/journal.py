@@ -44,7 +44,7 @@ class JournalMixin(OlderStoreMixin):
         statement = (
             insert(m.GateAttempt)
             .values(
-                run_id=i64(run_id, "run_id"),
+                run_id=run_id,
                 step=u32(step, "step"),
                 phase=check_text(phase, "phase"),
                 outcome=kind.value,
@@ -132,7 +132,7 @@ class JournalMixin(OlderStoreMixin):
             raise InvalidValueError(
                 f"a tool recovery is replayable or indeterminate, not {recovery!r}"
             ) from None
-        values = {"run_id": i64(run_id, "run_id"), "step": u32(step, "step"),
+        values = {"run_id": run_id, "step": u32(step, "step"),
                   "tool": check_text(tool, "tool")}  # fmt: skip
         if kind is ToolRecovery.REPLAYABLE:
             return None

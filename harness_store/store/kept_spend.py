@@ -32,7 +32,7 @@ from ..errors import StoreAccessError, StoreLockedError
 from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
 from ..records import PriceTable, Spend, Usage
 from ..records.accounting import spend_from_row
-from ..stamps import Stamp
+from ..stamps import Stamp, day_after
 from .price_sql import fingerprint, priced_rows, priced_statement
 
 BIG = 2**63 - 1
@@ -125,15 +125,6 @@ def counted(conn: Connection) -> bool:
     return {t.name for t in (SPEND_DAYS, SPEND_RUNS, PRICED_DAYS, PRICED_RUNS)} <= names
 
 
-def next_day(day: str) -> str | None:
-    """The day after a `YYYY-MM-DD` key (the upper end of its calls' `at` range), or None
-    (no upper end) for a key that is no date, and for 9999-12-31, after which no date is."""
-    try:
-        return (dt.date.fromisoformat(day) + dt.timedelta(days=1)).isoformat()
-    except (ValueError, OverflowError):
-        return None
-
-
 def spend(store: Spending, prices: PriceTable, since: Stamp | None, by: str) -> list[Spend]:
     """The answer of `spend_by_<by>` (model, day or run) from the counters; a run window
     (`since` with `by="run"`) is not kept per run and goes the plain way."""
@@ -222,14 +213,14 @@ def _days(
             keep.append((p, group, changes, empty))
     for day in sorted(partial):
         assert since is not None
-        bounds = {"d": day, "hi": next_day(day), **since.bounds}
+        bounds = {"d": day, "hi": day_after(day), **since.bounds}
         out.extend(_priced(conn, prices, "day_since", [bounds]))
     return out
 
 
 def _day_range(day: str) -> dict[str, Any]:
     """The bounds of one day's calls on `at` (the index's), and the day they must have."""
-    return {"d": day, "lo": day, "hi": next_day(day)}
+    return {"d": day, "lo": day, "hi": day_after(day)}
 
 
 def _priced(

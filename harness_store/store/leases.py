@@ -12,7 +12,6 @@ from sqlalchemy import delete, insert, select, text, update
 
 from .. import models as m
 from ..errors import LeaseConflictError, RunNotFoundError, StoreError
-from ..formats import i64
 from ..records import LeaseRow
 from .checkpoints import new_owner_id as new_owner_id
 from .lease_rows import check_take_over, lease_conflict, lease_row, lease_ttl, read_lease
@@ -96,8 +95,7 @@ class LeasesMixin(OlderStoreMixin):
         upstream, a run id not (or not yet) in the store can be leased: a harness may hold a
         run before it writes it. (Retention deletes a run and its lease under one lock, so it
         never deletes a leased run; a lease left on a run that is gone is named by `check`.)"""
-        run_id = i64(run_id, "run_id")
-        ttl = lease_ttl(i64(ttl_secs, "ttl_secs"))
+        ttl = lease_ttl(ttl_secs)
         r = m.RunLease
         conflict: LeaseConflictError | None = None
         with self._write() as conn:
@@ -153,7 +151,6 @@ class LeasesMixin(OlderStoreMixin):
         """Extend this handle's lease at `generation`; `LeaseConflictError` once the run was
         taken over (renewing is no way back in); `RunNotFoundError` once the run is gone."""
         r = m.RunLease
-        run_id = i64(run_id, "run_id")
         with self._write() as conn:
             renewed = conn.execute(
                 update(r)

@@ -14,7 +14,7 @@ from sqlalchemy import delete, insert, literal_column, select, update
 from sqlalchemy import text as sql_text
 
 from .. import models as m
-from ..formats import i64, opt_text, text, u32, u64
+from ..formats import opt_text, text, u32, u64
 from ..records import AgentMessage, ProcessHandle
 from .agents import tree_ids
 from .base import StoreBase
@@ -72,8 +72,8 @@ class MailboxMixin(OlderStoreMixin):
         statement = (
             insert(a)
             .values(
-                from_run_id=i64(from_run_id, "from_run_id"),
-                to_run_id=i64(to_run_id, "to_run_id"),
+                from_run_id=from_run_id,
+                to_run_id=to_run_id,
                 from_name=text(from_name, "from_name"),
                 step=u32(step, "step"),
                 body=text(body, "body"),
@@ -119,7 +119,7 @@ class MailboxMixin(OlderStoreMixin):
     def enqueue_agent(self, parent_run_id: int, step: int, goal: str, depth: int) -> bool:
         """Queue a child to spawn later; False when that (parent, step, goal) is queued already."""
         params = {
-            "parent_run_id": i64(parent_run_id, "parent_run_id"),
+            "parent_run_id": parent_run_id,
             "step": u32(step, "step"),
             "goal": text(goal, "goal"),
             "depth": u32(depth, "depth"),
@@ -172,8 +172,8 @@ class MailboxMixin(OlderStoreMixin):
     def record_handle_started(self, run_id: int, step: int, handle: int, line: str) -> None:
         """Record a background process started as `handle` of the run; a repeat is ignored."""
         params = {
-            "run_id": i64(run_id, "run_id"),
-            "handle": i64(u64(handle, "handle"), "handle"),
+            "run_id": run_id,
+            "handle": u64(handle, "handle"),
             "step": u32(step, "step"),
             "line": text(line, "line"),
         }
@@ -215,8 +215,8 @@ class MailboxMixin(OlderStoreMixin):
             return
         self._append(
             m.HandleOutput,
-            run_id=i64(run_id, "run_id"),
-            handle=i64(u64(handle, "handle"), "handle"),
+            run_id=run_id,
+            handle=u64(handle, "handle"),
             step=u32(step, "step"),
             chunk=chunk,
         )

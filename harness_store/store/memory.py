@@ -19,7 +19,7 @@ from sqlalchemy import delete, distinct, func, insert, null, select, text, updat
 
 from .. import models as m
 from ..errors import InvalidValueError
-from ..formats import MEMORY_TRUNCATED, i64, u32
+from ..formats import MEMORY_TRUNCATED, is_int, u32
 from ..formats import text as check_text
 from ..records import (
     MemoryEntry,
@@ -116,7 +116,7 @@ def check_limits(limits: MemoryLimits) -> MemoryLimits:
     """Caps are counts: negative ones are refused (upstream's are `usize`)."""
     for name in ("max_entries", "max_chars", "max_entry_chars"):
         value = getattr(limits, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        if not is_int(value) or value < 0:
             raise InvalidValueError(f"MemoryLimits.{name} must be an int >= 0, got {value!r}")
     return limits
 
@@ -208,7 +208,7 @@ class MemoryMixin(OlderStoreMixin):
             "workspace": check_text(workspace, "workspace"),
             "key": check_text(key, "key"),
             "value": truncate_value(check_text(value, "value"), limits.max_entry_chars),
-            "run_id": i64(run_id, "run_id"),
+            "run_id": run_id,
             "step": u32(step, "step"),
             "kind": check_kind(kind),
         }
@@ -291,7 +291,7 @@ class MemoryMixin(OlderStoreMixin):
         writes it; public here so a Python harness can too)."""
         rows = [
             {
-                "run_id": i64(run_id, "run_id"),
+                "run_id": run_id,
                 "step": u32(step, "step"),
                 "workspace": check_text(workspace, "workspace"),
                 "key": check_text(k, "key"),
@@ -372,7 +372,7 @@ class MemoryMixin(OlderStoreMixin):
         recalls go with it."""
         mem, recall = m.Memory, m.MemoryRecall
         point = {
-            "run_id": i64(run_id, "run_id"),
+            "run_id": run_id,
             "workspace": check_text(workspace, "workspace"),
             "key": check_text(key, "key"),
             "step": u32(step, "step"),

@@ -9,8 +9,8 @@ from sqlalchemy import delete, insert, select
 
 from .. import models as m
 from ..errors import InvalidValueError
-from ..formats import i64, u32, u64
 from ..formats import text as check_text
+from ..formats import u32, u64
 from ..records import Summary, TodoItem, TodoState
 from .marks import reads, writes
 from .older import OlderStoreMixin
@@ -38,11 +38,11 @@ class NotesMixin(OlderStoreMixin):
         statement = (
             insert(s)
             .values(
-                run_id=i64(run_id, "run_id"),
+                run_id=run_id,
                 through_step=u32(through_step, "through_step"),
                 folded=u32(folded, "folded"),
                 text=check_text(text, "text"),
-                est_tokens=i64(u64(est_tokens, "est_tokens"), "est_tokens"),
+                est_tokens=u64(est_tokens, "est_tokens"),
             )
             .returning(s.id)
         )
@@ -79,7 +79,6 @@ class NotesMixin(OlderStoreMixin):
         """Replace a run's todo list wholesale, in one transaction (a reader sees the old list
         or the new one). At most `TODO_MAX_ITEMS` items of at most `TODO_TEXT_CAP` characters
         are kept; returns how many items were dropped."""
-        run_id = i64(run_id, "run_id")
         kept = items[:TODO_MAX_ITEMS]
         rows = []
         for position, item in enumerate(kept):

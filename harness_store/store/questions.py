@@ -15,7 +15,7 @@ from sqlalchemy import insert, select, update
 
 from .. import models as m
 from ..errors import InvalidValueError, ResumeError
-from ..formats import i64, opt_text, text, u32
+from ..formats import opt_text, text, u32
 from ..records import PendingPlan, PendingQuestion, Plan, PlanStep, PlanVerdict, Question
 from .marks import reads, writes
 from .older import OlderStoreMixin
@@ -122,7 +122,7 @@ class QuestionsMixin(OlderStoreMixin):
         statement = (
             insert(m.PendingQuestion)
             .values(
-                run_id=i64(run_id, "run_id"),
+                run_id=run_id,
                 step=u32(step, "step"),
                 question=text(q.question, "question"),
                 context=opt_text(q.context, "context"),
@@ -190,9 +190,7 @@ class QuestionsMixin(OlderStoreMixin):
         """Persist a plan awaiting a verdict; return its id."""
         statement = (
             insert(m.Plan)
-            .values(
-                run_id=i64(run_id, "run_id"), step=u32(step, "step"), steps=plan_steps_json(plan)
-            )
+            .values(run_id=run_id, step=u32(step, "step"), steps=plan_steps_json(plan))
             .returning(m.Plan.id)
         )
         with self._write() as conn:

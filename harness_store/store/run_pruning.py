@@ -43,6 +43,7 @@ from ..dialects.sqlite_queue import QUEUE_SUFFIX
 from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 from ..errors import ArchiveRefusedError, DiskFullError, InvalidValueError
 from ..file_modes import FileModes
+from ..formats import is_int
 from ..models.spend import PRICED_RUNS, SPEND_RUNS
 from ..records import Pruned
 from ..records.runs import FINISHED_STATUSES
@@ -210,11 +211,9 @@ class RunPruningMixin(OlderStoreMixin):
         """
         cutoff = Cutoff.parse(before)
         chosen = check_statuses(statuses)
-        if keep_last is not None and (
-            isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0
-        ):
+        if keep_last is not None and (not is_int(keep_last) or keep_last < 0):
             raise InvalidValueError(f"keep_last must be a number of trees ≥ 0, not {keep_last!r}")
-        if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        if not is_int(batch_rows) or batch_rows < 1:
             raise InvalidValueError(f"batch_rows must be a positive number, not {batch_rows!r}")
         target = None if archive is None else self._archive_path(archive)
         self._refuse_unless_current()

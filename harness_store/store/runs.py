@@ -21,7 +21,7 @@ from sqlalchemy import (
 
 from .. import models as m
 from ..errors import InvalidValueError, ResumeError, RunNotFoundError, StoreError
-from ..formats import CHECKPOINT_FORMAT, REPLY_TURN, SUCCESS_OUTCOME, i64, u32, u64
+from ..formats import CHECKPOINT_FORMAT, REPLY_TURN, SUCCESS_OUTCOME, i64, is_int, u32, u64
 from ..formats import text as check_text
 from ..policy import PolicyFormatError, parse_policy, policy_document
 from ..records import RunStatus, RunSummary, StepRecord
@@ -125,14 +125,13 @@ class RunsMixin(StoreBase):
     @writes
     def start_child_run(self, goal: str, file: str, parent_run_id: int, depth: int) -> int:
         """Start a child run under `parent_run_id` at `depth`; return its id."""
-        parent = i64(parent_run_id, "parent_run_id")
         values = {
             "goal": check_text(goal, "goal"),
             "file": check_text(file, "file"),
-            "parent_run_id": parent,
+            "parent_run_id": parent_run_id,
             "depth": u32(depth, "depth"),
         }
-        return self._insert_run(values, hold=parent)
+        return self._insert_run(values, hold=parent_run_id)
 
     def _insert_run(self, values: Mapping[str, Any], hold: int | None = None) -> int:
         statement = (
@@ -185,7 +184,7 @@ class RunsMixin(StoreBase):
         """Stream a run's steps in order without loading the run: keyset pages of `page` rows,
         each read in its own short transaction (no lock is held between pages, so steps
         committed meanwhile may appear; `steps` is one snapshot)."""
-        if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+        if not is_int(page) or page < 1:
             raise InvalidValueError(f"page must be a positive number of rows, not {page!r}")
         s = m.Step
         base = steps_of(run_id).limit(page)
@@ -433,7 +432,7 @@ class RunsMixin(StoreBase):
         with self._write() as conn:
             conn.execute(
                 self._backend.replace(m.table_of(m.RunPolicy)).values(
-                    run_id=i64(run_id, "run_id"), policy=check_text(document, "policy")
+                    run_id=run_id, policy=check_text(document, "policy")
                 )
             )
 

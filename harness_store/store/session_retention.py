@@ -9,6 +9,7 @@ characters of text columns (what deleting would free), not pages.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
@@ -28,6 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.sql.sqltypes import LargeBinary, String
 
 from .. import models as m
+from ..errors import InvalidValueError
 from ..records import Archived, Pruned, SessionSize, StoreSize
 from ..records.runs import FINISHED_STATUSES
 from .lease_rows import lease_row
@@ -110,6 +112,24 @@ _FACT_IN_TABLE = frozenset(
         ("memory_snapshots", "key"),
     }
 )
+COMPACT_SLICE_PAGES = 256
+"""Free pages a compact gives back per write transaction (1 MiB of 4 KiB pages): moving a
+page costs about the same whatever the store's size, so a slice is a few milliseconds."""
+
+STEP_ASIDE = 0.005
+"""The least a maintenance command waits between two of its slices (seconds): longer than a
+queued writer's retry (`sqlite_queue.wait_turn`: every 2 ms at most), so the writers waiting
+get the next turn instead of the slice after."""
+
+
+def step_aside(began: float) -> None:
+    """Between two slices of a maintenance command (the last began at `began`, monotonic):
+    leave the store to its writers for as long as that slice held it, and at least
+    `STEP_ASIDE`, so the command holds the writers' turn at most half the time and every
+    writer waiting, queued or on SQLite's busy handler, has its turn before the next slice."""
+    time.sleep(max(STEP_ASIDE, time.monotonic() - began))
+
+
 CHUNK = 500
 """Ids per `IN (…)` list, well under every backend's bound-parameter limit."""
 
@@ -464,15 +484,34 @@ class SessionRetentionMixin(OlderStoreMixin):
         return StoreSize(file_bytes, free_bytes, sessions, runs, tables)
 
     @maintains
-    def compact(self) -> int:
-        """Give the space deletions freed back: SQLite `VACUUM` rewrites the file; PostgreSQL
-        `VACUUM` marks dead rows' space reusable (the files shrink only at their tail; `VACUUM
-        FULL` would lock every table). Returns how many bytes the store shrank by.
+    def compact(self, *, slice_pages: int = COMPACT_SLICE_PAGES) -> int:
+        """Give the space deletions freed back. SQLite: a store in incremental auto-vacuum
+        (every store harness_store makes) gives its free pages back `slice_pages` at a time,
+        each slice its own short write transaction in the writers' turn, stepping aside
+        between slices (`step_aside`), so a live writer waits for a slice, not the file, and
+        a compact stopped between slices has lost nothing (what it gave back stays given
+        back); a store io-harness made is switched to that mode by one `VACUUM` that
+        rewrites the whole file, writers waiting meanwhile, once. PostgreSQL: `VACUUM` marks
+        dead rows' space reusable beside live writers (the files shrink only at their tail;
+        `VACUUM FULL` would lock every table). Returns how many bytes the store shrank by.
 
         Outside any transaction only: inside a `transaction()` block it raises
         `TransactionOpenError` and does nothing."""
+        if isinstance(slice_pages, bool) or not isinstance(slice_pages, int) or slice_pages < 1:
+            raise InvalidValueError(f"slice_pages must be a positive number, not {slice_pages!r}")
         before = self.store_size().file_bytes
         with self._maintenance() as driver:
-            self._backend.vacuum(driver)
+            sliced = self._backend.vacuums_in_slices(driver)
+            if not sliced:
+                self._backend.vacuum(driver)
+        left: int | None = None
+        while sliced:
+            began = time.monotonic()
+            with self._maintenance() as driver:  # one slice, one turn
+                now = self._backend.vacuum_slice(driver, slice_pages)
+            if now == 0 or (left is not None and now >= left):
+                break  # all given back, or writers free pages as fast as it gives them back
+            left = now
+            step_aside(began)
         after = self.store_size().file_bytes
         return max(before - after, 0)

@@ -86,7 +86,7 @@ class SessionsMixin(OlderStoreMixin):
         the session does not exist. The check and the move are one statement."""
         s = m.Session
         head = s.head_turn_id
-        matches = head.is_(None) if expected is None else head == i64(expected, "expected")
+        matches = head.is_(None) if expected is None else head == expected
         with self._write() as conn:
             moved = conn.execute(
                 update(s)
@@ -109,9 +109,9 @@ class SessionsMixin(OlderStoreMixin):
         statement = (
             insert(t)
             .values(
-                session_id=i64(session_id, "session_id"),
+                session_id=session_id,
                 parent_turn_id=opt_i64(parent_turn_id, "parent_turn_id"),
-                run_id=i64(run_id, "run_id"),
+                run_id=run_id,
                 prompt=text(prompt, "prompt"),
             )
             .returning(t.id)

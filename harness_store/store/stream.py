@@ -15,7 +15,7 @@ from sqlalchemy import Select, func, insert, select
 from .. import models as m
 from ..dialects.base import DrivingJoin
 from ..errors import InvalidValueError, StoreConnectionError, StoreError
-from ..formats import i64, u32
+from ..formats import i64, is_int, u32
 from ..formats import text as check_text
 from ..records import RunEvent
 from .agents import tree_ids
@@ -131,7 +131,7 @@ class StreamMixin(OlderStoreMixin):
         events are never read."""
         if self._lacks("run_events"):
             return []
-        statement = tree_events_query(i64(root, "root"), i64(cursor, "cursor"), _limit(limit))
+        statement = tree_events_query(root, cursor, _limit(limit))
         return self._rows(statement, lambda i, raw: (int(i), parse_event(int(i), raw)))
 
     @reads
@@ -168,7 +168,7 @@ class StreamMixin(OlderStoreMixin):
         once. A poll whose connection to the server is lost (a terminated session) is made
         once more on a new connection; lost again, `StoreConnectionError` ends the follow."""
         limit = follow_limit(interval, batch)
-        position = self.event_cursor() if cursor is None else i64(cursor, "cursor")
+        position = self.event_cursor() if cursor is None else cursor
         while stop is None or not stop.is_set():
             try:
                 rows = self.events_after(position, limit, run_id)
@@ -194,6 +194,6 @@ def follow_limit(interval: float, batch: int) -> int:
 
 
 def _limit(limit: int) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+    if not is_int(limit) or limit < 0:
         raise InvalidValueError(f"limit must be a non-negative number of events, not {limit!r}")
     return min(limit, 2**63 - 1)

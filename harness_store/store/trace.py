@@ -124,7 +124,7 @@ class TraceMixin(OlderStoreMixin):
         """Record one MCP event; `ok` is stored as 0/1."""
         self._append(
             m.McpEvent,
-            run_id=i64(run_id, "run_id"),
+            run_id=run_id,
             step=u32(e.step, "step"),
             kind=text(e.kind, "kind"),
             server=text(e.server, "server"),
@@ -154,7 +154,7 @@ class TraceMixin(OlderStoreMixin):
         """Record one context-assembly event."""
         self._append(
             m.ContextEvent,
-            run_id=i64(run_id, "run_id"),
+            run_id=run_id,
             step=u32(e.step, "step"),
             kind=text(e.kind, "kind"),
             detail=opt_text(e.detail, "detail"),
@@ -190,7 +190,7 @@ class TraceMixin(OlderStoreMixin):
         """Append observations to the run's ledger in one transaction (all or none)."""
         rows = [
             {
-                "run_id": i64(run_id, "run_id"),
+                "run_id": run_id,
                 "step": u32(o.step, "step"),
                 "kind": ObsKind(o.kind).value,
                 "target": opt_text(o.target, "target"),
@@ -229,7 +229,7 @@ class TraceMixin(OlderStoreMixin):
         """Record one file change: its line counts and the hunk it made (None: not kept)."""
         self._append(
             m.Edit,
-            run_id=i64(run_id, "run_id"),
+            run_id=run_id,
             step=u32(edit.step, "step"),
             tool=text(edit.tool, "tool"),
             path=text(edit.path, "path"),
@@ -278,7 +278,7 @@ class TraceMixin(OlderStoreMixin):
         s = m.Snapshot
         before = None if snap.state == "absent" else text(snap.before or "", "before")
         values = select(
-            cast(literal(i64(run_id, "run_id")), BigInteger),
+            cast(literal(run_id), BigInteger),
             cast(literal(u32(snap.step, "step")), Integer),
             cast(literal(text(snap.path, "path")), String),
             cast(literal(before), String),
@@ -341,7 +341,7 @@ class TraceMixin(OlderStoreMixin):
         restored and removed, and the queued children cleared (their goals are kept)."""
         self._append(
             m.Rewind,
-            run_id=i64(run_id, "run_id"),
+            run_id=run_id,
             files=rust_json([text(f, "files") for f in files]),
             memory_restored=rust_json([text(k, "memory_restored") for k in memory_restored]),
             memory_removed=rust_json([text(k, "memory_removed") for k in memory_removed]),
@@ -378,7 +378,7 @@ class TraceMixin(OlderStoreMixin):
         ]
         if not rows:
             return
-        run_id, step = i64(run_id, "run_id"), u32(step, "step")
+        step = u32(step, "step")
         with self._write() as conn:
             for url, title, cited in rows:
                 values = select(
@@ -407,7 +407,7 @@ class TraceMixin(OlderStoreMixin):
         transaction."""
         rows = [
             {
-                "run_id": i64(run_id, "run_id"),
+                "run_id": run_id,
                 "step": u32(step, "step"),
                 "provider": text(x.provider, "provider"),
                 "tool": text(x.tool, "tool"),

@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import Column, ColumnElement, Connection, Integer, not_, select
 
 from .. import models as m
+from ..connector.translation import is_generic
 from ..dialects import Backend
-from ..dialects.sqlite_codes import SQLITE_ERROR, error_code
 from ..errors import IntegerOverflowError, StoreError, UnreadableValueError, shown_value
 from ..formats import token_sum
 
@@ -134,4 +134,4 @@ def sum_overflowed(exc: StoreError) -> bool:
     if isinstance(exc, IntegerOverflowError):
         return True
     cause = exc.__cause__
-    return type(exc) is StoreError and cause is not None and error_code(cause) == SQLITE_ERROR
+    return type(exc) is StoreError and cause is not None and is_generic(cause)

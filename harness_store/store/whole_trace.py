@@ -6,15 +6,33 @@ provider calls, tool attempts, edits, gate attempts, checkpoints), within an opt
 of steps. Each table is read by its own cursor, a page at a time, all inside one read
 transaction: one snapshot for the whole trace, and memory holds a page per table however
 long the run.
+
+A window of a few steps (both ends given, at most `SHORT_WINDOW` steps: what an agent or a
+viewer reads around one step) is read first as one statement, every table's rows and the
+run's own row in one `UNION ALL` ordered as the trace is, on the point reads' path (compiled
+once, one round trip, no cursor held); only when it holds more than `TRACE_PAGE` rows is it
+read again the long way, so memory stays bounded either way.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BindParameter, Select, bindparam, null, select
+from sqlalchemy import (
+    BigInteger,
+    BindParameter,
+    ClauseElement,
+    Select,
+    bindparam,
+    cast,
+    literal_column,
+    null,
+    select,
+    union_all,
+)
 
 from .. import models as m
 from ..errors import RunNotFoundError
@@ -27,6 +45,9 @@ from .unreadable import check_integers, integer_columns
 
 TRACE_PAGE = 1000
 """Rows fetched at a time from each of the trace's cursors."""
+
+SHORT_WINDOW = 64
+"""The most steps a window may span to be read first as one statement (see the module)."""
 
 ENTRY_RANK = {
     "policy": 0,
@@ -87,6 +108,11 @@ class WholeTraceMixin(OlderStoreMixin):
             None if last_step is None else i64(last_step, "last_step"),
         )
         values = {"run_id": run_id, "first_step": window[0], "last_step": window[1]}
+        if window[0] is not None and window[1] is not None and window[1] - window[0] < SHORT_WINDOW:
+            short = self._short_window(values, results)
+            if short is not None:
+                yield from short
+                return
         ends = (window[0] is not None, window[1] is not None)
         with self._read() as conn:
             found = conn.execute(_run_kind(self._lacks("runs", "turn_kind")), values).first()
@@ -116,10 +142,52 @@ class WholeTraceMixin(OlderStoreMixin):
                 for each in streams:
                     each.close()
 
+    def _short_window(self, values: dict[str, Any], results: bool) -> list[TraceEntry] | None:
+        """The window's entries read as one statement (see the module), or None when it holds
+        more than `TRACE_PAGE` rows (then the window is read the long way)."""
+        present = tuple(
+            model.__tablename__
+            for model, _, _ in _tables(False, results)
+            if not self._lacks(model.__tablename__)
+        )
+        shape = (present, results, self._lacks("runs", "turn_kind"))
+        rows = self._point("trace_window", _window_read, *shape, **values)
+        if not rows or rows[0][0] != RUN_ROW:
+            raise RunNotFoundError(f"no run with id {values['run_id']} in the store")
+        if len(rows) > TRACE_PAGE + 1:
+            return None
+        reply = rows[0][WINDOW_FIXED - 1] == REPLY_TURN
+        tables = {model.__tablename__: (model, names, make)
+                  for model, names, make in _tables(reply, results)}  # fmt: skip
+        layout = _window_layout(present, results)
+        by_rank: dict[int, list[Any]] = {}
+        for row in rows[1:]:
+            by_rank.setdefault(row[0], []).append(row)
+        for rank, ranked in by_rank.items():
+            check_integers(ranked, layout[rank].integers, 2)  # a stored value no read takes
+        entries = []
+        for row in rows[1:]:
+            place = layout[row[0]]
+            kind, tokens, fields = tables[place.table][2](*row[place.start : place.end])
+            entries.append(TraceEntry(row[1], kind, row[2], tokens, fields))
+        return entries
+
 
 def _order(entry: TraceEntry) -> tuple[int, int, int]:
     return (entry.step, ENTRY_RANK[entry.kind], entry.seq)
 
+
+ENTRY_RANK_OF = {
+    "policy_events": ENTRY_RANK["policy"],
+    "pending_approvals": ENTRY_RANK["approval"],
+    "provider_calls": ENTRY_RANK["call"],
+    "tool_attempts": ENTRY_RANK["attempt"],
+    "edits": ENTRY_RANK["edit"],
+    "steps": ENTRY_RANK["step"],
+    "gate_attempts": ENTRY_RANK["gate"],
+    "checkpoint_events": ENTRY_RANK["checkpoint"],
+}
+"""Each trace table's `ENTRY_RANK`, by table name."""
 
 _BUILT: dict[tuple[Any, ...], Any] = {}
 """The trace's statements, built once (a few per table: its columns and the window's ends)."""
@@ -206,3 +274,73 @@ def _tables(reply: bool, results: bool) -> list[tuple[Any, list[str], Made]]:
         (m.Edit, ["tool", "path", "lines_added", "lines_removed"], edit),
         (m.GateAttempt, ["phase", "outcome", "detail"], gate),
     ]
+
+
+RUN_ROW = -1
+"""The rank (and step) of the run's own row in a short window's statement: first of all."""
+
+WINDOW_FIXED = 4
+"""A short window's row: rank, step, id, the run's turn kind (the run's own row only), then
+each table's columns in turn, NULL but in the rows of their own table."""
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where one table's columns are in a short window's row, and its integer columns there
+    (as `unreadable.integer_columns` gives them)."""
+
+    table: str
+    start: int
+    end: int
+    integers: list[tuple[int, str, str, str]]
+
+
+_LAYOUTS: dict[tuple[tuple[str, ...], bool], dict[int, _Place]] = {}
+
+
+def _window_layout(present: tuple[str, ...], results: bool) -> dict[int, _Place]:
+    """Each present table's place in a short window's row, by its rank in the statement."""
+    key = (present, results)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = {}
+        start = WINDOW_FIXED
+        for model, names, _ in _tables(False, results):
+            table = model.__tablename__
+            if table not in present:
+                continue
+            columns = [model.__table__.c[n] for n in ("id", "step", *names)]
+            at = [2, 1, *range(start, start + len(names))]  # where each column is in the row
+            integers = [(at[i], t, c, k) for i, t, c, k in integer_columns(columns)]
+            layout[ENTRY_RANK_OF[table]] = _Place(table, start, start + len(names), integers)
+            start += len(names)
+        _LAYOUTS[key] = layout
+    return layout
+
+
+def _window_read(present: tuple[str, ...], results: bool, lacks_kind: bool) -> ClauseElement:
+    """A short window as one statement: the run's own row (rank `RUN_ROW`, its turn kind),
+    then every present table's rows of the window, each padded with typed NULLs to the
+    others' columns, in trace order (step, `ENTRY_RANK`, id); at most `TRACE_PAGE` + 2 rows,
+    so a window holding more is known by its length."""
+    tables = [(model, names) for model, names, _ in _tables(False, results)
+              if model.__tablename__ in present]  # fmt: skip
+    slots = [getattr(model, name) for model, names in tables for name in names]
+    r = m.Run
+
+    def arm(rank: int, step: Any, seq: Any, kind: Any, own: Any, where: list[Any]) -> Any:
+        fixed = [literal_column(str(rank), BigInteger), cast(step, BigInteger), seq, kind]
+        padded = [c if c.class_ is own else cast(null(), c.type) for c in slots]
+        labelled = [c.label(f"c{i}") for i, c in enumerate([*fixed, *padded])]
+        return select(*labelled).where(*where)
+
+    kind = cast(null(), r.turn_kind.type) if lacks_kind else r.turn_kind
+    no_kind = cast(null(), r.turn_kind.type)
+    arms = [arm(RUN_ROW, literal_column(str(RUN_ROW)), r.id, kind, r, [r.id == RUN_ID])]
+    for model, _ in tables:
+        window = [model.run_id == RUN_ID, model.step >= FIRST_STEP, model.step <= LAST_STEP]
+        rank = ENTRY_RANK_OF[model.__tablename__]
+        arms.append(arm(rank, model.step, model.id, no_kind, model, window))
+    union = union_all(*arms).subquery()
+    ordered = select(union).order_by(union.c.c1, union.c.c0, union.c.c2)  # step, rank, id
+    return ordered.limit(literal_column(str(TRACE_PAGE + 2)))

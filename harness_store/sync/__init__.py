@@ -25,29 +25,67 @@ files show a commit (`follow`, `watch`), through the same pass as `sync`'s.
 
 from __future__ import annotations
 
-from ..store.check_quarantine import QuarantinedRun
-from .core import sync
-from .follow import follow
-from .follow_report import FollowNotice, FollowPass, FollowReport
-from .lookup import (
-    OriginInfo,
-    central_run,
-    list_origins,
-    origin_runs,
-    quarantined,
-    source_run,
-)
-from .report import (
-    DuplicateOriginError,
-    HeldRun,
-    OriginReport,
-    Progress,
-    RefusedSource,
-    SyncRefusedError,
-    SyncReport,
-    TableCounts,
-)
-from .rules import RULES, Rule
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
+
+if TYPE_CHECKING:
+    from ..store.check_quarantine import QuarantinedRun
+    from .core import sync
+    from .follow import follow
+    from .follow_report import FollowNotice, FollowPass, FollowReport
+    from .lookup import (
+        OriginInfo,
+        central_run,
+        list_origins,
+        origin_runs,
+        quarantined,
+        source_run,
+    )
+    from .report import (
+        DuplicateOriginError,
+        HeldRun,
+        OriginReport,
+        Progress,
+        RefusedSource,
+        SyncRefusedError,
+        SyncReport,
+        TableCounts,
+    )
+    from .rules import RULES, Rule
+
+LAZY = {
+    "sync": "core",
+    "follow": "follow",
+    **dict.fromkeys(("FollowNotice", "FollowPass", "FollowReport"), "follow_report"),
+    **dict.fromkeys(
+        ("OriginInfo", "central_run", "list_origins", "origin_runs", "quarantined", "source_run"),
+        "lookup",
+    ),
+    **dict.fromkeys(
+        (
+            "DuplicateOriginError",
+            "HeldRun",
+            "OriginReport",
+            "Progress",
+            "RefusedSource",
+            "SyncRefusedError",
+            "SyncReport",
+            "TableCounts",
+        ),
+        "report",
+    ),
+    **dict.fromkeys(("RULES", "Rule"), "rules"),
+    "QuarantinedRun": ".store.check_quarantine",
+}
+"""Where each public name lives, relative to this package (`.store.check_quarantine`: the
+Store's, a layer below): imported on first use, so that the modules of sync a lower layer
+reads (`report`, what a refused sync carries; `rules`, facts about the tables) load none of
+sync's machinery (the Store, the connector, the copy) with them."""
+
+
+__getattr__ = lazy_names(__name__, LAZY)
+
 
 __all__ = [
     "RULES",

@@ -18,9 +18,9 @@ from contextlib import ExitStack
 from functools import partial
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import ColumnElement, and_, delete, func, insert, select, update
 
-from ..dialects.sqlite_text import tolerant
+from ..dialects import backend_for
 from ..errors import UnsendableValueError
 from ..models.sync import IDS, MARKS
 from ..stamps import Stamp
@@ -43,6 +43,12 @@ from .rows import digest, model_table, source_columns_of
 from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
 from .state_tables import StateTables
 
+MAP_COLUMNS = ("origin_id", "tbl", "src_id", "dest_id", "dest_sub", "hash")
+"""An id map's columns, its key first (`IDS`)."""
+
+_KEY_COLUMN = {"run": "run_id", "id": "id"}
+"""The column that finds a central row of a table keyed by its run or its id."""
+
 
 class OriginSync(StateTables, AppendTables):
     """One origin's sync: loads its id maps and marks, writes the difference, saves them."""
@@ -56,7 +62,7 @@ class OriginSync(StateTables, AppendTables):
 
     def run(self) -> None:
         """Send everything that changed since the last sync of this origin (`_run`), the
-        source read leniently (`dialects.sqlite_text.tolerant`) when it holds a text whose
+        source read leniently (`Backend.tolerant`) when it holds a text whose
         bytes are not UTF-8 in a run this pass holds back."""
         with ExitStack() as self.lenient:
             self._run()
@@ -82,7 +88,7 @@ class OriginSync(StateTables, AppendTables):
             if not self.adopt and self.hwm_loaded.get(STATE_MARK + RUNS) == HELD_MARK:
                 self._look_at_held_texts()  # the last pass held runs back
         if self.unreadable:
-            self.lenient.enter_context(tolerant(self.src))
+            self.lenient.enter_context(backend_for(self.src).tolerant(self.src))
         self.whole_read = self.fresh or reason is not None
         self.tops = self._append_tops()
         read = {
@@ -363,11 +369,11 @@ class OriginSync(StateTables, AppendTables):
 
     def _apply_fixups(self, *, final: bool) -> None:
         """Set the links that named rows sent later in this sync (a child run's parent sent
-        in the same batch, a session's head turn): one statement per table and column for
-        all of its rows (executed as a batch: pipelined on PostgreSQL), not one round trip
-        per row. Before the `final` call (a slice's end) the links whose row is not sent yet
-        wait for a later slice."""
-        batches: dict[tuple[str, str], list[dict[str, int | None]]] = {}
+        in the same batch, a session's head turn): the backend sets each table's column for
+        all of its rows at once (`Backend.update_rows`: one statement on PostgreSQL), not
+        one per row. Before the `final` call (a slice's end) the links whose row is not
+        sent yet wait for a later slice."""
+        batches: dict[tuple[str, str], list[tuple[int, ...]]] = {}
         rules: dict[str, Rule] = {}
         waiting = []
         for fixup in self.fixups:
@@ -381,16 +387,12 @@ class OriginSync(StateTables, AppendTables):
                 self.counts.orphans[f"{rule.table}.{column}"] += 1
                 continue
             rules[rule.table] = rule
-            batches.setdefault((rule.table, column), []).append(
-                {"k": dest_id, "k2": sub, "v": mapped}
-            )
-        for (name, column), params in batches.items():
+            found = (dest_id, sub) if rule.key == "rowid" else (dest_id,)
+            batches.setdefault((rule.table, column), []).append((*found, mapped))
+        for (name, column), rows in batches.items():
             rule = rules[name]
-            table = model_table(rule)
-            statement = (
-                update(table).where(self._dest_where(rule, table)).values({column: bindparam("v")})
-            )
-            self.dst.execute(statement, params)
+            keys = ("run_id", "step") if rule.key == "rowid" else (_KEY_COLUMN[rule.key],)
+            self.backend.update_rows(self.dst, model_table(rule), keys, [column], rows)
         self.fixups = waiting
 
     def _end_slice(self) -> None:
@@ -456,32 +458,22 @@ class OriginSync(StateTables, AppendTables):
                         change["d2"] = self.reloading[key[1]]
                     self.flushed_unsettled.add(key)
         if self.map_new:
-            self.dst.execute(
-                insert(IDS),
-                [
-                    {
-                        "origin_id": o,
-                        "tbl": m["t"],
-                        "src_id": m["s"],
-                        "dest_id": m["d"],
-                        "dest_sub": m["d2"],
-                        "hash": m["h"],
-                    }
-                    for m in self.map_new
-                ],
+            self.backend.bulk_insert(
+                self.dst,
+                IDS,
+                MAP_COLUMNS,
+                ((o, m["t"], m["s"], m["d"], m["d2"], m["h"]) for m in self.map_new),
             )
-        where = and_(
-            IDS.c.origin_id == o, IDS.c.tbl == bindparam("t"), IDS.c.src_id == bindparam("s")
+        self.backend.update_rows(
+            self.dst,
+            IDS,
+            MAP_COLUMNS[:3],
+            MAP_COLUMNS[3:],
+            [(o, m["t"], m["s"], m["d"], m["d2"], m["h"]) for m in self.map_changed],
         )
-        if self.map_changed:
-            self.dst.execute(
-                update(IDS)
-                .where(where)
-                .values(dest_id=bindparam("d"), dest_sub=bindparam("d2"), hash=bindparam("h")),
-                self.map_changed,
-            )
-        if self.map_gone:
-            self.dst.execute(delete(IDS).where(where), self.map_gone)
+        self.backend.delete_rows(
+            self.dst, IDS, MAP_COLUMNS[:3], [(o, m["t"], m["s"]) for m in self.map_gone]
+        )
         self.map_new, self.map_changed, self.map_gone = [], [], []
         if self.hwm == self.hwm_saved:
             return

@@ -16,7 +16,6 @@ from typing import Any
 
 from sqlalchemy import (
     Connection,
-    Engine,
     LargeBinary,
     Select,
     cast,
@@ -28,12 +27,17 @@ from sqlalchemy import (
 )
 from sqlalchemy import table as table_clause
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.util import LRUCache
 
-from ..connector import Connector, connector_at, connector_over
-from ..dialects import backend_named
-from ..dialects.postgresql_roles import keep_rules
+from ..connector import Connector, connector_at
+from ..connector.translation import (
+    driver_message,
+    is_constraint_violation,
+    is_untranslated,
+    translated,
+)
+from ..dialects import backend_for, backend_named
 from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import (
     CopiedWithoutOriginError,
@@ -48,6 +52,7 @@ from ..errors import (
     UnfinishedTransactionError,
     UnsendableValueError,
 )
+from ..formats import is_int
 from ..models import Base
 from ..models.sync import IDS, ORIGINS, QUARANTINE, SYNC_METADATA
 from ..releases import NEWEST_KNOWN_RELEASE
@@ -70,6 +75,7 @@ from ..transfer.target import create_like
 from ..transfer.values import Refusal, refusal
 from . import origins
 from .apply import OriginSync
+from .destination import Destination
 from .origin_state import BATCH, Carry, Overtaken
 from .origins import Origin
 from .quarantine import Unreadable, not_utf8
@@ -131,14 +137,14 @@ def sync(
     older than 0.13, or holding tables or columns of a newer io-harness); its `report` is what
     this call synced.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_int(batch_size) or batch_size < 1:
         raise InvalidValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    if not is_int(workers) or workers < 1:
         raise InvalidValueError(f"workers must be a positive int, got {workers!r}")
     started = time.monotonic()
     dest_url = to_url(dest)
     parsed = [_source(s) for s in sources]
-    kept = _refuse_shared_marks(parsed)
+    kept = refuse_shared_marks(parsed)
     one_writer = backend_named(dest_url.get_backend_name()).one_connection
     threads = 1 if one_writer or dry_run else workers
     done = 0
@@ -194,22 +200,29 @@ def sync(
             else:
                 if dest_path is not None and parsed:
                     create_like(dest_path, [_path_of(s) for s in parsed])  # as its sources
-                central = stack.enter_context(connector_at(dest_url))
-                prepare_dest(central, dest_url)
+                destination = stack.enter_context(Destination(dest_url))
+                destination.prepare()
+                central = destination.connector
             results = each(parsed)
             uncovered = any(isinstance(r, OriginReport) and r.uncovered for r in results)
             if not dry_run and len(parsed) > 1 and uncovered:
                 # a deleted memory entry may uncover another origin's: those origins send it now
-                _close_all(kept)  # none is left by the first pass; they are opened again
+                close_all(kept)  # none is left by the first pass; they are opened again
                 done = 0
                 again = each([s for s, r in zip(parsed, results, strict=True) if _synced(r)])
                 results = merged(results, again)
     except Exception as exc:
-        if not created or dest_path is None or not is_disk_full(exc):
+        if dest_path is None or not is_disk_full(exc):
             raise
+        if not created:  # each transaction is whole: what was committed is kept
+            raise DiskFullError(
+                f"{dest_path}: the disk is full; the sync stopped: what it had committed is "
+                "kept, the rest was rolled back, nothing half-written. Free some space and run "
+                "it again: it sends the rest"
+            ) from None
         raise DiskFullError(_no_store_left(dest_path)) from None
     finally:
-        _close_all(kept)
+        close_all(kept)
     report = SyncReport(
         safe_url(dest_url),
         tuple(r for r in results if isinstance(r, OriginReport)),
@@ -261,7 +274,7 @@ that each is opened once (an open source holds a file descriptor or three); the 
 opened again for their sync."""
 
 
-def _refuse_shared_marks(sources: list[Target]) -> dict[int, Store]:
+def refuse_shared_marks(sources: list[Target]) -> dict[int, Store]:
     """Refuse, before anything is written, two sources that carry one origin mark: copies of
     one marked store would overwrite each other's runs centrally. The Stores opened for the
     look, by position, kept for the sync (at most `KEPT_OPEN`)."""
@@ -269,7 +282,7 @@ def _refuse_shared_marks(sources: list[Target]) -> dict[int, Store]:
     kept: dict[int, Store] = {}
     try:
         for at, source in enumerate(sources):
-            store = _open_or_none(source)
+            store = open_or_none(source)
             value = None if store is None else peek_mark(store)
             if store is not None and len(kept) < KEPT_OPEN:
                 kept[at] = store
@@ -286,17 +299,17 @@ def _refuse_shared_marks(sources: list[Target]) -> dict[int, Store]:
                 )
             seen[value] = path
     except BaseException:
-        _close_all(kept)
+        close_all(kept)
         raise
     return kept
 
 
-def _close_all(stores: dict[int, Store]) -> None:
+def close_all(stores: dict[int, Store]) -> None:
     while stores:
         stores.popitem()[1].close()
 
 
-def _open_or_none(source: Target) -> Store | None:
+def open_or_none(source: Target) -> Store | None:
     """The source's read-only Store, or None when it cannot be opened (it is named, with
     why, when its turn comes)."""
     try:
@@ -332,14 +345,14 @@ def _path_of(source: Target) -> Path:
     return source.path
 
 
-def prepare_dest(dest: Connector | Engine, url: URL) -> None:
+def prepare_dest(dest: Connector, url: URL) -> None:
     """Create or upgrade the destination store (as `Store.open` does) and sync's own tables.
 
     A destination a sync prepared before (at head, sync's tables there, no unfinished copy)
-    is known from one look and not opened again. `dest` is the destination's connector (or
-    an engine, to make one over)."""
-    with _connector(dest) as connector, connector.translated():  # a role refused: typed
-        _prepare(connector, url)
+    is known from one look and not opened again. `dest` is the destination's connector (held
+    by a `Destination` for a sync or a follower)."""
+    with dest.translated():  # a role refused: typed
+        _prepare(dest, url)
 
 
 def _prepare(dest: Connector, url: URL) -> None:
@@ -362,8 +375,7 @@ def _prepare(dest: Connector, url: URL) -> None:
         Store.open(url).close()
     with dest.load() as conn:
         SYNC_METADATA.create_all(conn, checkfirst=True)
-        if conn.dialect.name == "postgresql":
-            keep_rules(conn)  # a sync table new here gets the roles' rules too
+        backend_for(conn).keep_rules(conn)  # a sync table new here gets the roles' rules too
 
 
 Ready = Callable[[Connection], None]
@@ -420,16 +432,6 @@ def dry_destination(url: URL) -> Iterator[tuple[Connector, Ready, str | None]]:
         yield central, ready, setup
 
 
-@contextmanager
-def _connector(dest: Connector | Engine) -> Iterator[Connector]:
-    """The destination's connector; over an engine, one of its own for the body."""
-    if isinstance(dest, Connector):
-        yield dest
-        return
-    with connector_over(dest) as connector:
-        yield connector
-
-
 def _check_source(conn: Connection, path: Path) -> dict[str, frozenset[str]]:
     """The source's tables and columns, read in its snapshot; refuse a store holding tables
     or columns of a newer io-harness (the centre cannot hold them). What is not a store of
@@ -467,7 +469,7 @@ def _count(conn: Connection, name: str) -> int:
 def sync_source(
     source: Target,
     kept: Store | None,
-    dest: Connector | Engine,
+    dest: Connector,
     mark: bool,
     dry_run: bool,
     on_rows: Callable[[int], None],
@@ -485,12 +487,12 @@ def sync_source(
     Without `check_pages` the source's pages are quick-checked only when it is a new origin
     or read again in full, not when it only grew (a follower checks a file it checked a
     moment ago only now and then: the check reads the whole file). `carry` is what a
-    follower keeps of the source from pass to pass (`origin_state.Carry`)."""
-    with _connector(dest) as connector:
-        writing = partial(_load, connector, not dry_run, ready)
-        return _sync_source(
-            source, kept, connector, writing, mark, dry_run, on_rows, batch_size, check_pages, carry
-        )
+    follower keeps of the source from pass to pass (`origin_state.Carry`). `dest` is the
+    destination's connector (`Destination.connector`)."""
+    writing = partial(_load, dest, not dry_run, ready)
+    return _sync_source(
+        source, kept, dest, writing, mark, dry_run, on_rows, batch_size, check_pages, carry
+    )
 
 
 Writing = Callable[[], AbstractContextManager[Connection]]
@@ -547,21 +549,22 @@ def _sync_source(
                 )
             except Unreadable as exc:  # made again, holding the runs of those texts
                 unreadable = exc.found
-            except IntegrityError:
-                if attempt == 3:  # another sync registered this origin meanwhile: once more
-                    raise
             except WriterAppeared:
                 pass  # a writer opened the store while it was read as a still file: again
             except UnsendableValueError as exc:
                 raise UnsendableValueError(
                     f"{path}: {exc}; nothing of it was synced (it is, once that row is repaired)"
                 ) from None
-            except DBAPIError as exc:
+            except SQLAlchemyError as exc:
+                if is_constraint_violation(exc):
+                    if attempt == 3:  # another sync registered this origin meanwhile: once more
+                        raise
+                    continue
                 if is_malformed(exc):
                     raise MalformedStoreError(
-                        malformed_source_message(str(path), str(exc.orig), "synced")
+                        malformed_source_message(str(path), driver_message(exc), "synced")
                     ) from None
-                refused = dest.backend.translate_error(exc)
+                refused = translated(dest.backend, exc)
                 if isinstance(refused, PrivilegeError):  # the centre's roles refused it
                     raise refused from None
                 raise
@@ -810,9 +813,7 @@ def _undecodable_in(
     """When `exc` is a read of the source that failed without a code of its driver's (as
     a text whose bytes are not UTF-8 fails), every such text in the source, each with its
     table and run (`quarantine.not_utf8`); else None."""
-    orig = getattr(exc, "orig", None) or exc
-    source = backend_named(src.dialect.name)
-    if not isinstance(orig, src.dialect.loaded_dbapi.Error) or source.translate_error(orig):
+    if not is_untranslated(exc):
         return None
     try:
         return not_utf8(src, have)

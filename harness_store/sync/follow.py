@@ -40,8 +40,9 @@ from typing import Literal
 
 from sqlalchemy.engine import URL
 
+from ..connector.translation import driver_message, translated, typed_or_same
 from ..dialects import backend_named
-from ..engine import make_engine, safe_url, to_url
+from ..engine import safe_url
 from ..errors import (
     DuplicateOriginError,
     InvalidValueError,
@@ -49,10 +50,19 @@ from ..errors import (
     StoreAccessError,
     StoreError,
     StoreNotFoundError,
+    UnansweredError,
 )
+from ..formats import is_int
 from ..targets import Target
-from . import core
-from .core import SOURCE_REFUSALS, prepare_dest, sync_source
+from .core import (
+    SOURCE_REFUSALS,
+    close_all,
+    open_or_none,
+    peek_mark,
+    refuse_shared_marks,
+    sync_source,
+)
+from .destination import Destination
 from .follow_report import FollowEvent, FollowNotice, FollowPass, FollowReport, NoticeKind, OnEvent
 from .origin_state import BATCH, Carry
 from .watch import SourceMark, source_mark
@@ -72,9 +82,6 @@ check reads the whole file, which a pass every second must not)."""
 REFUSAL_GRACE = 60.0
 """Seconds a centre that answers but refuses every connection is retried before `follow`
 gives up (once connected before: a server restarting refuses for a while too)."""
-LASTING_STATES = frozenset({"42501", "3D000"})
-"""SQLSTATEs (beside class 28, authorisation) that no retry will change: a privilege the
-role lacks, a database that does not exist."""
 
 Outcome = Literal["sent", "refused", "gone", "failed", "stopped"]
 
@@ -104,20 +111,26 @@ def follow(
     `StoreAccessError` when it refuses the connection for good, and `InvalidValueError` for
     bad arguments (before anything runs)."""
     for name, value in (("batch_size", batch_size), ("workers", workers)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_int(value) or value < 1:
             raise InvalidValueError(f"{name} must be a positive int, got {value!r}")
     if not 0 < interval <= max_interval:
         raise InvalidValueError(
             f"need 0 < interval <= max_interval, got {interval!r} and {max_interval!r}"
         )
     targets = _sources(sources)
-    dest_url = to_url(dest)
-    if backend_named(dest_url.get_backend_name()).one_connection:
-        workers = 1
-    follower = _Follower(
-        dest_url, stop or threading.Event(), on_event, mark, batch_size, interval, max_interval
-    )
-    return follower.run(targets, workers)
+    with Destination(dest) as destination:
+        if backend_named(destination.url.get_backend_name()).one_connection:
+            workers = 1
+        follower = _Follower(
+            destination,
+            stop or threading.Event(),
+            on_event,
+            mark,
+            batch_size,
+            interval,
+            max_interval,
+        )
+        return follower.run(targets, workers)
 
 
 def _sources(sources: Sequence[str | os.PathLike[str] | URL]) -> list[Target]:
@@ -139,7 +152,7 @@ def _sources(sources: Sequence[str | os.PathLike[str] | URL]) -> list[Target]:
 class _Follower:
     def __init__(
         self,
-        dest: URL,
+        dest: Destination,
         stop: threading.Event,
         on_event: OnEvent | None,
         mark: bool,
@@ -154,10 +167,8 @@ class _Follower:
         self.batch_size = batch_size
         self.interval = interval
         self.max_interval = max_interval
-        self.report = FollowReport(safe_url(dest))
+        self.report = FollowReport(safe_url(dest.url))
         self.lock = threading.Lock()
-        self.prepare_lock = threading.Lock()
-        self.prepared = False
         self.connected_once = False
         self.refused_since: float | None = None
         self.failure: BaseException | None = None
@@ -167,7 +178,6 @@ class _Follower:
         """The origin mark each source carried at its last pass (by position)."""
         self.started_at = time.time()
         """Wall clock: what was committed before is counted from here."""
-        self.engine = make_engine(dest)
 
     # --- the run -------------------------------------------------------------------------
 
@@ -176,7 +186,7 @@ class _Follower:
         self.slots = threading.BoundedSemaphore(workers)
         self.count = len(targets)
         self.targets = targets
-        core._close_all(core._refuse_shared_marks(targets))  # as `sync` refuses them
+        close_all(refuse_shared_marks(targets))  # as `sync` refuses them
         threads = [
             threading.Thread(
                 target=self._watch, args=(at, target), name=f"hs-follow-{at}", daemon=True
@@ -199,7 +209,6 @@ class _Follower:
                     thread.join(STOP_GRACE + 10)
         finally:
             self.stop.set()
-            self.engine.dispose()
         self.report.seconds = time.monotonic() - started
         if self.failure is not None:
             raise self.failure
@@ -221,10 +230,8 @@ class _Follower:
                 self.stop.wait(_backoff(failures))
 
     def _prepare(self) -> None:
-        with self.prepare_lock:
-            if not self.prepared:
-                prepare_dest(self.engine, self.dest)
-                self.prepared = self.connected_once = True
+        self.dest.prepare()
+        self.connected_once = True
 
     # --- one source ----------------------------------------------------------------------
 
@@ -322,7 +329,7 @@ class _Follower:
                 done = sync_source(
                     source,
                     None,
-                    self.engine,
+                    self.dest.connector,
                     self.mark,
                     False,
                     self._on_rows,
@@ -386,13 +393,13 @@ class _Follower:
     def _carries(self, at: int, mark: str) -> bool:
         """Whether source `at` carries `mark` now (read from its file)."""
         try:
-            store = core._open_or_none(self.targets[at])
+            store = open_or_none(self.targets[at])
         except Exception:
             return False
         if store is None:
             return False
         try:
-            return core.peek_mark(store) == mark
+            return peek_mark(store) == mark
         finally:
             store.close()
 
@@ -419,23 +426,22 @@ class _Follower:
                     self.failure = lasting
             self.stop.set()
             return "stopped", ""
-        with self.prepare_lock:
-            self.prepared = False  # the centre is looked at again before the next pass
+        self.dest.forget()  # the centre is looked at again before the next pass
         with self.lock:
             self.report.retries += 1
-        self.engine.dispose()  # connections of a restarted server are all gone
         return "failed", _said(exc)
 
     def _lasting(self, exc: Exception) -> StoreError | None:
-        """The error to end with when `exc` is a refusal no retry will change, else None."""
-        if isinstance(exc, SchemaError | StoreAccessError):
-            return exc
-        orig = _driver_error(exc)
-        state = getattr(orig, "sqlstate", None)
-        if isinstance(state, str) and (state[:2] == "28" or state in LASTING_STATES):
-            return StoreAccessError(f"the centre refused: {_said(exc)}")
-        connect_failed = type(orig).__name__ == "OperationalError" and state is None
-        if not connect_failed or not _reachable(self.dest):
+        """The error to end with when `exc` is a refusal no retry will change, else None: as
+        the translation types it, a refusal of the centre's (`StoreAccessError`: a privilege
+        the role lacks, a login or database refused) or a store it cannot write
+        (`SchemaError`); or a connection the centre's server did not answer while it
+        answers on its port (`UnansweredError`), at once before any pass connected, else
+        after `REFUSAL_GRACE` seconds of them."""
+        typed = typed_or_same(exc)
+        if isinstance(typed, SchemaError | StoreAccessError):
+            return typed
+        if not isinstance(typed, UnansweredError) or not _reachable(self.dest.url):
             self.refused_since = None
             return None
         if not self.connected_once:
@@ -472,23 +478,11 @@ def _backoff(failures: int) -> float:
     return float(min(RETRY_MAX, RETRY_FIRST * 2 ** min(failures - 1, 16)))
 
 
-def _driver_error(exc: BaseException) -> BaseException:
-    """The driver's error behind `exc`: a SQLAlchemy error's `orig`, or the cause the
-    connector translated (a connection it could not open is a `StoreConnectionError` whose
-    cause is the driver's); `exc` itself when there is none."""
-    orig = getattr(exc, "orig", None)
-    if orig is None and isinstance(exc, StoreError):
-        orig = getattr(exc.__cause__, "orig", None) or exc.__cause__
-    return orig if isinstance(orig, BaseException) else exc
-
-
 def _said(exc: BaseException) -> str:
-    """An error as one line: the typed error its driver code translates to, when there is
-    one."""
-    orig = getattr(exc, "orig", None) or exc
-    name = "postgresql" if type(orig).__module__.startswith("psycopg") else "sqlite"
-    typed = backend_named(name).translate_error(orig) if not isinstance(exc, StoreError) else None
-    text = str(typed or orig)
+    """An error as one line: the typed error its driver's code translates to, when there is
+    one, else what the driver said."""
+    typed = exc if isinstance(exc, StoreError) else translated(None, exc)
+    text = str(typed) if typed is not None else driver_message(exc)
     first = next((line for line in text.splitlines() if line.strip()), text)
     return " ".join(first.split())
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, inspect, select, update
+from sqlalchemy import Connection, delete, inspect, select, update
 
 from ..connector import connector_at
-from ..models.sync import ORIGINS, SOURCE_MARKER
+from ..models.sync import ORIGINS, QUARANTINE, SOURCE_MARKER
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,9 @@ def register(dst: Connection, ident: SourceIdentity, now: str, anchor: str | Non
 
 def retire(dst: Connection, origin_id: int) -> None:
     """Free an origin's identity for the new store that reuses its file (the origin and its
-    rows stay, under an identity nothing will match again)."""
+    rows stay, under an identity nothing will match again). The runs it held in quarantine,
+    which no sync of it will release now, go with it (in the caller's transaction)."""
+    dst.execute(delete(QUARANTINE).where(QUARANTINE.c.origin_id == origin_id))
     dst.execute(
         update(ORIGINS)
         .where(ORIGINS.c.id == origin_id)

@@ -30,8 +30,11 @@ from ..dialects import Backend
 from ..models.sync import QUARANTINE
 from ..transfer.values import Refusal, refusals, undecodables
 from .report import HeldRun
-from .rows import model_table, source_columns
-from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
+from .rows import EVENT_RUN_FIELDS, model_table, source_columns
+from .rules import RULE_OF, RULES, RUNS, SESSIONS, TURNS, Rule
+
+EVENTS = "run_events"
+"""The table whose rows' JSON names runs (`event_links`)."""
 
 
 class Unreadable(Exception):
@@ -130,6 +133,7 @@ def waiting(
         for link, target in rule.links.items():
             if target == RUNS and link != column and link in have[rule.table]:
                 pairs.append((table.c[column], table.c[link]))
+    pairs += event_links(have)
     grew = True
     while grew:
         grew = False
@@ -145,6 +149,28 @@ def waiting(
                     held[run] = f"waits for run {linked} of the same source, quarantined"
                     grew = True
     return held
+
+
+def event_links(have: Mapping[str, frozenset[str]]) -> list[tuple[Any, Any]]:
+    """A stored event's run and each run its JSON names (`rows.EVENT_RUN_FIELDS`), which a
+    sync gives their central ids as it does a row's links: an event naming a held run waits
+    with it, or it would keep the source's id (another run's, centrally) for good. JSON no
+    reader can read names none. The other JSON and free text of a run's rows (an agent
+    event's detail, a message's body) are sent as written, their ids never given central
+    ones, so a held run they name changes nothing of them."""
+    if "json" not in have.get(EVENTS, ()) or "run_id" not in have[EVENTS]:
+        return []
+    events = model_table(RULE_OF[EVENTS])
+    return [
+        (
+            events.c.run_id,
+            case(
+                (func.json_valid(events.c.json), func.json_extract(events.c.json, f"$.{name}")),
+                else_=None,
+            ),
+        )
+        for name in EVENT_RUN_FIELDS
+    ]
 
 
 def held_sessions(src: Connection, have: Mapping[str, frozenset[str]], runs: set[int]) -> set[int]:

@@ -8,9 +8,11 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Column, ColumnElement, Connection, Table, insert, literal_column, select
+from sqlalchemy import Column, ColumnElement, Connection, Table, literal_column, select
 from sqlalchemy.sql import Select
 
+from ..dialects import backend_for
+from ..formats import is_int
 from ..models import Base
 from .rules import Rule
 
@@ -51,7 +53,7 @@ def event_json_for(raw: Any, runs: Mapping[int, int]) -> Any:
     changed = False
     for name in EVENT_RUN_FIELDS:
         value = document.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value in runs:
+        if is_int(value) and value in runs:
             document[name] = runs[value]
             changed = True
     if not changed:
@@ -120,19 +122,6 @@ def remap(
 
 
 def insert_returning_ids(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> list[int]:
-    """Insert `rows` (all with the same columns) in batches and return each one's new id, in
-    the order given.
-
-    RETURNING of a multi-row INSERT does not promise its order, and these tables' nullable
-    upstream-shaped ids cannot serve SQLAlchemy as an ordering sentinel, so each returned id
-    comes back with the values it was inserted with and is matched to them; rows with equal
-    values are interchangeable, so any matching among them is right.
-    """
-    if not rows:
-        return []
-    columns = list(rows[0])
-    statement = insert(table).returning(table.c.id, *(table.c[c] for c in columns))
-    waiting: dict[tuple[Any, ...], list[int]] = {}
-    for returned in conn.execute(statement, rows):
-        waiting.setdefault(tuple(returned[1:]), []).append(int(returned[0]))
-    return [waiting[tuple(row[c] for c in columns)].pop() for row in rows]
+    """Insert `rows` (all with the same columns) and return each one's new id, in the order
+    given: the backend's way (`Backend.insert_returning_ids`)."""
+    return backend_for(conn).insert_returning_ids(conn, table, rows)

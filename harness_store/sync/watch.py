@@ -23,6 +23,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..dialects.still import SHM_SUFFIX, WAL_SUFFIX, beside
+
 HEADER_COUNTER = slice(24, 28)
 """The file change counter in a SQLite database header."""
 
@@ -75,9 +77,9 @@ def source_mark(path: Path) -> SourceMark | None:
     if info is None or not os.path.isfile(path):
         return None
     header = _read(path, 100) or b""
-    wal_path = path.with_name(path.name + "-wal")
+    wal_path = beside(path, WAL_SUFFIX)
     wal = _stat(wal_path)
-    index = _read(path.with_name(path.name + "-shm"), WAL_INDEX_HEADER) if wal else None
+    index = _read(beside(path, SHM_SUFFIX), WAL_INDEX_HEADER) if wal else None
     return SourceMark(
         file=(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns),
         counter=header[HEADER_COUNTER],

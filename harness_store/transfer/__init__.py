@@ -84,10 +84,12 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
+from ..connector.translation import driver_message
 from ..engine import safe_url, sqlite_path, to_url, where
 from ..errors import MalformedStoreError
+from ..formats import is_int
 from ..releases import HEAD
 from ..schema.copy_marker import (
     COPY_MARKER,
@@ -164,7 +166,7 @@ def copy_store(
     interrupted copy (`IncompleteCopyError` otherwise), or one whose tables hold no rows, is
     emptied and copied into afresh; a target with rows is still refused.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_int(batch_size) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     from ..store import whole_snapshot
 
@@ -195,10 +197,10 @@ def copy_store(
                 break
             except WriterAppeared:
                 continue  # a writer opened the source meanwhile: read it again, seeing it
-            except DBAPIError as exc:
+            except SQLAlchemyError as exc:
                 if is_malformed(exc):
                     raise MalformedStoreError(
-                        malformed_source_message(shown, str(exc.orig), "copied")
+                        malformed_source_message(shown, driver_message(exc), "copied")
                     ) from None
                 raise
     finally:
@@ -241,7 +243,7 @@ def _copy(
             report = upgrade(url, backup=False)
         except SQLAlchemyError as exc:
             raise CopyError(
-                f"cannot build the store schema in {where(url)}: {getattr(exc, 'orig', exc)}"
+                f"cannot build the store schema in {where(url)}: {driver_message(exc)}"
             ) from exc
         if report.after != HEAD:
             raise CopyError(f"building the schema of {where(url)} ended at {report.after}")

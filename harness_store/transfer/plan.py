@@ -14,8 +14,9 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..connector import Connector, connector_at
+from ..connector.translation import driver_message
 from ..dialects import backend_named
-from ..dialects.postgresql import FORMAT_TABLE
+from ..dialects.base import FORMAT_TABLE
 from ..engine import URL_ENV, safe_url, sqlite_path, where
 from ..errors import SchemaError, StoreError, UpgradeRequiredError
 from ..releases import NEWEST_KNOWN_RELEASE, SHAPES, STORE_RELEASE
@@ -57,7 +58,7 @@ def opened(url: URL) -> Iterator[Connector]:
         try:
             connector = stack.enter_context(connector_at(url))
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot open {where(url)}: {getattr(exc, 'orig', exc)}") from exc
+            raise StoreError(f"cannot open {where(url)}: {driver_message(exc)}") from exc
         yield connector
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
+from ..connector.translation import driver_message
 from ..errors import MalformedStoreError, StoreError
 from ..schema.preflight import is_malformed, malformed_message, quick_check
 from ..targets import Target
@@ -49,7 +50,7 @@ def open_source(
     except Exception as exc:
         cause = exc.__cause__ if isinstance(exc, StoreError) else exc
         if cause is not None and is_malformed(cause):
-            detail = str(getattr(cause, "orig", None) or cause)
+            detail = driver_message(cause)
             raise MalformedStoreError(
                 malformed_source_message(source.where, detail, action)
             ) from None

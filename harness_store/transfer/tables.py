@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Table, select
 
+from ..connector.translation import driver_message, is_untranslated
 from ..dialects import Backend, backend_named
 from ..errors import InvalidValueError
 from ..schema.copy_marker import marker_table
@@ -119,9 +120,7 @@ def _undecodable(
 ) -> str | None:
     """When reading the source failed without a code of its driver's (as a text whose bytes
     are not UTF-8 fails), the first such text of `table`, said with its row; else None."""
-    source = backend_named(src.dialect.name)
-    orig = getattr(exc, "orig", None) or exc
-    if not isinstance(orig, src.dialect.loaded_dbapi.Error) or source.translate_error(orig):
+    if not is_untranslated(exc):
         return None
     try:
         return undecodable(src, table, columns)
@@ -197,7 +196,7 @@ def explain(
         return ", ".join(f"{k}={row[k]}" for k in keys)
 
     span = f"the rows {row_name(rows[0])} … {row_name(rows[-1])}" if rows else "its rows"
-    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    lines = driver_message(exc).strip().splitlines()
     detail = " ".join(line.strip() for line in lines[:3] if not line.startswith("["))[:500]
     return f"{table.name}: {span} could not be written to the target ({detail}); {LEFT_AS_IT_WAS}"
 

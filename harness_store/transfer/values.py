@@ -37,7 +37,6 @@ from sqlalchemy import (
 )
 
 from ..dialects import Backend, backend_named
-from ..dialects.sqlite_text import texts_not_utf8
 
 SHOWN = 40
 """The most characters of a value a refusal quotes."""
@@ -196,10 +195,11 @@ def undecodable(
 ) -> str | None:
     """The first text among `columns` of the rows `where` selects whose bytes are not UTF-8
     (which no read of it as text can return), said with its table, row key and column; None.
-    Looked for (`dialects.sqlite_text.texts_not_utf8`) only after a read failed."""
+    Looked for (`Backend.texts_not_utf8`) only after a read failed."""
     if not _keeps_any_bytes(src, columns):
         return None
-    for key, column, raw, start in texts_not_utf8(src, table, columns, where=where):
+    backend = backend_named(src.dialect.name)
+    for key, column, raw, start in backend.texts_not_utf8(src, table, columns, where=where):
         return (
             f"{table.name}.{column.name} of the row {_row_name(table, key)} {_not_utf8(raw, start)}"
         )
@@ -298,7 +298,8 @@ def undecodables(
             where = run.in_(list(runs))
     found: list[Refusal] = []
     seen: set[tuple[Any, ...]] = set()
-    for head, column, raw, start in texts_not_utf8(src, table, columns, where=where, also=also):
+    found_texts = backend_named(src.dialect.name).texts_not_utf8
+    for head, column, raw, start in found_texts(src, table, columns, where=where, also=also):
         key = head[len(also) :]
         if key in seen:
             continue

@@ -20,11 +20,23 @@ PROBE = (
     "import sys\n"
     "from harness_store.cli import main\n"
     "try:\n"
-    "    main(sys.argv[1:])\n"
+    "    main()\n"
     "finally:\n"
     "    print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas')[:3])\n"
 )
-"""The command, run as `main` runs it, then the pandas modules it had loaded."""
+"""The command, run as its own process runs it, then the pandas modules it had loaded."""
+
+CALLER = (
+    "import sys\n"
+    "from harness_store.cli import main\n"
+    "try:\n"
+    "    main(sys.argv[1:])\n"
+    "except SystemExit:\n"
+    "    pass\n"
+    "import pandas\n"
+    "print(pandas.__name__)\n"
+)
+"""A program that calls the command from Python, then imports pandas itself."""
 
 
 def test_the_command_never_loads_pandas(tmp_path: Path) -> None:
@@ -41,6 +53,18 @@ def test_the_command_never_loads_pandas(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
     assert read_dataset(tmp_path / "out", "steps").num_rows == 2
+
+
+def test_a_program_calling_the_command_can_still_import_pandas(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite3"
+    with Store.open(path) as store:
+        store.start_run("goal", "f")
+    done = subprocess.run(
+        [sys.executable, "-c", CALLER, "export", "parquet", str(path), str(tmp_path / "out")],
+        capture_output=True, text=True, env=environ(), timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "pandas"
 
 
 def test_rows_read_in_small_batches_are_written_in_whole_row_groups(tmp_path: Path) -> None:

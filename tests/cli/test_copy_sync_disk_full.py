@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from support.clirun import run_in_process
 from support.small_disk import SmallDisk, fill, small_disks
-from support.synccheck import write_source
+from support.synccheck import mirror_problems, write_source
 
-from .commandkit import digest, fails
+from .commandkit import digest, fails, sql
 
 
 @pytest.fixture
@@ -57,3 +57,27 @@ def test_upgrade_of_a_store_at_the_head_on_a_full_disk_names_it(
     assert line.startswith(f"harness-store: error: {path}: "), line
     assert "the disk is full" in line and "unchanged" in line, line
     assert digest(path) == before
+
+
+def test_a_sync_into_an_existing_centre_on_a_full_disk_is_one_line_and_keeps_it_whole(
+    tmp_path: Path, small_disk: SmallDisk
+) -> None:
+    """The centre's disk fills partway through a sync of a second host: one line naming the
+    centre, saying what was kept; the centre is a whole store (what was committed before is
+    there, nothing half-written), and the sync made again once there is room ends a mirror."""
+    first, second = tmp_path / "first.sqlite3", tmp_path / "second.sqlite3"
+    write_source(first, runs=3, tag="a")
+    write_source(second, runs=120, steps=20, tag="b")
+    disk = small_disk(4 << 20)
+    centre = disk / "centre.sqlite3"
+    assert run_in_process("sync", first, centre).returncode == 0
+    filler = fill(disk, 128 << 10)
+    line = fails(1, "sync", second, centre)
+    assert line.startswith(f"harness-store: error: {centre}: the disk is full"), line
+    assert "Free some space" in line, line
+    assert sql(centre, "PRAGMA integrity_check") == [("ok",)]
+    assert mirror_problems(str(centre), first) == []
+    assert run_in_process("check", centre).returncode == 0
+    filler.unlink()
+    assert run_in_process("sync", second, centre).returncode == 0
+    assert mirror_problems(str(centre), first) == [] and mirror_problems(str(centre), second) == []

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from support.clirun import peak_rss_kib
 
-from harness_store.otel.exporter import BATCH
+from harness_store.otel.sender import BATCH
 
 from .big_run import long_run
 from .conftest import Phoenix

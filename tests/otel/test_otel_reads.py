@@ -12,7 +12,8 @@ from harness_store import Store
 from harness_store import models as m
 from harness_store.errors import InvalidValueError
 from harness_store.otel import since_stamp, traces_url
-from harness_store.otel.exporter import shown_url, walk_runs
+from harness_store.otel.endpoint import shown_url
+from harness_store.otel.exporter import walk_runs
 
 from .trees import build_tree
 

@@ -14,7 +14,7 @@ from support.clirun import peak_rss_kib, run_in_process
 from harness_store import StepRecord, Store
 from harness_store.cli.export.otlp import MAX_REQUEST_BYTES_DEFAULT
 from harness_store.otel import export
-from harness_store.otel.exporter import BATCH, MAX_REQUEST_BYTES
+from harness_store.otel.sender import BATCH, MAX_REQUEST_BYTES
 
 from .big_run import long_run
 from .sink import Sink

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from support.clirun import run_in_process
+from support.foreign_values import foreign_store as write_foreign
 from test_value_paths import (
     Kind,
     Outcome,
@@ -31,7 +32,7 @@ from test_value_paths import (
     refused_or,
 )
 
-from harness_store import StepRecord, Store
+from harness_store import Store
 
 pytestmark = pytest.mark.slow
 
@@ -79,19 +80,8 @@ CASES = [
 
 
 def foreign_store(path: Path, kind: Kind) -> int:
-    """A store of one finished run of one step, a memory entry and a lease, `kind`'s value
-    written into its row with `sqlite3`; the run's id."""
-    with Store.open(path, backup=False) as store:
-        run = store.start_run("goal", "plan.toml")
-        store.checkpoint_step(run, StepRecord(1, "decide", "result").with_trace("p", "x:{}", 2))
-        store.memory_put("ws", "key", "remembered", run, 1)
-        store.acquire_lease(run, 60)
-        store.finish_run(run, "success")
-    with closing(sqlite3.connect(path)) as conn:
-        key = "id" if kind.table == "runs" else "run_id"
-        conn.execute(f"UPDATE {kind.table} SET {kind.column} = {kind.sql} WHERE {key} = ?", [run])
-        conn.commit()
-    return run
+    """`support.foreign_values.foreign_store` holding `kind`'s value; the run's id."""
+    return write_foreign(path, kind.table, kind.column, kind.sql)
 
 
 def store_reads(kind: Kind, source: Path) -> Outcome:

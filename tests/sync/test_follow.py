@@ -433,7 +433,7 @@ def test_a_value_the_centre_cannot_hold_is_refused_by_name_not_retried(
     pg_url: str, tmp_path: Path
 ) -> None:
     """Text that is not UTF-8 in a session's own row (no run's, so none to hold: it refuses
-    its source; in a run's row it only quarantines the run, `test_quarantine_text`) is a
+    its source; in a run's row it only quarantines the run, `test_quarantine`) is a
     refusal, said once with the row, not an outage retried forever: the other host flows
     meanwhile, and once the row is repaired the host's runs arrive, each once."""
     from support.synccheck import add_session

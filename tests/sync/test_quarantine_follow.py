@@ -1,8 +1,9 @@
 """`harness-store sync --follow` over a fleet where one host holds a value the centre cannot
-hold (a NUL in a step's text, into PostgreSQL): a real follower process, sources written with
-`sqlite3` and the Store. The clean host's runs keep arriving; the NUL run is quarantined
-byte-exact and named once; repaired in its source, it arrives whole, exactly once. Every
-condition is an event or a poll until a generous deadline, never a time measured."""
+hold (a NUL in a step's text, text not UTF-8 in a run's goal, into PostgreSQL): a real
+follower process, sources written with `sqlite3` and the Store. The clean host's runs keep
+arriving; the spoilt run is quarantined byte-exact and named once; repaired in its source, it
+arrives whole, exactly once. Every condition is an event or a poll until a generous deadline,
+never a time measured."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from support.synccheck import write_source
 from harness_store import StepRecord, Store
 from harness_store.sync import quarantined
 from sync.test_follow import Follower, caught_up, reaped
-from sync.test_quarantine import NUL, held_rows, raw_rows, repair, spoil
+from sync.test_quarantine import NOT_UTF8, NUL, held_rows, raw_rows, repair, spoil
 
 __all__ = ["reaped"]  # the processes a test started are killed after it
 
@@ -30,13 +31,18 @@ def a_run(path: Path, goal: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("table", "column", "value", "said"),
+    [("steps", "result", NUL, "NUL"), ("runs", "goal", NOT_UTF8, "not UTF-8")],
+    ids=["nul", "not-utf8"],
+)
 def test_a_fleet_keeps_flowing_past_a_run_the_centre_cannot_hold(
-    pg_url: str, tmp_path: Path
+    pg_url: str, tmp_path: Path, table: str, column: str, value: str, said: str
 ) -> None:
     clean, spoilt = tmp_path / "clean.sqlite3", tmp_path / "spoilt.sqlite3"
     write_source(clean, runs=2, tag="c")
     roots = write_source(spoilt, runs=2, tag="s")
-    row = spoil(spoilt, "steps", "result", NUL, roots[0])
+    row = spoil(spoilt, table, column, value, roots[0])
     family = [roots[0], roots[0] + 1]  # the run and its child, which waits for it
     follower = Follower([clean, spoilt], pg_url)
 
@@ -45,9 +51,9 @@ def test_a_fleet_keeps_flowing_past_a_run_the_centre_cannot_hold(
         lambda e: e["event"] == "pass" and e["source"] == str(spoilt) and e["quarantined"]
     )
     assert [q["run"] for q in named["quarantined"]] == family
-    assert named["quarantined"][0]["column"] == "result"
-    assert named["quarantined"][0]["row"] == f"id={row}"
-    assert "NUL" in named["quarantined"][0]["problem"]
+    first = named["quarantined"][0]
+    assert (first["table"], first["column"], first["row"]) == (table, column, f"id={row}")
+    assert said in first["problem"]
     held = {q.run: q for q in quarantined(pg_url)}
     assert sorted(held) == family
     assert held_rows(held[roots[0]]) == raw_rows(spoilt, roots[0])  # byte-exact
@@ -60,7 +66,7 @@ def test_a_fleet_keeps_flowing_past_a_run_the_centre_cannot_hold(
     )
     assert later["quarantined"] == []
 
-    repair(spoilt, "steps", "result", row)
+    repair(spoilt, table, column, row)
     released = follower.wait(
         lambda e: e["event"] == "pass" and e["source"] == str(spoilt) and e["released"]
     )

@@ -26,7 +26,7 @@ MAX_WAIT_DEFAULT = 300.0
 reason as `MAX_REQUEST_BYTES_DEFAULT`; a test holds the two equal)."""
 
 MAX_REQUEST_BYTES_DEFAULT = 4 * 1024 * 1024
-"""`--max-request-bytes`'s default, `harness_store.otel.exporter.MAX_REQUEST_BYTES` (spelled
+"""`--max-request-bytes`'s default, `harness_store.otel.sender.MAX_REQUEST_BYTES` (spelled
 here so that `--help` does not import the OpenTelemetry SDK; a test holds the two equal)."""
 
 EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http"
@@ -166,7 +166,7 @@ def otlp_command(
     try:
         from ...otel import export, since_stamp, traces_url
         from ...otel import follow as follow_runs
-        from ...otel.exporter import request_limit
+        from ...otel.sender import request_limit
     except ImportError as exc:
         raise missing_extra(exc, "export otlp", "otel") from None
     from ..spend import load_prices

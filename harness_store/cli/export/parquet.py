@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ...errors import InvalidValueError
+from .. import app
 from ..app import EPILOG, EXIT_USAGE, CliError, DbArg, JsonOpt, SchemaOpt, missing_extra
 from ..output import emit_json, plural, progress_bars, stderr_console, stdout_console
 from ..reader import in_schema, open_reader
@@ -102,7 +103,8 @@ def parquet_command(
         from ...analytics.dataset import export_parquet, spare_pandas
     except ImportError as exc:
         raise missing_extra(exc, "exporting Parquet", "analytics") from None
-    spare_pandas()  # this process never needs it: some 130 MiB less at the peak
+    if app.OWN_PROCESS:
+        spare_pandas()  # this process never needs it: some 130 MiB less at the peak
     chosen, run_ids = _names(tables), _run_ids(runs)
     with (
         open_reader(db, replace=False) as reader,

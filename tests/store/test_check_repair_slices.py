@@ -1,0 +1,50 @@
+"""What `repair`'s write transactions cost: the spend recount is decided in a read and written
+in slices of groups, each its own write transaction, so a live writer waits one slice whatever
+the store holds; a repair stopped between slices leaves nothing counted twice, and the next
+repair recounts only what is still wrong."""
+
+from __future__ import annotations
+
+from support.write_work import work_per_write
+
+from harness_store import Store
+from harness_store.records import ProviderCall, Usage
+from harness_store.records.health import FindingKind
+
+from .checkkit import PRICES
+
+SLICE = 200
+"""Groups a slice of the recount holds (`check.RECOUNT_SLICE`)."""
+
+
+def lost_counters(target: str, runs: int) -> None:
+    """`runs` runs of one provider call each, their spend counters lost."""
+    with Store.open(target, backup=False) as store:
+        with store.transaction():
+            for i in range(runs):
+                run = store.start_run(f"call {i}", "plan.toml")
+                store.record_provider_call(run, ProviderCall(1, 0, "prov", "m1", Usage(1, 1, 2)))
+        with store._write() as conn:
+            conn.exec_driver_sql("DELETE FROM hs_spend_runs")
+
+
+def repaired_work(target: str, more: int, groups: int) -> list[int]:
+    """`more` runs added, every counter lost, and the work of each write transaction of the
+    repair that recounts the `groups` runs."""
+    lost_counters(target, more)
+    with Store.open(target, backup=False) as store:
+        before = store.check()
+        assert before.of(FindingKind.SPEND_COUNTER)
+        with work_per_write(store, "provider_calls") as work:
+            repaired = store.repair()
+        assert repaired.after.healthy, repaired.after
+        assert any(f"spend counters of {groups} groups" in d for d in repaired.done)
+        assert len(store.spend_by_run(PRICES)) == groups
+    return work
+
+
+def test_a_repair_recounts_in_slices_whatever_the_calls(store_target: str) -> None:
+    small = repaired_work(store_target, SLICE, SLICE)
+    big = repaired_work(store_target, 4 * SLICE, 5 * SLICE)  # five times the calls
+    assert len(big) > len(small), (small, big)
+    assert max(big) <= 2 * max(small) + 50, (small, big)
