@@ -4,7 +4,6 @@ cleared in the source (an archive) sent again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import Column, Table, delete, func, select
@@ -133,10 +132,11 @@ class AppendTables(OriginState):
         reloaded: bool,
         texts_before: int | None = None,
     ) -> tuple[int, int, int]:
-        """Stream rows of an append table into the destination as they are read (on
-        PostgreSQL one COPY a table, so the server works while the source is read); the
-        highest id read, how many non-empty text values were read, and the hash of the
-        last row's facts (`ANCHOR_MARK`).
+        """Write rows of an append table into the destination as they are read, a batch at a
+        time (on PostgreSQL one COPY a batch, the central ids its links name read before the
+        COPY starts: a statement inside a COPY would wait on it for ever); the highest id
+        read, how many non-empty text values were read, and the hash of the last row's facts
+        (`ANCHOR_MARK`).
 
         Written in slices (`slices`), each batch is inserted and its marks set as a
         completed send would set them (`texts_before`: the non-empty texts below the rows
@@ -196,12 +196,13 @@ class AppendTables(OriginState):
             self._sent(len(out))
             return out
 
-        def rows() -> Iterator[list[Any]]:
-            while batch := cursor.fetchmany(self.batch_size):
-                yield from converted(batch)
-
         if self.slices is None or reloaded or texts_before is None:
-            self.backend.bulk_insert(self.dst, table, names, rows())
+            while batch := cursor.fetchmany(self.batch_size):
+                # a batch is converted, and the central ids it names read, before it is
+                # written: never a statement on the centre's connection inside a COPY
+                values = converted(batch)
+                if values:
+                    self.backend.bulk_insert(self.dst, table, names, values)
         else:
             while batch := cursor.fetchmany(self.slice_rows):
                 values = converted(batch)

@@ -197,3 +197,22 @@ def test_a_one_run_passs_memory_does_not_grow_with_the_source(tmp_path: Path) ->
         add_run(source)
         peaks[runs] = peak_rss_kib("sync", source, centre)
     assert peaks[250_000] - peaks[50_000] < GROWTH_KIB, peaks
+
+
+@pytest.mark.timeout(120)
+def test_a_finished_runs_new_step_arrives_at_the_next_pass(
+    tmp_path: Path, store_target: str
+) -> None:
+    """An appended row of a run whose own row did not change names a run the pass never
+    read: its central id is asked of the centre while the rows stream (on PostgreSQL
+    inside the COPY), and the pass still ends."""
+    source = widened(tmp_path / "host.sqlite3", 3 * SCRUB_ROWS)
+    done = add_run(source)
+    sync([source], store_target)
+    write(
+        source,
+        "INSERT INTO steps (run_id, step, decision, result) VALUES (?, 2, 'd', 'ok')",
+        done,
+    )
+    sync([source], store_target)
+    assert mirror_problems(store_target, source) == []
