@@ -33,12 +33,13 @@ ACCEPTED = (
 """The forms a caller's time takes, as the errors name them."""
 
 _FORM = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})"
-    r"(?:[T ](\d{2})(?::(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?\s*(Z|z|[+-]\d{2}:?\d{2})?)?",
-    re.ASCII,
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})"
+    r"(?:[T ]([0-9]{2})(?::([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,9}))?)?)?\s*"
+    r"(Z|z|[+-][0-9]{2}:?[0-9]{2})?)?"
 )
-"""A caller's time; ASCII, as every pattern of a stamp: Unicode's `\\d` also matches other
-scripts' digits (`٢٠٢٦`), which `int` reads but no stamp holds."""
+"""A caller's time. Digits are ASCII, as in every pattern of a stamp (Unicode's `\\d` also
+matches other scripts' digits, `٢٠٢٦`, which `int` reads but no stamp holds); the space before
+a zone is any space, as `hs_stamp` reads it on PostgreSQL."""
 _SPELLED = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}\.\d{3}Z| \d{2}:\d{2}:\d{2})", re.ASCII
 )

@@ -268,7 +268,7 @@ def compact_command(
         except Exception as exc:  # SQLite rolls the slice (or the VACUUM) back when the disk fills
             from ..schema.preflight import is_disk_full
 
-            if isinstance(exc, DiskFullError) or not is_disk_full(exc):
+            if not (isinstance(exc, DiskFullError) or is_disk_full(exc)):
                 raise
             raise DiskFullError(
                 f"{parse_target(db).where}: the disk is full, so the compact stopped; the store "

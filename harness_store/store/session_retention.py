@@ -30,6 +30,7 @@ from sqlalchemy.sql.sqltypes import LargeBinary, String
 
 from .. import models as m
 from ..errors import InvalidValueError
+from ..formats import is_int
 from ..records import Archived, Pruned, SessionSize, StoreSize
 from ..records.runs import FINISHED_STATUSES
 from .lease_rows import lease_row
@@ -497,7 +498,7 @@ class SessionRetentionMixin(OlderStoreMixin):
 
         Outside any transaction only: inside a `transaction()` block it raises
         `TransactionOpenError` and does nothing."""
-        if isinstance(slice_pages, bool) or not isinstance(slice_pages, int) or slice_pages < 1:
+        if not is_int(slice_pages) or slice_pages < 1:
             raise InvalidValueError(f"slice_pages must be a positive number, not {slice_pages!r}")
         before = self.store_size().file_bytes
         with self._maintenance() as driver:

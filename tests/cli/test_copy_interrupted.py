@@ -225,7 +225,10 @@ def test_a_copy_into_postgresql_stopped_mid_copy_leaves_it_empty(
             env=environ(),
             preexec_fn=default_signals,
         )
-        copying = text("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY \"steps\"%'")
+        copying = text(  # this test's database: other tests' syncs COPY into "steps" too
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND query LIKE 'COPY \"steps\"%'"
+        )
         with engine.connect() as watcher:
             while not watcher.execute(copying).scalar():
                 watcher.rollback()  # pg_stat_activity is read once a transaction
