@@ -13,8 +13,8 @@ every SQLite write. Its operations, by name:
   statements straight on the driver (the hot paths);
 - `outside_transaction()`: a driver connection outside any transaction, in the writers' turn
   (`VACUUM`);
-- `lend(bind)` (`lent.py`): a connection whose transactions its borrower begins itself
-  (Alembic's migration context), its writes in the writers' turn (`Lent.writing`).
+- `lend(bind)` (`upgrade_connection.py`): a connection whose transactions its borrower begins
+  itself (Alembic's migration context), its writes in the writers' turn (`Lent.writing`).
 
 One subclass per way of holding connections: `SQLiteConnector` keeps one connection for the
 Store's life (threads take turns on it; concurrent checkpoints share commits),
@@ -54,7 +54,7 @@ from ..errors import (
 from ..targets import where
 from . import translation
 from .driver import DriverStatement
-from .kept import Awaited
+from .kept_connections import Awaited
 
 Work = Sequence[tuple[DriverStatement, Any]]
 """Pre-compiled statements and their parameters, run in order."""
@@ -119,8 +119,6 @@ class Connector(ABC):
         """How `rows` and `stream` bind their statements: the engine's one binder, which
         the backend's bulk reads of a source (`driver_rows`) bind through too."""
         self.closed = False
-        self.owns_engine = True
-        """Whether `close` disposes the engine (not a caller's, see `connector_over`)."""
 
     # --- the open block ------------------------------------------------------------------
 
@@ -171,8 +169,7 @@ class Connector(ABC):
             self.closed = True
             self._close_connections()
             self._queue.close()
-            if self.owns_engine:
-                self.engine.dispose()
+            self.engine.dispose()
 
     def _close_connections(self) -> None:  # noqa: B027 - nothing held by default
         """Close what this connector keeps beyond the pool."""

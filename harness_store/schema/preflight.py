@@ -15,8 +15,8 @@ from pathlib import Path
 from sqlalchemy import Connection
 
 from ..connector.translation import is_disk_full, is_malformed
+from ..dialects.read_only_files import JOURNAL_SUFFIX, beside
 from ..dialects.sqlite_files import blocked_by_hot_journal
-from ..dialects.still import JOURNAL_SUFFIX, beside
 from ..errors import MalformedStoreError, UnfinishedTransactionError
 
 __all__ = [
