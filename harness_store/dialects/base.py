@@ -209,7 +209,7 @@ class Backend(ABC):
     tasks on the event loop share them as a sync Store's threads do."""
     native_async: ClassVar[bool] = False
     """Whether the driver speaks asyncio natively, so an `AsyncStore` runs its calls on the
-    event loop (SQLAlchemy's asyncio engine) instead of on threads."""
+    event loop (SQLAlchemy's asyncio engine) instead of on threads (SQLite's has none)."""
     loop_ping_after: ClassVar[float] = 0.0
     """Seconds a kept connection of an `AsyncStore` (on the event loop) may sit idle and be
     reused without a ping."""
@@ -245,11 +245,12 @@ class Backend(ABC):
     def read_only_url(self, url: URL) -> URL:
         """The same store, opened so that no statement can write to it."""
 
-    @abstractmethod
-    def install(
+    def install(  # noqa: B027 - nothing per connection by default
         self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
     ) -> None:
-        """Attach the per-connection setup (pragmas, transaction control) to an engine."""
+        """Attach the per-connection setup (pragmas, transaction control) to an engine.
+        Nothing by default: a driver that begins a transaction on the first statement
+        (psycopg) needs none."""
 
     @abstractmethod
     def now(self) -> str:

@@ -282,11 +282,6 @@ class PostgreSQLBackend(Backend):
     def snapshot_sql(self) -> str | None:
         return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 
-    def install(
-        self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
-    ) -> None:
-        """Nothing per connection: psycopg begins a transaction on the first statement."""
-
     def now(self) -> str:
         return STAMP.format(t=CLOCK)
 

@@ -110,8 +110,6 @@ class SQLiteBackend(Backend):
     """The embedded backend: one file, WAL, `BEGIN IMMEDIATE` writes, upstream's pragmas."""
 
     name = "sqlite"
-    native_async = False
-    """No asyncio driver here: an `AsyncStore` runs SQLite calls on its threads."""
     one_connection = True
 
     def engine_options(
