@@ -14,7 +14,8 @@ from ..dialects import Backend, backend_named
 from ..engine import make_engine, to_url
 from ..engine import read_only_url as read_only_url_of
 from ..targets import TargetLike
-from .base import BlockState, Connector, Work
+from .base import Connector, Work
+from .open_block import BlockState
 from .pooled import PooledConnector
 from .sqlite import SQLiteConnector
 from .translation import translated
