@@ -1,7 +1,8 @@
 """Facts about SQLite's files and errors are spelled in one place each: the side files' suffixes
-(`-wal`, `-shm`, `-journal`, `-writers`) in `dialects/still.py` and `dialects/sqlite_queue.py`,
-and a driver error's result code (`sqlite_errorcode`) read only in `dialects/sqlite_codes.py`.
-Everything else builds on those names, so a side file or a code is never known two ways."""
+(`-wal`, `-shm`, `-journal`, `-writers`) in `dialects/read_only_files.py` and
+`dialects/sqlite_queue.py`, and a driver error's result code (`sqlite_errorcode`) read only in
+`dialects/sqlite_codes.py`. Everything else builds on those names, so a side file or a code is
+never known two ways."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "harness_store"
 
 SUFFIXES = frozenset({"-wal", "-shm", "-journal", "-writers"})
 
-SUFFIX_HOMES = frozenset({"dialects/still.py", "dialects/sqlite_queue.py"})
+SUFFIX_HOMES = frozenset({"dialects/read_only_files.py", "dialects/sqlite_queue.py"})
 
 CODE_HOME = "dialects/sqlite_codes.py"
 

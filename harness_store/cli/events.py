@@ -93,7 +93,7 @@ def events_command(
                 left = None if left is None else left - len(page)
         return
     # The read-only Store sees other processes' writes, also those of a writer that opens a
-    # still file after it (`dialects.still`).
+    # still file after it (`dialects.read_only_files`).
     with open_reader(db) as reader:
         shown = 0
         try:

@@ -25,7 +25,7 @@ def table_order(names: Iterable[str]) -> list[str]:
 
 def inspect_document(reader: Reader) -> dict[str, Any]:
     """Everything `inspect` reports, as one JSON-ready mapping."""
-    from ..dialects.still import WAL_SUFFIX, beside, in_wal_mode
+    from ..dialects.read_only_files import WAL_SUFFIX, beside, in_wal_mode
     from ..engine import safe_url, sqlite_path
     from ..releases import HEAD
     from ..schema.detect import StoreKind, read_revision

@@ -180,7 +180,7 @@ def look(db: str, *, schema: str | None = None) -> Diagnosis:
     still file `immutable=1`, as the read-only open does), without the Store: all `upgrade`
     needs to say what it found, and it may be older than the Store reads."""
     from ..connector import connector_at
-    from ..dialects.still import names_uri
+    from ..dialects.read_only_files import names_uri
     from ..engine import read_only_url
     from ..schema.detect import check_sqlite_file
     from ..schema.preflight import check_readable

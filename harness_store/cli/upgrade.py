@@ -121,7 +121,7 @@ def upgrade_command(
 def no_store_left(path: Path) -> str:
     """Remove what a failed creation of a store left at `path` (an empty file, a journal;
     the chain rolled back, so nothing of a store is in them) and say so."""
-    from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
+    from ..dialects.read_only_files import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 
     for file in [path, *(beside(path, side) for side in (*SIDE_SUFFIXES, JOURNAL_SUFFIX))]:
         file.unlink(missing_ok=True)

@@ -10,15 +10,16 @@ from contextlib import contextmanager
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
-from ..dialects import Backend, backend_for, backend_named
+from ..dialects import Backend, backend_named
 from ..engine import make_engine, to_url
 from ..engine import read_only_url as read_only_url_of
 from ..targets import TargetLike
-from .base import BlockState, Connector, Work
-from .lent import Lent, lend
+from .base import Connector, Work
+from .open_block import BlockState
 from .pooled import PooledConnector
 from .sqlite import SQLiteConnector
 from .translation import translated
+from .upgrade_connection import Lent, lend
 
 __all__ = [
     "BlockState",
@@ -29,7 +30,6 @@ __all__ = [
     "Work",
     "connector_at",
     "connector_for",
-    "connector_over",
     "lend",
     "translated",
 ]
@@ -57,18 +57,6 @@ def connector_at(target: TargetLike, *, read_only: bool = False) -> Iterator[Con
     except BaseException:
         engine.dispose()
         raise
-    try:
-        yield connector
-    finally:
-        connector.close()
-
-
-@contextmanager
-def connector_over(engine: Engine) -> Iterator[Connector]:
-    """A connector of its own over a caller's engine (which it leaves undisposed), closed
-    after the body: for a caller that keeps one engine across many passes (`follow`)."""
-    connector = connector_for(engine, backend_for(engine), engine.url)
-    connector.owns_engine = False
     try:
         yield connector
     finally:

@@ -13,8 +13,8 @@ every SQLite write. Its operations, by name:
   statements straight on the driver (the hot paths);
 - `outside_transaction()`: a driver connection outside any transaction, in the writers' turn
   (`VACUUM`);
-- `lend(bind)` (`lent.py`): a connection whose transactions its borrower begins itself
-  (Alembic's migration context), its writes in the writers' turn (`Lent.writing`).
+- `lend(bind)` (`upgrade_connection.py`): a connection whose transactions its borrower begins
+  itself (Alembic's migration context), its writes in the writers' turn (`Lent.writing`).
 
 One subclass per way of holding connections: `SQLiteConnector` keeps one connection for the
 Store's life (threads take turns on it; concurrent checkpoints share commits),
@@ -22,21 +22,20 @@ Store's life (threads take turns on it; concurrent checkpoints share commits),
 (PostgreSQL). `connector_at(target)` is a connector of its own outside any Store (sync's
 destination, a copy's target, the command's look). Driver errors leave as typed
 `StoreError`s, translated (`typed`) by the one translation (`translation.py`) from the
-backend's error codes.
+backend's error codes (`typed_errors.py`: how errors leave a connector).
 
 Inside `transaction()` every call of the same thread (or asyncio task: the open block is
-context-local) joins the one open transaction; a write there runs in its own savepoint.
+context-local, `open_block.py`) joins the one open transaction; a write there runs in its own
+savepoint.
 """
 
 from __future__ import annotations
 
-import copy
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
-from contextvars import ContextVar
-from typing import Any, NoReturn
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
@@ -44,17 +43,11 @@ from sqlalchemy.sql import ClauseElement
 
 from ..dialects import Backend
 from ..dialects.base import KEEP_ORPHANS, WRITE_DEADLINE, WRITE_TRANSACTION
-from ..errors import (
-    DiskFullError,
-    StoreClosedError,
-    StoreConnectionError,
-    StoreError,
-    TransactionOpenError,
-)
-from ..targets import where
-from . import translation
+from ..errors import StoreClosedError, StoreError, TransactionOpenError
 from .driver import DriverStatement
-from .kept import Awaited
+from .kept_connections import Awaited
+from .open_block import ActiveBlock, BlockState
+from .typed_errors import TypedErrors
 
 Work = Sequence[tuple[DriverStatement, Any]]
 """Pre-compiled statements and their parameters, run in order."""
@@ -64,42 +57,8 @@ INHERITED: list[Any] = []
 """Connections a forked child inherited and dropped: referenced for the child's life so that
 garbage collection never closes (or rolls back) what is still the parent's connection."""
 
-BlockState = tuple[Connection | None, bool]
-"""What a context has open on a connector: the block's connection (None for none), and
-whether it may write."""
 
-
-class _Active:
-    """The block this thread — or asyncio task — has open on this connector, if any.
-
-    Context-local rather than thread-local: a new thread starts with an empty context (so
-    each thread still has its own), and each asyncio task runs in its own copy, so the tasks
-    of an `AsyncStore` that share the event loop's thread never join each other's block."""
-
-    __slots__ = ("_var",)
-
-    def __init__(self) -> None:
-        self._var: ContextVar[BlockState] = ContextVar(
-            "harness_store_active", default=(None, False)
-        )
-
-    @property
-    def conn(self) -> Connection | None:
-        return self._var.get()[0]
-
-    @property
-    def write(self) -> bool:
-        return self._var.get()[1]
-
-    def get(self) -> BlockState:
-        return self._var.get()
-
-    def set(self, conn: Connection | None, write: bool) -> None:
-        """Open (`conn`) or end (None) this context's transaction."""
-        self._var.set((conn, write))
-
-
-class Connector(ABC):
+class Connector(TypedErrors, ABC):
     """A Store's connections and the operations on them (see the module)."""
 
     def __init__(
@@ -108,7 +67,7 @@ class Connector(ABC):
         self.engine = engine
         self.backend = backend
         self.url = url
-        self._active = _Active()
+        self._active = ActiveBlock()
         self._lock = threading.RLock()
         self._queue = backend.write_queue(url, busy_timeout=busy_timeout)
         self._begin_write = backend.begin_write_sql()
@@ -119,8 +78,6 @@ class Connector(ABC):
         """How `rows` and `stream` bind their statements: the engine's one binder, which
         the backend's bulk reads of a source (`driver_rows`) bind through too."""
         self.closed = False
-        self.owns_engine = True
-        """Whether `close` disposes the engine (not a caller's, see `connector_over`)."""
 
     # --- the open block ------------------------------------------------------------------
 
@@ -160,7 +117,7 @@ class Connector(ABC):
         """In a child after `fork()`: start fresh locks and contexts (subclasses drop the
         parent's connections without closing them)."""
         self._lock = threading.RLock()
-        self._active = _Active()
+        self._active = ActiveBlock()
         self._queue.forked()
 
     def close(self) -> None:
@@ -171,10 +128,9 @@ class Connector(ABC):
             self.closed = True
             self._close_connections()
             self._queue.close()
-            if self.owns_engine:
-                self.engine.dispose()
+            self.engine.dispose()
 
-    def _close_connections(self) -> None:  # noqa: B027 - nothing held by default
+    def _close_connections(self) -> None:
         """Close what this connector keeps beyond the pool."""
 
     def _check_open(self) -> None:
@@ -432,88 +388,3 @@ class Connector(ABC):
         if self._adapted:
             return Awaited(dbapi_connection.driver_connection.cursor())
         return dbapi_connection.cursor()
-
-    # --- errors --------------------------------------------------------------------------
-
-    def commit(self, commit: Callable[[], Any], rollback: Callable[[], Any] | None = None) -> None:
-        """Run a write transaction's COMMIT (`commit`). A connection lost now cannot say whether
-        the server received COMMIT and kept the write: it leaves as `StoreConnectionError` with
-        `may_have_committed` True, so no caller retries a write the server may hold. Any other
-        error leaves as it is, the transaction ended first (`rollback`): a COMMIT SQLite refuses
-        (a full disk) leaves SQLAlchemy's transaction open, and the connection would refuse
-        every later call of the Store."""
-        try:
-            commit()
-        except Exception as exc:
-            if rollback is not None:
-                with suppress(Exception):
-                    rollback()
-            typed = self.typed(exc)
-            if not isinstance(typed, StoreConnectionError):
-                raise
-            typed.may_have_committed = True
-            raise typed from exc
-
-    @contextmanager
-    def translated(self) -> Iterator[None]:
-        """Turn driver errors into typed `StoreError`s (locked, read-only, …)."""
-        try:
-            yield
-        except StoreError:
-            raise
-        except Exception as exc:
-            self.raise_typed(exc)
-
-    def raise_typed(
-        self,
-        exc: Exception,
-        *,
-        may_have_committed: bool = False,
-        connection_intact: bool | None = None,
-    ) -> NoReturn:
-        """Raise `exc` as its typed `StoreError`, or unchanged when it is no database error.
-
-        `may_have_committed` is true for a statement that was its own commit and for a
-        transaction's COMMIT: the server may have received it, and a lost connection then
-        cannot say whether the server kept it. `connection_intact`: the state of the driver
-        connection the statement ran on, when the caller ran it there itself (see
-        `translated`)."""
-        if isinstance(exc, StoreError):
-            raise exc
-        typed = self.typed(exc, connection_intact=connection_intact)
-        if typed is None:
-            raise exc
-        if isinstance(typed, StoreConnectionError):
-            typed.may_have_committed = may_have_committed
-        raise typed from exc
-
-    def raise_on(
-        self, dbapi_connection: Any, exc: Exception, *, may_have_committed: bool = False
-    ) -> NoReturn:
-        """`raise_typed` for an error a statement run straight on `dbapi_connection` raised,
-        told by that connection's state whether it was lost (see `translated`)."""
-        intact = self.backend.connection_intact(dbapi_connection)
-        self.raise_typed(exc, may_have_committed=may_have_committed, connection_intact=intact)
-
-    def typed(self, exc: Exception, *, connection_intact: bool | None = None) -> StoreError | None:
-        """The `StoreError` for a database error, or None for an error that is not one (the
-        one translation, `translation.typed`), a full disk named by the store whose disk it is."""
-        typed = translation.typed(self.backend, exc, connection_intact=connection_intact)
-        if isinstance(typed, DiskFullError):
-            return DiskFullError(f"{where(self.url)}: {typed}")
-        return typed
-
-    def error_of(self, exc: Exception, *, interrupted: Exception | None = None) -> BaseException:
-        """A caller's own error for `exc` raised while its write was committed by any thread
-        (a new object per caller): typed when it is a database error; `interrupted` when given
-        and it is none (the call's own non-database error, raised as itself); else a
-        `StoreError` saying the write was not committed."""
-        if isinstance(exc, StoreError):
-            return copy.copy(exc)
-        typed = self.typed(exc)
-        if typed is not None:
-            typed.__cause__ = exc
-            return typed
-        if interrupted is not None:
-            return interrupted
-        return StoreError(f"not committed: {type(exc).__name__}: {exc}")

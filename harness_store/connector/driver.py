@@ -2,8 +2,9 @@
 
 Checkpoints and tree aggregates run statements compiled once straight on the driver, through
 the connector (`connector`): on SQLite in group commit on the Store's one connection
-(`connector.group`), on PostgreSQL on a kept connection in autocommit (`connector.kept`), and inside
-`Store.transaction()` in the block's own transaction (a savepoint per call).
+(`connector.group`), on PostgreSQL on a kept connection in autocommit
+(`connector.kept_connections`), and inside `Store.transaction()` in the block's own
+transaction (a savepoint per call).
 """
 
 from __future__ import annotations

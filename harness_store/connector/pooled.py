@@ -15,7 +15,7 @@ from sqlalchemy.engine import URL
 from ..dialects import Backend
 from .base import INHERITED, Connector, Work
 from .driver import DriverStatement
-from .kept import HeldConnections
+from .kept_connections import HeldConnections
 
 _STREAMS = count(1)
 """Numbers naming the server-side cursors of `stream` (unique in the process)."""

@@ -44,7 +44,7 @@ class SQLiteConnector(Connector):
     def _see_writers(self) -> None:
         """Replace a held connection that reads its file as still (`immutable=1`) once a
         writer has opened the file, so this read sees the writer's commits (a read-only
-        Store; see `dialects.still`). Under the lock, outside any block."""
+        Store; see `dialects.read_only_files`). Under the lock, outside any block."""
         held = self._held
         if held is None or not self.backend.still_read_outdated(held):
             return  # the common case: a dictionary look-up

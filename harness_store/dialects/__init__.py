@@ -4,6 +4,7 @@ named after it), chosen by name from a URL, engine or connection through the reg
 
 from __future__ import annotations
 
+from . import sql_constructs  # noqa: F401 - registers how each construct compiles
 from .base import Backend
 from .registry import backend_for, backend_named, backend_of
 

@@ -10,22 +10,19 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
-from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, Engine, Select, Table, TableClause, bindparam, inspect
+from sqlalchemy import Connection, Engine, Table, bindparam, inspect
 from sqlalchemy.engine import URL, Dialect
-from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import ClauseElement
-from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
-from sqlalchemy.sql.selectable import Join
 
-from ..arrow.one_of import OneOf
-from ..errors import StatementRefusedError, StoreError
+from ..errors import StoreError
 from ..records.accounting import USAGE_SUMS
 from .registry import register
+from .statement_binder import StatementBinder, binder_for
+from .write_queue import WriteQueue
 
 SPEND_WATCHED = ("run_id", "model", "at", *USAGE_SUMS)
 """The `provider_calls` columns a spend group or its cost depends on: an update of any of them
@@ -60,142 +57,6 @@ BULK_BATCH = 5000
 """Rows per `executemany` of the default `Backend.bulk_insert`."""
 
 
-class DrivingJoin(Join):
-    """A join whose left side drives: for each of its rows, the right side is sought through
-    an index on the join columns. Rendered as a plain join, except where a backend must be
-    told (SQLite: `CROSS JOIN`, which its planner never reorders), because a cost guess there
-    would scan the whole right table instead (upstream pins the same reads the same way)."""
-
-    inherit_cache = True
-
-
-@compiles(DrivingJoin)
-def _plain_join(join: DrivingJoin, compiler: SQLCompiler, **kw: Any) -> str:
-    rendered: str = compiler.visit_join(join, **kw)  # type: ignore[no-untyped-call]
-    return rendered
-
-
-@compiles(OneOf)
-def _one_of_json_each(element: OneOf, compiler: SQLCompiler, **kw: Any) -> str:
-    """SQLite: the JSON array's values as a table (`json_each`), sought in the column's
-    index as an `IN` list is."""
-    column, ids = compiler.process(element.column, **kw), compiler.process(element.ids, **kw)
-    return f"{column} IN (SELECT value FROM json_each({ids}))"
-
-
-@compiles(OneOf, "postgresql")
-def _one_of_jsonb(element: OneOf, compiler: SQLCompiler, **kw: Any) -> str:
-    """PostgreSQL: the JSON array's elements as a set of `bigint`s."""
-    column, ids = compiler.process(element.column, **kw), compiler.process(element.ids, **kw)
-    return (
-        f"{column} IN (SELECT CAST(value AS BIGINT) "
-        f"FROM jsonb_array_elements_text(CAST({ids} AS JSONB)))"
-    )
-
-
-STATEMENTS_KEPT = 500
-"""How many compiled statements a binder keeps of each kind (as many as SQLAlchemy's own
-compiled cache keeps by default); past it they are compiled afresh."""
-
-
-class StatementBinder:
-    """How a Core statement becomes the SQL and parameters a driver takes, for one engine's
-    dialect: the one way the package's reads on a driver connection bind (the connector's
-    `rows` and `stream`, a backend's `driver_rows`), each statement compiled once.
-
-    A statement given with its `values` was built once by its reader (its parameters named)
-    and is found by what it is, nothing computed from it per call; any other is found by
-    SQLAlchemy's cache key of it (its structure, without its values), whose values are the
-    call's parameters, as SQLAlchemy's own execution does. Only `IN` lists are expanded per
-    call; a statement SQLAlchemy cannot cache is compiled for its call alone. Parameters are
-    bound, never inlined, and a statement over the driver's parameter limit is refused before
-    it is sent (`StatementRefusedError`)."""
-
-    def __init__(self, dialect: Dialect, backend: Backend) -> None:
-        self.dialect = dialect
-        self.limit = backend.statement_parameters
-        self.backend_name = backend.name
-        self._compiled: dict[Any, Any] = {}
-        """Statements compiled, by SQLAlchemy's cache key."""
-        self._built_once: dict[int, tuple[ClauseElement, Any]] = {}
-        """The statements readers built once, compiled, by identity (each kept beside its
-        compiled form, so that its id is never another's)."""
-
-    def bound(
-        self, statement: ClauseElement, values: Mapping[str, Any] | None = None
-    ) -> tuple[str, Any]:
-        """`statement`'s SQL for this dialect and its parameters, bound (an `IN` list's
-        values each a parameter of its own)."""
-        if values is not None:
-            kept = self._built_once.get(id(statement))
-            if kept is None or kept[0] is not statement:
-                kept = (statement, statement.compile(dialect=self.dialect))
-                if len(self._built_once) >= STATEMENTS_KEPT:
-                    self._built_once.clear()
-                self._built_once[id(statement)] = kept
-            compiled: Any = kept[1]
-            bound = compiled.construct_params(values, escape_names=False)
-        else:
-            key = statement._generate_cache_key()
-            compiled = None if key is None else self._compiled.get(key.key)
-            if compiled is None:
-                compiled = statement.compile(dialect=self.dialect, cache_key=key)
-                if key is not None:
-                    if len(self._compiled) >= STATEMENTS_KEPT:
-                        self._compiled.clear()
-                    self._compiled[key.key] = compiled
-            extracted = None if key is None else key.bindparams
-            bound = compiled.construct_params(extracted_parameters=extracted, escape_names=False)
-        expanded = compiled.construct_expanded_state(bound)
-        params = expanded.positional_parameters if compiled.positional else expanded.parameters
-        if self.limit is not None and len(params) > self.limit:
-            raise StatementRefusedError(
-                f"a statement reading {_tables_of(statement)} would send {len(params):,} "
-                f"parameters, and {self.backend_name}'s driver sends at most {self.limit:,}; "
-                "it was not sent, nothing changed"
-            )
-        return expanded.statement, params
-
-
-def _tables_of(statement: ClauseElement) -> str:
-    """The tables a statement reads, named for an error (or "its tables")."""
-    froms = statement.get_final_froms() if isinstance(statement, Select) else []
-    names = [f.name for f in froms if isinstance(f, TableClause)]
-    return ", ".join(names) if names else "its tables"
-
-
-_BINDERS: WeakKeyDictionary[Dialect, StatementBinder] = WeakKeyDictionary()
-"""Each engine's binder, by its dialect (one per engine), gone with it."""
-
-
-class WriteQueue:
-    """Where a Store's write transactions wait their turn behind other processes' (no queue
-    here: the database itself serialises writers fairly)."""
-
-    @contextmanager
-    def turn(self) -> Iterator[float | None]:
-        """Hold this process's place at the head of the queue for one write transaction;
-        yields the deadline for beginning it (None: no queue, the backend's own timeout)."""
-        yield None
-
-    def begin(self, cursor: Any) -> None:
-        """Take this process's turn and open a write transaction on a driver cursor (the hot
-        path: no context manager). Ended by `end` after the commit or rollback. Here nothing:
-        the driver opens a transaction on the first statement."""
-
-    def end(self) -> None:
-        """Give up the turn `begin` took."""
-
-    def settle(self, connection: Any) -> None:
-        """Undo what `begin` changed on a driver connection (before other uses of it)."""
-
-    def forked(self) -> None:
-        """In a child after `fork()`: forget the parent's handle on the queue."""
-
-    def close(self) -> None:
-        """Let go of the queue for good."""
-
-
 class Backend(ABC):
     """One database family's way of keeping upstream's formats and guarantees."""
 
@@ -209,7 +70,7 @@ class Backend(ABC):
     tasks on the event loop share them as a sync Store's threads do."""
     native_async: ClassVar[bool] = False
     """Whether the driver speaks asyncio natively, so an `AsyncStore` runs its calls on the
-    event loop (SQLAlchemy's asyncio engine) instead of on threads."""
+    event loop (SQLAlchemy's asyncio engine) instead of on threads (SQLite's has none)."""
     loop_ping_after: ClassVar[float] = 0.0
     """Seconds a kept connection of an `AsyncStore` (on the event loop) may sit idle and be
     reused without a ping."""
@@ -245,11 +106,12 @@ class Backend(ABC):
     def read_only_url(self, url: URL) -> URL:
         """The same store, opened so that no statement can write to it."""
 
-    @abstractmethod
-    def install(
+    def install(  # noqa: B027 - nothing per connection by default
         self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
     ) -> None:
-        """Attach the per-connection setup (pragmas, transaction control) to an engine."""
+        """Attach the per-connection setup (pragmas, transaction control) to an engine.
+        Nothing by default: a driver that begins a transaction on the first statement
+        (psycopg) needs none."""
 
     @abstractmethod
     def now(self) -> str:
@@ -352,10 +214,7 @@ class Backend(ABC):
 
     def binder(self, dialect: Dialect) -> StatementBinder:
         """The binder of the engine whose dialect is `dialect` (made on first use)."""
-        binder = _BINDERS.get(dialect)
-        if binder is None:
-            binder = _BINDERS.setdefault(dialect, StatementBinder(dialect, self))
-        return binder
+        return binder_for(dialect, self)
 
     def driver_rows(self, conn: Connection, statement: Any) -> Any:
         """Run a SELECT on `conn`'s own driver connection, inside the transaction `conn` has

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import select
-import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Connection, Engine, Table, event, inspect, text
+from sqlalchemy import Connection, Engine, Table, inspect, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
@@ -36,8 +33,40 @@ from ..errors import (
     UnansweredError,
 )
 from ..sqldefaults import NOW, STAMP_OF
-from .base import FORMAT_TABLE, SPEND_DAY, SPEND_MODEL, SPEND_WATCHED, Backend
+from .base import FORMAT_TABLE, Backend
+from .postgresql_codes import (
+    DISK_FULL_STATE,
+    FOREIGN_KEY_STATE,
+    LOCKED_STATES,
+    LOGIN_CLASSES,
+    LOST_CLASSES,
+    LOST_STATES,
+    NO_DATABASE_STATE,
+    OUT_OF_RANGE_STATE,
+    PRIVILEGE_STATE,
+    READ_ONLY_STATE,
+    STEPS_RUN_FKEY,
+)
+from .postgresql_connections import (
+    ASYNC_PING_AFTER,
+    check_on_checkout,
+    connection_alive,
+    connection_idle,
+    connection_intact,
+    transaction_aborted,
+)
 from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE, ROLE_TRIGGERS, keep_rules
+from .postgresql_schemas import (
+    create_own_schema,
+    database_exists,
+    own_schema_of,
+    own_schema_script,
+    search_path,
+    url_options,
+    with_own_schema,
+    work_in_own_schema,
+)
+from .postgresql_spend import drop_spend_triggers_sql, spend_triggers_sql
 
 UPGRADE_LOCK = (0x68735F75, 1)
 """The transaction-scoped advisory lock (two-key form) that serialises upgrades of one
@@ -47,9 +76,6 @@ MEMORY_KEY_BYTES = 2600
 """What a btree entry of memory's UNIQUE(workspace, key) can hold (PostgreSQL's limit is
 about a third of an 8 KB page, after compression; this stays under it for any text)."""
 
-LOCKED_STATES = frozenset({"55P03", "40P01", "40001"})
-"""lock_not_available (lock timeout), deadlock_detected, serialization_failure."""
-READ_ONLY_STATE = "25006"
 FEW_ROWS = 500
 """Bulk rows into a table under row-level security up to which a plain INSERT batch costs less
 than a temporary table and INSERT … SELECT."""
@@ -59,71 +85,12 @@ NEW_IDS = (
 )
 """Ids for as many new rows of a table (its name, the count), from its `id` column's sequence,
 taken in one statement before the rows are written."""
-PRIVILEGE_STATE = "42501"
-"""insufficient_privilege: a grant or a row-level security policy refused the statement."""
-FOREIGN_KEY_STATE = "23503"
-OUT_OF_RANGE_STATE = "22003"
-"""numeric_value_out_of_range: a BIGINT sum or cast past 64 bits."""
-STEPS_RUN_FKEY = "steps_run_id_fkey"
-LOGIN_CLASSES = frozenset({"28"})
-"""Class 28: invalid_authorization_specification (a role or password the server refused)."""
-NO_DATABASE_STATE = "3D000"
-"""invalid_catalog_name: a database that does not exist."""
-DISK_FULL_STATE = "53100"
-"""disk_full."""
-LOST_CLASSES = frozenset({"08"})
-"""Class 08: connection exceptions."""
-LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
-"""admin_shutdown (pg_terminate_backend, a fast shutdown), crash_shutdown, cannot_connect_now."""
 
 MEMORY_LOCK_PREFIX = "harness_store.memory:"
 """Advisory-lock key space of memory workspaces (hashed with the workspace name)."""
 
-PING_AFTER = 1.0
-"""Seconds a kept connection may sit idle and still be reused without a ping (see
-`PostgreSQLBackend.connection_alive`): a session ended while it sat idle is seen locally (its
-socket is readable) once its backend has gone; the ping covers one told to end a moment
-before and not yet gone, which matters only for a connection that sat idle long enough to be
-reaped (and for one whose last call failed, which `HeldConnections` pings whatever its idle
-time). A thread calling in a loop, or waiting its turn among others, never pays it."""
-EMPTY_QUERY = 0
-"""libpq's PGRES_EMPTY_QUERY: the answer to an empty query string (the ping)."""
-CONNECTION_OK = 0
-"""libpq's CONNECTION_OK."""
-
-ASYNC_PING_AFTER = PING_AFTER
-"""Seconds an asyncio pool connection may sit idle and be handed out again without a ping
-(see `PostgreSQLBackend.install_async`), as for a sync Store's kept connections."""
-USED = "hs_used"
-"""Pool record `info` key: when the connection was last given back (`time.monotonic()`)."""
-
 CLOCK = NOW["postgresql"]
 STAMP = STAMP_OF["postgresql"]
-
-
-SEARCH_PATH = "-csearch_path="
-"""The libpq option that keeps a store in a schema of its own: every connection of its URL
-starts with that schema as its whole `search_path`, so every statement (the Store's, the
-upgrade's, `alembic_version`'s) lands in it unqualified, and the schema others use is never
-seen."""
-
-
-def _options(url: URL) -> str:
-    """The URL's libpq `options`, as one string."""
-    options = url.query.get("options")
-    return options if isinstance(options, str) else " ".join(options or ())
-
-
-def with_own_schema(url: URL, schema: str) -> URL:
-    """`url` whose connections work in `schema` (a name checked by the caller: a plain
-    identifier, never quoted)."""
-    return url.update_query_dict({"options": f"{_options(url)} {SEARCH_PATH}{schema}".strip()})
-
-
-def own_schema_of(url: URL) -> str | None:
-    """The schema `with_own_schema` gave `url` (as written, unchecked), else None."""
-    found = [o[len(SEARCH_PATH) :] for o in _options(url).split() if o.startswith(SEARCH_PATH)]
-    return found[-1] if found else None
 
 
 def sqlstate_of(exc: BaseException) -> str | None:
@@ -131,59 +98,6 @@ def sqlstate_of(exc: BaseException) -> str | None:
     reader of a PostgreSQL error's code, which the translation reads (`translate_error`)."""
     state = getattr(exc, "sqlstate", None)
     return state if isinstance(state, str) else None
-
-
-def create_own_schema(conn: Connection, schema: str) -> bool:
-    """Create `schema` (a checked name) unless it exists, by the connected role, which then
-    owns it; whether it was created. Looked up first: `CREATE SCHEMA IF NOT EXISTS` needs
-    the right to create schemas even when it has nothing to do. A role that may not create
-    it gets the translation's `PrivilegeError`, saying what to grant."""
-    exists = text("SELECT 1 FROM pg_namespace WHERE nspname = :name")
-    if conn.execute(exists, {"name": schema}).first() is not None:
-        return False
-    try:
-        conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {schema}"))
-    except Exception as exc:
-        refused = PostgreSQLBackend().translate_error(exc)
-        if not isinstance(refused, PrivilegeError):
-            raise
-        raise PrivilegeError(
-            f"the store's schema {schema} does not exist, and this role may not create it: "
-            f"grant it CREATE ON DATABASE {conn.engine.url.database} for the first upgrade, "
-            f"or create the schema beforehand (CREATE SCHEMA {schema} AUTHORIZATION …); "
-            "nothing was changed"
-        ) from None
-    return True
-
-
-def work_in_own_schema(conn: Connection, schema: str) -> None:
-    """Make `schema` (a checked name) the whole `search_path` of `conn`'s open transaction
-    (`SET LOCAL`: it ends with the transaction): a connection handed over to the upgrade."""
-    conn.execute(text("SELECT set_config('search_path', :schema, true)"), {"schema": schema})
-
-
-def own_schema_script(schema: str) -> list[str]:
-    """What an offline script (`upgrade --sql`) for a store in `schema` (a checked name) runs
-    first, inside its transaction: the schema created unless it exists (looked up first, as
-    online), then made the whole `search_path` of that transaction alone, whatever schema the
-    session that applies the script works in."""
-    return [
-        f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '{schema}') "
-        f"THEN CREATE SCHEMA {schema}; END IF; END $$",
-        f"SET LOCAL search_path TO {schema}",
-    ]
-
-
-def search_path(conn: Connection) -> str:
-    """The `search_path` `conn` works with: the schema of its own a store's URL gave it,
-    unless something on the way (a pooler) dropped the startup option."""
-    return str(conn.execute(text("SELECT current_setting('search_path')")).scalar())
-
-
-def database_exists(conn: Connection, name: str) -> bool:
-    """Whether the server `conn` is connected to has a database called `name`."""
-    named = text("SELECT 1 FROM pg_database WHERE datname = :name")
-    return conn.execute(named, {"name": name}).first() is not None
 
 
 class PostgreSQLBackend(Backend):
@@ -206,7 +120,7 @@ class PostgreSQLBackend(Backend):
         return with_own_schema(url, schema)
 
     def create_own_schema(self, conn: Connection, schema: str) -> bool:
-        return create_own_schema(conn, schema)
+        return create_own_schema(conn, schema, self.translate_error)
 
     def work_in_own_schema(self, conn: Connection, schema: str) -> None:
         work_in_own_schema(conn, schema)
@@ -247,45 +161,16 @@ class PostgreSQLBackend(Backend):
     def install_async(
         self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
     ) -> None:
-        """Check each connection the asyncio pool hands out, as the kept connections of a sync
-        Store are checked (`connection_alive`): a closed one, or one whose socket is readable
-        (the server ended the session), is replaced; one idle for longer than
-        `ASYNC_PING_AFTER` is pinged first (on the event loop, through the adapter)."""
-        dialect = engine.dialect
-
-        @event.listens_for(engine, "checkin")
-        def given_back(dbapi_connection: Any, record: Any) -> None:
-            record.info[USED] = time.monotonic()
-
-        @event.listens_for(engine, "checkout")
-        def handed_out(dbapi_connection: Any, record: Any, proxy: Any) -> None:
-            driver = dbapi_connection.driver_connection
-            used = record.info.get(USED)
-            try:
-                if driver.closed or driver.broken:
-                    raise DisconnectionError("closed")
-                readable, _, _ = select.select([driver.fileno()], [], [], 0)
-                if readable:
-                    raise DisconnectionError("the server ended the session")
-                idle = None if used is None else time.monotonic() - used
-                if idle is not None and idle > ASYNC_PING_AFTER:
-                    dialect.do_ping(dbapi_connection)  # raises when there is no answer
-            except DisconnectionError:
-                raise
-            except Exception as exc:
-                raise DisconnectionError(str(exc)) from exc
+        """Check each connection the asyncio pool hands out (`check_on_checkout`), as the kept
+        connections of a sync Store are checked (`connection_alive`)."""
+        check_on_checkout(engine)
 
     def read_only_url(self, url: URL) -> URL:
         read_only = "-c default_transaction_read_only=on"
-        return url.update_query_dict({"options": f"{_options(url)} {read_only}".strip()})
+        return url.update_query_dict({"options": f"{url_options(url)} {read_only}".strip()})
 
     def snapshot_sql(self) -> str | None:
         return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
-
-    def install(
-        self, engine: Engine, *, synchronous: str | None, busy_timeout: float | None = None
-    ) -> None:
-        """Nothing per connection: psycopg begins a transaction on the first statement."""
 
     def now(self) -> str:
         return STAMP.format(t=CLOCK)
@@ -436,48 +321,16 @@ class PostgreSQLBackend(Backend):
         )
 
     def connection_alive(self, dbapi_connection: Any, idle: float) -> bool:
-        """Whether a kept connection can take the next statement without the risk of it
-        being lost with the session.
-
-        A session the server ended (restart, `pg_terminate_backend`, an idle reaper) has sent
-        its last message and closed its socket: an idle connection whose socket is readable is
-        dead — one `select`, no round trip. But a backend told to end a moment ago may not
-        have run yet, and a statement sent to it then fails with the session, where the
-        caller can only be told that it may have committed. So a connection that sat idle
-        longer than `PING_AFTER` (or whose last call failed) is also pinged (a round trip,
-        which the dying backend never answers); one used again within it — a writer in a
-        loop — is not: the chance that its session was ended in that sliver is small, and if
-        it was, the call fails with a typed `StoreConnectionError`, never silently.
-        """
-        if dbapi_connection.closed or dbapi_connection.broken:
-            return False
-        try:
-            readable, _, _ = select.select([dbapi_connection.fileno()], [], [], 0)
-            if readable:
-                return False
-            if idle > PING_AFTER:
-                # an empty query: one round trip, no statement to parse or plan
-                pgconn = dbapi_connection.pgconn
-                result = pgconn.exec_(b"")
-                return bool(result.status == EMPTY_QUERY and pgconn.status == CONNECTION_OK)
-        except Exception:
-            return False
-        return True
+        return connection_alive(dbapi_connection, idle)
 
     def connection_idle(self, dbapi_connection: Any) -> bool:
-        if dbapi_connection.closed or dbapi_connection.broken:
-            return False
-        return getattr(dbapi_connection.info.transaction_status, "name", None) == "IDLE"
+        return connection_idle(dbapi_connection)
 
     def connection_intact(self, dbapi_connection: Any) -> bool:
-        """psycopg's own view (an asyncio adapter's too): neither closed nor broken."""
-        return not (dbapi_connection.closed or dbapi_connection.broken)
+        return connection_intact(dbapi_connection)
 
     def transaction_aborted(self, dbapi_connection: Any) -> bool:
-        """psycopg's view of the connection: a transaction in error can only roll back."""
-        info = getattr(dbapi_connection, "info", None)
-        status = getattr(info, "transaction_status", None)
-        return getattr(status, "name", None) == "INERROR"
+        return transaction_aborted(dbapi_connection)
 
     def database_bytes(self, conn: Connection) -> int:
         return int(
@@ -511,61 +364,10 @@ class PostgreSQLBackend(Backend):
             dbapi_connection.autocommit = False
 
     def spend_triggers_sql(self) -> list[str]:
-        def bump(rows: str) -> str:
-            day, model = SPEND_DAY.format(row=rows), SPEND_MODEL.format(row=rows)
-            return (
-                f"INSERT INTO hs_spend_days (day, model, changes) SELECT {day}, {model}, "
-                f"count(*) FROM {rows} GROUP BY 1, 2 ORDER BY 1, 2 ON CONFLICT (day, model) "
-                "DO UPDATE SET changes = hs_spend_days.changes + excluded.changes; "
-                f"INSERT INTO hs_spend_runs (run_id, changes) SELECT {rows}.run_id, count(*) "
-                f"FROM {rows} GROUP BY 1 ORDER BY 1 ON CONFLICT (run_id) "
-                "DO UPDATE SET changes = hs_spend_runs.changes + excluded.changes;"
-            )
-
-        def bump_row(row: str) -> str:
-            day, model = SPEND_DAY.format(row=row), SPEND_MODEL.format(row=row)
-            return (
-                f"INSERT INTO hs_spend_days (day, model, changes) VALUES ({day}, {model}, 1) "
-                "ON CONFLICT (day, model) "
-                "DO UPDATE SET changes = hs_spend_days.changes + excluded.changes; "
-                f"INSERT INTO hs_spend_runs (run_id, changes) VALUES ({row}.run_id, 1) "
-                "ON CONFLICT (run_id) "
-                "DO UPDATE SET changes = hs_spend_runs.changes + excluded.changes;"
-            )
-
-        def function(name: str, body: str) -> str:
-            # `SET search_path FROM CURRENT`: the counters are found where the function was
-            # created (a store's schema of its own too), whatever the search_path of the
-            # session whose statement fires the trigger.
-            return (
-                f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql "
-                f"SET search_path FROM CURRENT AS $$ BEGIN {body} RETURN NULL; END $$"
-            )
-
-        # Statement-level with transition tables for inserts and deletes (a COPY or a
-        # retention sweep bumps each group once per statement, in key order); per row for
-        # updates, which PostgreSQL cannot give both a column list and transition tables.
-        return [
-            function("hs_spend_inserted", bump("hs_new")),
-            function("hs_spend_deleted", bump("hs_old")),
-            function("hs_spend_updated", f"{bump_row('OLD')} {bump_row('NEW')}"),
-            "CREATE TRIGGER hs_spend_insert AFTER INSERT ON provider_calls "
-            "REFERENCING NEW TABLE AS hs_new FOR EACH STATEMENT "
-            "EXECUTE FUNCTION hs_spend_inserted()",
-            "CREATE TRIGGER hs_spend_delete AFTER DELETE ON provider_calls "
-            "REFERENCING OLD TABLE AS hs_old FOR EACH STATEMENT "
-            "EXECUTE FUNCTION hs_spend_deleted()",
-            f"CREATE TRIGGER hs_spend_update AFTER UPDATE OF {', '.join(SPEND_WATCHED)} "
-            "ON provider_calls FOR EACH ROW EXECUTE FUNCTION hs_spend_updated()",
-        ]
+        return spend_triggers_sql()
 
     def drop_spend_triggers_sql(self) -> list[str]:
-        return [
-            *(f"DROP TRIGGER IF EXISTS hs_spend_{op} ON provider_calls"
-              for op in ("insert", "delete", "update")),
-            *(f"DROP FUNCTION IF EXISTS hs_spend_{fn}()"
-              for fn in ("inserted", "deleted", "updated")),
-        ]  # fmt: skip
+        return drop_spend_triggers_sql()
 
     def typed_times_sql(self, shape: Mapping[str, Collection[str]]) -> list[str]:
         from .postgresql_times import create_sql  # the models, only when a revision asks

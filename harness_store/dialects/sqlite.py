@@ -43,9 +43,9 @@ from .base import (
     WRITE_DEADLINE,
     WRITE_TRANSACTION,
     Backend,
-    DrivingJoin,
-    WriteQueue,
 )
+from .read_only_files import file_uri, install_still_reads, names_uri, still_read_outdated
+from .sql_constructs import DrivingJoin
 from .sqlite_codes import (
     SQLITE_BUSY,
     SQLITE_CANTOPEN,
@@ -62,7 +62,7 @@ from .sqlite_queue import SQLiteWriteQueue, begin_immediate
 from .sqlite_text import install as install_text_look
 from .sqlite_text import texts_not_utf8 as texts_not_utf8_of
 from .sqlite_text import tolerant as tolerant_of
-from .still import file_uri, install_still_reads, names_uri, still_read_outdated
+from .write_queue import WriteQueue
 
 CLOCK = NOW["sqlite"]
 """SQLite's SQL now, as its date functions take it."""
@@ -110,8 +110,6 @@ class SQLiteBackend(Backend):
     """The embedded backend: one file, WAL, `BEGIN IMMEDIATE` writes, upstream's pragmas."""
 
     name = "sqlite"
-    native_async = False
-    """No asyncio driver here: an `AsyncStore` runs SQLite calls on its threads."""
     one_connection = True
 
     def engine_options(

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from .read_only_files import file_uri
 from .sqlite_codes import SQLITE_READONLY_ROLLBACK, error_code
-from .still import file_uri
 
 
 def backup_copy(path: Path, partial: Path) -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreLockedError
-from .base import WriteQueue
 from .sqlite_codes import SQLITE_BUSY, SQLITE_LOCKED, primary_code
+from .write_queue import WriteQueue
 
 QUEUE_SUFFIX = "-writers"
 """The side file whose `flock` orders harness_store's writers to one database file. It exists

@@ -4,7 +4,11 @@
   revision names;
 - `detect`: what a database is (a release's store, torn, newer, foreign);
 - `migrate`: the one upgrade and downgrade procedure `alembic`, `Store.open` and
-  `harness-store upgrade` share;
+  `harness-store upgrade` share, over `online_upgrade` (its steps on a live store),
+  `wal_switch` (0.12's switch to WAL after the commit), `offline_script` (`--sql`),
+  `upgrade_report` (what it found and did), `environment_options` (what a caller and the
+  Alembic command hand the environment) and `model_comparison` (the models as `alembic check`
+  and autogenerate compare them);
 - `backup`: the copy of a SQLite store taken before its revision changes;
 - `preflight`: the checks made before and around it (readable, malformed, disk full);
 - `migration_ops`: the helpers the revisions in `harness_store.migrations` are written with.

@@ -14,8 +14,8 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..dialects.read_only_files import JOURNAL_SUFFIX, beside
 from ..dialects.sqlite_files import backup_copy
-from ..dialects.still import JOURNAL_SUFFIX, beside
 from ..errors import UpgradeFailedError
 from .preflight import is_disk_full
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from sqlalchemy import Connection, inspect
 
 from ..dialects import backend_for
-from ..dialects.still import WAL_SUFFIX, beside
+from ..dialects.read_only_files import WAL_SUFFIX, beside
 from ..errors import (
     ForeignDatabaseError,
     NewerFormatError,

@@ -146,12 +146,12 @@ def lower_checkpoint_format() -> None:
 
 WAL_AFTER_COMMIT = "harness_store.wal_after_commit"
 """The `config.attributes` key under which an offline run notes that its script owes 0.12's
-switch to WAL: `harness_store.schema.migrate` writes the statements after the COMMIT."""
+switch to WAL: `harness_store.schema.offline_script` writes the statements after the COMMIT."""
 
 
 def switch_to_wal() -> None:
     """0.12's switch of a file store to WAL. The switch cannot run inside a transaction (SQLite
-    ignores it there), so online it is left to `harness_store.schema.migrate`, which switches
+    ignores it there), so online it is left to `harness_store.schema.wal_switch`, which switches
     only after the upgrade has committed (a failed upgrade leaves even the file header as it
     was); offline (`--sql`) it is noted here, and the script runs it after its COMMIT."""
     if _offline() and _backend().wal_sql():

@@ -10,17 +10,20 @@ from here too).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Connection
 
 from ..connector.translation import is_disk_full, is_malformed
+from ..dialects.read_only_files import JOURNAL_SUFFIX, beside
 from ..dialects.sqlite_files import blocked_by_hot_journal
-from ..dialects.still import JOURNAL_SUFFIX, beside
-from ..errors import MalformedStoreError, UnfinishedTransactionError
+from ..errors import MalformedStoreError, StoreError, UnfinishedTransactionError
 
 __all__ = [
     "check_readable",
+    "checked_stage",
     "damage_found",
     "is_disk_full",
     "is_malformed",
@@ -84,3 +87,16 @@ def malformed_message(where: str, detail: str, action: str | None = None) -> str
     if action is not None:
         return f"{head}nothing of it was {action}. {recover}, and use that instead"
     return f"{head}it cannot be upgraded, and nothing was changed or backed up. {recover}"
+
+
+@contextmanager
+def checked_stage(stage: str, where: str) -> Iterator[None]:
+    """Raise a damaged file as `MalformedStoreError`, whatever statement met it."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        if is_malformed(exc):
+            raise MalformedStoreError(malformed_message(where, str(exc))) from exc
+        raise

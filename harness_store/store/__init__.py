@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL
 
 from ..connector import Connector
 from ..dialects import backend_named
-from ..dialects.still import names_uri
+from ..dialects.read_only_files import names_uri
 from ..engine import make_engine, read_only_url, to_url, where
 from ..errors import InvalidValueError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
@@ -244,7 +244,7 @@ def open_read_only(
 
     A SQLite file is checked before SQLite opens it (missing, no database, an unfinished
     transaction) and read through `mode=ro`, `immutable=1` while nobody writes it (the
-    dialect decides, `dialects.still`); PostgreSQL through read-only transactions. With
+    dialect decides, `dialects.read_only_files`); PostgreSQL through read-only transactions. With
     `refuse`, a store that cannot be read without an upgrade is refused
     (`detect.refuse_unreadable`, naming `upgrade_command`); without it the caller decides
     from the diagnosis (`shape`: with every table's columns). A store whose checkpoint format

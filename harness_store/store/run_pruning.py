@@ -39,8 +39,8 @@ from sqlalchemy import (
 from sqlalchemy.sql.sqltypes import NullType, String
 
 from ..dialects import backend_named
+from ..dialects.read_only_files import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 from ..dialects.sqlite_queue import QUEUE_SUFFIX
-from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 from ..errors import ArchiveRefusedError, DiskFullError, InvalidValueError
 from ..file_modes import FileModes
 from ..formats import is_int

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Select, func, insert, select
 
 from .. import models as m
-from ..dialects.base import DrivingJoin
+from ..dialects.sql_constructs import DrivingJoin
 from ..errors import InvalidValueError, StoreConnectionError, StoreError
 from ..formats import i64, is_int, u32
 from ..formats import text as check_text

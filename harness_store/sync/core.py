@@ -239,7 +239,7 @@ def sync(
 def _no_store_left(path: Path) -> str:
     """Remove the SQLite store a sync began at `path` and ran out of space in (the file,
     its journal and WAL), and say so."""
-    from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
+    from ..dialects.read_only_files import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 
     for file in [path, *(beside(path, side) for side in (*SIDE_SUFFIXES, JOURNAL_SUFFIX))]:
         file.unlink(missing_ok=True)

@@ -3,8 +3,8 @@
 A follower asks each source, many times a second, whether anything was committed since its
 last pass. Asking must cost next to nothing, hold no lock, create no side file and keep no
 connection open (a connection held on a WAL store keeps its `-wal` and `-shm` after io-harness
-closes it, which a read-only connection cannot remove: see `dialects.still`). So the question
-is answered from the files alone, by a mark that changes with every commit:
+closes it, which a read-only connection cannot remove: see `dialects.read_only_files`). So
+the question is answered from the files alone, by a mark that changes with every commit:
 
 - the store file's device, inode, size and modification time, and its header's file change
   counter (bytes 24–27, which every commit in rollback-journal mode increments): a commit in
@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..dialects.still import SHM_SUFFIX, WAL_SUFFIX, beside
+from ..dialects.read_only_files import SHM_SUFFIX, WAL_SUFFIX, beside
 
 HEADER_COUNTER = slice(24, 28)
 """The file change counter in a SQLite database header."""

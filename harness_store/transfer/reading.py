@@ -3,9 +3,10 @@ of its connector, checked for damage before a row is read.
 
 The open (`store.open_read_only`, what `Store.open(read_only=True)` runs) checks the file,
 refuses what cannot be read without an upgrade, and reads a still file with `immutable=1`
-(`dialects.still`) so that nothing is left beside it. A writer that opens a source while a
-snapshot reads it as still is noticed before what was read is trusted (`WriterAppeared`), and
-the source is read again in a new snapshot, whose connection sees the writer.
+(`dialects.read_only_files`) so that nothing is left beside it. A writer that opens a source
+while a snapshot reads it as still is noticed before what was read is trusted
+(`WriterAppeared`), and the source is read again in a new snapshot, whose connection sees the
+writer.
 """
 
 from __future__ import annotations

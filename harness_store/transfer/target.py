@@ -12,7 +12,7 @@ from sqlalchemy import MetaData, inspect
 from sqlalchemy.engine import URL
 
 from ..dialects import backend_named
-from ..dialects.still import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
+from ..dialects.read_only_files import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 from ..engine import sqlite_path, where
 from ..file_modes import FileModes
 from ..schema.copy_marker import COPY_MARKER, IncompleteCopyError, incomplete_copy_message

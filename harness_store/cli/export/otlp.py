@@ -200,7 +200,7 @@ def otlp_command(
             return
 
         # A live store: the read-only Store sees other processes' writes, also those of a
-        # writer that opens a still file after it (`dialects.still`). Ctrl-C, SIGTERM and
+        # writer that opens a still file after it (`dialects.read_only_files`). Ctrl-C, SIGTERM and
         # SIGHUP stop it after the run in flight, with a last line counting what the follow
         # sent (exit 0).
         def shipped(done: ExportReport) -> None:

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from sqlalchemy import Connection, Engine
 
 from ..dialects import backend_for
-from ..dialects.base import WRITE_DEADLINE, WRITE_TRANSACTION, WriteQueue
+from ..dialects.base import WRITE_DEADLINE, WRITE_TRANSACTION
+from ..dialects.write_queue import WriteQueue
 
 
 class Lent:
