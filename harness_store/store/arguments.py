@@ -216,7 +216,7 @@ _ONE_LINE = compile(
 (`_located`) each of its frames names that line."""
 
 _TEMPLATE: dict[str, Any] = {}
-exec(_ONE_LINE, _TEMPLATE)  # noqa: S102  # a constant template, compiled once
+exec(_ONE_LINE, _TEMPLATE)  # a constant template, compiled once
 _MAKE: Callable[[Callable[..., Any]], Any] = _TEMPLATE["make"]
 
 
