@@ -232,7 +232,7 @@ def _located(call: Callable[..., Any], function: Callable[..., Any]) -> Callable
         co_name=own.co_name,
         co_qualname=own.co_qualname,
     )
-    return functools.wraps(function)(checked)  # type: ignore[no-any-return]
+    return functools.wraps(function)(checked)
 
 
 def checked_arguments(cls: type[T]) -> type[T]:
