@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness_store.store import whole_trace
+from harness_store.store import trace_view
 
 from .common import Config, Table, fmt_ratio, fmt_time, interleaved, median, say, step_records
 from .stores import SQLITE, Backend, backends, scratch_target
@@ -177,11 +177,11 @@ def measure(
         out.append((name, median(times["raw"]), median(times["store"]), target))
 
     def long_way_trace() -> None:
-        short, whole_trace.SHORT_WINDOW = whole_trace.SHORT_WINDOW, 0
+        short, trace_view.SHORT_WINDOW = trace_view.SHORT_WINDOW, 0
         try:
             store_step_trace()
         finally:
-            whole_trace.SHORT_WINDOW = short
+            trace_view.SHORT_WINDOW = short
 
     few = max(1, calls // TRACE_CALLS)
     times = interleaved(

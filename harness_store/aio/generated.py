@@ -82,7 +82,8 @@ if TYPE_CHECKING:
     )
     from harness_store.records.health import CheckReport, Repaired
     from harness_store.store.arguments import WrappedU64
-    from harness_store.store.export_reads import (
+    from harness_store.store.run_pruning import Progress
+    from harness_store.store.trace_export import (
         SpanEventRow,
         SpanMcpEvent,
         SpanProviderCall,
@@ -91,7 +92,6 @@ if TYPE_CHECKING:
         SpanStep,
         SpanToolAttempt,
     )
-    from harness_store.store.run_pruning import Progress
 
 
 class StoreMethods:
@@ -842,7 +842,7 @@ class StoreMethods:
         result: list[ServerToolCall] = await self._call(READ, "server_tool_calls", (run_id,), {})
         return result
 
-    # JournalMixin: harness_store/store/journal.py
+    # StepAttemptsMixin: harness_store/store/step_attempts.py
 
     async def put_gate_attempt(
         self,
@@ -2062,7 +2062,7 @@ class StoreMethods:
         )
         return result
 
-    # ExportReadsMixin: harness_store/store/export_reads.py
+    # TraceExportMixin: harness_store/store/trace_export.py
 
     async def span_runs(
         self,
@@ -2154,7 +2154,7 @@ class StoreMethods:
         result: list[SpanEventRow] = await self._call(READ, "span_event_rows", (run_id,), {})
         return result
 
-    # WholeTraceMixin: harness_store/store/whole_trace.py
+    # TraceViewMixin: harness_store/store/trace_view.py
 
     async def run_header(
         self,
@@ -2258,7 +2258,7 @@ class StoreMethods:
         result: int = await self._call(READ, "database_bytes", (), {})
         return result
 
-    # NotesMixin: harness_store/store/notes.py
+    # SummariesTodosMixin: harness_store/store/summaries_todos.py
 
     async def put_summary(
         self,

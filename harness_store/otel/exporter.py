@@ -18,7 +18,7 @@ from ..records import PriceTable, RunStatus
 from ..records.runs import FINISHED_STATUSES
 from ..stamps import Stamp
 from ..store import Store
-from ..store.export_reads import RUN_PAGE, RunRows, SpanProviderCall, SpanRun
+from ..store.trace_export import RUN_PAGE, RunRows, SpanProviderCall, SpanRun
 from .endpoint import shown_url, traces_url
 from .mapping import EVENT_BYTES_PER_SPAN, MappingOptions, RunSpans, SpanIds, resource, scope
 from .sender import BATCH, MAX_REQUEST_BYTES, ExportReport, Sender

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..errors import StoreConnectionError
 from ..records import PriceTable
 from ..store import Store
-from ..store.export_reads import RUN_PAGE, SpanRun
+from ..store.trace_export import RUN_PAGE, SpanRun
 from .exporter import Exporter, finished, running_runs
 from .sender import BATCH, MAX_REQUEST_BYTES, ExportReport
 from .transport import MAX_WAIT

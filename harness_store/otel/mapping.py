@@ -20,7 +20,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from opentelemetry.util.types import AttributeValue
 
 from ..records import PriceTable, Usage
-from ..store.export_reads import (
+from ..store.trace_export import (
     RunRows,
     SpanEventRow,
     SpanMcpEvent,

@@ -41,21 +41,21 @@ from .arguments import checked_arguments
 from .arrow import ArrowMixin
 from .base import StoreBase
 from .check import CheckMixin
-from .export_reads import ExportReadsMixin
-from .journal import JournalMixin
 from .leases import Lease, LeasesMixin
 from .listings import ListingsMixin
 from .mailbox import MailboxMixin
 from .memory import MemoryMixin
-from .notes import NotesMixin
 from .questions import QuestionsMixin
 from .run_pruning import RunPruningMixin
 from .runs import RunsMixin
 from .session_retention import SessionRetentionMixin
 from .sessions import SessionsMixin
+from .step_attempts import StepAttemptsMixin
 from .stream import StreamMixin
+from .summaries_todos import SummariesTodosMixin
 from .trace import TraceMixin
-from .whole_trace import WholeTraceMixin
+from .trace_export import TraceExportMixin
+from .trace_view import TraceViewMixin
 
 __all__ = ["Lease", "Store"]
 
@@ -67,7 +67,7 @@ class Store(
     LeasesMixin,
     RunsMixin,
     TraceMixin,
-    JournalMixin,
+    StepAttemptsMixin,
     StreamMixin,
     AccountingMixin,
     ApprovalsMixin,
@@ -75,10 +75,10 @@ class Store(
     MemoryMixin,
     QuestionsMixin,
     MailboxMixin,
-    ExportReadsMixin,
-    WholeTraceMixin,
+    TraceExportMixin,
+    TraceViewMixin,
     ListingsMixin,
-    NotesMixin,
+    SummariesTodosMixin,
     SessionsMixin,
     SessionRetentionMixin,
     CheckMixin,

@@ -12,7 +12,7 @@ from ..formats import i64, text, u32
 from ..models.sync import IDS, ORIGINS, recorded_path
 from ..records import RunListing
 from .marks import reads
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 from .unreadable import check_integers, integer_columns
 
 

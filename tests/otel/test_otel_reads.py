@@ -1,4 +1,4 @@
-"""The reads an export makes (`ExportReadsMixin`) on both backends, and the argument checks,
+"""The reads an export makes (`TraceExportMixin`) on both backends, and the argument checks,
 without a receiver: which runs `since` and `run_ids` choose, pages, and the stamps compared
 as text."""
 

@@ -15,7 +15,7 @@ from support.compilations import compilations
 from harness_store import Edit, Price, PriceTable, ProviderCall, StepRecord, Store, Usage
 from harness_store import models as m
 from harness_store.dialects import backend_named
-from harness_store.store.point_reads import compiled, step_record
+from harness_store.store.step_reads import compiled, step_record
 
 Read = Callable[[Store, int, int], Any]
 """A read of the store, given a run and a step number that vary between calls."""

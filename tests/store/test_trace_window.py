@@ -11,10 +11,10 @@ from support.pg_proxy import PgProxy
 from harness_store import Store
 from harness_store.errors import RunNotFoundError
 from harness_store.records import ProviderCall, StepRecord, Usage
-from harness_store.store.whole_trace import TRACE_PAGE
+from harness_store.store.trace_view import TRACE_PAGE
 
 from .test_trace import sent_statements
-from .test_whole_trace import a_run_of_every_kind
+from .test_trace_view import a_run_of_every_kind
 
 
 def test_a_one_step_window_is_one_statement(store_target: str, new_store: object) -> None:

@@ -13,7 +13,7 @@ from ..formats import text as check_text
 from ..formats import u32, u64
 from ..records import Summary, TodoItem, TodoState
 from .marks import reads, writes
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 
 TODO_MAX_ITEMS = 64
 """Most items a run's todo list keeps; the rest are dropped (and counted)."""
@@ -25,7 +25,7 @@ def summary(id: int, through: int, folded: int, txt: str, est: int, at: str) -> 
     return Summary(int(id), int(through), int(folded), txt, int(est), at)
 
 
-class NotesMixin(OlderStoreMixin):
+class SummariesTodosMixin(OlderStoreMixin):
     """Summaries and todos: upstream's `memory.rs`, second half."""
 
     @writes

@@ -39,8 +39,8 @@ from ..errors import RunNotFoundError
 from ..formats import REPLY_TURN, i64
 from ..records import RunHeader, TraceEntry
 from .marks import pages, reads
-from .older import OlderStoreMixin
-from .point_reads import RUN_ID
+from .release_tables import OlderStoreMixin
+from .step_reads import RUN_ID
 from .unreadable import check_integers, integer_columns
 
 TRACE_PAGE = 1000
@@ -67,7 +67,7 @@ Made = Callable[..., tuple[str, int | None, dict[str, Any]]]
 """Turns a row's columns (after its id and step) into (kind, tokens, fields)."""
 
 
-class WholeTraceMixin(OlderStoreMixin):
+class TraceViewMixin(OlderStoreMixin):
     """`run_header` and `trace_entries` (see the module)."""
 
     @reads

@@ -17,14 +17,14 @@ from ..records import AssistantTurn, GateAttempt, GateOutcome, ToolAttempt, Tool
 from .checkpoints import turn_calls_json as turn_calls_json
 from .checkpoints import write_step_turn
 from .marks import reads, writes
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 
 
 def _gate(id: int, step: int, phase: str, outcome: str, detail: str, at: str) -> GateAttempt:
     return GateAttempt(id, step, phase, GateOutcome.parse(outcome), detail, at)
 
 
-class JournalMixin(OlderStoreMixin):
+class StepAttemptsMixin(OlderStoreMixin):
     """Gate attempts, step turns and tool attempts."""
 
     # --- gate attempts (0.34) ------------------------------------------------------------

@@ -15,7 +15,7 @@ from sqlalchemy import Select, func, or_, select
 from .. import models as m
 from ..stamps import Stamp
 from .marks import pages, reads
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 from .unreadable import check_integers, integer_columns
 
 T = TypeVar("T")
@@ -201,7 +201,7 @@ def _event_maker(table: str, names: tuple[str, ...]) -> Callable[..., SpanEventR
     return make
 
 
-class ExportReadsMixin(OlderStoreMixin):
+class TraceExportMixin(OlderStoreMixin):
     """`span_runs`, `span_run`, and each run's rows with ids and stamps, for trace exporters."""
 
     def _select(self, statement: Select[Any], make: Callable[..., T]) -> list[T]:
