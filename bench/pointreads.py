@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness_store.store import trace_view
+from harness_store.store.trace_view import TraceView
 
 from .common import Config, Table, fmt_ratio, fmt_time, interleaved, median, say, step_records
 from .stores import SQLITE, Backend, backends, scratch_target
@@ -151,7 +152,7 @@ def measure(
         store.last_step_record(run_id)
 
     def store_step_trace() -> None:
-        list(store.trace_entries(run_id, first_step=STEPS // 2, last_step=STEPS // 2))
+        list(TraceView(store).entries(run_id, first_step=STEPS // 2, last_step=STEPS // 2))
 
     def per_call(fn: Callable[[], None], n: int = calls) -> Callable[[], float]:
         def timed() -> float:

@@ -85,12 +85,12 @@ class Follower:
         self.live &= seen  # a run pruned meanwhile is no longer watched
 
     def _read(self, *, after: int = 0, run_ids: list[int] | None = None) -> list[SpanRun]:
-        """`span_runs`, read once more on a new connection when the first read's connection
-        is lost (a terminated session); lost again, the error ends the follow."""
+        """The exporter's `runs`, read once more on a new connection when the first read's
+        connection is lost (a terminated session); lost again, the error ends the follow."""
         try:
-            return self.store.span_runs(after=after, run_ids=run_ids)
+            return self.exporter.reads.runs(after=after, run_ids=run_ids)
         except StoreConnectionError:  # a read: safe to repeat
-            return self.store.span_runs(after=after, run_ids=run_ids)
+            return self.exporter.reads.runs(after=after, run_ids=run_ids)
 
 
 def follow(

@@ -9,7 +9,11 @@ overriding another, so the order of its bases decides nothing. What they share i
 the named ways to the database (`base`) and the checkpoint path (`checkpoints.Checkpoints`).
 
 Code above the Store reads beside its methods through `read_snapshot` and `whole_snapshot`
-(here), and an `AsyncStore` opens its reader with `read_only_twin`.
+(here), and an `AsyncStore` opens its reader with `read_only_twin`. What only the package's
+own command and OTLP exporter read is not the Store's: they compose a reader over a Store
+(`listings.Listings`, `trace_view.TraceView`, `trace_export.TraceExport`), which reaches the
+database through the same named ways. The Store's public names are listed in
+`tests/store/test_public_names.py`, so the API grows only on purpose.
 """
 
 from __future__ import annotations
@@ -42,7 +46,6 @@ from .arrow import ArrowMixin
 from .base import StoreBase
 from .check import CheckMixin
 from .leases import Lease, LeasesMixin
-from .listings import ListingsMixin
 from .mailbox import MailboxMixin
 from .memory import MemoryMixin
 from .questions import QuestionsMixin
@@ -54,8 +57,6 @@ from .step_attempts import StepAttemptsMixin
 from .stream import StreamMixin
 from .summaries_todos import SummariesTodosMixin
 from .trace import TraceMixin
-from .trace_export import TraceExportMixin
-from .trace_view import TraceViewMixin
 
 __all__ = ["Lease", "Store"]
 
@@ -75,9 +76,6 @@ class Store(
     MemoryMixin,
     QuestionsMixin,
     MailboxMixin,
-    TraceExportMixin,
-    TraceViewMixin,
-    ListingsMixin,
     SummariesTodosMixin,
     SessionsMixin,
     SessionRetentionMixin,
