@@ -3,9 +3,10 @@
 The methods, their names, argument order and row formats are upstream's (0.13's, and 0.66's
 for memory, questions and plans, sessions and retention, mailbox, queue and handles), so a run
 written here resumes in io-harness and a run written there reads here. The concerns live in
-their own modules, mirroring upstream's `src/state/` split — runs, trace, approvals (+ questions),
-agents (+ mailbox), memory (+ notes), sessions (+ retention) — and meet in this class, none
-overriding another, so the order of its bases decides nothing. What they share is `StoreBase`'s:
+their own modules, mirroring upstream's `src/state/` split — runs, trace (+ step attempts,
+stream), approvals (+ questions), agents (+ mailbox), memory (+ summaries and todos), sessions
+(+ retention) — and meet in this class, none overriding another, so the order of its bases
+decides nothing. What they share is `StoreBase`'s:
 the named ways to the database (`base`) and the checkpoint path (`checkpoints.Checkpoints`).
 
 Code above the Store reads beside its methods through `read_snapshot` and `whole_snapshot`

@@ -1,6 +1,7 @@
 """What a step asked for and what is still in flight: gate attempts (0.34), the assistant turn
 each step took (0.64, written in the checkpoint's transaction when staged) and the journal of
-tool calls the harness cannot inspect (0.65). Part of upstream's `trace.rs`."""
+tool calls the harness cannot inspect (0.65; upstream's "journal", its `tool_attempts` rows).
+Part of upstream's `trace.rs`."""
 
 from __future__ import annotations
 

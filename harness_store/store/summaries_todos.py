@@ -1,6 +1,8 @@
-"""A run's working notes: folded summaries of its history (0.43) and its todo list (0.21).
+"""A run's summaries and todo list: folded summaries of its history (0.43) and the agent's
+plan, its todo list (0.21).
 
-Upstream keeps these in `memory.rs`; they live apart here only to keep files small.
+Upstream keeps these in `memory.rs`; they live apart here only to keep files small. Not
+"notes": upstream's notes are memory entries (`memory.py`).
 """
 
 from __future__ import annotations
