@@ -37,7 +37,6 @@ class Follower:
     ) -> None:  # fmt: skip
         self.exporter = exporter
         self.on_send = on_send
-        self.store = exporter.store
         self.high = after
         self.live: set[int] = set(running)
         self.gaps: dict[int, float] = {}
