@@ -127,17 +127,17 @@ def child_floor(path: str, url: str, spans: int) -> dict[str, Any]:
 
     from harness_store import Store
     from harness_store.otel.exporter import Exporter
-    from harness_store.otel.mapping import RunRows
     from harness_store.otel.sender import BATCH
+    from harness_store.store.trace_export import RunRows, TraceExport
 
     with Store.open(path, read_only=True) as store:
         builder = Exporter(store, endpoint=url, headers=None, include_content=False, prices=None,
                            identity=None, project="bench", timeout=10.0).builder  # fmt: skip
-        run = store.span_runs(limit=1)[0]
-        rows = RunRows(run, run.id, list(store.span_steps(run.id)),
-                       store.span_provider_calls(run.id), store.span_tool_attempts(run.id),
-                       store.span_server_tool_calls(run.id), store.span_mcp_events(run.id),
-                       store.span_event_rows(run.id))  # fmt: skip
+        reads = TraceExport(store)
+        run = reads.runs(limit=1)[0]
+        rows = RunRows(run, run.id, list(reads.steps(run.id)), reads.provider_calls(run.id),
+                       reads.tool_attempts(run.id), reads.server_tool_calls(run.id),
+                       reads.mcp_events(run.id), reads.event_rows(run.id))  # fmt: skip
         one_run = list(builder.spans(rows, run))
     pool = (one_run * (BATCH // len(one_run) + 2))[: BATCH * 2]
     exporter = OTLPSpanExporter(endpoint=url + "/v1/traces", timeout=10.0)

@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness_store.store import whole_trace
+from harness_store.store import trace_view
+from harness_store.store.trace_view import TraceView
 
 from .common import Config, Table, fmt_ratio, fmt_time, interleaved, median, say, step_records
 from .stores import SQLITE, Backend, backends, scratch_target
@@ -151,7 +152,7 @@ def measure(
         store.last_step_record(run_id)
 
     def store_step_trace() -> None:
-        list(store.trace_entries(run_id, first_step=STEPS // 2, last_step=STEPS // 2))
+        list(TraceView(store).entries(run_id, first_step=STEPS // 2, last_step=STEPS // 2))
 
     def per_call(fn: Callable[[], None], n: int = calls) -> Callable[[], float]:
         def timed() -> float:
@@ -177,11 +178,11 @@ def measure(
         out.append((name, median(times["raw"]), median(times["store"]), target))
 
     def long_way_trace() -> None:
-        short, whole_trace.SHORT_WINDOW = whole_trace.SHORT_WINDOW, 0
+        short, trace_view.SHORT_WINDOW = trace_view.SHORT_WINDOW, 0
         try:
             store_step_trace()
         finally:
-            whole_trace.SHORT_WINDOW = short
+            trace_view.SHORT_WINDOW = short
 
     few = max(1, calls // TRACE_CALLS)
     times = interleaved(

@@ -59,8 +59,6 @@ if TYPE_CHECKING:
         Recovery,
         RewindRecord,
         RunEvent,
-        RunHeader,
-        RunListing,
         RunStatus,
         RunSummary,
         SandboxEvent,
@@ -76,21 +74,11 @@ if TYPE_CHECKING:
         TodoItem,
         ToolAttempt,
         ToolRecovery,
-        TraceEntry,
         TreeNode,
         Turn,
     )
     from harness_store.records.health import CheckReport, Repaired
     from harness_store.store.arguments import WrappedU64
-    from harness_store.store.export_reads import (
-        SpanEventRow,
-        SpanMcpEvent,
-        SpanProviderCall,
-        SpanRun,
-        SpanServerToolCall,
-        SpanStep,
-        SpanToolAttempt,
-    )
     from harness_store.store.run_pruning import Progress
 
 
@@ -842,7 +830,7 @@ class StoreMethods:
         result: list[ServerToolCall] = await self._call(READ, "server_tool_calls", (run_id,), {})
         return result
 
-    # JournalMixin: harness_store/store/journal.py
+    # StepAttemptsMixin: harness_store/store/step_attempts.py
 
     async def put_gate_attempt(
         self,
@@ -2062,203 +2050,7 @@ class StoreMethods:
         )
         return result
 
-    # ExportReadsMixin: harness_store/store/export_reads.py
-
-    async def span_runs(
-        self,
-        *,
-        after: int = 0,
-        limit: int = 500,
-        since: str | None = None,
-        run_ids: list[int] | None = None,
-    ) -> list[SpanRun]:
-        """Runs with id above `after`, in id order, at most `limit`; only those started (or
-        finished) at or after `since` (a time, compared as an instant whatever the stamps'
-        spelling: `harness_store.stamps`), or among `run_ids`.
-        """
-        result: list[SpanRun] = await self._call(
-            READ,
-            "span_runs",
-            (),
-            {"after": after, "limit": limit, "since": since, "run_ids": run_ids},
-        )
-        return result
-
-    async def span_run(
-        self,
-        run_id: int,
-    ) -> SpanRun | None:
-        """One run as `span_runs` reads it, or None."""
-        result: SpanRun | None = await self._call(READ, "span_run", (run_id,), {})
-        return result
-
-    async def span_steps(
-        self,
-        run_id: int,
-        *,
-        page: int = 2000,
-    ) -> AsyncIterator[SpanStep]:
-        """The run's `steps` rows in row order, read `page` rows at a time."""
-        async for item in self._iterate(READ, "span_steps", _page(page), (run_id,), {"page": page}):
-            yield item
-
-    async def span_provider_calls(
-        self,
-        run_id: int,
-        *,
-        after: int = 0,
-        limit: int | None = None,
-    ) -> list[SpanProviderCall]:
-        """The run's provider calls in row order, with their ids and stamps: those with id
-        above `after`, at most `limit` (an exporter streaming a long run reads a page at a
-        time).
-        """
-        result: list[SpanProviderCall] = await self._call(
-            READ, "span_provider_calls", (run_id,), {"after": after, "limit": limit}
-        )
-        return result
-
-    async def span_tool_attempts(
-        self,
-        run_id: int,
-    ) -> list[SpanToolAttempt]:
-        """The run's tool attempts (open and closed) in row order."""
-        result: list[SpanToolAttempt] = await self._call(READ, "span_tool_attempts", (run_id,), {})
-        return result
-
-    async def span_server_tool_calls(
-        self,
-        run_id: int,
-    ) -> list[SpanServerToolCall]:
-        """The run's provider-side tool calls in row order."""
-        result: list[SpanServerToolCall] = await self._call(
-            READ, "span_server_tool_calls", (run_id,), {}
-        )
-        return result
-
-    async def span_mcp_events(
-        self,
-        run_id: int,
-    ) -> list[SpanMcpEvent]:
-        """The run's MCP events in row order."""
-        result: list[SpanMcpEvent] = await self._call(READ, "span_mcp_events", (run_id,), {})
-        return result
-
-    async def span_event_rows(
-        self,
-        run_id: int,
-    ) -> list[SpanEventRow]:
-        """The run's policy decisions, approvals, sandbox, checkpoint, agent and gate rows, each
-        table in row order, tables in `EVENT_TABLES` order.
-        """
-        result: list[SpanEventRow] = await self._call(READ, "span_event_rows", (run_id,), {})
-        return result
-
-    # WholeTraceMixin: harness_store/store/whole_trace.py
-
-    async def run_header(
-        self,
-        run_id: int,
-    ) -> RunHeader:
-        """The run's own row, as its trace is headed; `RunNotFoundError` when there is none."""
-        result: RunHeader = await self._call(READ, "run_header", (run_id,), {})
-        return result
-
-    async def trace_entries(
-        self,
-        run_id: int,
-        *,
-        first_step: int | None = None,
-        last_step: int | None = None,
-        results: bool = True,
-    ) -> AsyncIterator[TraceEntry]:
-        """The run's steps merged with its events, in trace order (by step, then `ENTRY_RANK`,
-        then row id), from `first_step` to `last_step` inclusive (None leaves that end open),
-        read as one snapshot a page at a time (close the generator to end the read early).
-        `results=False` leaves each step's result out
-        of its fields (a listing that does not show them need not read them). A table the
-        store's release does not have yet contributes nothing. `RunNotFoundError` when the
-        run does not exist (at the first entry taken). Until the generator is exhausted or
-        closed its read stays open for this thread (or task): a Store read made meanwhile
-        joins its snapshot, and a write is refused.
-        """
-        async for item in self._iterate(
-            READ,
-            "trace_entries",
-            1000,
-            (run_id,),
-            {"first_step": first_step, "last_step": last_step, "results": results},
-        ):
-            yield item
-
-    # ListingsMixin: harness_store/store/listings.py
-
-    async def run_page(
-        self,
-        *,
-        status: str | None = None,
-        origin: str | None = None,
-        before: int | None = None,
-        limit: int = 500,
-    ) -> list[RunListing]:
-        """At most `limit` runs, newest first, with ids below `before` (None: from the
-        newest): the next page of a listing that passes the last id it got. `status` keeps
-        the runs with that status; `origin` (a synced store's origin UUID or the path it was
-        seen at) the runs synced from it.
-        """
-        result: list[RunListing] = await self._call(
-            READ,
-            "run_page",
-            (),
-            {"status": status, "origin": origin, "before": before, "limit": limit},
-        )
-        return result
-
-    async def count_runs(
-        self,
-        *,
-        status: str | None = None,
-        origin: str | None = None,
-    ) -> int:
-        """How many runs the store holds (with `status`, synced from `origin`, when given)."""
-        result: int = await self._call(READ, "count_runs", (), {"status": status, "origin": origin})
-        return result
-
-    async def memory_workspaces(
-        self,
-    ) -> list[str]:
-        """Every workspace that holds memory, in order."""
-        result: list[str] = await self._call(READ, "memory_workspaces", (), {})
-        return result
-
-    async def row_counts(
-        self,
-    ) -> dict[str, int]:
-        """The rows in each of the store's tables (those of any release, and any others it
-        holds; not SQLite's own nor harness_store's revision stamp).
-        """
-        result: dict[str, int] = await self._call(READ, "row_counts", (), {})
-        return result
-
-    async def journal_mode(
-        self,
-    ) -> str | None:
-        """SQLite's journal mode as the Store's connection reports it (`wal`, `delete`, …);
-        None on PostgreSQL, which has none.
-        """
-        result: str | None = await self._call(READ, "journal_mode", (), {})
-        return result
-
-    async def database_bytes(
-        self,
-    ) -> int:
-        """The database's size: a SQLite file's pages, a PostgreSQL database's size on
-        disk.
-        """
-        result: int = await self._call(READ, "database_bytes", (), {})
-        return result
-
-    # NotesMixin: harness_store/store/notes.py
+    # SummariesTodosMixin: harness_store/store/summaries_todos.py
 
     async def put_summary(
         self,

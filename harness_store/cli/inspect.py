@@ -32,7 +32,9 @@ def inspect_document(reader: Reader) -> dict[str, Any]:
 
     found = reader.found
     path = sqlite_path(reader.url)
-    store = reader.store
+    from ..store.listings import Listings
+
+    store = Listings(reader.store)
     with reader.connection() as conn:
         revision = read_revision(conn)
         rows = store.row_counts()

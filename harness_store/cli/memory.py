@@ -32,7 +32,9 @@ def memory_command(
         entries = reader.store.memory_list(workspace)
         others: list[str] = []
         if not entries and not as_json:
-            others = reader.store.memory_workspaces()
+            from ..store.listings import Listings
+
+            others = Listings(reader.store).memory_workspaces()
     if as_json:
         emit_json(
             {

@@ -24,6 +24,7 @@ from .reader import Reader, open_reader
 
 if TYPE_CHECKING:
     from ..store import Store
+    from ..store.listings import Listings
 
 
 DEFAULT_RUNS = 50
@@ -58,9 +59,9 @@ def run_pages(
     reader: Reader, status: str | None, limit: int | None, origin: str | None = None
 ) -> Iterator[dict[str, Any]]:
     """The runs, newest first, with their step and token totals and recorded duration, as
-    the Store lists them (`run_page`): `PAGE` runs per short read, so `--all` over 100k runs
-    holds one page at a time."""
-    store = reader.store
+    the Store's package lists them (`Listings.run_page`): `PAGE` runs per short read, so
+    `--all` over 100k runs holds one page at a time."""
+    store = listings(reader.store)
     left = limit
     before: int | None = None
     while left is None or left > 0:
@@ -87,6 +88,13 @@ def run_pages(
         before = page[-1].run_id
         if left is not None:
             left -= len(page)
+
+
+def listings(store: Store) -> Listings:
+    """The command's listings over `store` (`store.listings`, imported when a command runs)."""
+    from ..store.listings import Listings
+
+    return Listings(store)
 
 
 def known_origin(store: Store, origin: str) -> str:
@@ -189,7 +197,7 @@ def runs_command(
                 ),
             )
         total = (
-            reader.store.count_runs(status=state, origin=origin)
+            listings(reader.store).count_runs(status=state, origin=origin)
             if wanted is not None and shown == wanted
             else shown
         )

@@ -1,5 +1,5 @@
-"""`harness-store trace`: a run's steps and events in order, as the Store reads them
-(`Store.run_header`, `Store.trace_entries`); this module only words and prints them."""
+"""`harness-store trace`: a run's steps and events in order, as the Store's package reads them
+(`TraceView.header`, `TraceView.entries`); this module only words and prints them."""
 
 from __future__ import annotations
 
@@ -94,14 +94,16 @@ def trace_command(
     """A run's trace in order: steps (decision, tool call, result, tokens), policy refusals and
     decisions, approvals (pending or resolved), checkpoint and resume events. Streamed: a run
     of a million steps starts printing at once, in constant memory. Read-only."""
+    from ..store.trace_view import TraceView
+
     db = in_schema(db, schema)
     with open_reader(db) as reader, reader.connection(), ExitStack() as stack:
-        store = reader.store
+        view = TraceView(reader.store)
         try:
-            header = store.run_header(run)
+            header = view.header(run)
         except RunNotFoundError:
             raise RunNotFoundError(f"no run with id {run} in {reader.where}") from None
-        read = store.trace_entries(run, first_step=from_step, last_step=to_step)
+        read = view.entries(run, first_step=from_step, last_step=to_step)
         stack.callback(read.close)  # ended inside the read, even when the pipe closes early
         entries: Iterator[TraceEntry] = read
         if limit is not None:

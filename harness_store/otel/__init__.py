@@ -12,7 +12,8 @@ from __future__ import annotations
 from .endpoint import traces_url
 from .exporter import export, since_stamp
 from .follow import follow
-from .mapping import SEMCONV_VERSION, SpanIds
+from .ids import SpanIds
+from .mapping import SEMCONV_VERSION
 from .sender import ExportReport
 
 __all__ = [

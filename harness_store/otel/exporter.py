@@ -18,9 +18,12 @@ from ..records import PriceTable, RunStatus
 from ..records.runs import FINISHED_STATUSES
 from ..stamps import Stamp
 from ..store import Store
-from ..store.export_reads import RUN_PAGE, RunRows, SpanProviderCall, SpanRun
+from ..store.listings import Listings
+from ..store.trace_export import RUN_PAGE, RunRows, SpanProviderCall, SpanRun, TraceExport
 from .endpoint import shown_url, traces_url
-from .mapping import EVENT_BYTES_PER_SPAN, MappingOptions, RunSpans, SpanIds, resource, scope
+from .event_pages import EVENT_BYTES_PER_SPAN
+from .ids import SpanIds
+from .mapping import MappingOptions, RunSpans, resource, scope
 from .sender import BATCH, MAX_REQUEST_BYTES, ExportReport, Sender
 from .transport import MAX_WAIT
 
@@ -72,6 +75,7 @@ class Exporter:
         max_wait: float = MAX_WAIT,
     ) -> None:
         self.store = store
+        self.reads = TraceExport(store)
         url = traces_url(endpoint)
         self.report = ExportReport(shown_url(url))
         ident = identity or ""
@@ -99,26 +103,26 @@ class Exporter:
         root = self.roots.get(run.parent_run_id)
         if root is None:
             root_id = self.store.run_root(run.id)
-            root = self.roots.get(root_id) or self.store.span_run(root_id) or run
+            root = self.roots.get(root_id) or self.reads.run(root_id) or run
         return self._remember(run.id, root)
 
     def send_run(self, run: SpanRun) -> None:
         """Build and send one run's spans."""
-        store = self.store
+        reads = self.reads
         root = self.root_of(run)
         rows = RunRows(
             run=run,
             root_run_id=root.id,
-            steps=store.span_steps(run.id),
+            steps=reads.steps(run.id),
             provider_calls=[],  # read a page at a time as the steps go, below
-            tool_attempts=store.span_tool_attempts(run.id),
-            server_tool_calls=store.span_server_tool_calls(run.id),
-            mcp_events=store.span_mcp_events(run.id),
-            event_rows=store.span_event_rows(run.id),
+            tool_attempts=reads.tool_attempts(run.id),
+            server_tool_calls=reads.server_tool_calls(run.id),
+            mcp_events=reads.mcp_events(run.id),
+            event_rows=reads.event_rows(run.id),
         )
 
         def calls(after: int, limit: int) -> list[SpanProviderCall]:
-            return store.span_provider_calls(run.id, after=after, limit=limit)
+            return reads.provider_calls(run.id, after=after, limit=limit)
 
         for span in self.builder.spans(rows, root, calls):
             kind = (span.attributes or {}).get("gen_ai.operation.name")
@@ -153,19 +157,20 @@ def walk_runs(
 ) -> Iterator[SpanRun]:
     """The runs to export, a page at a time: all (or those started or finished since
     `since`), or the trees under `run_ids`; with `until`, only runs whose id is not above it."""
+    reads = TraceExport(store)
     if run_ids is not None:
         wanted: set[int] = set()
         for run_id in run_ids:
-            if store.span_run(run_id) is None:
+            if reads.run(run_id) is None:
                 raise RunNotFoundError(f"no run with id {run_id} in the store")
             wanted.update(store.tree_run_ids(run_id))
         ordered = sorted(r for r in wanted if until is None or r <= until)
         for i in range(0, len(ordered), RUN_PAGE):
-            yield from store.span_runs(run_ids=ordered[i : i + RUN_PAGE], since=since)
+            yield from reads.runs(run_ids=ordered[i : i + RUN_PAGE], since=since)
         return
     after = 0
     while True:
-        page = store.span_runs(after=after, since=since)
+        page = reads.runs(after=after, since=since)
         for run in page:
             if until is not None and run.id > until:
                 return
@@ -178,10 +183,11 @@ def walk_runs(
 def running_runs(store: Store, until: int) -> Iterator[int]:
     """The ids of the runs not finished (running or paused), none above `until`, newest first
     within each status."""
+    listings = Listings(store)
     for status in UNFINISHED:
         before = until + 1
         while True:
-            page = store.run_page(status=status, before=before)
+            page = listings.run_page(status=status, before=before)
             yield from (listing.run_id for listing in page)
             if len(page) < RUN_PAGE:
                 break

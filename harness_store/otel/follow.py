@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..errors import StoreConnectionError
 from ..records import PriceTable
 from ..store import Store
-from ..store.export_reads import RUN_PAGE, SpanRun
+from ..store.trace_export import RUN_PAGE, SpanRun
 from .exporter import Exporter, finished, running_runs
 from .sender import BATCH, MAX_REQUEST_BYTES, ExportReport
 from .transport import MAX_WAIT
@@ -37,7 +37,6 @@ class Follower:
     ) -> None:  # fmt: skip
         self.exporter = exporter
         self.on_send = on_send
-        self.store = exporter.store
         self.high = after
         self.live: set[int] = set(running)
         self.gaps: dict[int, float] = {}
@@ -85,12 +84,12 @@ class Follower:
         self.live &= seen  # a run pruned meanwhile is no longer watched
 
     def _read(self, *, after: int = 0, run_ids: list[int] | None = None) -> list[SpanRun]:
-        """`span_runs`, read once more on a new connection when the first read's connection
-        is lost (a terminated session); lost again, the error ends the follow."""
+        """The exporter's `runs`, read once more on a new connection when the first read's
+        connection is lost (a terminated session); lost again, the error ends the follow."""
         try:
-            return self.store.span_runs(after=after, run_ids=run_ids)
+            return self.exporter.reads.runs(after=after, run_ids=run_ids)
         except StoreConnectionError:  # a read: safe to repeat
-            return self.store.span_runs(after=after, run_ids=run_ids)
+            return self.exporter.reads.runs(after=after, run_ids=run_ids)
 
 
 def follow(

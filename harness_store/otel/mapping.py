@@ -2,14 +2,15 @@
 (`SEMCONV_SCHEMA`, still "Development") and OpenInference's span kinds, so Phoenix, Jaeger,
 Langfuse and MLflow draw a run tree with its model calls and tool calls.
 
-Every id is derived from the store's identity and row ids (`SpanIds`): exporting the same rows
-again sends the same trace and span ids. Times come from the store's own stamps.
+Every id is derived from the store's identity and row ids (`ids.SpanIds`): exporting the same
+rows again sends the same trace and span ids. Times come from the store's own stamps
+(`times`). A run's provider calls are read a page at a time ahead of its steps
+(`provider_calls`), and its events go out a page a span (`event_pages`).
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 
@@ -19,8 +20,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from ..records import PriceTable, Usage
-from ..store.export_reads import (
+from ..records import PriceTable
+from ..store.trace_export import (
     RunRows,
     SpanEventRow,
     SpanMcpEvent,
@@ -30,6 +31,9 @@ from ..store.export_reads import (
     SpanStep,
     SpanToolAttempt,
 )
+from .event_pages import EVENT_BYTES_PER_SPAN, EventPages
+from .ids import SpanIds
+from .provider_calls import CallPages, CallsAhead, Cost, calls_in, earliest, usage_of
 from .step_calls import chat_content, step_calls
 from .times import StepClock, stamp_ns
 
@@ -55,48 +59,7 @@ EVENT_NAMES = {
 STEP_WINDOW = 2000
 """Steps a run's spans are built from at a time, with their provider calls."""
 
-CALL_PAGE = 2000
-"""Provider calls of a run read at a time."""
-
-CallPages = Callable[[int, int], list[SpanProviderCall]]
-"""A run's provider calls with ids above the first number, in row order, at most the second."""
-
-EVENTS_PER_SPAN = 1000
-"""Events one span carries at most: a run's first this many are its own span's, each further
-page a `harness.events` span under it, so no span (and no request) grows with the run."""
-
-EVENT_BYTES_PER_SPAN = 1024 * 1024
-"""About how many bytes one span's events take at most, encoded (with `include_content`, a
-step's prompt and result make them large): a page ends when it reaches this (or half the
-export's request size, if less), or holds `EVENTS_PER_SPAN` events."""
-
 Attributes = dict[str, AttributeValue]
-
-
-def _digest(size: int, *parts: object) -> int:
-    text = "\x1f".join(str(p) for p in parts).encode()
-    value = int.from_bytes(hashlib.blake2b(text, digest_size=size).digest(), "big")
-    return value or 1  # an all-zero id is invalid in OTLP
-
-
-@dataclass(frozen=True)
-class SpanIds:
-    """Trace and span ids from the rows themselves: a tree's trace id from its root run (its
-    id, start stamp and goal, which no prune of other runs can change and which travel with
-    the store when it is copied or moved) and the export's `identity` (empty unless one is
-    given: another identity gives other ids for the same rows); each span's id from its trace
-    id, its table and its row id."""
-
-    identity: str = ""
-
-    def trace(self, root_run_id: int, started_at: str | None, goal: str) -> int:
-        """The trace id of the tree rooted at the run `root_run_id`, started at `started_at`
-        with `goal`."""
-        return _digest(16, self.identity, "trace", root_run_id, started_at or "", goal)
-
-    def span(self, trace_id: int, table: str, *key: object) -> int:
-        """The span id of the row `key` of `table` in the trace `trace_id`."""
-        return _digest(8, trace_id, table, *key)
 
 
 @dataclass(frozen=True)
@@ -490,145 +453,3 @@ class RunSpans:
             a[f"{prefix}.{key}"] = value
         stamped = stamp_ns(str(row.fields["at"])) if "at" in row.fields else None
         return Event(prefix, a, stamped or when.at(row.step))
-
-
-class Cost:
-    """A run's priced cost so far: the sum of its calls' prices, and how many had none."""
-
-    def __init__(self) -> None:
-        self.micros = 0
-        self.unpriced = 0
-
-    def add(self, priced: int | None) -> None:
-        if priced is None:
-            self.unpriced += 1
-        else:
-            self.micros += priced
-
-
-def _encoded_size(event: Event) -> int:
-    """About the bytes an event takes in a request, erring high: its time and name, and each
-    attribute's key and value with protobuf's tags and lengths."""
-    size = 16 + len(event.name)
-    for key, value in (event.attributes or {}).items():
-        size += len(key) + (len(value.encode()) + 12 if isinstance(value, str) else 20)
-    return size
-
-
-class EventPages:
-    """A run's span events, a page at a time: the first page stays for the run's own span
-    (`first`), each later one is given out as a `harness.events` span as soon as it is full,
-    so a run's events are never held whole."""
-
-    def __init__(self, spans: RunSpans, trace_id: int, parent: SpanContext, run_id: int) -> None:
-        self.spans = spans
-        self.trace_id = trace_id
-        self.parent = parent
-        self.run_id = run_id
-        self.first: list[Event] = []
-        self.page: list[Event] = []
-        self.size = 0
-        self.pages = 0
-
-    def add(self, event: Event) -> Iterator[ReadableSpan]:
-        """Take `event`; yields the page it filled, if any, as a span."""
-        self.page.append(event)
-        self.size += _encoded_size(event)
-        if len(self.page) >= EVENTS_PER_SPAN or self.size >= self.spans.options.event_bytes:
-            yield from self._turn()
-
-    def close(self) -> Iterator[ReadableSpan]:
-        """The last page's span, if there are pages beyond the first."""
-        if self.page:
-            yield from self._turn()
-
-    def _turn(self) -> Iterator[ReadableSpan]:
-        page, self.page, self.size = self.page, [], 0
-        self.pages += 1
-        if self.pages == 1:
-            self.first = page
-            return
-        yield self.spans.events_span(self.trace_id, self.parent, self.run_id, self.pages, page)
-
-
-def calls_in(calls: list[SpanProviderCall]) -> CallPages:
-    """`calls` (a run's provider calls, already read, in row order) as pages."""
-
-    def page(after: int, limit: int) -> list[SpanProviderCall]:
-        return [c for c in calls if c.id > after][:limit]
-
-    return page
-
-
-def earliest(read: CallPages) -> int | None:
-    """The earliest stamp among a run's provider calls, read a page at a time; None if none
-    has one."""
-    first: int | None = None
-    after = 0
-    while page := read(after, CALL_PAGE):
-        for call in page:
-            at = stamp_ns(call.at)
-            if at is not None and (first is None or at < first):
-                first = at
-        after = page[-1].id
-    return first
-
-
-class CallsAhead:
-    """A run's provider calls read a page at a time in row order, kept by step until their
-    step comes (`waiting`): only those read ahead of the steps given out are held."""
-
-    def __init__(self, read: CallPages, stamped: Callable[[int | None], None]) -> None:
-        self.read = read
-        self.stamped = stamped
-        """Told each call's stamp as it is read (the run ends no earlier)."""
-        self.after = 0
-        self.done = False
-        self.high: int | None = None
-        """The last step whose calls `through` has handed out."""
-        self.waiting: dict[int, list[SpanProviderCall]] = {}
-        self.top: int | None = None
-        """The highest step of a call read so far."""
-
-    def through(self, step: int | None) -> list[SpanProviderCall]:
-        """Read on until a call of a step after `step` (None: to the end); the calls of the
-        steps after the last `through`'s up to `step`, for the clock. A call read after its
-        step's window (a store whose calls are out of step order) still goes out with a
-        later step of its number, or after the steps."""
-        while not self.done and not self._past(step):
-            page = self.read(self.after, CALL_PAGE)
-            if len(page) < CALL_PAGE:
-                self.done = True
-            if page:
-                self.after = page[-1].id
-            for call in page:
-                self.stamped(stamp_ns(call.at))
-                self.waiting.setdefault(call.step, []).append(call)
-                if self.top is None or call.step > self.top:
-                    self.top = call.step
-        low = self.high
-        fresh = [
-            call
-            for number, calls in self.waiting.items()
-            if (low is None or number > low) and (step is None or number <= step)
-            for call in calls
-        ]
-        if step is not None:
-            self.high = step if low is None else max(low, step)
-        return fresh
-
-    def _past(self, step: int | None) -> bool:
-        return step is not None and self.top is not None and self.top > step
-
-
-def usage_of(call: SpanProviderCall) -> Usage:
-    """A provider call's usage as the price table reads it."""
-    return Usage(
-        prompt_tokens=call.prompt_tokens or 0,
-        completion_tokens=call.completion_tokens or 0,
-        total_tokens=call.total_tokens or 0,
-        cache_read_tokens=call.cache_read_tokens or 0,
-        cache_write_tokens=call.cache_write_tokens or 0,
-        reasoning_tokens=call.reasoning_tokens or 0,
-        server_tool_requests=call.server_tool_requests or 0,
-    )

@@ -8,7 +8,7 @@ import json
 from opentelemetry.util.types import AttributeValue
 
 from ..formats import step_tool_calls
-from ..store.export_reads import SpanStep
+from ..store.trace_export import SpanStep
 
 Attributes = dict[str, AttributeValue]
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..stamps import Stamp
 
 if TYPE_CHECKING:
-    from ..store.export_reads import RunRows, SpanProviderCall, SpanStep
+    from ..store.trace_export import RunRows, SpanProviderCall, SpanStep
 
 
 @lru_cache(maxsize=4096)

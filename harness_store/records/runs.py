@@ -96,7 +96,7 @@ class RunHeader:
 
 @dataclass(frozen=True)
 class TraceEntry:
-    """One line of a run's trace (`Store.trace_entries`): a step or one of the events recorded
+    """One line of a run's trace (`harness-store trace`): a step or one of the events recorded
     at it. `kind` is `step`, `policy`, `approval`, `call` (a provider call, 0.18), `attempt` (a
     tool attempt), `edit`, `gate` (a gate attempt) or `checkpoint`; `seq` is the row's id in its
     own table; `fields` holds the row's columns by name, as JSON shows them.

@@ -3,13 +3,18 @@
 The methods, their names, argument order and row formats are upstream's (0.13's, and 0.66's
 for memory, questions and plans, sessions and retention, mailbox, queue and handles), so a run
 written here resumes in io-harness and a run written there reads here. The concerns live in
-their own modules, mirroring upstream's `src/state/` split — runs, trace, approvals (+ questions),
-agents (+ mailbox), memory (+ notes), sessions (+ retention) — and meet in this class, none
-overriding another, so the order of its bases decides nothing. What they share is `StoreBase`'s:
+their own modules, mirroring upstream's `src/state/` split — runs, trace (+ step attempts,
+stream), approvals (+ questions), agents (+ mailbox), memory (+ summaries and todos), sessions
+(+ retention) — and meet in this class, none overriding another, so the order of its bases
+decides nothing. What they share is `StoreBase`'s:
 the named ways to the database (`base`) and the checkpoint path (`checkpoints.Checkpoints`).
 
 Code above the Store reads beside its methods through `read_snapshot` and `whole_snapshot`
-(here), and an `AsyncStore` opens its reader with `read_only_twin`.
+(here), and an `AsyncStore` opens its reader with `read_only_twin`. What only the package's
+own command and OTLP exporter read is not the Store's: they compose a reader over a Store
+(`listings.Listings`, `trace_view.TraceView`, `trace_export.TraceExport`), which reaches the
+database through the same named ways. The Store's public names are listed in
+`tests/store/test_public_names.py`, so the API grows only on purpose.
 """
 
 from __future__ import annotations
@@ -41,21 +46,18 @@ from .arguments import checked_arguments
 from .arrow import ArrowMixin
 from .base import StoreBase
 from .check import CheckMixin
-from .export_reads import ExportReadsMixin
-from .journal import JournalMixin
 from .leases import Lease, LeasesMixin
-from .listings import ListingsMixin
 from .mailbox import MailboxMixin
 from .memory import MemoryMixin
-from .notes import NotesMixin
 from .questions import QuestionsMixin
 from .run_pruning import RunPruningMixin
 from .runs import RunsMixin
 from .session_retention import SessionRetentionMixin
 from .sessions import SessionsMixin
+from .step_attempts import StepAttemptsMixin
 from .stream import StreamMixin
+from .summaries_todos import SummariesTodosMixin
 from .trace import TraceMixin
-from .whole_trace import WholeTraceMixin
 
 __all__ = ["Lease", "Store"]
 
@@ -67,7 +69,7 @@ class Store(
     LeasesMixin,
     RunsMixin,
     TraceMixin,
-    JournalMixin,
+    StepAttemptsMixin,
     StreamMixin,
     AccountingMixin,
     ApprovalsMixin,
@@ -75,10 +77,7 @@ class Store(
     MemoryMixin,
     QuestionsMixin,
     MailboxMixin,
-    ExportReadsMixin,
-    WholeTraceMixin,
-    ListingsMixin,
-    NotesMixin,
+    SummariesTodosMixin,
     SessionsMixin,
     SessionRetentionMixin,
     CheckMixin,

@@ -44,9 +44,9 @@ from .kept_spend import FIRST, counted, row_of
 from .kept_spend import run_rows as spend_run_rows
 from .kept_spend import spend as spend_from_counters
 from .marks import pages, reads, reads_caching, writes
-from .older import OlderStoreMixin
 from .price_sql import InexactSums, fingerprint, priced_rows, priced_statement
-from .run_holds import hold_run
+from .prune_guard import hold_run
+from .release_tables import OlderStoreMixin
 from .unreadable import checked, integer_columns, sum_overflowed
 
 _COUNTS = attrgetter(*USAGE_SUMS)

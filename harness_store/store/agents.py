@@ -18,7 +18,7 @@ from ..formats import i64, opt_text, opt_u32, opt_u64, text, token_sum, u32
 from ..records import AgentEvent, SpawnRow, TreeNode
 from .base import DriverStatement
 from .marks import reads, writes
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 from .unreadable import check_integers, integer_columns, integer_total, summing
 
 

@@ -17,7 +17,7 @@ from ..records import (
 )
 from .base import StoreBase
 from .marks import reads, writes
-from .run_holds import hold_run
+from .prune_guard import hold_run
 
 
 class ApprovalsMixin(StoreBase):

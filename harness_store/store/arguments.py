@@ -184,8 +184,7 @@ def _checking(function: Callable[..., Any], name: str) -> Callable[..., Any]:
             "(nothing was written)"
         )
 
-    @functools.wraps(function)
-    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def call(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not kwargs and len(args) == needed:  # the common call: every checked value given
             for position, check in every_positional:
                 if not check(args[position]):
@@ -203,7 +202,37 @@ def _checking(function: Callable[..., Any], name: str) -> Callable[..., Any]:
                 raise refuse(parameter, rule, value)
         return function(self, *args, **kwargs)
 
-    return checked
+    return _located(call, function)
+
+
+_ONE_LINE = compile(
+    "def make(call):\n"
+    "    def checked(self, *args, **kwargs): return call(self, args, kwargs)\n"
+    "    return checked\n",
+    __file__,
+    "exec",
+)
+"""A wrapper whose whole body is on its `def` line, so that placed at a method's own `def`
+(`_located`) each of its frames names that line."""
+
+_TEMPLATE: dict[str, Any] = {}
+exec(_ONE_LINE, _TEMPLATE)  # a constant template, compiled once
+_MAKE: Callable[[Callable[..., Any]], Any] = _TEMPLATE["make"]
+
+
+def _located(call: Callable[..., Any], function: Callable[..., Any]) -> Callable[..., Any]:
+    """A wrapper of `function` calling `call(self, args, kwargs)`, found where `function` is:
+    its code names `function`'s file, `def` line and name, so `inspect.getsourcefile`, a
+    debugger and a traceback point at the concern's module, not at this one."""
+    checked = _MAKE(call)
+    own = function.__code__
+    checked.__code__ = checked.__code__.replace(
+        co_filename=own.co_filename,
+        co_firstlineno=own.co_firstlineno,
+        co_name=own.co_name,
+        co_qualname=own.co_qualname,
+    )
+    return functools.wraps(function)(checked)
 
 
 def checked_arguments(cls: type[T]) -> type[T]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidValueError
 from .marks import pages, reads
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -33,7 +33,7 @@ from ..dialects.base import WRITE_TRANSACTION as WRITE
 from ..errors import RunNotFoundError
 from .checkpoints import Checkpoints
 from .kept_spend import SpendKeeper
-from .point_reads import compiled
+from .step_reads import compiled
 
 T = TypeVar("T")
 
@@ -200,7 +200,7 @@ class StoreBase:
 
     def _point(self, name: str, build: Any, *shape: Any, **values: Any) -> list[Any]:
         """The rows of the point read `name` with its parameters `values`, built by
-        `build(*shape)` and compiled once per dialect (see `point_reads`)."""
+        `build(*shape)` and compiled once per dialect (see `step_reads`)."""
         return self._driver_read(compiled(self._engine, name, build, *shape), values)
 
     def _run_column(self, run_id: int, column: Any, *, missing_ok: bool) -> Any:

@@ -16,8 +16,8 @@ from ..records import LeaseRow
 from .checkpoints import new_owner_id as new_owner_id
 from .lease_rows import check_take_over, lease_conflict, lease_row, lease_ttl, read_lease
 from .marks import local, reads, writes
-from .older import OlderStoreMixin
-from .point_reads import run_lease as point_lease
+from .release_tables import OlderStoreMixin
+from .step_reads import run_lease as point_lease
 
 
 def owner_is_alive(owner: str) -> bool:

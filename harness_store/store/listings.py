@@ -1,7 +1,11 @@
-"""What the command's listings show, read by the Store: runs a page at a time (newest first,
-by status or origin) and how many there are, the memory workspaces, the rows in each table,
-the journal mode and the database's size. Owned here so that every number `harness-store`
-prints is one the Store returns."""
+"""What the command's listings show: runs a page at a time (newest first, by status or
+origin) and how many there are, the memory workspaces, the rows in each table, the journal mode
+and the database's size.
+
+`Listings` reads them over a Store, through the Store's named ways to the database, so that
+every number `harness-store` prints is read in the Store's package; they are the command's
+(and the OTLP exporter's, which pages through the unfinished runs), not a part of the Store's
+API, which is upstream's."""
 
 from __future__ import annotations
 
@@ -11,16 +15,19 @@ from .. import models as m
 from ..formats import i64, text, u32
 from ..models.sync import IDS, ORIGINS, recorded_path
 from ..records import RunListing
-from .marks import reads
-from .older import OlderStoreMixin
+from .arguments import checked_arguments
+from .release_tables import OlderStoreMixin
 from .unreadable import check_integers, integer_columns
 
 
-class ListingsMixin(OlderStoreMixin):
-    """`run_page`, `count_runs`, `memory_workspaces`, `row_counts`, `journal_mode`,
-    `database_bytes` (see the module)."""
+@checked_arguments
+class Listings:
+    """The command's listings over `store` (see the module): `run_page`, `count_runs`,
+    `memory_workspaces`, `row_counts`, `journal_mode`, `database_bytes`."""
 
-    @reads
+    def __init__(self, store: OlderStoreMixin) -> None:
+        self.store = store
+
     def run_page(
         self,
         *,
@@ -53,7 +60,7 @@ class ListingsMixin(OlderStoreMixin):
         )
         if before is not None:
             statement = statement.where(r.id < i64(before, "before"))
-        with self._read() as conn:
+        with self.store._read() as conn:
             rows = conn.execute(statement).all()
         check_integers(rows, integer_columns(statement.selected_columns), 0)
         return [
@@ -62,11 +69,10 @@ class ListingsMixin(OlderStoreMixin):
             for run_id, parent, depth, state, outcome, started, duration, success, goal in rows
         ]  # fmt: skip
 
-    @reads
     def count_runs(self, *, status: str | None = None, origin: str | None = None) -> int:
         """How many runs the store holds (with `status`, synced from `origin`, when given)."""
         statement = select(func.count()).select_from(m.Run)
-        return int(self._scalar(statement.where(*self._run_filters(status, origin))))
+        return int(self.store._scalar(statement.where(*self._run_filters(status, origin))))
 
     def _run_filters(self, status: str | None, origin: str | None) -> list[ColumnElement[bool]]:
         filters = []
@@ -76,37 +82,33 @@ class ListingsMixin(OlderStoreMixin):
             filters.append(runs_of_origin(text(origin, "origin")))
         return filters
 
-    @reads
     def memory_workspaces(self) -> list[str]:
         """Every workspace that holds memory, in order."""
         w = m.Memory.workspace
-        return self._rows(select(w).distinct().order_by(w), str)
+        return self.store._rows(select(w).distinct().order_by(w), str)
 
-    @reads
     def row_counts(self) -> dict[str, int]:
         """The rows in each of the store's tables (those of any release, and any others it
         holds; not SQLite's own nor harness_store's revision stamp)."""
         from ..schema.detect import read_tables
 
-        with self._read() as conn:
+        with self.store._read() as conn:
             return {
                 name: int(conn.execute(select(func.count()).select_from(table(name))).scalar_one())
                 for name in read_tables(conn)
             }
 
-    @reads
     def journal_mode(self) -> str | None:
         """SQLite's journal mode as the Store's connection reports it (`wal`, `delete`, …);
         None on PostgreSQL, which has none."""
-        with self._read() as conn:
-            return self._backend.journal_mode(conn)
+        with self.store._read() as conn:
+            return self.store._backend.journal_mode(conn)
 
-    @reads
     def database_bytes(self) -> int:
         """The database's size: a SQLite file's pages, a PostgreSQL database's size on
         disk."""
-        with self._read() as conn:
-            return self._backend.database_bytes(conn)
+        with self.store._read() as conn:
+            return self.store._backend.database_bytes(conn)
 
 
 def runs_of_origin(origin: str) -> ColumnElement[bool]:

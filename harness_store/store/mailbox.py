@@ -19,7 +19,7 @@ from ..records import AgentMessage, ProcessHandle
 from .agents import tree_ids
 from .base import StoreBase
 from .marks import reads, writes
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 
 # `ON CONFLICT … DO NOTHING` is upstream's `INSERT OR IGNORE` in a form both backends parse;
 # the unique indexes agent_queue_entry and process_handles_run are the guards.

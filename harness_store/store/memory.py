@@ -30,8 +30,8 @@ from ..records import (
     MemoryWrite,
 )
 from .marks import reads, writes
-from .older import OlderStoreMixin
-from .point_reads import memory_entry as point_entry
+from .release_tables import OlderStoreMixin
+from .step_reads import memory_entry as point_entry
 
 FACT = "fact"
 DECISION = "decision"

@@ -18,7 +18,7 @@ from ..errors import InvalidValueError, ResumeError
 from ..formats import opt_text, text, u32
 from ..records import PendingPlan, PendingQuestion, Plan, PlanStep, PlanVerdict, Question
 from .marks import reads, writes
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 
 VERDICTS = ("approve", "revise", "cancel")
 

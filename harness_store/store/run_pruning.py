@@ -51,7 +51,7 @@ from ..schema.preflight import is_disk_full
 from ..targets import where
 from .cutoff import Cutoff
 from .marks import writes
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 from .session_retention import (
     CHUNK,
     RUN_TABLES,

@@ -27,10 +27,10 @@ from ..policy import PolicyFormatError, parse_policy, policy_document
 from ..records import RunStatus, RunSummary, StepRecord
 from .base import StoreBase
 from .marks import pages, reads, writes
-from .point_reads import RUN_ID, last_step_of, resumable, run_status, tokens_of
-from .point_reads import resume_point as point_resume
-from .point_reads import run_summary as summary_of
-from .run_holds import hold_run
+from .prune_guard import hold_run
+from .step_reads import RUN_ID, last_step_of, resumable, run_status, tokens_of
+from .step_reads import resume_point as point_resume
+from .step_reads import run_summary as summary_of
 from .unreadable import check_integers, integer_columns, integer_total, summing
 
 STEP_PAGE = 1000

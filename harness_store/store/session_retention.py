@@ -35,7 +35,7 @@ from ..records import Archived, Pruned, SessionSize, StoreSize
 from ..records.runs import FINISHED_STATUSES
 from .lease_rows import lease_row
 from .marks import maintains, reads, writes
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 
 RUN_TABLES: tuple[tuple[str, str], ...] = (
     ("steps", "run_id"),

@@ -16,7 +16,7 @@ from ..errors import HeadConflictError
 from ..formats import i64, opt_text, text
 from ..records import Turn
 from .marks import reads, writes
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 
 
 def turn_row(*r: Any) -> Turn:

@@ -20,7 +20,7 @@ from ..formats import text as check_text
 from ..records import RunEvent
 from .agents import tree_ids
 from .marks import pages, reads, writes
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 
 HEAD_FIELDS = ("run_id", "step", "depth", "event")
 """The keys of an event's JSON that are not its kind's own fields (`event` is the kind)."""

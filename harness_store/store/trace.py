@@ -51,8 +51,8 @@ from ..records import (
 )
 from .arguments import WrappedU64
 from .marks import reads, writes
-from .older import OlderStoreMixin
-from .point_reads import step_record
+from .release_tables import OlderStoreMixin
+from .step_reads import step_record
 
 
 def of_run(run_id: int, *columns: Any) -> Select[Any]:

@@ -105,7 +105,7 @@ def test_a_generator_of_reads_is_an_async_iteration(store_target: str) -> None:
             run_id = await store.start_run("pages", "f")
             for n in range(1, 6):
                 await store.checkpoint_step(run_id, StepRecord.new(n, f"d{n}", f"r{n}"))
-            return [row.step async for row in store.span_steps(run_id, page=2)]
+            return [row.step async for row in store.iter_steps(run_id, page=2)]
 
     assert asyncio.run(asyncio.wait_for(body(), 120)) == [1, 2, 3, 4, 5]
 

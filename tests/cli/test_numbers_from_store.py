@@ -13,6 +13,8 @@ from support.clirun import run_in_process
 
 from harness_store import Store
 from harness_store.records import PriceTable, ProviderCall, StepRecord, Usage
+from harness_store.store.listings import Listings
+from harness_store.store.trace_view import TraceView
 
 
 def call(step: int, tokens: int, model: str = "m1") -> ProviderCall:
@@ -90,11 +92,11 @@ def test_spend_is_the_stores(store_target: str) -> None:
 def test_trace_tokens_and_entries_are_the_stores(store_target: str) -> None:
     """Each kind of run's whole trace sums to `spent_tokens` (a reply turn's tokens are its
     provider calls'), in the JSON, the JSON Lines and the table alike; and the entries the
-    command prints are `Store.trace_entries`' own."""
+    command prints are `TraceView.entries`' own."""
     runs = every_kind_of_run(store_target)
     with Store.open(store_target, read_only=True) as store:
         spent = {kind: store.spent_tokens(run) for kind, run in runs.items()}
-        entries = {kind: list(store.trace_entries(run)) for kind, run in runs.items()}
+        entries = {kind: list(TraceView(store).entries(run)) for kind, run in runs.items()}
     assert spent["reply"] == 15
     for kind, run in runs.items():
         document = json.loads(run_in_process("trace", store_target, str(run), "--json").stdout)
@@ -118,11 +120,11 @@ def test_inspect_runs_and_memory_listings_are_the_stores(store_target: str) -> N
     with Store.open(store_target) as store:
         store.memory_put("/repo", "k", "v", runs["stepped"], 1)
     with Store.open(store_target, read_only=True) as store:
-        counts = store.row_counts()
-        listed = store.run_page(limit=100)
-        total = store.count_runs()
-        workspaces = store.memory_workspaces()
-        journal = store.journal_mode()
+        counts = Listings(store).row_counts()
+        listed = Listings(store).run_page(limit=100)
+        total = Listings(store).count_runs()
+        workspaces = Listings(store).memory_workspaces()
+        journal = Listings(store).journal_mode()
     inspected = json.loads(run_in_process("inspect", store_target, "--json").stdout)
     assert inspected["tables"] == counts
     if journal is not None:  # a SQLite file: its mode as the file says (still read: wal)

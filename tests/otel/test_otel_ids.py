@@ -10,6 +10,7 @@ import pytest
 
 from harness_store import Store
 from harness_store.otel import export
+from harness_store.store.trace_export import TraceExport
 
 from .sink import Sink
 from .trees import build_tree, write_run
@@ -52,7 +53,7 @@ def test_ids_survive_a_prune_of_the_first_runs(store_target: str) -> None:
         first, second = Sink.start(), Sink.start()
         try:
             export(store, endpoint=first.url)
-            cutoff = store.span_run(new["root"]).started_at
+            cutoff = TraceExport(store).run(new["root"]).started_at
             assert cutoff is not None
             pruned = store.prune_runs(before=cutoff)
             assert sorted(pruned.run_ids) == sorted(old.values())

@@ -1,4 +1,4 @@
-"""The reads an export makes (`ExportReadsMixin`) on both backends, and the argument checks,
+"""The reads an export makes (`TraceExportMixin`) on both backends, and the argument checks,
 without a receiver: which runs `since` and `run_ids` choose, pages, and the stamps compared
 as text."""
 
@@ -14,6 +14,7 @@ from harness_store.errors import InvalidValueError
 from harness_store.otel import since_stamp, traces_url
 from harness_store.otel.endpoint import shown_url
 from harness_store.otel.exporter import walk_runs
+from harness_store.store.trace_export import TraceExport
 
 from .trees import build_tree
 
@@ -23,23 +24,23 @@ def test_span_runs_pages_since_and_ids(store_target: str) -> None:
     with Store.open(store_target) as store:
         roles = build_tree(store)
         late = store.start_run("a later run", "/repo")
-        everything = [r.id for r in store.span_runs()]
+        everything = [r.id for r in TraceExport(store).runs()]
         assert everything == sorted(store.runs())
-        assert [r.id for r in store.span_runs(after=roles["a"], limit=2)] == [
+        assert [r.id for r in TraceExport(store).runs(after=roles["a"], limit=2)] == [
             roles["g"],
             roles["b"],
         ]
-        stamp = store.span_run(late).started_at
+        stamp = TraceExport(store).run(late).started_at
         assert stamp is not None
-        assert [r.id for r in store.span_runs(since=since_stamp(stamp))] == [late]
-        assert store.span_runs(since=since_stamp("2999-01-01")) == []
+        assert [r.id for r in TraceExport(store).runs(since=since_stamp(stamp))] == [late]
+        assert TraceExport(store).runs(since=since_stamp("2999-01-01")) == []
         rows.execute(store, update(m.Run).where(m.Run.id == late).values(
             started_at="2999-12-07 06:50:00"))  # fmt: skip
-        assert [r.id for r in store.span_runs(since=since_stamp("2999-12-07T00"))] == [late]
-        assert store.span_runs(since=since_stamp("2999-12-07 23:59")) == []
+        assert [r.id for r in TraceExport(store).runs(since=since_stamp("2999-12-07T00"))] == [late]
+        assert TraceExport(store).runs(since=since_stamp("2999-12-07 23:59")) == []
         tree = [r.id for r in walk_runs(store, since=None, run_ids=[roles["a"]])]
         assert tree == sorted([roles["a"], roles["g"]])
-        child = store.span_run(roles["a"])
+        child = TraceExport(store).run(roles["a"])
         assert child is not None
         assert (child.parent_run_id, child.spawn_step, child.spawn_name) == (
             roles["root"],
@@ -47,12 +48,12 @@ def test_span_runs_pages_since_and_ids(store_target: str) -> None:
             "tester",
         )
         assert child.outcome == "success" and child.success is True
-        root = store.span_run(roles["root"])
+        root = TraceExport(store).run(roles["root"])
         assert root is not None and root.session_id is not None
-        calls = store.span_provider_calls(roles["b"])
+        calls = TraceExport(store).provider_calls(roles["b"])
         assert [c.failure for c in calls] == [None, None, "rate_limited"]
         assert all(c.at for c in calls)
-        kinds = {row.table for row in store.span_event_rows(roles["root"])}
+        kinds = {row.table for row in TraceExport(store).event_rows(roles["root"])}
         assert {
             "policy_events",
             "pending_approvals",

@@ -16,6 +16,7 @@ from harness_store.records import (
     StepRecord,
     Usage,
 )
+from harness_store.store.trace_export import TraceExport
 
 
 def call(step: int, model: str, prompt: int, completion: int, **extra: object) -> ProviderCall:
@@ -88,7 +89,7 @@ def expected_tool_calls(store: Store, run_id: int) -> int:
     """Tool calls the store records for a run: its tool attempts, server tool calls and MCP
     calls, and each of a step's own tool calls that no tool attempt of the same step and tool
     holds."""
-    attempts = {(a.step, a.tool) for a in store.span_tool_attempts(run_id)}
+    attempts = {(a.step, a.tool) for a in TraceExport(store).tool_attempts(run_id)}
     steps = 0
     for step in store.steps(run_id):
         for call in step.tool_calls:
@@ -96,7 +97,7 @@ def expected_tool_calls(store: Store, run_id: int) -> int:
                 steps += 1
     mcp = [e for e in store.mcp_events(run_id) if e.kind == "call" or e.tool]
     return (
-        len(store.span_tool_attempts(run_id))
+        len(TraceExport(store).tool_attempts(run_id))
         + len(store.server_tool_calls(run_id))
         + len(mcp)
         + steps

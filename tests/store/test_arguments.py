@@ -168,3 +168,33 @@ def test_valid_arguments_still_work(opened: Store) -> None:
     opened.record_memory_recall(run, 2, "/ws", ("a", "b"))
     assert [s.step for s in opened.steps(run)] == [1]
     assert len(opened.memory_recalls(run)) == 3
+
+
+def test_each_checked_method_is_found_in_the_module_that_defines_it() -> None:
+    """The checking wrapper is not where a method lives: `inspect.getsourcefile` (what an
+    editor's "go to definition", a debugger and the reference read) names the concern's own
+    module for every public method, and a frame of the wrapper names the method's `def` line."""
+    wrong = []
+    for name in sorted(dir(Store)):
+        if name.startswith("_"):
+            continue
+        member = getattr(Store, name)
+        if not callable(member) or not hasattr(member, "__wrapped__"):
+            continue
+        defined = inspect.getsourcefile(inspect.unwrap(member))
+        if inspect.getsourcefile(member) != defined:
+            wrong.append(f"{name}: {inspect.getsourcefile(member)}")
+    assert wrong == []
+    checked = Store.start_run
+    code = checked.__code__
+    assert code.co_firstlineno == inspect.unwrap(checked).__code__.co_firstlineno
+    assert code.co_name == "start_run"
+
+
+def test_a_refused_argument_s_traceback_names_the_method_s_module() -> None:
+    import traceback
+
+    with Store.memory() as store, pytest.raises(InvalidValueError) as refused:
+        store.start_run(None, "f")  # type: ignore[arg-type]
+    files = [frame.filename for frame in traceback.extract_tb(refused.tb)]
+    assert any(f.endswith("store/runs.py") for f in files), files

@@ -15,33 +15,39 @@ from support.compilations import compilations
 from harness_store import Edit, Price, PriceTable, ProviderCall, StepRecord, Store, Usage
 from harness_store import models as m
 from harness_store.dialects import backend_named
-from harness_store.store.point_reads import compiled, step_record
+from harness_store.store.listings import Listings
+from harness_store.store.step_reads import compiled, step_record
+from harness_store.store.trace_view import TraceView
 
 Read = Callable[[Store, int, int], Any]
 """A read of the store, given a run and a step number that vary between calls."""
 
 READS: dict[str, Read] = {
-    "trace_entries, one step": lambda s, run, k: list(
-        s.trace_entries(run, first_step=k, last_step=k)
-    ),
-    "trace_entries, a window without results": lambda s, run, k: list(
-        s.trace_entries(run, first_step=1, last_step=k, results=False)
-    ),
-    "trace_entries, whole": lambda s, run, k: list(s.trace_entries(run)),
-    "run_header": lambda s, run, k: s.run_header(run),
     "iter_steps, paged": lambda s, run, k: list(s.iter_steps(run, page=k)),
     "steps": lambda s, run, k: s.steps(run),
-    "run_page": lambda s, run, k: s.run_page(limit=k),
-    "run_page, filtered": lambda s, run, k: s.run_page(status="running", before=run + k),
-    "count_runs": lambda s, run, k: s.count_runs(status="running"),
-    "row_counts": lambda s, run, k: s.row_counts(),
-    "memory_workspaces": lambda s, run, k: s.memory_workspaces(),
     "events_after": lambda s, run, k: s.events_after(k, 10, run),
     "spend_by_run": lambda s, run, k: s.spend_by_run(PRICES),
     "arrow, of some runs": lambda s, run, k: s.arrow("steps", runs=[run, k]).to_pylist(),
 }
-"""What `trace`, `runs` and `show` read, a run's steps read whole and by pages, and the reads
-of plain rows (`spend`'s kept answers; an Arrow export, its runs an `IN` list)."""
+"""A run's steps read whole and by pages, and the reads of plain rows (`spend`'s kept answers;
+an Arrow export, its runs an `IN` list)."""
+
+READER_READS: dict[str, Read] = {
+    "trace_entries, one step": lambda s, run, k: list(
+        TraceView(s).entries(run, first_step=k, last_step=k)
+    ),
+    "trace_entries, a window without results": lambda s, run, k: list(
+        TraceView(s).entries(run, first_step=1, last_step=k, results=False)
+    ),
+    "trace_entries, whole": lambda s, run, k: list(TraceView(s).entries(run)),
+    "run_header": lambda s, run, k: TraceView(s).header(run),
+    "run_page": lambda s, run, k: Listings(s).run_page(limit=k),
+    "run_page, filtered": lambda s, run, k: Listings(s).run_page(status="running", before=run + k),
+    "count_runs": lambda s, run, k: Listings(s).count_runs(status="running"),
+    "row_counts": lambda s, run, k: Listings(s).row_counts(),
+    "memory_workspaces": lambda s, run, k: Listings(s).memory_workspaces(),
+}
+"""What `trace`, `runs` and `show` read, through the command's readers over a `Store`."""
 
 PRICES = PriceTable.new("2026-01-01").with_("m", Price(input=1_000_000))
 
@@ -50,6 +56,19 @@ PRICES = PriceTable.new("2026-01-01").with_("m", Price(input=1_000_000))
 def test_a_read_compiles_nothing_after_its_first_call(
     store: Store, monkeypatch: pytest.MonkeyPatch, read: str
 ) -> None:
+    compiles_once(store, monkeypatch, READS[read])
+
+
+@pytest.mark.parametrize("read", list(READER_READS))
+def test_a_command_s_read_compiles_nothing_after_its_first_call(
+    store_target: str, new_store: NewStore, monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
+    new_store.place(store_target)
+    with Store.open(store_target) as store:
+        compiles_once(store, monkeypatch, READER_READS[read])
+
+
+def compiles_once(store: Store, monkeypatch: pytest.MonkeyPatch, call: Read) -> None:
     run = store.start_run("goal", "f")
     other = store.start_run("other goal", "g")
     for each in (run, other):
@@ -57,7 +76,6 @@ def test_a_read_compiles_nothing_after_its_first_call(
         store.record_edit(each, Edit(2, "write_file", "src/a.rs", 3, 1))
     store.memory_put("ws", "k", "v", run, 1)
     store.record_provider_call(run, ProviderCall(1, 1, "p", "m", Usage(10, 5, 15)))
-    call = READS[read]
     first = call(store, run, 2)  # the first call compiles what it needs
     assert call(store, other, 3) is not None
     with compilations(monkeypatch) as compiled:

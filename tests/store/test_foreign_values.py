@@ -23,6 +23,9 @@ from harness_store import PriceTable, ProviderCall, StepRecord, Store, Usage
 from harness_store.cli.app import EXIT_OTHER
 from harness_store.errors import UnreadableValueError
 from harness_store.records.accounting import Price
+from harness_store.store.listings import Listings
+from harness_store.store.trace_export import TraceExport
+from harness_store.store.trace_view import TraceView
 
 
 def foreign(target: str, *statements: str) -> None:
@@ -123,8 +126,8 @@ def test_a_mistyped_step_integer_is_named_by_every_read(
             "resume_point": lambda: store.resume_point(child),
             "steps": lambda: store.steps(child),
             "iter_steps": lambda: list(store.iter_steps(child)),
-            "span_steps": lambda: list(store.span_steps(child)),
-            "trace_entries": lambda: list(store.trace_entries(child)),
+            "span_steps": lambda: list(TraceExport(store).steps(child)),
+            "trace_entries": lambda: list(TraceView(store).entries(child)),
         }
         for name, read in reads.items():
             with pytest.raises(UnreadableValueError, match=named):
@@ -156,7 +159,7 @@ def test_a_mistyped_provider_call_integer_is_named_by_the_export(
         Store.open(path) as store,
         pytest.raises(UnreadableValueError, match=r"provider_calls row id \d+: its latency_ms is"),
     ):
-        store.span_provider_calls(ids["child"])
+        TraceExport(store).provider_calls(ids["child"])
 
 
 @pytest.mark.parametrize("value", list(MISTYPED))
@@ -211,7 +214,7 @@ def test_a_mistyped_run_integer_is_named_by_the_listings(
     named = rf"runs row id {child}: its depth is .*not an integer"
     with Store.open(path) as store:
         with pytest.raises(UnreadableValueError, match=named):
-            store.run_page()
+            Listings(store).run_page()
         with pytest.raises(UnreadableValueError, match=named):
             store.tree(ids["root"])
     done = run_in_process("runs", path)
@@ -248,8 +251,8 @@ def test_a_mistyped_step_number_is_named_by_every_read(
             "steps": lambda: store.steps(child),
             "last_step": lambda: store.last_step(child),
             "resume_point": lambda: store.resume_point(child),
-            "trace_entries": lambda: list(store.trace_entries(child)),
-            "span_steps": lambda: list(store.span_steps(child)),
+            "trace_entries": lambda: list(TraceView(store).entries(child)),
+            "span_steps": lambda: list(TraceExport(store).steps(child)),
             "tree": lambda: store.tree(ids["root"]),
         }
         for name, read in reads.items():
@@ -278,8 +281,8 @@ def test_text_that_is_not_utf8_is_named_by_every_read(
         reads: dict[str, Callable[[], object]] = {
             "steps": lambda: store.steps(child),
             "iter_steps": lambda: list(store.iter_steps(child)),
-            "trace_entries": lambda: list(store.trace_entries(child)),
-            "span_steps": lambda: list(store.span_steps(child)),
+            "trace_entries": lambda: list(TraceView(store).entries(child)),
+            "span_steps": lambda: list(TraceExport(store).steps(child)),
             "canonical_trace": lambda: store.canonical_trace(child),
         }
         for name, read in reads.items():
@@ -337,7 +340,8 @@ def test_check_names_a_tool_call_whose_arguments_hold_nan(
         f"UPDATE steps SET tool_call = 'read_file:{{\"n\": {constant}}} | x:{{}}' WHERE step = 2",
         "UPDATE steps SET tool_call = 'just words: NaN' WHERE step = 3",
     )
-    (row,) = [s.id for s in store.span_steps(run) if s.step == 2]
+    with Store.open(store_target) as reader:  # the row's id, as the exporter reads it
+        (row,) = [s.id for s in TraceExport(reader).steps(run) if s.step == 2]
     (finding,) = [f for f in store.check().findings if f.table == "steps"]
     assert finding.kind.value == "not_json" and finding.rows == (row,), finding
     assert "steps.tool_call" in finding.detail and "NaN or Infinity" in finding.detail

@@ -33,6 +33,7 @@ from test_value_paths import (
 )
 
 from harness_store import Store
+from harness_store.store.listings import Listings
 
 pytestmark = pytest.mark.slow
 
@@ -89,9 +90,9 @@ def store_reads(kind: Kind, source: Path) -> Outcome:
     with Store.open(source, read_only=True) as store:
         try:
             if kind.table == "runs":
-                store.run_page()
+                Listings(store).run_page()
                 store.tree(1)
-                (value,) = [getattr(r, kind.column) for r in store.run_page()]
+                (value,) = [getattr(r, kind.column) for r in Listings(store).run_page()]
             elif kind.table == "memory":
                 (entry,) = store.memory_list("ws")
                 value = getattr(entry, kind.column)

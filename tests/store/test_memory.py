@@ -22,7 +22,7 @@ from harness_store import (
     TodoState,
 )
 from harness_store.errors import InvalidValueError
-from harness_store.store.notes import TODO_MAX_ITEMS, TODO_TEXT_CAP
+from harness_store.store.summaries_todos import TODO_MAX_ITEMS, TODO_TEXT_CAP
 
 WS = "/ws"
 

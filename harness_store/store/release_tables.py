@@ -1,4 +1,4 @@
-"""Reads on a store of an older release.
+"""Which of the later releases' tables a store has: reads on a store of an older release.
 
 A read-only Store opens any store from 0.13 on, and every later release added tables and
 columns. A read of a table the store does not have yet answers what that release had (no

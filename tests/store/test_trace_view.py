@@ -1,6 +1,6 @@
-"""`Store.run_header` and `Store.trace_entries`: a run's whole trace read back as one, every
+"""`TraceView.header` and `TraceView.entries`: a run's whole trace read back as one, every
 kind of entry in trace order, windows of steps, a reply turn's tokens, a missing run, and a
-read ended early — on both backends, through `Store` and `AsyncStore`."""
+read ended early — on both backends, over a `Store`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,14 @@ from harness_store.records import (
     TraceEntry,
     Usage,
 )
+from harness_store.store.trace_view import TraceView
+
+
+@pytest.fixture
+def store_api() -> Any:
+    """A trace view reads over a `Store` (the command's), so these tests drive `Store` only;
+    `AsyncStore` has no view of its own."""
+    return Store
 
 
 def a_run_of_every_kind(store: Any) -> int:
@@ -43,7 +51,7 @@ def a_run_of_every_kind(store: Any) -> int:
 
 def test_every_kind_of_entry_comes_back_in_trace_order(store: Store) -> None:
     run = a_run_of_every_kind(store)
-    entries = list(store.trace_entries(run))
+    entries = list(TraceView(store).entries(run))
     kinds = ["policy", "approval", "call", "attempt", "edit", "step", "gate", "checkpoint"]
     assert [(e.step, e.kind) for e in entries] == [(n, k) for n in (1, 2) for k in kinds]
     first = {e.kind: e for e in entries if e.step == 1}
@@ -68,13 +76,13 @@ def test_every_kind_of_entry_comes_back_in_trace_order(store: Store) -> None:
 @pytest.mark.slow_on("postgresql")
 def test_a_window_of_steps_and_results_left_out(store: Store) -> None:
     run = a_run_of_every_kind(store)
-    second = list(store.trace_entries(run, first_step=2))
+    second = list(TraceView(store).entries(run, first_step=2))
     assert {e.step for e in second} == {2} and len(second) == 8
-    assert list(store.trace_entries(run, last_step=1)) == list(
-        store.trace_entries(run, first_step=1, last_step=1)
+    assert list(TraceView(store).entries(run, last_step=1)) == list(
+        TraceView(store).entries(run, first_step=1, last_step=1)
     )
-    assert list(store.trace_entries(run, first_step=3)) == []
-    lean = [e for e in store.trace_entries(run, results=False) if e.kind == "step"]
+    assert list(TraceView(store).entries(run, first_step=3)) == []
+    lean = [e for e in TraceView(store).entries(run, results=False) if e.kind == "step"]
     assert [set(e.fields) for e in lean] == [{"decision", "tool_call", "tokens"}] * 2
 
 
@@ -82,23 +90,23 @@ def test_the_header_is_the_runs_row(store: Store) -> None:
     run = a_run_of_every_kind(store)
     child = store.start_child_run("a child", "b.rs", run, 1)
     store.finish_run(run, "success")
-    header = store.run_header(child)
+    header = TraceView(store).header(child)
     assert isinstance(header, RunHeader)
     assert (header.run_id, header.parent_run_id, header.goal) == (child, run, "a child")
-    parent = store.run_header(run)
+    parent = TraceView(store).header(run)
     assert (parent.status, parent.outcome) == ("completed", "success")
     assert parent.started_at and parent.parent_run_id is None
 
 
 def test_a_missing_run_is_refused_and_bad_steps_are_typed(store: Store) -> None:
     with pytest.raises(RunNotFoundError):
-        store.run_header(404)
+        TraceView(store).header(404)
     with pytest.raises(RunNotFoundError):
-        list(store.trace_entries(404))
+        list(TraceView(store).entries(404))
     run = store.start_run("empty", "a.rs")
-    assert list(store.trace_entries(run)) == []
+    assert list(TraceView(store).entries(run)) == []
     with pytest.raises(InvalidValueError):
-        list(store.trace_entries(run, first_step=2**63))
+        list(TraceView(store).entries(run, first_step=2**63))
 
 
 @pytest.mark.slow_on("postgresql")
@@ -112,7 +120,7 @@ def test_a_reply_turns_calls_carry_its_tokens(store_target: str) -> None:
         store.record_provider_call(run, ProviderCall(0, 2, "p", "m", None, 3, failure="timeout"))
         with store.write_engine.begin() as conn:  # what upstream 0.37+ writes for a reply turn
             conn.execute(update(m.Run).where(m.Run.id == run).values(turn_kind="reply"))
-        entries = list(store.trace_entries(run))
+        entries = list(TraceView(store).entries(run))
         assert [e.tokens for e in entries] == [15, 20, None]
         assert sum(e.tokens or 0 for e in entries) == store.spent_tokens(run) == 35
 
@@ -122,10 +130,10 @@ def test_a_read_ended_early_closes_its_cursors_inside_the_read(store_target: str
     still open; the store goes on reading and closes cleanly."""
     with Store.open(store_target) as store:
         run = a_run_of_every_kind(store)
-        entries = store.trace_entries(run)
+        entries = TraceView(store).entries(run)
         assert next(entries).kind == "policy"
         entries.close()
-        assert len(list(store.trace_entries(run))) == 16
+        assert len(list(TraceView(store).entries(run))) == 16
 
 
 def test_the_whole_trace_is_one_snapshot(store_target: str) -> None:
@@ -133,9 +141,9 @@ def test_the_whole_trace_is_one_snapshot(store_target: str) -> None:
     cursor reads the snapshot the trace began with); the next trace has them."""
     with Store.open(store_target) as store, Store.open(store_target) as writer:
         run = a_run_of_every_kind(store)
-        entries = store.trace_entries(run)
+        entries = TraceView(store).entries(run)
         assert next(entries).kind == "policy"
         writer.checkpoint_steps(run, [StepRecord(n, "later", "r") for n in (1, 2, 3)])
         assert [e for e in entries if e.fields.get("decision") == "later"] == []
-        later = [e for e in store.trace_entries(run) if e.fields.get("decision") == "later"]
+        later = [e for e in TraceView(store).entries(run) if e.fields.get("decision") == "later"]
         assert [e.step for e in later] == [1, 2, 3]

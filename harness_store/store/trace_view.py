@@ -1,6 +1,10 @@
 """A run's whole trace read back as one: its header and every step and event in order.
 
-What `harness-store trace` prints, owned here so the command shows what the Store returns:
+What `harness-store trace` prints: `TraceView` reads it over a Store, through the Store's
+named ways to the database, so the command shows what the Store's package reads. It is the
+command's, not a part of the Store's API (upstream's per-table reads: `steps`,
+`provider_calls`, `policy_events`, …). The other trace readers are `trace` (upstream's methods)
+and `trace_export` (the rows an exporter reads, with their ids and stamps). A view holds:
 the steps merged with the events recorded at them (policy refusals and decisions, approvals,
 provider calls, tool attempts, edits, gate attempts, checkpoints), within an optional window
 of steps. Each table is read by its own cursor, a page at a time, all inside one read
@@ -38,9 +42,9 @@ from .. import models as m
 from ..errors import RunNotFoundError
 from ..formats import REPLY_TURN, i64
 from ..records import RunHeader, TraceEntry
-from .marks import pages, reads
-from .older import OlderStoreMixin
-from .point_reads import RUN_ID
+from .arguments import checked_arguments
+from .release_tables import OlderStoreMixin
+from .step_reads import RUN_ID
 from .unreadable import check_integers, integer_columns
 
 TRACE_PAGE = 1000
@@ -67,25 +71,27 @@ Made = Callable[..., tuple[str, int | None, dict[str, Any]]]
 """Turns a row's columns (after its id and step) into (kind, tokens, fields)."""
 
 
-class WholeTraceMixin(OlderStoreMixin):
-    """`run_header` and `trace_entries` (see the module)."""
+@checked_arguments
+class TraceView:
+    """A run's whole trace over `store` (see the module): its `header` and its `entries`."""
 
-    @reads
-    def run_header(self, run_id: int) -> RunHeader:
+    def __init__(self, store: OlderStoreMixin) -> None:
+        self.store = store
+
+    def header(self, run_id: int) -> RunHeader:
         """The run's own row, as its trace is headed; `RunNotFoundError` when there is none."""
         r = m.Run
-        started = r.started_at if not self._lacks("runs", "started_at") else None
-        parent = r.parent_run_id if not self._lacks("runs", "parent_run_id") else None
+        started = r.started_at if not self.store._lacks("runs", "started_at") else None
+        parent = r.parent_run_id if not self.store._lacks("runs", "parent_run_id") else None
         columns = [r.id, parent, r.goal, r.status, r.outcome, started]
         statement = select(*(c if c is not None else null() for c in columns))
-        with self._read() as conn:
+        with self.store._read() as conn:
             row = conn.execute(statement.where(r.id == i64(run_id, "run_id"))).first()
         if row is None:
             raise RunNotFoundError(f"no run with id {run_id} in the store")
         return RunHeader(*row)
 
-    @pages(TRACE_PAGE)
-    def trace_entries(
+    def entries(
         self,
         run_id: int,
         *,
@@ -100,7 +106,7 @@ class WholeTraceMixin(OlderStoreMixin):
         of its fields (a listing that does not show them need not read them). A table the
         store's release does not have yet contributes nothing. `RunNotFoundError` when the
         run does not exist (at the first entry taken). Until the generator is exhausted or
-        closed its read stays open for this thread (or task): a Store read made meanwhile
+        closed its read stays open for this thread: a Store read made meanwhile
         joins its snapshot, and a write is refused."""
         run_id = i64(run_id, "run_id")
         window = (
@@ -114,8 +120,8 @@ class WholeTraceMixin(OlderStoreMixin):
                 yield from short
                 return
         ends = (window[0] is not None, window[1] is not None)
-        with self._read() as conn:
-            found = conn.execute(_run_kind(self._lacks("runs", "turn_kind")), values).first()
+        with self.store._read() as conn:
+            found = conn.execute(_run_kind(self.store._lacks("runs", "turn_kind")), values).first()
             if found is None:
                 raise RunNotFoundError(f"no run with id {run_id} in the store")
             reply = found[0] == REPLY_TURN
@@ -125,7 +131,7 @@ class WholeTraceMixin(OlderStoreMixin):
             ) -> Generator[TraceEntry, None, None]:
                 statement = _table_read(model, tuple(names), ends)
                 integers = integer_columns(statement.selected_columns)
-                for rows in self._stream(conn, statement, TRACE_PAGE, values):
+                for rows in self.store._stream(conn, statement, TRACE_PAGE, values):
                     check_integers(rows, integers, 0)  # a step that is none: named, typed
                     for seq, step, *rest in rows:
                         kind, tokens, fields = make(*rest)
@@ -134,7 +140,7 @@ class WholeTraceMixin(OlderStoreMixin):
             streams = [
                 stream(model, names, make)
                 for model, names, make in _tables(reply, results)
-                if not self._lacks(model.__tablename__)
+                if not self.store._lacks(model.__tablename__)
             ]
             try:
                 yield from heapq.merge(*streams, key=_order)
@@ -148,10 +154,10 @@ class WholeTraceMixin(OlderStoreMixin):
         present = tuple(
             model.__tablename__
             for model, _, _ in _tables(False, results)
-            if not self._lacks(model.__tablename__)
+            if not self.store._lacks(model.__tablename__)
         )
-        shape = (present, results, self._lacks("runs", "turn_kind"))
-        rows = self._point("trace_window", _window_read, *shape, **values)
+        shape = (present, results, self.store._lacks("runs", "turn_kind"))
+        rows = self.store._point("trace_window", _window_read, *shape, **values)
         if not rows or rows[0][0] != RUN_ROW:
             raise RunNotFoundError(f"no run with id {values['run_id']} in the store")
         if len(rows) > TRACE_PAGE + 1:

@@ -1,6 +1,7 @@
 """What a step asked for and what is still in flight: gate attempts (0.34), the assistant turn
 each step took (0.64, written in the checkpoint's transaction when staged) and the journal of
-tool calls the harness cannot inspect (0.65). Part of upstream's `trace.rs`."""
+tool calls the harness cannot inspect (0.65; upstream's "journal", its `tool_attempts` rows).
+Part of upstream's `trace.rs`."""
 
 from __future__ import annotations
 
@@ -17,14 +18,14 @@ from ..records import AssistantTurn, GateAttempt, GateOutcome, ToolAttempt, Tool
 from .checkpoints import turn_calls_json as turn_calls_json
 from .checkpoints import write_step_turn
 from .marks import reads, writes
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 
 
 def _gate(id: int, step: int, phase: str, outcome: str, detail: str, at: str) -> GateAttempt:
     return GateAttempt(id, step, phase, GateOutcome.parse(outcome), detail, at)
 
 
-class JournalMixin(OlderStoreMixin):
+class StepAttemptsMixin(OlderStoreMixin):
     """Gate attempts, step turns and tool attempts."""
 
     # --- gate attempts (0.34) ------------------------------------------------------------

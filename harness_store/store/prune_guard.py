@@ -1,4 +1,5 @@
-"""A child started under a run takes its turn with a prune of that run (PostgreSQL).
+"""The guard a write under a run takes against a prune of that run (PostgreSQL): a child
+started under a run takes its turn with the prune.
 
 `prune_runs` locks the rows of a batch's runs (`FOR UPDATE`) before it decides and deletes
 them. A write changing a run's row, or adding a row with a foreign key to it (a step), waits

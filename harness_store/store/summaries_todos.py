@@ -1,6 +1,8 @@
-"""A run's working notes: folded summaries of its history (0.43) and its todo list (0.21).
+"""A run's summaries and todo list: folded summaries of its history (0.43) and the agent's
+plan, its todo list (0.21).
 
-Upstream keeps these in `memory.rs`; they live apart here only to keep files small.
+Upstream keeps these in `memory.rs`; they live apart here only to keep files small. Not
+"notes": upstream's notes are memory entries (`memory.py`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from ..formats import text as check_text
 from ..formats import u32, u64
 from ..records import Summary, TodoItem, TodoState
 from .marks import reads, writes
-from .older import OlderStoreMixin
+from .release_tables import OlderStoreMixin
 
 TODO_MAX_ITEMS = 64
 """Most items a run's todo list keeps; the rest are dropped (and counted)."""
@@ -25,7 +27,7 @@ def summary(id: int, through: int, folded: int, txt: str, est: int, at: str) -> 
     return Summary(int(id), int(through), int(folded), txt, int(est), at)
 
 
-class NotesMixin(OlderStoreMixin):
+class SummariesTodosMixin(OlderStoreMixin):
     """Summaries and todos: upstream's `memory.rs`, second half."""
 
     @writes

@@ -1,7 +1,11 @@
-"""The reads an exporter of traces needs: runs with their stamps, and each run's rows with
-their row ids and stamps (which the upstream-shaped read methods leave out), a page at a time.
+"""The trace as an exporter reads it: runs with their stamps, and each run's rows with their
+row ids and stamps (which upstream's read methods leave out), a page at a time.
 
-Nothing here knows about OpenTelemetry: `harness_store.otel` turns these rows into spans.
+`TraceExport` reads them over a Store, through the Store's named ways to the database: it is
+the package's OTLP exporter's (`harness_store.otel`), not a part of the Store's API, which is
+upstream's. Nothing here knows about OpenTelemetry: `harness_store.otel` turns these rows into
+spans. The other trace readers are `trace` (upstream's methods) and `trace_view` (the whole
+trace as `harness-store trace` prints it).
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ from sqlalchemy import Select, func, or_, select
 
 from .. import models as m
 from ..stamps import Stamp
-from .marks import pages, reads
-from .older import OlderStoreMixin
+from .arguments import checked_arguments
+from .release_tables import OlderStoreMixin
 from .unreadable import check_integers, integer_columns
 
 T = TypeVar("T")
@@ -201,8 +205,13 @@ def _event_maker(table: str, names: tuple[str, ...]) -> Callable[..., SpanEventR
     return make
 
 
-class ExportReadsMixin(OlderStoreMixin):
-    """`span_runs`, `span_run`, and each run's rows with ids and stamps, for trace exporters."""
+@checked_arguments
+class TraceExport:
+    """The reads of a trace exporter over `store` (see the module): `runs`, `run`, and each
+    run's rows with ids and stamps; every argument checked as the Store's are."""
+
+    def __init__(self, store: OlderStoreMixin) -> None:
+        self.store = store
 
     def _select(self, statement: Select[Any], make: Callable[..., T]) -> list[T]:
         """The statement's rows, each made into a record, in one read. On a store of an older
@@ -210,14 +219,13 @@ class ExportReadsMixin(OlderStoreMixin):
         (an export needs the whole newest shape; nothing is read). A value of an integer
         column that is none (SQLite keeps text or Infinity there) is `UnreadableValueError`
         naming its row: each statement's first column is its row's id."""
-        self._refuse_missing(statement)
-        with self._read() as conn:
+        self.store._refuse_missing(statement)
+        with self.store._read() as conn:
             rows = conn.execute(statement).all()
         check_integers(rows, integer_columns(statement.selected_columns), 0)
         return [make(*row) for row in rows]
 
-    @reads
-    def span_runs(
+    def runs(
         self,
         *,
         after: int = 0,
@@ -239,14 +247,12 @@ class ExportReadsMixin(OlderStoreMixin):
             statement = statement.where(r.c.id.in_(run_ids))
         return self._select(statement, _span_run)
 
-    @reads
-    def span_run(self, run_id: int) -> SpanRun | None:
-        """One run as `span_runs` reads it, or None."""
+    def run(self, run_id: int) -> SpanRun | None:
+        """One run as `runs` reads it, or None."""
         rows = self._select(_runs_query().where(m.table_of(m.Run).c.id == run_id), _span_run)
         return rows[0] if rows else None
 
-    @pages("page")
-    def span_steps(self, run_id: int, *, page: int = ROW_PAGE) -> Iterator[SpanStep]:
+    def steps(self, run_id: int, *, page: int = ROW_PAGE) -> Iterator[SpanStep]:
         """The run's `steps` rows in row order, read `page` rows at a time."""
         s = m.table_of(m.Step)
         after = 0
@@ -271,8 +277,7 @@ class ExportReadsMixin(OlderStoreMixin):
                 return
             after = rows[-1].id
 
-    @reads
-    def span_provider_calls(
+    def provider_calls(
         self, run_id: int, *, after: int = 0, limit: int | None = None
     ) -> list[SpanProviderCall]:
         """The run's provider calls in row order, with their ids and stamps: those with id
@@ -285,8 +290,7 @@ class ExportReadsMixin(OlderStoreMixin):
             statement = statement.limit(limit)
         return self._select(statement, SpanProviderCall)
 
-    @reads
-    def span_tool_attempts(self, run_id: int) -> list[SpanToolAttempt]:
+    def tool_attempts(self, run_id: int) -> list[SpanToolAttempt]:
         """The run's tool attempts (open and closed) in row order."""
         a = m.table_of(m.ToolAttempt)
         columns = [a.c[name] for name in SpanToolAttempt._fields]
@@ -294,8 +298,7 @@ class ExportReadsMixin(OlderStoreMixin):
             select(*columns).where(a.c.run_id == run_id).order_by(a.c.id), SpanToolAttempt
         )
 
-    @reads
-    def span_server_tool_calls(self, run_id: int) -> list[SpanServerToolCall]:
+    def server_tool_calls(self, run_id: int) -> list[SpanServerToolCall]:
         """The run's provider-side tool calls in row order."""
         c = m.table_of(m.ServerToolCall)
         columns = [c.c[name] for name in SpanServerToolCall._fields]
@@ -303,8 +306,7 @@ class ExportReadsMixin(OlderStoreMixin):
             select(*columns).where(c.c.run_id == run_id).order_by(c.c.id), SpanServerToolCall
         )
 
-    @reads
-    def span_mcp_events(self, run_id: int) -> list[SpanMcpEvent]:
+    def mcp_events(self, run_id: int) -> list[SpanMcpEvent]:
         """The run's MCP events in row order."""
         e = m.table_of(m.McpEvent)
         columns = [e.c[name] for name in SpanMcpEvent._fields]
@@ -316,8 +318,7 @@ class ExportReadsMixin(OlderStoreMixin):
 
         return self._select(select(*columns).where(e.c.run_id == run_id).order_by(e.c.id), make)
 
-    @reads
-    def span_event_rows(self, run_id: int) -> list[SpanEventRow]:
+    def event_rows(self, run_id: int) -> list[SpanEventRow]:
         """The run's policy decisions, approvals, sandbox, checkpoint, agent and gate rows, each
         table in row order, tables in `EVENT_TABLES` order."""
         out: list[SpanEventRow] = []
