@@ -114,8 +114,21 @@ _FACT_IN_TABLE = frozenset(
     }
 )
 COMPACT_SLICE_PAGES = 256
-"""Free pages a compact gives back per write transaction (1 MiB of 4 KiB pages): moving a
-page costs about the same whatever the store's size, so a slice is a few milliseconds."""
+"""The most free pages a compact gives back per write transaction (1 MiB of 4 KiB pages)."""
+
+COMPACT_SLICE_WORK = 4_000_000
+"""Pages a compact slice may give back times the pages free when it begins. Giving back a
+free page at the file's end makes SQLite search the free list for it, one entry a free page,
+so a slice of a fixed number of pages costs more the more is free (on a store of a million
+runs pruned by half, 256 pages took up to 0.4 s, a live writer waiting as long); within this
+budget a slice is tens of milliseconds however much is free."""
+
+
+def slice_pages_for(free: int, most: int) -> int:
+    """The pages the next compact slice gives back when `free` pages are free: at most
+    `most`, within `COMPACT_SLICE_WORK`, and at least one."""
+    return max(1, min(most, COMPACT_SLICE_WORK // max(free, 1)))
+
 
 STEP_ASIDE = 0.005
 """The least a maintenance command waits between two of its slices (seconds): longer than a
@@ -487,8 +500,9 @@ class SessionRetentionMixin(OlderStoreMixin):
     @maintains
     def compact(self, *, slice_pages: int = COMPACT_SLICE_PAGES) -> int:
         """Give the space deletions freed back. SQLite: a store in incremental auto-vacuum
-        (every store harness_store makes) gives its free pages back `slice_pages` at a time,
-        each slice its own short write transaction in the writers' turn, stepping aside
+        (every store harness_store makes) gives its free pages back at most `slice_pages` at
+        a time (fewer while many are free: `COMPACT_SLICE_WORK`), each slice its own short
+        write transaction in the writers' turn, stepping aside
         between slices (`step_aside`), so a live writer waits for a slice, not the file, and
         a compact stopped between slices has lost nothing (what it gave back stays given
         back); a store io-harness made is switched to that mode by one `VACUUM` that
@@ -506,13 +520,15 @@ class SessionRetentionMixin(OlderStoreMixin):
             if not sliced:
                 self._backend.vacuum(driver)
         left: int | None = None
+        pages = 1  # the first slice also says how many pages are free
         while sliced:
             began = time.monotonic()
             with self._maintenance() as driver:  # one slice, one turn
-                now = self._backend.vacuum_slice(driver, slice_pages)
+                now = self._backend.vacuum_slice(driver, pages)
             if now == 0 or (left is not None and now >= left):
                 break  # all given back, or writers free pages as fast as it gives them back
             left = now
+            pages = slice_pages_for(now, slice_pages)
             step_aside(began)
         after = self.store_size().file_bytes
         return max(before - after, 0)
