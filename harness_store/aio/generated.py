@@ -2566,6 +2566,8 @@ class StoreMethods:
         )
         return result
 
+    # StoreSpaceMixin: harness_store/store/store_space.py
+
     async def store_size(
         self,
     ) -> StoreSize:

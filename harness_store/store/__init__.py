@@ -53,6 +53,7 @@ from .run_pruning import RunPruningMixin
 from .runs import RunsMixin
 from .session_retention import SessionRetentionMixin
 from .sessions import SessionsMixin
+from .store_space import StoreSpaceMixin
 from .stream import StreamMixin
 from .trace import TraceMixin
 from .whole_trace import WholeTraceMixin
@@ -81,6 +82,7 @@ class Store(
     NotesMixin,
     SessionsMixin,
     SessionRetentionMixin,
+    StoreSpaceMixin,
     CheckMixin,
     ArrowMixin,
     RunPruningMixin,

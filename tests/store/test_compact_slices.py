@@ -17,7 +17,7 @@ import pytest
 from support.processes import Worker, worker_argv
 
 from harness_store import StepRecord, Store
-from harness_store.store import session_retention
+from harness_store.store import store_space
 
 STEP_BYTES = 40_000
 """A step's text that does not compress: ten pages of 4 KiB."""
@@ -191,7 +191,7 @@ def test_a_slice_searches_a_bounded_free_list_however_much_is_free(
     writer waiting as long. A slice gives back at most `COMPACT_SLICE_WORK` / (pages free)
     pages (at least one), so its search is bounded. The budget is lowered here so a small
     store shows it."""
-    monkeypatch.setattr(session_retention, "COMPACT_SLICE_WORK", 20_000, raising=False)
+    monkeypatch.setattr(store_space, "COMPACT_SLICE_WORK", 20_000)
     path = tmp_path / "runs.sqlite3"
     freed(path, 40)
     kept = every_row(path)
