@@ -161,7 +161,7 @@ def plain_delete(store: Any, runs: list[int]) -> None:
     one transaction, with no check, count or batching."""
     from sqlalchemy import text
 
-    from harness_store.store.session_retention import RUN_TABLES
+    from harness_store.store.retention_rows import RUN_TABLES
 
     ids = ", ".join(map(str, runs))
     with store._write() as conn:

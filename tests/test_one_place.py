@@ -77,7 +77,7 @@ module -> why. Every other module is neutral."""
 KNOWN_BACKEND_NAMES: dict[str, str] = {
     "schema/preflight.py": "SQLite's result codes of a failed upgrade (disk full, not a "
     "database), read from the driver error; to go to the connector's one translation",
-    "store/run_pruning.py": "the writers' queue's side file (`QUEUE_SUFFIX`) of an archive",
+    "store/prune_archive.py": "the writers' queue's side file (`QUEUE_SUFFIX`) of an archive",
 }
 """Neutral modules that still name a backend: module -> why; the list only shrinks."""
 

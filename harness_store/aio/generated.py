@@ -2358,6 +2358,8 @@ class StoreMethods:
         )
         return result
 
+    # StoreSpaceMixin: harness_store/store/store_space.py
+
     async def store_size(
         self,
     ) -> StoreSize:
@@ -2373,8 +2375,9 @@ class StoreMethods:
         slice_pages: int = 256,
     ) -> int:
         """Give the space deletions freed back. SQLite: a store in incremental auto-vacuum
-        (every store harness_store makes) gives its free pages back `slice_pages` at a time,
-        each slice its own short write transaction in the writers' turn, stepping aside
+        (every store harness_store makes) gives its free pages back at most `slice_pages` at
+        a time (fewer while many are free: `COMPACT_SLICE_WORK`), each slice its own short
+        write transaction in the writers' turn, stepping aside
         between slices (`step_aside`), so a live writer waits for a slice, not the file, and
         a compact stopped between slices has lost nothing (what it gave back stays given
         back); a store io-harness made is switched to that mode by one `VACUUM` that

@@ -55,6 +55,7 @@ from .runs import RunsMixin
 from .session_retention import SessionRetentionMixin
 from .sessions import SessionsMixin
 from .step_attempts import StepAttemptsMixin
+from .store_space import StoreSpaceMixin
 from .stream import StreamMixin
 from .summaries_todos import SummariesTodosMixin
 from .trace import TraceMixin
@@ -80,6 +81,7 @@ class Store(
     SummariesTodosMixin,
     SessionsMixin,
     SessionRetentionMixin,
+    StoreSpaceMixin,
     CheckMixin,
     ArrowMixin,
     RunPruningMixin,

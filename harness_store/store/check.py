@@ -7,9 +7,9 @@ finding too), the schema against the stamped revision's shape (`check_schema`), 
 wrong type or form (`check_values`), the rows io-harness resumes from (every step number of a
 checkpointed run has its checkpoint, every checkpoint its step, no step number missing below a
 run's last), rows of runs that do not exist, run trees (missing parents, cycles), leases of
-missing runs, and hs3's spend counters against `provider_calls` (`check_rows`). Each problem is
-a `Finding`. Memory and time are bounded whatever the values: sets
-are never built of numbers a value spans (gaps are ranges found in SQL).
+missing runs (`check_rows`), and hs3's spend counters against `provider_calls`
+(`check_spend`). Each problem is a `Finding`. Memory and time are bounded whatever the values:
+sets are never built of numbers a value spans (gaps are ranges found in SQL).
 
 `repair` fixes only what loses nothing — a missing index or trigger is rebuilt, spend
 counters are recounted, a lease of a missing run is dropped — after a backup of a SQLite file,
@@ -43,16 +43,14 @@ from .check_rows import (
     lease_value_findings,
     model_table,
     orphan_findings,
-    recount_groups,
-    recount_work,
     resume_findings,
-    spend_findings,
     tree_findings,
 )
 from .check_schema import build_index, schema_findings
+from .check_spend import recount_groups, recount_work, spend_findings
 from .check_values import value_findings
 from .marks import reads, writes
-from .session_retention import step_aside
+from .store_space import step_aside
 
 K = FindingKind
 

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, func, select
 
 from harness_store import Pruned, Store, copy_store
 from harness_store.models import Base
-from harness_store.store.session_retention import RUN_TABLES
+from harness_store.store.retention_rows import RUN_TABLES
 
 from .oracles import Oracles
 from .releases import NEWER_WRITERS

@@ -18,7 +18,7 @@ from harness_store import Store
 from harness_store.errors import RunNotFoundError
 from harness_store.models import Base
 from harness_store.records import StepRecord
-from harness_store.store.session_retention import RUN_TABLES
+from harness_store.store.retention_rows import RUN_TABLES
 
 WORKER = Path(__file__).with_name("retention_worker.py")
 CLI = [sys.executable, "-m", "harness_store.cli"]

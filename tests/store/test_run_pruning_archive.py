@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, select
 from harness_store import Store, copy_store
 from harness_store.models import Base
 from harness_store.records import StepRecord
-from harness_store.store.session_retention import RUN_TABLES
+from harness_store.store.retention_rows import RUN_TABLES
 
 from .conftest import NEWEST
 
