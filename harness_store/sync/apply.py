@@ -15,6 +15,7 @@ again.
 from __future__ import annotations
 
 from contextlib import ExitStack
+from functools import partial
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, func, insert, select, update
@@ -25,6 +26,7 @@ from ..models.sync import IDS, MARKS
 from ..stamps import Stamp
 from . import quarantine
 from .append_tables import AppendTables
+from .finding import CentralIds, known
 from .origin_state import (
     ANCHOR_MARK,
     CHUNK,
@@ -87,6 +89,7 @@ class OriginSync(StateTables, AppendTables):
                 self._look_at_held_texts()  # the last pass held runs back
         if self.unreadable:
             self.lenient.enter_context(backend_for(self.src).tolerant(self.src))
+        self.whole_read = self.fresh or reason is not None
         self.tops = self._append_tops()
         read = {
             rule.table: self._read_state(rule)
@@ -120,8 +123,8 @@ class OriginSync(StateTables, AppendTables):
         changed = [
             table
             for table, (_, _, total) in read.items()
-            if table not in self.ids
-            and table not in self.whole
+            if table not in self.whole
+            and table not in self.partial
             and self.hwm_loaded.get(STATE_MARK + table) != total
         ]
         if self.fresh:
@@ -172,16 +175,18 @@ class OriginSync(StateTables, AppendTables):
             if rule.table not in self.have:
                 continue
             above: int | None = None
+            runs = None
             if rule.kind == "state":
                 total = read[rule.table][2]
                 if not whole and self.hwm_loaded.get(STATE_MARK + rule.table) == total:
                     continue
+                runs = self.suspects.get(rule.table) if rule.table in self.partial else None
             else:
                 above = 0 if whole else self.hwm.get(rule.table, 0)
                 if self.tops.get(rule.table, 0) <= above:
                     continue
             for run, row, column, said in quarantine.find(
-                self.src, self.have, self.backend, rule, above=above
+                self.src, self.have, self.backend, rule, above=above, runs=runs
             ):
                 if run is None:
                     raise UnsendableValueError(f"{rule.table}.{column} of the row {row} {said}")
@@ -203,7 +208,7 @@ class OriginSync(StateTables, AppendTables):
                 self.src,
                 self.have,
                 {r: f[3] for r, f in found.items()},
-                set() if whole else set(self.ids[RUNS]),
+                set() if whole else known(self.ids[RUNS]),
             )
             if found
             else {}
@@ -223,9 +228,9 @@ class OriginSync(StateTables, AppendTables):
             quarantine.save(self.src, self.dst, self.have, self.origin_id, held, Stamp.now().text)
 
     def _carried(self) -> Carried:
-        """What this pass knew for the next one: every whole id map but memory's."""
-        maps = {t: m for t, m in self.maps.items() if t in self.whole and t != "memory"}
-        return Carried(self.origin_id, self.syncs, maps)
+        """What this pass knew for the next one: no id map (a pass reads the entries it
+        needs from the centre, whatever the source's size, and holds no more)."""
+        return Carried(self.origin_id, self.syncs, {})
 
     def _rewound(self) -> str | None:
         """Why the source's history went back since the last sync (a backup restored over it,
@@ -266,7 +271,7 @@ class OriginSync(StateTables, AppendTables):
     def _forget(self) -> None:
         """Delete every central row of this origin, its id maps and marks: it is sent again
         in full, as a new origin's would be (its runs get new central ids)."""
-        self._read_maps(IDS.c.tbl.not_in(list(self.ids)))
+        self._read_maps(IDS.c.tbl.is_not(None))
         runs = self._dest_ids(RUNS)
         for rule in reversed(RULES):
             if rule.referenced:
@@ -315,30 +320,30 @@ class OriginSync(StateTables, AppendTables):
         )
 
     def _load(self, carried: Carried | None = None) -> None:
-        """The id maps of the referenced tables (every sync needs them for links) and the
-        marks; other tables' maps are read only when their rows changed. The maps `carried`
-        from a follower's last pass are taken instead when no other pass of this origin
-        was committed since (its sync count is one more than that pass left)."""
-        if (
-            carried is not None
-            and carried.origin_id == self.origin_id
-            and carried.syncs + 1 == self.syncs
-        ):
-            self.maps = carried.maps
-            self.whole = set(carried.maps)
-            for tbl in self.ids:
-                self.ids[tbl] = {
-                    k: int(e[0]) for k, e in self.maps.get(tbl, {}).items() if e[0] is not None
-                }
-        else:
-            self._read_maps(IDS.c.tbl.in_(list(self.ids)))
-            self.whole = set(self.ids)
+        """The marks, and the central ids of the referenced tables as links ask for them
+        (`finding.CentralIds`); a table's id map is read only when its rows changed, and
+        of a table read in part only the entries of its rows read."""
+        for tbl in self.ids:
+            self.ids[tbl] = CentralIds(partial(self._central_ids, tbl))
+        self.whole = set()
         marks = self.central.execute(
             select(MARKS.c.tbl, MARKS.c.hwm).where(MARKS.c.origin_id == self.origin_id)
         )
         self.hwm = {str(tbl): int(hwm) for tbl, hwm in marks}
         self.hwm_loaded = dict(self.hwm)
         self.hwm_saved = dict(self.hwm)
+
+    def _central_ids(self, tbl: str, keys: list[int]) -> list[tuple[int, int]]:
+        """The central ids of the source ids `keys` of `tbl` (those the centre maps)."""
+        rows = self.central.execute(
+            select(IDS.c.src_id, IDS.c.dest_id).where(
+                IDS.c.origin_id == self.origin_id,
+                IDS.c.tbl == tbl,
+                IDS.c.src_id.in_(keys),
+                IDS.c.dest_id.is_not(None),
+            )
+        )
+        return [(int(s), int(d)) for s, d in rows]
 
     def _read_maps(self, which: ColumnElement[bool]) -> None:
         rows = self.central.execute(
@@ -432,6 +437,8 @@ class OriginSync(StateTables, AppendTables):
         slice's) an unsettled row's map is saved `UNSETTLED` (a run to be sent again with
         the goal it had), and its own once it settles."""
         o = self.origin_id
+        if final:
+            self._finding_marks()
         for key in list(self.flushed_unsettled):
             if final or not self._unsettled(key):
                 self.flushed_unsettled.discard(key)

@@ -253,6 +253,26 @@ class OriginState:
         self.flushed_unsettled: set[tuple[str, int]] = set()
         """Unsettled rows a committed slice saved as `UNSETTLED`: their true map is saved
         once they settle."""
+        self.whole_read = False
+        """Whether this pass reads every state table whole (a new origin, one read again)."""
+        self.partial: set[str] = set()
+        """State tables read in part (`finding`): their map in `maps` holds the entries of
+        the rows read, never the whole map."""
+        self.suspects: dict[str, set[int] | None] = {}
+        """Per table read in part, the runs of its rows new or changed (None: of no run):
+        where a value the centre cannot hold may be."""
+        self.old_changed = False
+        """Whether a row sent before changed or went (not only new rows came)."""
+        self.pending: dict[str, dict[str, int]] = {}
+        """Per state table, the marks its read found, set once its rows are sent."""
+        self.pending_open: set[int] | None = None
+        """The runs unfinished as the runs table was read, marked once it is sent."""
+        self.finished: dict[str, int] = {}
+        """The marks of the state tables sent, set at the pass's last save."""
+        self.finished_open: set[int] | None = None
+        """The runs unfinished as read, marked at the pass's last save."""
+        self.live_runs: set[int] | None = None
+        """The runs whose rows a table read in part looks at (`finding.ChangedRows`)."""
 
     def _slice_done(self, rows: int) -> None:
         """Count `rows` written in the current slice; a full slice is committed (with its
