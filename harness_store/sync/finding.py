@@ -19,6 +19,22 @@ row is compared at least once every `SCRUB_PASSES` passes, and such a change arr
 that many passes. A table of at most `SCRUB_ROWS` keys is compared whole every pass, as
 before; so is every table while its origin holds runs back, and in a pass that sends the
 origin whole.
+
+A deletion reaches the centre at the next pass, wherever the window is (`ChangedRows.
+_counts_agree`): each pass counts the source's rows at or below the table's key mark (the
+count of the whole table, on its smallest index, less the rows above the mark) and the
+origin's id map entries of that table (all at or below it, but a run's kept for its
+links); a row deleted makes the source count fewer, and the table is then compared whole
+that pass (every table, when it is the runs table: a prune takes a run's rows along). An
+insert cannot hide a deletion from the counts by a key above the mark (those are counted
+apart), nor by a key the map holds (a key is a row's identity); it would need a key at or
+below the mark the map lacks. SQLite gives such a key to a table with AUTOINCREMENT never;
+to one without, only once every row above it is deleted, the row at the mark among them:
+so the table is compared whole too when the row at its mark is gone. What stays is a row
+whose key a writer chose (an outcome, a policy or a lease keyed by its run, written for a
+finished run) inserted as another is deleted, and a table without AUTOINCREMENT whose rows
+at the top were deleted and their keys given again up to the mark: to the centre those are
+rows changed at their keys, which the window finds.
 """
 
 from __future__ import annotations
@@ -26,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Set
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, and_, literal_column, select
+from sqlalchemy import ColumnElement, Table, and_, func, literal_column, select
 
 from ..models.sync import IDS
 from .origin_state import HELD_MARK, STATE_MARK, Entry, OriginState, chunks
@@ -127,7 +143,35 @@ class ChangedRows(OriginState):
             return False  # runs held back: every table compared whole, as the hold needs
         if "status" not in self.have.get(RUNS, ()):
             return False
-        return self.hwm_loaded.get(KEY_MARK + rule.table, 0) > SCRUB_ROWS
+        if self.hwm_loaded.get(KEY_MARK + rule.table, 0) <= SCRUB_ROWS:
+            return False
+        if self._counts_agree(rule):
+            return True
+        if rule.table == RUNS:
+            self.whole_read = True  # runs deleted take their rows in every table along
+        return False
+
+    def _counts_agree(self, rule: Rule) -> bool:
+        """Whether no row at or below `rule`'s key mark can have been deleted since the
+        last pass (see the module): the source holds as many there as the id map, and the
+        row at the mark. Four counts, each on an index, whatever the table's size."""
+        table = model_table(rule)
+        key = self._key_column(rule, table)
+        top = self.hwm_loaded.get(KEY_MARK + rule.table, 0)
+        count = select(func.count()).select_from(table)
+
+        def source(statement: Any) -> int:
+            return int(self._raw(statement).fetchone()[0])
+
+        held = source(count) - source(count.where(key > top))
+        if source(count.where(key == top)) != 1:
+            return False
+        mapped = select(func.count()).where(
+            IDS.c.origin_id == self.origin_id, IDS.c.tbl == rule.table, IDS.c.src_id <= top
+        )
+        if rule.table == RUNS:  # a run gone keeps its entry, without a hash, for its links
+            mapped = mapped.where(IDS.c.hash.is_not(None))
+        return held == int(self.central.execute(mapped).scalar_one())
 
     def _key_column(self, rule: Rule, table: Table) -> ColumnElement[Any]:
         if rule.key == "rowid":

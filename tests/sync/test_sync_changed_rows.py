@@ -180,6 +180,50 @@ def test_a_finished_runs_rows_changed_by_another_writer_arrive_within_the_window
     assert 0 < passes <= bound
 
 
+def test_rows_deleted_in_the_source_leave_the_centre_at_the_next_pass(
+    tmp_path: Path, store_target: str
+) -> None:
+    """A prune of finished runs away from the window: the row counts differ from the id
+    map's, so the next pass compares those tables whole and deletes every one centrally."""
+    runs = 3 * SCRUB_ROWS
+    source = widened(tmp_path / "host.sqlite3", runs)
+    sync([source], store_target)
+    add_run(source)
+    sync([source], store_target)  # read in part: the window now past the first keys
+    doomed = [*range(100, 150), *range(runs - 300, runs - 200)]
+    marks = ",".join("?" * len(doomed))
+    for table, column in (
+        ("run_outcomes", "run_id"),
+        ("pending_approvals", "run_id"),
+        ("steps", "run_id"),
+        ("session_turns", "run_id"),
+        ("runs", "id"),
+    ):
+        write(source, f"DELETE FROM {table} WHERE {column} IN ({marks})", *doomed)
+    report = sync([source], store_target)
+    assert mirror_problems(store_target, source) == []
+    assert report.origins[0].counts.deleted["runs"] == len(doomed)
+    assert report.origins[0].counts.deleted["run_outcomes"] == len(doomed)
+
+
+def test_a_deletion_and_an_insert_between_passes_are_both_seen(
+    tmp_path: Path, store_target: str
+) -> None:
+    """Rows deleted and as many inserted leave the table's count as it was: the inserted
+    rows are above the highest key read (ids are not reused), so the rows at or below it
+    still count fewer than the id map, and the deletion is seen at the next pass."""
+    runs = 3 * SCRUB_ROWS
+    source = widened(tmp_path / "host.sqlite3", runs)
+    sync([source], store_target)
+    add_run(source)
+    sync([source], store_target)
+    write(source, "DELETE FROM pending_approvals WHERE run_id IN (120, ?)", runs - 250)
+    add_run(source)
+    add_run(source)
+    sync([source], store_target)
+    assert mirror_problems(store_target, source) == []
+
+
 GROWTH_KIB = 16 * 1024
 """What 200,000 more runs may add to a one-run pass's peak (the whole state tables and the id
 maps of runs and turns held, as before, added well over 100 MiB)."""
