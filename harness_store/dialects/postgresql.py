@@ -23,6 +23,7 @@ from sqlalchemy.sql.dml import Insert
 
 from ..errors import (
     DiskFullError,
+    DuplicateObjectError,
     IntegerOverflowError,
     InvalidValueError,
     OriginOfAnotherRoleError,
@@ -60,6 +61,7 @@ NEW_IDS = (
 """Ids for as many new rows of a table (its name, the count), from its `id` column's sequence,
 taken in one statement before the rows are written."""
 PRIVILEGE_STATE = "42501"
+DUPLICATE_OBJECT_STATE = "42710"
 """insufficient_privilege: a grant or a row-level security policy refused the statement."""
 FOREIGN_KEY_STATE = "23503"
 OUT_OF_RANGE_STATE = "22003"
@@ -393,6 +395,8 @@ class PostgreSQLBackend(Backend):
             return OriginOfAnotherRoleError(said or message)
         if code == PRIVILEGE_STATE:
             return PrivilegeError(f"the centre's rules refused it: {message}")
+        if code == DUPLICATE_OBJECT_STATE:
+            return DuplicateObjectError(f"it exists already: {message}")
         if code is not None and (code[:2] in LOGIN_CLASSES or code == NO_DATABASE_STATE):
             return StoreAccessError(f"the server refused the role or database: {message}")
         if code == OUT_OF_RANGE_STATE:
