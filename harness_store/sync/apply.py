@@ -14,6 +14,7 @@ again.
 
 from __future__ import annotations
 
+import time
 from contextlib import ExitStack
 from functools import partial
 from typing import Any
@@ -31,6 +32,8 @@ from .origin_state import (
     ANCHOR_MARK,
     CHUNK,
     HELD_MARK,
+    PAGE_CHECK_EVERY,
+    PAGES_MARK,
     STATE_MARK,
     UNSETTLED,
     Carried,
@@ -54,8 +57,9 @@ class OriginSync(StateTables, AppendTables):
     """One origin's sync: loads its id maps and marks, writes the difference, saves them."""
 
     check_growth = True
-    """Whether the pages are checked before rows that only grew the source are written (a new
-    origin and a source read again in full are checked whatever this says)."""
+    """Whether the pages may be checked before rows that only grew the source are written:
+    then when the origin's last check is `PAGE_CHECK_EVERY` old (`_pages_due`); a new origin
+    and a source read again in full are checked whatever this says."""
 
     lenient: ExitStack
     """What reads the source leniently for the pass (closed at its end)."""
@@ -72,7 +76,8 @@ class OriginSync(StateTables, AppendTables):
 
         The source's pages are checked (`check_pages`) before anything is written, when there
         is anything to write: a sync that finds nothing new reads only the tops of the append
-        tables and the state tables, and spares the check's read of the whole file."""
+        tables and the state tables, and spares the check's read of the whole file; one that
+        finds little checks only when due (`_pages_due`)."""
         reason = None
         carried = self.carry.take() if self.carry is not None else None
         sliced = self.slices is not None
@@ -101,9 +106,11 @@ class OriginSync(StateTables, AppendTables):
         )
         grown = any(top > self.hwm.get(table, 0) for table, top in self.tops.items())
         work = self.fresh or reason is not None or state_changed or grown
-        checked = self.check_growth or self.fresh or reason is not None
+        checked = self.fresh or reason is not None or (self.check_growth and self._pages_due())
+        checked_at = None
         if work and checked and self.check_pages is not None:
             self.check_pages()
+            checked_at = int(time.time())
         if work and not self.adopt:
             self._hold_values(read, whole=self.fresh or reason is not None)
         # an archive changes state rows too (turns, runs): only then are the append tables'
@@ -116,6 +123,8 @@ class OriginSync(StateTables, AppendTables):
             self.maps = {}
             self.ids = {RUNS: {}, SESSIONS: {}, TURNS: {}}
             self.hwm, self.hwm_loaded, self.hwm_saved = {}, {}, {}
+        if checked_at is not None:
+            self.hwm[PAGES_MARK] = checked_at
         for tbl in self.ids:
             self.maps.setdefault(tbl, {})
         # one query for the id maps of every table that changed (a table without a mark was
@@ -151,6 +160,19 @@ class OriginSync(StateTables, AppendTables):
             quarantine.release(self.dst, self.origin_id, self.released)
         if self.carry is not None:
             self.carry.pending = self._carried()
+
+    def _pages_due(self) -> bool:
+        """Whether the source's pages are to be checked this pass: its origin's last check
+        (`PAGES_MARK`, any pass's, `sync`'s or a follower's) is `PAGE_CHECK_EVERY` old, or
+        was never made, or is dated ahead of this host's clock.
+
+        The check (`PRAGMA quick_check`) reads the whole file, so a pass of one new run made
+        with it costs the source's size. It is not what keeps damage out of the centre: a
+        page a pass reads is checked by SQLite as it reads it, and a damaged one fails the
+        read, and the pass with it. What the check adds is the news of damage in pages no
+        pass reads yet, which can wait that long."""
+        last = self.hwm_loaded.get(PAGES_MARK)
+        return last is None or not 0 <= time.time() - last <= PAGE_CHECK_EVERY
 
     def _look_at_held_texts(self) -> None:
         """Note the texts whose bytes are not UTF-8 in the runs held back before (their rows

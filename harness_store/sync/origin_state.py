@@ -53,6 +53,14 @@ TEXT_MARK = "~"
 """Prefix of an append table's mark: how many of its text values up to the high-water mark
 were non-empty, which tells that rows already sent were cleared (an archived session)."""
 
+PAGES_MARK = "!pages"
+"""The mark of the time (Unix seconds) a pass of the origin last checked its source's pages."""
+
+PAGE_CHECK_EVERY = 300.0
+"""Seconds between `PRAGMA quick_check`s of a source whose passes only bring what changed
+(`apply.OriginSync._pages_due`): the check reads the whole file, which a pass of one new run
+must not each time. A damaged page a pass reads fails that read whatever this says."""
+
 CHUNK = 500
 """Ids per `IN (…)` list."""
 
