@@ -18,6 +18,7 @@ from sqlalchemy import event
 from sqlalchemy.pool import Pool
 from support.big_stores import runs_store
 from support.clirun import peak_rss_kib
+from support.pg_proxy import PgProxy
 from support.synccheck import mirror_problems
 
 from harness_store.sync import sync
@@ -126,6 +127,31 @@ def test_a_one_run_pass_reads_as_much_of_a_source_four_times_bigger(
         assert mirror_problems(centre, source) == []
     # the old pass read every state table whole: four times the rows, four times the steps
     assert steps[16_000] <= 1.5 * steps[4_000], steps
+
+
+def test_a_one_run_pass_sends_as_many_statements_for_a_source_four_times_bigger(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """What a one-run pass sends the centre does not grow with the source: the counts, the
+    window's entries and the one run's rows, as many statements and round trips for either."""
+    proxy = PgProxy(pg_url)
+    sent: dict[int, tuple[int, int]] = {}
+    try:
+        for runs in (1_500, 6_000):
+            source = widened(tmp_path / f"host-{runs}.sqlite3", runs)
+            sync([source], proxy.url)
+            add_run(source)
+            sync([source], proxy.url)  # every big table's marks known
+            add_run(source)
+            sync([source], proxy.url)  # its pages checked a moment ago: not again
+            add_run(source)
+            with proxy.counting() as messages:
+                sync([source], proxy.url)
+                sent[runs] = (proxy.statements(messages), messages[b"S"])
+            assert mirror_problems(pg_url, source) == []
+    finally:
+        proxy.close()
+    assert sent[6_000] == sent[1_500], sent
 
 
 def test_a_live_runs_rows_changed_in_place_arrive_at_the_next_pass(
