@@ -54,17 +54,11 @@ from ..errors import (
 )
 from ..formats import is_int
 from ..targets import Target
-from .core import (
-    SOURCE_REFUSALS,
-    close_all,
-    open_or_none,
-    peek_mark,
-    refuse_shared_marks,
-    sync_source,
-)
+from .core import sync_source
 from .destination import Destination
 from .follow_report import FollowEvent, FollowNotice, FollowPass, FollowReport, NoticeKind, OnEvent
 from .origin_state import BATCH, PAGE_CHECK_EVERY, Carry
+from .sources import SOURCE_REFUSALS, close_all, open_or_none, peek_mark, refuse_shared_marks
 from .watch import SourceMark, source_mark
 
 INTERVAL = 0.05

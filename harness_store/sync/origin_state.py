@@ -123,7 +123,7 @@ class Carried:
 
 
 class SliceControl(Protocol):
-    """The destination transactions of a pass written in slices (`core.Slices`)."""
+    """The destination transactions of a pass written in slices (`slices.Slices`)."""
 
     def open_slice(self) -> Connection:
         """End what is open (a read snapshot) and begin a write transaction."""

@@ -19,7 +19,7 @@ from ..connector.translation import typed_or_same
 from ..dialects import postgresql_roles as rules
 from ..engine import safe_url, to_url
 from ..errors import DuplicateObjectError, InvalidValueError, PrivilegeError
-from .core import prepare_dest
+from .destination import prepare_dest
 
 Kind = Literal["follower", "reader"]
 
