@@ -29,8 +29,8 @@ from harness_store.sync.finding import SCRUB_PASSES, SCRUB_ROWS
 def source_steps(source: Path) -> Iterator[list[int]]:
     """SQLite's virtual machine steps (in hundreds) run on connections to the file `source`
     while the body runs: what a pass reads of the source, whatever reads it, but the check
-    of its pages (`PRAGMA quick_check`, which reads the whole file by design before rows
-    that only grew it are written: a follower makes it only now and then)."""
+    of its pages (`PRAGMA quick_check`, which reads the whole file by design: a pass makes
+    it at most every `PAGE_CHECK_EVERY` seconds an origin, `test_sync_page_checks.py`)."""
     counted = [0]
     resolved = str(source.resolve())
     checking = [False]
