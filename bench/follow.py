@@ -14,6 +14,9 @@ every 20 ms for new steps: a step's delay is when the observer first sees it min
   state row of its source, so its cost grows with them). With `HS_BENCH_BASELINE=DIR` (a
   checkout of other code, e.g. `git worktree add DIR main`) a follower running that code is
   a third variant, and the ratios of this code's delays and CPU to its are shown.
+  Then, aged: each source a copy of benchmark 17's store of a year (`AGED_RUNS` finished runs
+  in trees, built with raw inserts and cached), followed by `sync --follow` alone (and the
+  baseline's): a pass must cost what changed, not the source's size.
   Targets: follow's median delay ≤ 1 s, worst ≤ 3 s.
 - 14b: 1, 5 and 20 follower processes (one source each, into one centre). Catch-up: the
   followers start while their sources are away, and once each has said it waits, the stores
@@ -79,6 +82,10 @@ path), or None."""
 
 BIG_RUNS = 2_000
 """Runs (of ten steps) each source of 14a's second half holds before it is written."""
+
+AGED_RUNS = 100_000
+"""Runs each source of 14a's aged half holds before it is written: benchmark 17's store of a
+year (`scale.build`: trees of finished runs, raw inserts, cached), copied per source."""
 
 LOOK_BACK = 10.0
 """Seconds a pass's rows may take from their ids to their commit, for the observer."""
@@ -254,6 +261,16 @@ def prefilled(cfg: Config, name: str, steps: int, per_run: int = 100) -> Path:
     return path
 
 
+def aged_copy(cfg: Config, name: str, runs: int) -> Path:
+    """A copy of benchmark 17's store of `runs` runs (built once into the cache)."""
+    from .scale import build
+    from .stores import copy_store
+
+    path = cfg.work / f"{name}.sqlite3"
+    remove(path)
+    return copy_store(build(cfg, runs), path)
+
+
 def remove(path: Path) -> None:
     """A store and its side files: a `-wal` left beside a new file at the path would be
     replayed onto it (a follower's read keeps them when it was open as the writer closed)."""
@@ -283,18 +300,21 @@ def delays_row(table: Table, label: str, delays: list[float], cpu: float, second
 
 
 def live_delay(
-    cfg: Config, variant: str, seconds: float, runs: int = 0
+    cfg: Config, variant: str, seconds: float, runs: int = 0, aged: int = 0
 ) -> tuple[list[float], float]:
-    """14a's one variant: 3 sources at 50 steps/s, each holding `runs` runs first; the delays
-    and the syncing process's CPU."""
+    """14a's one variant: 3 sources at 50 steps/s, each holding `runs` runs of ten steps first
+    (or a copy of benchmark 17's store of `aged` runs); the delays and the syncing process's
+    CPU."""
     assert cfg.pg is not None
-    with pg_database(cfg.pg, f"hs_bench_follow_{variant.replace('-', '_')}") as url:
+    with pg_database(cfg.pg, f"hs_bench_follow_{variant.replace('-', '_')}_{os.getpid()}") as url:
         from harness_store import Store
 
         Store.open(url).close()
         dest = url.render_as_string(hide_password=False)
         paths = [
-            prefilled(cfg, f"live-{variant}-{n}", max(1, runs * 10), 10 if runs else 100)
+            aged_copy(cfg, f"live-{variant}-{n}", aged)
+            if aged
+            else prefilled(cfg, f"live-{variant}-{n}", max(1, runs * 10), 10 if runs else 100)
             for n in range(3)
         ]
         stop = cfg.work / f"stop-{variant}"
@@ -340,24 +360,34 @@ def run(cfg: Config) -> list[Table]:
     if not cfg.pg:
         say("follow: skipped (needs --pg)")
         return []
-    return [live(cfg, 0), live(cfg, cfg.pick(BIG_RUNS, 500)), scale(cfg), idle(cfg)]
+    return [
+        live(cfg, 0),
+        live(cfg, cfg.pick(BIG_RUNS, 500)),
+        live(cfg, 0, aged=cfg.pick(AGED_RUNS, 20_000)),
+        scale(cfg),
+        idle(cfg),
+    ]
 
 
-def live(cfg: Config, runs: int) -> Table:
-    """14a: the variants side by side, rounds interleaved, sources holding `runs` runs."""
+def live(cfg: Config, runs: int, aged: int = 0) -> Table:
+    """14a: the variants side by side, rounds interleaved, sources holding `runs` runs (or,
+    `aged`, a year's store of that many runs: only the follower, and the baseline's)."""
     seconds = cfg.pick(30.0, 8.0)
     held = f", each source holding {runs:,} runs first" if runs else ", new sources"
+    if aged:
+        held = f", each source a year's store of {aged:,} runs"
     table = Table(
         f"14a. delay from a source's commit to the centre's, 3 sources × 50 steps/s{held}",
         ["variant", "median", "p95", "worst", "CPU of one core"],
     )
-    variants = ["follow", "follow-role", "sync-loop"] + (["follow-baseline"] if BASELINE else [])
+    variants = ["follow"] if aged else ["follow", "follow-role", "sync-loop"]
+    variants += ["follow-baseline"] if BASELINE else []
     rounds = cfg.pick(2, 1)
     results: dict[str, tuple[list[float], float]] = {}
     for r in range(rounds):
         for variant in variants[r % len(variants) :] + variants[: r % len(variants)]:
             say(f"follow: 14a {variant}{held}")
-            delays, cpu = live_delay(cfg, variant, seconds, runs)
+            delays, cpu = live_delay(cfg, variant, seconds, runs, aged)
             before = results.get(variant, ([], 0.0))
             results[variant] = (before[0] + delays, before[1] + cpu)
     for variant in variants:
@@ -374,7 +404,7 @@ def live(cfg: Config, runs: int) -> Table:
             f"{results['follow'][1] / max(results['follow-baseline'][1], 1e-9):.2f}× "
             f"(baseline: {BASELINE})"
         )
-    as_role = sorted(results["follow-role"][0])
+    as_role = sorted(results.get("follow-role", ([], 0.0))[0])
     if mine and as_role:
         table.notes.append(
             f"a follower role ÷ the owner: median {median(as_role) / median(mine):.2f}×, worst "

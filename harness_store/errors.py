@@ -312,6 +312,11 @@ class PrivilegeError(StoreAccessError):
     own origins' rows, a reader writes nothing. Nothing of the transaction was committed."""
 
 
+class DuplicateObjectError(StoreError):
+    """The object a statement creates exists already (SQLSTATE 42710: a role, a policy or a
+    trigger of that name). Nothing of the transaction was committed."""
+
+
 class OriginOfAnotherRoleError(PrivilegeError):
     """A follower role tried to sync (or change) an origin that is bound to another role, or
     to the owner: each origin of a centre with roles is written by the one role it belongs

@@ -66,16 +66,7 @@ READERS = frozenset({"translate_error", "error_code", "primary_code"})
 
 SQLSTATE_HOME = ("dialects/postgresql.py", "sqlstate_of")
 
-ROLES_WHY = (
-    "`harness-store roles` tells a role the centre's owner alone may create by SQLSTATE "
-    "42501 or 42710 (duplicate_object, which no typed error names yet); its module is "
-    "another engineer's"
-)
-KNOWN: dict[tuple[str, str], str] = {
-    ("sync/roles.py", "DBAPIError"): ROLES_WHY,
-    ("sync/roles.py", "orig"): ROLES_WHY,
-    ("sync/roles.py", "sqlstate"): ROLES_WHY,
-}
+KNOWN: dict[tuple[str, str], str] = {}
 """Sites outside the boundary still reading a driver error: (module, what) -> why."""
 
 

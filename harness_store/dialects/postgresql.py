@@ -20,6 +20,7 @@ from sqlalchemy.sql.dml import Insert
 
 from ..errors import (
     DiskFullError,
+    DuplicateObjectError,
     IntegerOverflowError,
     InvalidValueError,
     OriginOfAnotherRoleError,
@@ -36,6 +37,7 @@ from ..sqldefaults import NOW, STAMP_OF
 from .base import FORMAT_TABLE, Backend
 from .postgresql_codes import (
     DISK_FULL_STATE,
+    DUPLICATE_OBJECT_STATE,
     FOREIGN_KEY_STATE,
     LOCKED_STATES,
     LOGIN_CLASSES,
@@ -278,6 +280,8 @@ class PostgreSQLBackend(Backend):
             return OriginOfAnotherRoleError(said or message)
         if code == PRIVILEGE_STATE:
             return PrivilegeError(f"the centre's rules refused it: {message}")
+        if code == DUPLICATE_OBJECT_STATE:
+            return DuplicateObjectError(f"it exists already: {message}")
         if code is not None and (code[:2] in LOGIN_CLASSES or code == NO_DATABASE_STATE):
             return StoreAccessError(f"the server refused the role or database: {message}")
         if code == OUT_OF_RANGE_STATE:

@@ -12,6 +12,8 @@ LOCKED_STATES = frozenset({"55P03", "40P01", "40001"})
 READ_ONLY_STATE = "25006"
 PRIVILEGE_STATE = "42501"
 """insufficient_privilege: a grant or a row-level security policy refused the statement."""
+DUPLICATE_OBJECT_STATE = "42710"
+"""duplicate_object: a role or policy made twice."""
 FOREIGN_KEY_STATE = "23503"
 OUT_OF_RANGE_STATE = "22003"
 """numeric_value_out_of_range: a BIGINT sum or cast past 64 bits."""

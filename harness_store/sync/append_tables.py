@@ -4,11 +4,11 @@ cleared in the source (an archive) sent again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import Column, Table, delete, func, select
 
+from .finding import CentralIds
 from .origin_state import (
     ANCHOR_MARK,
     TEXT_MARK,
@@ -38,7 +38,10 @@ class AppendTables(OriginState):
         reload = set(self.reload_runs)
         text_total = 0
         kept = self.hwm.get(TEXT_MARK + rule.table)
-        if hwm and texts and (self.scan_texts or kept is None):
+        # texts are counted again only when rows sent before changed (state rows do with
+        # an archive), not when rows were only added
+        again = self.scan_texts and self.old_changed
+        if hwm and texts and (again or kept is None):
             text_total = int(
                 self.src.execute(
                     select(func.coalesce(func.sum(nonempty(texts)), 0)).where(table.c.id <= hwm)
@@ -103,7 +106,10 @@ class AppendTables(OriginState):
                 select(source_run, count).where(table.c.id <= hwm).group_by(source_run)
             )
         }
-        to_source = {dest: src for src, dest in self.ids[RUNS].items()}
+        ids = self.ids[RUNS]
+        if isinstance(ids, CentralIds):  # read as asked: every run counted here is asked
+            ids.fetch(here)
+        to_source = {dest: src for src, dest in ids.items()}
         central_run = table.c[source_run.name]
         there: dict[int, int] = {}
         for part in chunks(sorted(to_source)):
@@ -126,10 +132,11 @@ class AppendTables(OriginState):
         reloaded: bool,
         texts_before: int | None = None,
     ) -> tuple[int, int, int]:
-        """Stream rows of an append table into the destination as they are read (on
-        PostgreSQL one COPY a table, so the server works while the source is read); the
-        highest id read, how many non-empty text values were read, and the hash of the
-        last row's facts (`ANCHOR_MARK`).
+        """Write rows of an append table into the destination as they are read, a batch at a
+        time (on PostgreSQL one COPY a batch, the central ids its links name read before the
+        COPY starts: a statement inside a COPY would wait on it for ever); the highest id
+        read, how many non-empty text values were read, and the hash of the last row's facts
+        (`ANCHOR_MARK`).
 
         Written in slices (`slices`), each batch is inserted and its marks set as a
         completed send would set them (`texts_before`: the non-empty texts below the rows
@@ -162,6 +169,9 @@ class AppendTables(OriginState):
             """One fetched batch's rows as they are written, counted."""
             nonlocal top, texts_read, last
             out: list[list[Any]] = []
+            for at, ids, _ in links:  # the central ids the batch names, a statement a chunk
+                if isinstance(ids, CentralIds):
+                    ids.fetch(v for row in batch if isinstance(v := row[keep[at]], int))
             for row in batch:
                 top = max(top, int(row[id_at]))
                 last = row
@@ -186,12 +196,13 @@ class AppendTables(OriginState):
             self._sent(len(out))
             return out
 
-        def rows() -> Iterator[list[Any]]:
-            while batch := cursor.fetchmany(self.batch_size):
-                yield from converted(batch)
-
         if self.slices is None or reloaded or texts_before is None:
-            self.backend.bulk_insert(self.dst, table, names, rows())
+            while batch := cursor.fetchmany(self.batch_size):
+                # a batch is converted, and the central ids it names read, before it is
+                # written: never a statement on the centre's connection inside a COPY
+                values = converted(batch)
+                if values:
+                    self.backend.bulk_insert(self.dst, table, names, values)
         else:
             while batch := cursor.fetchmany(self.slice_rows):
                 values = converted(batch)

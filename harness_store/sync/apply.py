@@ -14,7 +14,9 @@ again.
 
 from __future__ import annotations
 
+import time
 from contextlib import ExitStack
+from functools import partial
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, func, insert, select, update
@@ -25,10 +27,13 @@ from ..models.sync import IDS, MARKS
 from ..stamps import Stamp
 from . import quarantine
 from .append_tables import AppendTables
+from .finding import CentralIds, known
 from .origin_state import (
     ANCHOR_MARK,
     CHUNK,
     HELD_MARK,
+    PAGE_CHECK_EVERY,
+    PAGES_MARK,
     STATE_MARK,
     UNSETTLED,
     Carried,
@@ -52,8 +57,9 @@ class OriginSync(StateTables, AppendTables):
     """One origin's sync: loads its id maps and marks, writes the difference, saves them."""
 
     check_growth = True
-    """Whether the pages are checked before rows that only grew the source are written (a new
-    origin and a source read again in full are checked whatever this says)."""
+    """Whether the pages may be checked before rows that only grew the source are written:
+    then when the origin's last check is `PAGE_CHECK_EVERY` old (`_pages_due`); a new origin
+    and a source read again in full are checked whatever this says."""
 
     lenient: ExitStack
     """What reads the source leniently for the pass (closed at its end)."""
@@ -70,7 +76,8 @@ class OriginSync(StateTables, AppendTables):
 
         The source's pages are checked (`check_pages`) before anything is written, when there
         is anything to write: a sync that finds nothing new reads only the tops of the append
-        tables and the state tables, and spares the check's read of the whole file."""
+        tables and the state tables, and spares the check's read of the whole file; one that
+        finds little checks only when due (`_pages_due`)."""
         reason = None
         carried = self.carry.take() if self.carry is not None else None
         sliced = self.slices is not None
@@ -87,6 +94,7 @@ class OriginSync(StateTables, AppendTables):
                 self._look_at_held_texts()  # the last pass held runs back
         if self.unreadable:
             self.lenient.enter_context(backend_for(self.src).tolerant(self.src))
+        self.whole_read = self.fresh or reason is not None
         self.tops = self._append_tops()
         read = {
             rule.table: self._read_state(rule)
@@ -98,9 +106,11 @@ class OriginSync(StateTables, AppendTables):
         )
         grown = any(top > self.hwm.get(table, 0) for table, top in self.tops.items())
         work = self.fresh or reason is not None or state_changed or grown
-        checked = self.check_growth or self.fresh or reason is not None
+        checked = self.fresh or reason is not None or (self.check_growth and self._pages_due())
+        checked_at = None
         if work and checked and self.check_pages is not None:
             self.check_pages()
+            checked_at = int(time.time())
         if work and not self.adopt:
             self._hold_values(read, whole=self.fresh or reason is not None)
         # an archive changes state rows too (turns, runs): only then are the append tables'
@@ -113,6 +123,8 @@ class OriginSync(StateTables, AppendTables):
             self.maps = {}
             self.ids = {RUNS: {}, SESSIONS: {}, TURNS: {}}
             self.hwm, self.hwm_loaded, self.hwm_saved = {}, {}, {}
+        if checked_at is not None:
+            self.hwm[PAGES_MARK] = checked_at
         for tbl in self.ids:
             self.maps.setdefault(tbl, {})
         # one query for the id maps of every table that changed (a table without a mark was
@@ -120,8 +132,8 @@ class OriginSync(StateTables, AppendTables):
         changed = [
             table
             for table, (_, _, total) in read.items()
-            if table not in self.ids
-            and table not in self.whole
+            if table not in self.whole
+            and table not in self.partial
             and self.hwm_loaded.get(STATE_MARK + table) != total
         ]
         if self.fresh:
@@ -149,6 +161,19 @@ class OriginSync(StateTables, AppendTables):
         if self.carry is not None:
             self.carry.pending = self._carried()
 
+    def _pages_due(self) -> bool:
+        """Whether the source's pages are to be checked this pass: its origin's last check
+        (`PAGES_MARK`, any pass's, `sync`'s or a follower's) is `PAGE_CHECK_EVERY` old, or
+        was never made, or is dated ahead of this host's clock.
+
+        The check (`PRAGMA quick_check`) reads the whole file, so a pass of one new run made
+        with it costs the source's size. It is not what keeps damage out of the centre: a
+        page a pass reads is checked by SQLite as it reads it, and a damaged one fails the
+        read, and the pass with it. What the check adds is the news of damage in pages no
+        pass reads yet, which can wait that long."""
+        last = self.hwm_loaded.get(PAGES_MARK)
+        return last is None or not 0 <= time.time() - last <= PAGE_CHECK_EVERY
+
     def _look_at_held_texts(self) -> None:
         """Note the texts whose bytes are not UTF-8 in the runs held back before (their rows
         only: few), so that such a run stays held without a read failing on it first."""
@@ -172,16 +197,18 @@ class OriginSync(StateTables, AppendTables):
             if rule.table not in self.have:
                 continue
             above: int | None = None
+            runs = None
             if rule.kind == "state":
                 total = read[rule.table][2]
                 if not whole and self.hwm_loaded.get(STATE_MARK + rule.table) == total:
                     continue
+                runs = self.suspects.get(rule.table) if rule.table in self.partial else None
             else:
                 above = 0 if whole else self.hwm.get(rule.table, 0)
                 if self.tops.get(rule.table, 0) <= above:
                     continue
             for run, row, column, said in quarantine.find(
-                self.src, self.have, self.backend, rule, above=above
+                self.src, self.have, self.backend, rule, above=above, runs=runs
             ):
                 if run is None:
                     raise UnsendableValueError(f"{rule.table}.{column} of the row {row} {said}")
@@ -203,7 +230,7 @@ class OriginSync(StateTables, AppendTables):
                 self.src,
                 self.have,
                 {r: f[3] for r, f in found.items()},
-                set() if whole else set(self.ids[RUNS]),
+                set() if whole else known(self.ids[RUNS]),
             )
             if found
             else {}
@@ -223,9 +250,9 @@ class OriginSync(StateTables, AppendTables):
             quarantine.save(self.src, self.dst, self.have, self.origin_id, held, Stamp.now().text)
 
     def _carried(self) -> Carried:
-        """What this pass knew for the next one: every whole id map but memory's."""
-        maps = {t: m for t, m in self.maps.items() if t in self.whole and t != "memory"}
-        return Carried(self.origin_id, self.syncs, maps)
+        """What this pass knew for the next one: no id map (a pass reads the entries it
+        needs from the centre, whatever the source's size, and holds no more)."""
+        return Carried(self.origin_id, self.syncs, {})
 
     def _rewound(self) -> str | None:
         """Why the source's history went back since the last sync (a backup restored over it,
@@ -266,7 +293,7 @@ class OriginSync(StateTables, AppendTables):
     def _forget(self) -> None:
         """Delete every central row of this origin, its id maps and marks: it is sent again
         in full, as a new origin's would be (its runs get new central ids)."""
-        self._read_maps(IDS.c.tbl.not_in(list(self.ids)))
+        self._read_maps(IDS.c.tbl.is_not(None))
         runs = self._dest_ids(RUNS)
         for rule in reversed(RULES):
             if rule.referenced:
@@ -315,30 +342,30 @@ class OriginSync(StateTables, AppendTables):
         )
 
     def _load(self, carried: Carried | None = None) -> None:
-        """The id maps of the referenced tables (every sync needs them for links) and the
-        marks; other tables' maps are read only when their rows changed. The maps `carried`
-        from a follower's last pass are taken instead when no other pass of this origin
-        was committed since (its sync count is one more than that pass left)."""
-        if (
-            carried is not None
-            and carried.origin_id == self.origin_id
-            and carried.syncs + 1 == self.syncs
-        ):
-            self.maps = carried.maps
-            self.whole = set(carried.maps)
-            for tbl in self.ids:
-                self.ids[tbl] = {
-                    k: int(e[0]) for k, e in self.maps.get(tbl, {}).items() if e[0] is not None
-                }
-        else:
-            self._read_maps(IDS.c.tbl.in_(list(self.ids)))
-            self.whole = set(self.ids)
+        """The marks, and the central ids of the referenced tables as links ask for them
+        (`finding.CentralIds`); a table's id map is read only when its rows changed, and
+        of a table read in part only the entries of its rows read."""
+        for tbl in self.ids:
+            self.ids[tbl] = CentralIds(partial(self._central_ids, tbl))
+        self.whole = set()
         marks = self.central.execute(
             select(MARKS.c.tbl, MARKS.c.hwm).where(MARKS.c.origin_id == self.origin_id)
         )
         self.hwm = {str(tbl): int(hwm) for tbl, hwm in marks}
         self.hwm_loaded = dict(self.hwm)
         self.hwm_saved = dict(self.hwm)
+
+    def _central_ids(self, tbl: str, keys: list[int]) -> list[tuple[int, int]]:
+        """The central ids of the source ids `keys` of `tbl` (those the centre maps)."""
+        rows = self.central.execute(
+            select(IDS.c.src_id, IDS.c.dest_id).where(
+                IDS.c.origin_id == self.origin_id,
+                IDS.c.tbl == tbl,
+                IDS.c.src_id.in_(keys),
+                IDS.c.dest_id.is_not(None),
+            )
+        )
+        return [(int(s), int(d)) for s, d in rows]
 
     def _read_maps(self, which: ColumnElement[bool]) -> None:
         rows = self.central.execute(
@@ -432,6 +459,8 @@ class OriginSync(StateTables, AppendTables):
         slice's) an unsettled row's map is saved `UNSETTLED` (a run to be sent again with
         the goal it had), and its own once it settles."""
         o = self.origin_id
+        if final:
+            self._finding_marks()
         for key in list(self.flushed_unsettled):
             if final or not self._unsettled(key):
                 self.flushed_unsettled.discard(key)

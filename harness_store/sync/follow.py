@@ -54,17 +54,11 @@ from ..errors import (
 )
 from ..formats import is_int
 from ..targets import Target
-from .core import (
-    SOURCE_REFUSALS,
-    close_all,
-    open_or_none,
-    peek_mark,
-    refuse_shared_marks,
-    sync_source,
-)
+from .core import sync_source
 from .destination import Destination
 from .follow_report import FollowEvent, FollowNotice, FollowPass, FollowReport, NoticeKind, OnEvent
-from .origin_state import BATCH, Carry
+from .origin_state import BATCH, PAGE_CHECK_EVERY, Carry
+from .sources import SOURCE_REFUSALS, close_all, open_or_none, peek_mark, refuse_shared_marks
 from .watch import SourceMark, source_mark
 
 INTERVAL = 0.05
@@ -75,10 +69,6 @@ RETRY_FIRST, RETRY_MAX = 0.5, 30.0
 """Seconds before a failed pass is made again, doubling up to the second figure."""
 STOP_GRACE = 3.0
 """Seconds a pass in flight may go on after a stop before it is rolled back."""
-PAGE_CHECK_EVERY = 300.0
-"""Seconds between `PRAGMA quick_check`s of a source a follower keeps sending: its first
-pass of a file checks it, as `sync` does every time, then a pass at most this often (the
-check reads the whole file, which a pass every second must not)."""
 REFUSAL_GRACE = 60.0
 """Seconds a centre that answers but refuses every connection is retried before `follow`
 gives up (once connected before: a server restarting refuses for a while too)."""

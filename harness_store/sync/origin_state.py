@@ -53,6 +53,14 @@ TEXT_MARK = "~"
 """Prefix of an append table's mark: how many of its text values up to the high-water mark
 were non-empty, which tells that rows already sent were cleared (an archived session)."""
 
+PAGES_MARK = "!pages"
+"""The mark of the time (Unix seconds) a pass of the origin last checked its source's pages."""
+
+PAGE_CHECK_EVERY = 300.0
+"""Seconds between `PRAGMA quick_check`s of a source whose passes only bring what changed
+(`apply.OriginSync._pages_due`): the check reads the whole file, which a pass of one new run
+must not each time. A damaged page a pass reads fails that read whatever this says."""
+
 CHUNK = 500
 """Ids per `IN (…)` list."""
 
@@ -115,7 +123,7 @@ class Carried:
 
 
 class SliceControl(Protocol):
-    """The destination transactions of a pass written in slices (`core.Slices`)."""
+    """The destination transactions of a pass written in slices (`slices.Slices`)."""
 
     def open_slice(self) -> Connection:
         """End what is open (a read snapshot) and begin a write transaction."""
@@ -253,6 +261,26 @@ class OriginState:
         self.flushed_unsettled: set[tuple[str, int]] = set()
         """Unsettled rows a committed slice saved as `UNSETTLED`: their true map is saved
         once they settle."""
+        self.whole_read = False
+        """Whether this pass reads every state table whole (a new origin, one read again)."""
+        self.partial: set[str] = set()
+        """State tables read in part (`finding`): their map in `maps` holds the entries of
+        the rows read, never the whole map."""
+        self.suspects: dict[str, set[int] | None] = {}
+        """Per table read in part, the runs of its rows new or changed (None: of no run):
+        where a value the centre cannot hold may be."""
+        self.old_changed = False
+        """Whether a row sent before changed or went (not only new rows came)."""
+        self.pending: dict[str, dict[str, int]] = {}
+        """Per state table, the marks its read found, set once its rows are sent."""
+        self.pending_open: set[int] | None = None
+        """The runs unfinished as the runs table was read, marked once it is sent."""
+        self.finished: dict[str, int] = {}
+        """The marks of the state tables sent, set at the pass's last save."""
+        self.finished_open: set[int] | None = None
+        """The runs unfinished as read, marked at the pass's last save."""
+        self.live_runs: set[int] | None = None
+        """The runs whose rows a table read in part looks at (`finding.ChangedRows`)."""
 
     def _slice_done(self, rows: int) -> None:
         """Count `rows` written in the current slice; a full slice is committed (with its

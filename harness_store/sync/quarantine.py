@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from sqlalchemy import Connection, LargeBinary, case, cast, delete, func, insert, select, update
@@ -119,7 +120,7 @@ def waiting(
     src: Connection,
     have: Mapping[str, frozenset[str]],
     held: dict[int, str],
-    central: set[int],
+    central: AbstractSet[int],
 ) -> dict[int, str]:
     """`held` (run → what is wrong) with every run that must wait for one of them: a run
     whose rows link to a held run that is not `central` already (a child run, a parent whose

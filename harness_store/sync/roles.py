@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DBAPIError
 
 from ..connector import connector_at
+from ..connector.translation import typed_or_same
 from ..dialects import postgresql_roles as rules
 from ..engine import safe_url, to_url
-from ..errors import InvalidValueError
-from .core import prepare_dest
+from ..errors import DuplicateObjectError, InvalidValueError, PrivilegeError
+from .destination import prepare_dest
 
 Kind = Literal["follower", "reader"]
 
@@ -47,11 +47,15 @@ def _centre(dest: str) -> tuple[str, URL]:
     return safe_url(url), url
 
 
-def _refused(exc: DBAPIError, what: str) -> InvalidValueError | None:
-    state = getattr(exc.orig, "sqlstate", None)
-    if state in ("42501", "42710"):
+def _refused(exc: Exception, what: str) -> InvalidValueError | None:
+    """What a role that is not the centre's owner is told (the error, typed, `exc`): its
+    rights refused it (`PrivilegeError`), or an object it would make exists already, made by
+    the owner (`DuplicateObjectError`); None for any other error."""
+    found = typed_or_same(exc)
+    if isinstance(found, PrivilegeError | DuplicateObjectError):
+        said = str(found).split(": ", 1)[-1]
         return InvalidValueError(
-            f"only the centre's owner (a role that may create roles) can {what}: {exc.orig}"
+            f"only the centre's owner (a role that may create roles) can {what}: {said}"
         )
     return None
 
@@ -75,7 +79,7 @@ def grant(dest: str, role: str, kind: Kind, origin: str | None = None) -> RoleCh
                     except LookupError:
                         raise InvalidValueError(f"{shown} has no origin {origin}") from None
                 rules.grant_role(conn, role, kind, origin)
-        except DBAPIError as exc:
+        except Exception as exc:
             refused = _refused(exc, "make roles")
             if refused is None:
                 raise
@@ -91,7 +95,7 @@ def revoke(dest: str, role: str) -> RoleChange:
         try:
             with central.load() as conn:
                 known = rules.revoke_role(conn, role)
-        except DBAPIError as exc:
+        except Exception as exc:
             refused = _refused(exc, "revoke roles")
             if refused is None:
                 raise

@@ -11,8 +11,9 @@ Two kinds, from what upstream 0.66 does to each table after inserting a row:
 - **state**: rows upstream updates in place or deletes (run status and outcome, resolved
   approvals, answered questions, decided plans, memory upserts and evictions, leases, session
   heads, read messages, process states, …), and the tables whose ids SQLite may reuse (no
-  AUTOINCREMENT). Every row is hashed each sync; a new key is inserted, a changed hash
-  updated, a key gone from the source deleted centrally.
+  AUTOINCREMENT). The rows a pass reads (every row of a small table; of a big one those that
+  may have changed, `finding`) are hashed; a new key is inserted, a changed hash updated, a
+  key gone from the source deleted centrally.
 """
 
 from __future__ import annotations

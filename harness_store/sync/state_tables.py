@@ -1,6 +1,6 @@
-"""A sync's state tables (runs, sessions, memory, …): read whole, hashed, and compared row by
-row with the hashes sent last time; new rows inserted, changed ones updated (or replaced), gone
-ones deleted."""
+"""A sync's state tables (runs, sessions, memory, …): read (whole while small, else the rows
+that may have changed, `finding`), hashed, and compared row by row with the hashes sent last
+time; new rows inserted, changed ones updated (or replaced), gone ones deleted."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 from sqlalchemy import Table, bindparam, delete, insert, select, update
 
 from ..models.sync import IDS
-from .origin_state import HELD_MARK, ROUND_TRIP_ROWS, STATE_MARK, Entry, OriginState
+from .finding import FINISHED, KEY_MARK, OPEN_MARK, CentralIds, ChangedRows
+from .origin_state import HELD_MARK, ROUND_TRIP_ROWS, STATE_MARK, Entry
 from .rows import (
     ROWID,
     Unlinked,
@@ -29,11 +30,15 @@ STATE_SELECTS: dict[tuple[str, tuple[str, ...]], str] = {}
 for every pass (a follower makes many), as it has no parameters."""
 
 
-class StateTables(OriginState):
+class StateTables(ChangedRows):
     """Sending the state tables of one origin."""
 
     def _read_state(self, rule: Rule) -> tuple[list[str], list[Any], int]:
-        """A state table's column names, rows (in key order) and the hash of them all."""
+        """A state table's column names, rows (in key order) and the hash of them all; of a
+        big table read in part (`finding`), the rows that may have changed and a hash that
+        is the last one when none did."""
+        if self._partial_ok(rule):
+            return self._read_part(rule)
         columns = source_columns(rule, self.have)
         key = (rule.table, tuple(c.name for c in columns))
         sql = STATE_SELECTS.get(key)
@@ -43,7 +48,38 @@ class StateTables(OriginState):
         cursor = self._raw_sql(sql)
         names = [d[0] for d in cursor.description]
         rows = cursor.fetchall()
+        key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
+        if rows:
+            self.pending[rule.table] = {KEY_MARK + rule.table: int(rows[-1][key_at])}
+        if rule.table == RUNS and "status" in names:
+            status = names.index("status")
+            self.pending_open = {int(r[key_at]) for r in rows if r[status] not in FINISHED}
         return names, rows, digest_rows(rows)
+
+    def _state_marks(self, rule: Rule) -> None:
+        """Keep the marks of `rule`'s table the read found, now that its rows are sent."""
+        self.finished.update(self.pending.pop(rule.table, {}))
+        if rule.table == RUNS and self.pending_open is not None:
+            self.finished_open, self.pending_open = self.pending_open, None
+
+    def _finding_marks(self) -> None:
+        """Set the marks the reads found, at the pass's last save only: a pass killed between
+        slices leaves the last pass's, so the next reads again every row above them (those
+        a slice committed unsettled among them)."""
+        self.hwm.update(self.finished)
+        if self.finished_open is not None:
+            for mark in [m for m in self.hwm if m.startswith(OPEN_MARK)]:
+                del self.hwm[mark]
+            self.hwm.update({f"{OPEN_MARK}{run}": 1 for run in self.finished_open})
+
+    def _prefetch_links(self, rule: Rule, names: list[str], rows: Iterable[Any]) -> None:
+        """Read the central ids the rows' links name, a chunk a statement, before they are
+        remapped one by one."""
+        for column, target in rule.links.items():
+            ids = self.ids.get(target)
+            if isinstance(ids, CentralIds) and column in names:
+                at = names.index(column)
+                ids.fetch(r[at] for r in rows if isinstance(r[at], int))
 
     def _sync_state(self, rule: Rule, names: list[str], rows: list[Any], total: int) -> None:
         """A table that hashes as it did last time is unchanged (its id map was not even
@@ -53,6 +89,7 @@ class StateTables(OriginState):
         mark = STATE_MARK + rule.table
         if self.hwm_loaded.get(mark) == total:
             self.hwm[mark] = total
+            self._state_marks(rule)
             return
         old = self.maps.setdefault(rule.table, {})
         seen: set[int] = set()
@@ -75,6 +112,8 @@ class StateTables(OriginState):
         gone = [
             k for k, e in old.items() if k not in seen and (e[2] is not None or rule.table != RUNS)
         ]
+        if changed or gone:
+            self.old_changed = True  # rows sent before changed: an archive, perhaps
         if rule.table == RUNS:
             self._runs_gone(gone)
         else:
@@ -88,6 +127,7 @@ class StateTables(OriginState):
         # a slice's part: a memory entry is written with statements of its own
         weight = ROUND_TRIP_ROWS if rule.table == "memory" else 1
         size = max(1, self.slice_rows // weight) if self.slices is not None else len(rows) or 1
+        self._prefetch_links(rule, names, [r for _, _, r in changed + new])
         for start in range(0, len(changed), size):
             part = [
                 (k, h, dict(zip(names, r, strict=True)))
@@ -107,6 +147,7 @@ class StateTables(OriginState):
             self._slice_done(len(part) * weight)
         # the whole table is sent (saved with the last slice), or compared again next time
         self.hwm[mark] = HELD_MARK if skipped else total
+        self._state_marks(rule)
 
     def _held_test(self, rule: Rule, names: list[str]) -> Callable[[Any], bool] | None:
         """What tells a row of `rule`'s table (as read, its columns `names`) that this pass

@@ -251,3 +251,19 @@ def test_check_names_a_table_a_follower_may_write_without_a_policy(
         assert any(
             f.table == "todos" and f.kind.value == "unguarded_table" for f in store.check().findings
         )
+
+
+def test_a_role_made_twice_is_a_typed_error(pg_url: str, new_role: Callable[[], str]) -> None:
+    """What `roles` reads of a refusal is a typed error, from SQLSTATE 42710 too (an object
+    that exists already: a role made twice, a rule another made), never the driver's."""
+    from harness_store.connector import connector_at
+    from harness_store.connector.translation import typed_or_same
+    from harness_store.errors import DuplicateObjectError
+
+    name = new_role()
+    with connector_at(make_url(pg_url)) as central:
+        with central.load() as conn:
+            conn.execute(text(f'CREATE ROLE "{name}"'))
+        with pytest.raises(Exception) as raised, central.load() as conn:
+            conn.execute(text(f'CREATE ROLE "{name}"'))
+    assert isinstance(typed_or_same(raised.value), DuplicateObjectError)
