@@ -12,7 +12,7 @@ The rule, read from the package's syntax trees:
   no error told by its module's name (`….startswith("psycopg")`). Callers branch on the typed
   errors of `harness_store.errors` and on what the translation says of them.
 - Inside the backends, a PostgreSQL SQLSTATE is read in one function,
-  `dialects/postgresql.py`'s `sqlstate_of`, as a SQLite result code is read only in
+  `dialects/postgresql_codes.py`'s `sqlstate_of`, as a SQLite result code is read only in
   `dialects/sqlite_codes.py` (`tests/test_one_place.py`).
 
 `KNOWN` lists the sites that break the rule today, each with why it is still there; an entry
@@ -64,7 +64,7 @@ DRIVER_ERRORS = frozenset(
 READERS = frozenset({"translate_error", "error_code", "primary_code"})
 """A backend's table of codes and the readers of a code: the translation's own pieces."""
 
-SQLSTATE_HOME = ("dialects/postgresql.py", "sqlstate_of")
+SQLSTATE_HOME = ("dialects/postgresql_codes.py", "sqlstate_of")
 
 KNOWN: dict[tuple[str, str], str] = {}
 """Sites outside the boundary still reading a driver error: (module, what) -> why."""

@@ -68,7 +68,6 @@ BACKEND_SPECIFIC = {
     "connector/translation.py": "the one translation of driver errors: it tells a driver's "
     "errors by their classes and reads each backend's codes",
     "sync/roles.py": "`harness-store roles`, the procedure over a PostgreSQL centre's roles",
-    "store/check_roles.py": "the check of a PostgreSQL centre's roles' rules",
     "schema/backup.py": "the backup of a SQLite file taken before its revision changes",
 }
 """Modules backend-specific by nature, which may name a backend (a folder ends in `/`):
@@ -145,6 +144,14 @@ def test_neutral_modules_name_no_backend() -> None:
     assert set(KNOWN_BACKEND_NAMES) - set(found) == set(), "gone: remove from the list"
 
 
+POSTGRESQL_LOADED = (
+    "print(sorted(m for m in sys.modules if m.startswith(('harness_store.dialects.postgresql', "
+    "'psycopg')) and not m.endswith('_codes')))"
+)
+"""What of PostgreSQL's a process has loaded: its backend's modules and psycopg (its table of
+codes, constants the one translation reads, aside)."""
+
+
 def test_a_backend_module_is_imported_only_when_its_store_is_met() -> None:
     """Finding the SQLite backend imports no PostgreSQL module (nor psycopg): the registry
     imports a backend's module on first use."""
@@ -153,8 +160,32 @@ def test_a_backend_module_is_imported_only_when_its_store_is_met() -> None:
 
     probe = (
         "import sys; from harness_store.dialects import backend_named; "
-        "backend_named('sqlite'); "
-        "print(sorted(m for m in sys.modules if 'postgresql' in m or m.startswith('psycopg')))"
+        f"backend_named('sqlite'); {POSTGRESQL_LOADED}"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_sqlite_store_loads_no_postgresql_module() -> None:
+    """A SQLite store written, read, refused a bad value and checked loads none of
+    PostgreSQL's modules: the connector's translation and the check ask the backend they
+    are given, not PostgreSQL's module."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from harness_store import Store\n"
+        "from harness_store.errors import StoreError\n"
+        "with Store.memory() as store:\n"
+        "    run = store.start_run('goal', 'out.txt')\n"
+        "    store.runs()\n"
+        "    store.check()\n"
+        "    try:\n"
+        "        store.finish_run(run + 100, 'completed')\n"
+        "    except StoreError:\n"
+        "        pass\n"
+        f"{POSTGRESQL_LOADED}"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -18,8 +18,7 @@ import sqlite3
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from ..dialects import Backend, backend_named
-from ..dialects.postgresql import sqlstate_of
-from ..dialects.postgresql_codes import DISK_FULL_STATE
+from ..dialects.postgresql_codes import DISK_FULL_STATE, sqlstate_of
 from ..dialects.sqlite_codes import (
     SQLITE_CORRUPT,
     SQLITE_ERROR,

@@ -503,6 +503,11 @@ class Backend(ABC):
         """After an upgrade or a new sync table, in its transaction: bring the roles' rules
         up to date where the store has roles (a PostgreSQL centre); nothing elsewhere."""
 
+    def unguarded_tables(self, conn: Connection) -> list[str]:
+        """The tables a follower role may write without the roles' guard (row-level security
+        and its policies): what `check` names; none where a store has no roles."""
+        return []
+
     def texts_not_utf8(
         self,
         conn: Connection,

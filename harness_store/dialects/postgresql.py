@@ -48,6 +48,7 @@ from .postgresql_codes import (
     PRIVILEGE_STATE,
     READ_ONLY_STATE,
     STEPS_RUN_FKEY,
+    sqlstate_of,
 )
 from .postgresql_connections import (
     ASYNC_PING_AFTER,
@@ -57,7 +58,7 @@ from .postgresql_connections import (
     connection_intact,
     transaction_aborted,
 )
-from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE, ROLE_TRIGGERS, keep_rules
+from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE, ROLE_TRIGGERS, keep_rules, unprotected
 from .postgresql_schemas import (
     create_own_schema,
     database_exists,
@@ -93,13 +94,6 @@ MEMORY_LOCK_PREFIX = "harness_store.memory:"
 
 CLOCK = NOW["postgresql"]
 STAMP = STAMP_OF["postgresql"]
-
-
-def sqlstate_of(exc: BaseException) -> str | None:
-    """The SQLSTATE of a psycopg error (None for any other error, or one without): the one
-    reader of a PostgreSQL error's code, which the translation reads (`translate_error`)."""
-    state = getattr(exc, "sqlstate", None)
-    return state if isinstance(state, str) else None
 
 
 class PostgreSQLBackend(Backend):
@@ -138,6 +132,9 @@ class PostgreSQLBackend(Backend):
 
     def keep_rules(self, conn: Connection) -> None:
         keep_rules(conn)
+
+    def unguarded_tables(self, conn: Connection) -> list[str]:
+        return unprotected(conn)
 
     def engine_options(
         self, url: URL, *, synchronous: str | None, busy_timeout: float | None = None

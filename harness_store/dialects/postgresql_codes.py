@@ -1,7 +1,7 @@
 """PostgreSQL's SQLSTATEs the translation reads, named
 (https://www.postgresql.org/docs/current/errcodes-appendix.html).
 
-A psycopg error's SQLSTATE is read by `postgresql.sqlstate_of` alone; errors are known by
+A psycopg error's SQLSTATE is read by `sqlstate_of` (here) alone; errors are known by
 these codes (and a violated constraint's name), never by message text.
 """
 
@@ -28,3 +28,10 @@ LOST_CLASSES = frozenset({"08"})
 """Class 08: connection exceptions."""
 LOST_STATES = frozenset({"57P01", "57P02", "57P03"})
 """admin_shutdown (pg_terminate_backend, a fast shutdown), crash_shutdown, cannot_connect_now."""
+
+
+def sqlstate_of(exc: BaseException) -> str | None:
+    """The SQLSTATE of a psycopg error (None for any other error, or one without): the one
+    reader of a PostgreSQL error's code, which the translation reads (`translate_error`)."""
+    state = getattr(exc, "sqlstate", None)
+    return state if isinstance(state, str) else None

@@ -1,12 +1,11 @@
-"""`check` of a PostgreSQL centre with roles: every table a follower role may write is guarded
-by row-level security and the rules' policies (`dialects.postgresql_roles`)."""
+"""`check` of a centre with roles: every table a follower role may write is guarded by
+row-level security and the rules' policies (the backend's `unguarded_tables`)."""
 
 from __future__ import annotations
 
 from sqlalchemy import Connection
 
 from ..dialects import Backend
-from ..dialects.postgresql_roles import unprotected
 from ..records.health import Finding, FindingKind
 from .base import StoreBase
 
@@ -14,8 +13,6 @@ from .base import StoreBase
 def role_findings(conn: Connection, backend: Backend) -> list[Finding]:
     """A finding for each table a follower may write without row-level security or one of
     its policies (none on SQLite, nor on a centre without roles)."""
-    if backend.name != "postgresql":
-        return []
     return [
         Finding(
             FindingKind.UNGUARDED_TABLE,
@@ -28,13 +25,11 @@ def role_findings(conn: Connection, backend: Backend) -> list[Finding]:
             command="harness-store roles DEST --follower NAME (for any follower: it brings the "
             "rules up to date)",
         )
-        for table in unprotected(conn)
+        for table in backend.unguarded_tables(conn)
     ]
 
 
 def unprotected_tables(store: StoreBase) -> list[str]:
     """The tables a follower role may write without their guard (see `role_findings`)."""
-    if store._backend.name != "postgresql":
-        return []
     with store._read() as conn:
-        return unprotected(conn)
+        return store._backend.unguarded_tables(conn)
