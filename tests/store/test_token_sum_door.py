@@ -99,3 +99,15 @@ def test_a_foreign_writer_past_the_total_leaves_the_door_exact(tmp_path: Any) ->
         with pytest.raises(IntegerOverflowError):
             store.checkpoint_step(run, step(4, 1))
         assert store.spent_tokens(run) == I64_MAX
+
+
+def test_a_tree_total_past_the_limit_is_refused_on_read(store: Store) -> None:
+    """Not at the door (each run fits; the tree's sum would read the whole tree each write):
+    its read raises the typed error, as io-harness's own sum of the tree fails."""
+    root = store.start_run("g", "f")
+    child = store.start_child_run("g", "f", root, 1)
+    store.checkpoint_step(root, step(1, I64_MAX))
+    store.checkpoint_step(child, step(1, 1))
+    assert store.spent_tokens(child) == 1
+    with pytest.raises(IntegerOverflowError):
+        store.spent_tokens_tree(root)
