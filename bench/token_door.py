@@ -76,11 +76,12 @@ def measure(targets: dict[str, str], n: int, label: str, **how: Any) -> None:
         runs = {k: s.start_run("bench", "f") for k, s in stores.items()}
         deep = stores["door"].start_run("deep", "f")
         stores["door"].checkpoint_steps(deep, step_records(0, DEEP))
+        old, new = stores["without"], stores["door"]
         ops: list[tuple[str, Callable[[int], Any]]] = [
-            ("without", lambda i: stores["without"].checkpoint_step(runs["without"], step_record(i))),
-            ("door", lambda i: stores["door"].checkpoint_step(runs["door"], step_record(i))),
-            ("door, deep run", lambda i: stores["door"].checkpoint_step(deep, step_record(DEEP + i))),
-        ]  # fmt: skip
+            ("without", lambda i: old.checkpoint_step(runs["without"], step_record(i))),
+            ("door", lambda i: new.checkpoint_step(runs["door"], step_record(i))),
+            ("door, deep run", lambda i: new.checkpoint_step(deep, step_record(DEEP + i))),
+        ]
         times = alternating(ops, n, max(n // 20, 1), warmup=200)
     base = times["without"]
     print(f"\n{label}: µs per checkpoint_step (median of windows), ratio to `without`")
