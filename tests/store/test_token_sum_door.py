@@ -111,3 +111,32 @@ def test_a_tree_total_past_the_limit_is_refused_on_read(store: Store) -> None:
     assert store.spent_tokens(child) == 1
     with pytest.raises(IntegerOverflowError):
         store.spent_tokens_tree(root)
+
+
+def test_two_writers_of_one_run_are_checked_one_after_the_other(store_target: str) -> None:
+    """The second writer waits for the first's commit and then sees its tokens: of two steps
+    that fit alone but not together, one is refused, whichever commits first."""
+    import threading
+    import time
+
+    with Store.open(store_target) as first, Store.open(store_target) as second:
+        run = first.start_run("g", "f")
+        first.checkpoint_step(run, step(1, I64_MAX - 10))
+        outcome: list[BaseException | None] = []
+
+        def other() -> None:
+            try:
+                second.checkpoint_step(run, step(3, 6))
+                outcome.append(None)
+            except BaseException as exc:  # the test reads it
+                outcome.append(exc)
+
+        with first.transaction():
+            first.checkpoint_step(run, step(2, 6))
+            waiting = threading.Thread(target=other)
+            waiting.start()
+            time.sleep(0.5)
+            assert waiting.is_alive(), "the second writer waits for the first"
+        waiting.join(30)
+        assert len(outcome) == 1 and isinstance(outcome[0], IntegerOverflowError)
+        assert first.spent_tokens(run) == I64_MAX - 4
