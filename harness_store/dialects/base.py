@@ -318,6 +318,19 @@ class Backend(ABC):
     def drop_spend_triggers_sql(self) -> list[str]:
         """The statements that remove what `spend_triggers_sql` created."""
 
+    @abstractmethod
+    def run_tokens_triggers_sql(self) -> list[str]:
+        """The statements that create hs6's triggers keeping `hs_run_tokens` (each run's
+        total of `steps.tokens`, NULL once unknown) on every write of `steps`."""
+
+    @abstractmethod
+    def drop_run_tokens_triggers_sql(self) -> list[str]:
+        """The statements that remove what `run_tokens_triggers_sql` created."""
+
+    @abstractmethod
+    def run_tokens_backfill_sql(self) -> str:
+        """The statement that fills `hs_run_tokens` from the steps already stored."""
+
     def typed_times_sql(self, shape: Mapping[str, Collection[str]]) -> list[str]:
         """The statements of revision hs5: analysts' typed views of the tables of `shape`
         (table → its columns) that hold stamps. None here: upstream opens SQLite stores,

@@ -64,9 +64,13 @@ ROLE_TRIGGERS = frozenset({"hs_sync_claim", "hs_sync_guard", "hs_sync_replace", 
 
 POLICIES = ("hs_read", "hs_insert", "hs_update", "hs_delete")
 
-SPEND_FUNCTIONS = ("hs_spend_inserted", "hs_spend_deleted", "hs_spend_updated")
-"""The spend counters' trigger functions: run as the owner, so a follower's provider calls
-bump counters it may not write itself."""
+SPEND_FUNCTIONS = (
+    *("hs_spend_inserted", "hs_spend_deleted", "hs_spend_updated"),
+    *("hs_run_tokens_inserted", "hs_run_tokens_deleted", "hs_run_tokens_updated"),
+    *("hs_run_tokens_run_inserted", "hs_run_tokens_run_deleted"),
+)
+"""The spend counters' and run token totals' trigger functions: run as the owner, so a
+follower's provider calls and steps bump counters it may not write itself."""
 
 ME = "(session_user)::text"
 

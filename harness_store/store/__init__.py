@@ -33,6 +33,7 @@ from ..engine import make_engine, read_only_url, to_url, where
 from ..errors import InvalidValueError, UpgradeRequiredError
 from ..formats import CHECKPOINT_FORMAT
 from ..models import Base
+from ..models.run_tokens import RUN_TOKENS_METADATA
 from ..models.spend import SPEND_METADATA
 from ..releases import HEAD
 from ..schema.copy_marker import refuse_unfinished_copy
@@ -302,6 +303,9 @@ def create_head_schema(conn: Connection) -> None:
     backend = backend_named(conn.dialect.name)
     SPEND_METADATA.create_all(conn)  # hs3's counters, and their triggers
     for statement in backend.spend_triggers_sql():
+        conn.exec_driver_sql(statement)
+    RUN_TOKENS_METADATA.create_all(conn)  # hs6's run token totals, and their triggers
+    for statement in backend.run_tokens_triggers_sql():
         conn.exec_driver_sql(statement)
     backend.set_checkpoint_format(conn, CHECKPOINT_FORMAT)
     version = Table(

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Index, MetaData, func, inspect, select, text
 from .. import models as m
 from ..dialects import Backend, backend_for
 from ..dialects.base import FORMAT_TABLE
+from ..models.run_tokens import RUN_TOKENS
 from ..models.spend import SPEND_TABLES
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
 from ..releases import (
@@ -21,6 +22,7 @@ from ..releases import (
     INDEXES,
     OWN_INDEXES,
     OWN_INDEXES_FILLED,
+    OWN_RUN_TOKENS,
     OWN_SPEND,
     OWN_STEP_TOKENS,
     OWN_TYPED_TIMES,
@@ -40,6 +42,12 @@ K = FindingKind
 
 SPEND_TRIGGERS = frozenset({"hs_spend_insert", "hs_spend_delete", "hs_spend_update"})
 """hs3's triggers on `provider_calls`."""
+
+RUN_TOKENS_TRIGGERS = {
+    "steps": frozenset({"hs_run_tokens_insert", "hs_run_tokens_delete", "hs_run_tokens_update"}),
+    "runs": frozenset({"hs_run_tokens_run_insert", "hs_run_tokens_run_delete"}),
+}
+"""hs6's triggers keeping each run's token total, by table."""
 
 OWN_TABLES = frozenset({FORMAT_TABLE})
 """harness_store's own tables that `detect.read_tables` lists (PostgreSQL's stand-in for
@@ -265,12 +273,15 @@ def read_indexes(conn: Connection, tables: Iterable[str]) -> Indexes:
 def shape_revision(release: str, tables: set[str], indexes: Indexes, *, timed: bool) -> str:
     """The revision a store of `release`'s shape is at, told by harness_store's own objects:
     the typed-times views (`timed`: all there, or not wanted, on SQLite), every `hs_` index
-    of the head, hs3's counters, hs2's index of steps, hs1's index of trees."""
+    of the head, hs3's counters, hs2's index of steps, hs1's index of trees; hs6's run
+    token totals above the views."""
     if release == UPSTREAM_HEAD:
         if set(SPEND_TABLES) <= tables:
             if not set(own_indexes_at(HEAD)) <= set(indexes):
                 return OWN_SPEND
-            return OWN_TYPED_TIMES if timed else OWN_INDEXES_FILLED
+            if not timed:
+                return OWN_INDEXES_FILLED
+            return OWN_RUN_TOKENS if RUN_TOKENS.name in tables else OWN_TYPED_TIMES
         if set(own_indexes_at(OWN_STEP_TOKENS)) & set(indexes):
             return OWN_STEP_TOKENS
     if release == STORE_RELEASE and "hs_runs_parent_run_id" in indexes:
@@ -387,6 +398,7 @@ def trigger_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> 
     for table in sorted(tables):
         names = backend.trigger_names(conn, table)
         unknown = names - SPEND_TRIGGERS if table == "provider_calls" else names
+        unknown -= RUN_TOKENS_TRIGGERS.get(table, frozenset())
         unknown -= backend.own_triggers  # the roles' rules (a PostgreSQL centre's)
         findings += [
             Finding(

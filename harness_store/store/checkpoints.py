@@ -22,13 +22,17 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
     Connection,
     Engine,
     bindparam,
+    case,
+    func,
     insert,
     literal_column,
     select,
@@ -39,21 +43,54 @@ from sqlalchemy import (
 from .. import models as m
 from ..connector.driver import DriverStatement
 from ..dialects import Backend
-from ..errors import InvalidValueError, LeaseConflictError
-from ..formats import i64, opt_text, u32
+from ..errors import IntegerOverflowError, InvalidValueError, LeaseConflictError, StoreError
+from ..formats import I64_MAX, i64, opt_text, u32
 from ..formats import text as check_text
+from ..models.run_tokens import RUN_TOKENS
 from ..records import AssistantTurn
 from .lease_rows import lease_conflict
+from .unreadable import sum_overflowed
 
 STEP_COLUMNS = ("run_id", "step", "decision", "result", "prompt", "tool_call", "tokens")
 """The columns a step row is written with (the rest take upstream's defaults)."""
 
 STEP_TEXT_COLUMNS = ("decision", "result", "prompt", "tool_call")
 
-INSERT_STEP = insert(m.table_of(m.Step)).values({c: bindparam(c) for c in STEP_COLUMNS})
+
+def tokens_door(run_id: Any, tokens: Any) -> ColumnElement[int]:
+    """The tokens a step is written with, or, when they would take its run's token total past
+    2⁶³−1 (which io-harness's `SUM` could not read back), an expression that fails the
+    statement as a 64-bit overflow does (`abs` of −2⁶³): SQLite's generic result code,
+    PostgreSQL's `numeric_value_out_of_range`, so nothing of the write is kept. The total so
+    far is one probe of hs6's `hs_run_tokens` (its row locked on PostgreSQL, so two writers
+    of a run are checked one after the other); where that total is unknown (NULL) or the run
+    has no row, the run's steps summed from their index. `tokens` may be a batch's sum: the
+    check of a whole batch in one statement."""
+    kept = (
+        select(RUN_TOKENS.c.total)
+        .where(RUN_TOKENS.c.run_id == run_id)
+        .with_for_update()
+        .scalar_subquery()
+    )
+    s = m.table_of(m.Step)
+    summed = select(func.sum(s.c.tokens)).where(s.c.run_id == run_id).scalar_subquery()
+    zero, one, big = (literal_column(str(n), BigInteger) for n in (0, 1, I64_MAX))
+    so_far = func.coalesce(kept, summed, zero)
+    # not a constant (a planner could fold one, failing every statement): it reads `kept`
+    refused = func.abs(func.coalesce(kept, zero) * zero - big - one)
+    return case((tokens <= big - so_far, tokens), else_=refused)
+
+
+INSERT_STEP = insert(m.table_of(m.Step)).values(
+    {
+        **{c: bindparam(c) for c in STEP_COLUMNS},
+        "tokens": tokens_door(bindparam("run_id"), bindparam("tokens", type_=BigInteger)),
+    }
+)
 """A step's row, from the parameters `STEP_COLUMNS` names: the one INSERT into `steps`, which
 `Store.record`, every checkpoint (compiled for the driver, or in a guarded transaction) and a
-backend's batch form (`Backend.bulk_checkpoint_sql`) are made of."""
+backend's batch form (`Backend.bulk_checkpoint_sql`) are made of. Its tokens go through the
+door (`tokens_door`)."""
 
 INSERT_CHECKPOINT = insert(m.table_of(m.CheckpointEvent)).values(
     run_id=bindparam("run_id"),
@@ -148,6 +185,23 @@ def write_step_turn(conn: Connection, backend: Backend, run_id: int, turn: Assis
     )
 
 
+@contextmanager
+def tokens_checked(run_id: int) -> Iterator[None]:
+    """A step write through `tokens_door`: its refusal, which SQLite reports with the generic
+    result code (a step INSERT over the store's own tables fails so for nothing else, as
+    `unreadable.summing` reads a sum's), raised as the `IntegerOverflowError` PostgreSQL's
+    code gives, naming the run."""
+    try:
+        yield
+    except StoreError as exc:
+        if sum_overflowed(exc):
+            raise IntegerOverflowError(
+                f"run {run_id}: these steps' tokens would take the run's token total past "
+                f"{I64_MAX} (2⁶³−1), which io-harness could not read back; nothing was written"
+            ) from exc
+        raise
+
+
 class Checkpoints:
     """A Store handle's checkpoint path (see the module): its owner id, the leases it holds
     (run id to generation), the turns staged for a step (run id to turn), and the statements
@@ -177,6 +231,10 @@ class Checkpoints:
         ]
         bulk = backend.bulk_checkpoint_sql(INSERT_STEP, INSERT_CHECKPOINT)
         self._bulk = None if bulk is None else DriverStatement(bulk, None)
+        batch_tokens = bindparam("tokens", type_=BigInteger)
+        self._bulk_door = DriverStatement.compile(
+            select(tokens_door(bindparam("run_id", type_=BigInteger), batch_tokens)), engine
+        )
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _new_driver(ref))
 
@@ -184,25 +242,37 @@ class Checkpoints:
 
     def record(self, values: dict[str, Any]) -> None:
         """One step's row, no checkpoint event (`Store.record`)."""
-        self._run_driver(((self._insert_step, self._insert_step.params(values)),))
+        with tokens_checked(values["run_id"]):
+            self._run_driver(((self._insert_step, self._insert_step.params(values)),))
 
     def step(self, run_id: int, values: dict[str, Any]) -> None:
         """Checkpoint one checked step row: the row and its `checkpoint` event, one
         transaction."""
-        if (self.leases or self.staged) and self._guarded(run_id, (values,)):
-            return
-        self._run_driver([(w, w.params(values)) for w in self._checkpoint_writes])
+        with tokens_checked(run_id):
+            if (self.leases or self.staged) and self._guarded(run_id, (values,)):
+                return
+            self._run_driver([(w, w.params(values)) for w in self._checkpoint_writes])
 
     def steps(self, run_id: int, rows: list[dict[str, Any]]) -> None:
         """Checkpoint checked step rows of one run in one transaction (all or none)."""
-        if (self.leases or self.staged) and self._guarded(run_id, rows):
-            return
-        if self._bulk is not None:
-            bulk = self._bulk
-            self._run_driver([(bulk, column_arrays(chunk)) for chunk in bulk_chunks(rows)])
-        else:
-            work = [(w, [w.params(v) for v in rows]) for w in self._checkpoint_writes]
-            self._run_driver(work, many=True)
+        with tokens_checked(run_id):
+            if (self.leases or self.staged) and self._guarded(run_id, rows):
+                return
+            if self._bulk is not None:
+                bulk, door = self._bulk, self._bulk_door
+                work: list[tuple[DriverStatement, Any]] = []
+                for chunk in bulk_chunks(rows):
+                    # the chunk's rows are one statement, whose door is checked once for
+                    # their sum, before it, in the same transaction
+                    tokens = sum(row["tokens"] for row in chunk)
+                    if tokens > I64_MAX:
+                        raise IntegerOverflowError("these steps' tokens sum past 2⁶³−1")
+                    work.append((door, door.params({"run_id": run_id, "tokens": tokens})))
+                    work.append((bulk, column_arrays(chunk)))
+                self._run_driver(work)
+            else:
+                work = [(w, [w.params(v) for v in rows]) for w in self._checkpoint_writes]
+                self._run_driver(work, many=True)
 
     def _guarded(self, run_id: int, rows: Iterable[dict[str, Any]]) -> bool:
         """The checkpoint of a leased run, or of a step with a staged turn, in one transaction

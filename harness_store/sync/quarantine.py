@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, LargeBinary, case, cast, delete, func, insert, select, update
+from sqlalchemy.util import LRUCache
 
 from ..dialects import Backend
 from ..models.sync import QUARANTINE
@@ -51,6 +53,44 @@ FORMAT = 1
 """The version of `raw`'s JSON."""
 
 
+class _AcrossSources(LRUCache[Any, Any]):
+    """Compiled statements kept across passes and sources: SQLAlchemy keys a compiled
+    statement by its dialect object, and each pass opens its source with an engine (and a
+    dialect) of its own, so the large statements that look at held runs were compiled again
+    on every pass (about 10 ms each, over a hundred a pass). Keyed here by what a compiled
+    statement depends on instead: the dialect's class, server version and parameter style."""
+
+    @staticmethod
+    def _key(key: Any) -> Any:
+        dialect = key[0]
+        kind = (type(dialect), dialect.server_version_info, dialect.paramstyle)
+        return (kind, *key[1:])
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return super().get(self._key(key), default)
+
+    def __getitem__(self, key: Any) -> Any:
+        return super().__getitem__(self._key(key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(self._key(key), value)
+
+
+_STATEMENTS = _AcrossSources(500)
+
+
+@contextmanager
+def _compiled_once(src: Connection) -> Iterator[None]:
+    """Within the body, `src` takes its compiled statements from `_STATEMENTS`."""
+    before = src.get_execution_options().get("compiled_cache")
+    src.execution_options(compiled_cache=_STATEMENTS)
+    try:
+        yield
+    finally:
+        if before is not None:  # else the engine's own: `_STATEMENTS` serves as well
+            src.execution_options(compiled_cache=before)
+
+
 def run_rules(have: Mapping[str, frozenset[str]]) -> list[tuple[Rule, str]]:
     """The tables a run's rows are in (that the source has), each with the column naming the
     run (the runs table: its id)."""
@@ -64,7 +104,7 @@ def run_rules(have: Mapping[str, frozenset[str]]) -> list[tuple[Rule, str]]:
     return out
 
 
-def find(
+def _find(
     src: Connection,
     have: Mapping[str, frozenset[str]],
     target: Backend,
@@ -94,7 +134,7 @@ def find(
     )
 
 
-def not_utf8(
+def _not_utf8(
     src: Connection, have: Mapping[str, frozenset[str]], runs: Iterable[int] | None = None
 ) -> list[tuple[str, Refusal]]:
     """Every text of the source whose bytes are not UTF-8 (of the runs `runs`, when given:
@@ -116,7 +156,7 @@ def not_utf8(
     return found
 
 
-def waiting(
+def _waiting(
     src: Connection,
     have: Mapping[str, frozenset[str]],
     held: dict[int, str],
@@ -173,7 +213,7 @@ def event_links(have: Mapping[str, frozenset[str]]) -> list[tuple[Any, Any]]:
     ]
 
 
-def held_sessions(src: Connection, have: Mapping[str, frozenset[str]], runs: set[int]) -> set[int]:
+def _held_sessions(src: Connection, have: Mapping[str, frozenset[str]], runs: set[int]) -> set[int]:
     """The sessions a held run is a turn of: they wait (with all their turns) for it."""
     if not runs or TURNS not in have:
         return set()
@@ -184,7 +224,7 @@ def held_sessions(src: Connection, have: Mapping[str, frozenset[str]], runs: set
     return {int(s) for (s,) in rows if isinstance(s, int)}
 
 
-def encode_rows(src: Connection, have: Mapping[str, frozenset[str]], run: int) -> bytes:
+def _encode_rows(src: Connection, have: Mapping[str, frozenset[str]], run: int) -> bytes:
     """Every row of run `run` in the source, byte-exact, as JSON: per table, the column
     names and each row's values as `[storage class, base64 of the bytes]` (a REAL also with
     its exact `float.hex`); NULL as null."""
@@ -267,3 +307,33 @@ def release(dst: Connection, origin_id: int, runs: Iterable[int]) -> None:
                 QUARANTINE.c.origin_id == origin_id, QUARANTINE.c.run_id.in_(runs)
             )
         )
+
+
+def find(src: Connection, *args: Any, **kwargs: Any) -> list[Refusal]:
+    """`_find`, its statements compiled once (`_compiled_once`)."""
+    with _compiled_once(src):
+        return _find(src, *args, **kwargs)
+
+
+def not_utf8(src: Connection, *args: Any, **kwargs: Any) -> list[tuple[str, Refusal]]:
+    """`_not_utf8`, its statements compiled once (`_compiled_once`)."""
+    with _compiled_once(src):
+        return _not_utf8(src, *args, **kwargs)
+
+
+def waiting(src: Connection, *args: Any, **kwargs: Any) -> dict[int, str]:
+    """`_waiting`, its statements compiled once (`_compiled_once`)."""
+    with _compiled_once(src):
+        return _waiting(src, *args, **kwargs)
+
+
+def held_sessions(src: Connection, *args: Any, **kwargs: Any) -> set[int]:
+    """`_held_sessions`, its statements compiled once (`_compiled_once`)."""
+    with _compiled_once(src):
+        return _held_sessions(src, *args, **kwargs)
+
+
+def encode_rows(src: Connection, *args: Any, **kwargs: Any) -> bytes:
+    """`_encode_rows`, its statements compiled once (`_compiled_once`)."""
+    with _compiled_once(src):
+        return _encode_rows(src, *args, **kwargs)

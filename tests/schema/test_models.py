@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from support import legacy
 
 from harness_store import PolicyEvent, StepRecord, Store, models
+from harness_store.models.run_tokens import RUN_TOKENS_METADATA
 from harness_store.models.spend import SPEND_METADATA
 from harness_store.schema import migrate
 
@@ -46,6 +47,7 @@ def test_models_build_the_same_tables_as_the_chain(tmp_path: Path) -> None:
     engine = create_engine(f"sqlite:///{direct}")
     models.Base.metadata.create_all(engine)
     SPEND_METADATA.create_all(engine)  # hs3's own tables, outside the models' metadata
+    RUN_TOKENS_METADATA.create_all(engine)  # hs6's, likewise
     engine.dispose()
     shapes = []
     for path in (chained, direct):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from sqlalchemy import text
 
 from harness_store import (
     Price,
@@ -51,12 +52,22 @@ def test_tree_aggregate_reads_span_root_and_descendants(db: Store) -> None:
 
 def test_token_totals_past_64_bits_fail_alike_on_both_backends(store: Store) -> None:
     """Two steps of 2⁶³−1 tokens overflow SQLite's SUM; PostgreSQL's NUMERIC sum must fail the
-    same way instead of returning a total no upstream reader can hold."""
+    same way instead of returning a total no upstream reader can hold. The Store refuses the
+    second step at the door, so another writer (as io-harness could) writes it."""
     run = store.start_run("g", "f")
     big = 2**63 - 1
     store.checkpoint_step(run, StepRecord(1, "a", "b", tokens=big))
     assert store.spent_tokens(run) == big
-    store.checkpoint_step(run, StepRecord(2, "a", "b", tokens=big))
+    with pytest.raises(IntegerOverflowError):
+        store.checkpoint_step(run, StepRecord(2, "a", "b", tokens=big))
+    with store.write_engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO steps (run_id, step, decision, result, prompt, tool_call, tokens) "
+                "VALUES (:r, 2, 'a', 'b', '', '', :t)"
+            ),
+            {"r": run, "t": big},
+        )
     with pytest.raises(IntegerOverflowError):
         store.spent_tokens(run)
     with pytest.raises(IntegerOverflowError):

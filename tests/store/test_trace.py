@@ -498,7 +498,8 @@ def test_one_step_is_read_by_number_and_the_last_one_as_a_resuming_agent_reads_i
 ) -> None:
     run, other, fresh = (store.start_run(g, "f") for g in ("run", "other", "fresh"))
     first = StepRecord(1, "read", "ok", "prompt 1", '{"path":"a"}', 10)
-    second = StepRecord(2, "édit 🦀", "", "", "", 2**63 - 1)
+    # the largest tokens the run's total leaves room for (10 + this + 30 = 2⁶³−1)
+    second = StepRecord(2, "édit 🦀", "", "", "", 2**63 - 1 - 40)
     store.checkpoint_steps(run, [first, second])
     # a retry's row under step 3, written by the driver as upstream's `record` does, before
     # the checkpoint that reuses the number
