@@ -6,6 +6,7 @@ machine's steps (a progress handler counting every 100), in each write transacti
 
 from __future__ import annotations
 
+import pytest
 from support.write_work import work_per_write
 
 from harness_store import Store
@@ -40,6 +41,7 @@ def batches_of(target: str, kept: int) -> list[int]:
     return work
 
 
+@pytest.mark.slow_on("postgresql")  # at scale: PostgreSQL takes 5x the SQLite half
 def test_a_batch_reads_its_own_trees_not_the_store(store_target: str) -> None:
     small = batches_of(store_target, 0)
     big = batches_of(store_target, 3000)
