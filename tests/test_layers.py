@@ -13,6 +13,7 @@ entry whose import is gone fails the test too, so the list only shrinks.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,11 +79,17 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module's syntax tree, parsed once for all the tests of this file."""
+    return tuple(ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+
+
 def imports(path: Path) -> Iterator[str]:
     """The harness_store modules (or packages) `path` imports, anywhere in it."""
     name = module_name(path)
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             yield from (a.name for a in node.names if a.name.split(".")[0] == "harness_store")
         elif isinstance(node, ast.ImportFrom):
@@ -116,6 +123,7 @@ def layer_of(module: str) -> tuple[int, str]:
     return best
 
 
+@functools.cache
 def violations() -> dict[tuple[str, str], str]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -155,7 +163,7 @@ def store_privates() -> set[str]:
 
     names = {n for cls in Store.__mro__ for n in vars(cls) if n.startswith("_")}
     for path in (PACKAGE / "store").glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             if (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Name)
@@ -166,21 +174,22 @@ def store_privates() -> set[str]:
     return {n for n in names if n.startswith("_") and not n.startswith("__")}
 
 
-def reach_ins() -> set[str]:
+@functools.cache
+def reach_ins() -> frozenset[str]:
     """`module: name` for each use of a Store private outside the Store's package, on
     anything but `self` (an object's own private of the same name is its own)."""
     privates = store_privates()
-    found = set()
+    found: set[str] = set()
     for path in sorted(PACKAGE.rglob("*.py")):
         if (PACKAGE / "store") in path.parents:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             if not isinstance(node, ast.Attribute) or node.attr not in privates:
                 continue
             if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
                 continue
             found.add(f"{module_name(path)}: {node.attr}")
-    return found
+    return frozenset(found)
 
 
 KNOWN_REACH_INS: dict[str, str] = {}
@@ -206,27 +215,63 @@ for heavy in ("sqlalchemy", "sqlalchemy.orm", "sqlalchemy.ext.asyncio", "alembic
         importlib.import_module(heavy)  # shared by the children, which only differ after it
     except ImportError:
         pass
+
+def forked(work):
+    # work() in a forked child, its JSON answer read back; this process is left as it was
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        try:
+            answer = work()
+        except BaseException as exc:
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        os.write(write, json.dumps(answer).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as got:
+        answer = json.loads(got.read())
+    os.waitpid(child, 0)
+    return answer
+
+def loaded(name):
+    importlib.import_module(name)
+    return {"loaded": sorted(m for m in sys.modules if m.startswith("harness_store"))}
+
+def looked_at(names, depth):
+    # {module: answer} for `names`, which share the packages of their first `depth` parts
+    # (imported in this process). Several under one more package are looked at in a child that
+    # has imported it, since importing any of them runs that package first.
+    found, inside = {}, {}
+    for name in names:
+        parts = name.split(".")
+        if len(parts) > depth + 1:
+            inside.setdefault(".".join(parts[: depth + 1]), []).append(name)
+        else:
+            found[name] = forked(lambda: loaded(name))
+    for package, inner in inside.items():
+        if len(inner) == 1:
+            found[inner[0]] = forked(lambda: loaded(inner[0]))
+            continue
+
+        def below():
+            try:
+                importlib.import_module(package)
+            except BaseException as exc:  # each of them fails so, its package first
+                return {n: {"error": f"{type(exc).__name__}: {exc}"} for n in inner}
+            return looked_at(inner, depth + 1)
+
+        found.update(forked(below))
+    return found
+
 groups = json.loads(sys.argv[1])
 allowed = set()
 for group in groups:
     allowed.update(group)
+    answers = looked_at(group, 0)
     clean = []
     for name in group:
-        read, write = os.pipe()
-        child = os.fork()
-        if child == 0:
-            os.close(read)
-            try:
-                importlib.import_module(name)
-                found = {"loaded": sorted(m for m in sys.modules if m.startswith("harness_store"))}
-            except BaseException as exc:
-                found = {"error": f"{type(exc).__name__}: {exc}"}
-            os.write(write, json.dumps(found).encode())
-            os._exit(0)
-        os.close(write)
-        with os.fdopen(read, "rb") as answer:
-            found = json.loads(answer.read())
-        os.waitpid(child, 0)
+        found = answers[name]
         print(json.dumps({"module": name, **found}), flush=True)
         parts = name.split(".")
         enclosing = {".".join(parts[:i]) for i in range(1, len(parts))}
@@ -240,7 +285,9 @@ third-party libraries and the modules of the layers below whose imports loaded n
 them (a module above a layer is therefore never loaded before an import of that layer looks),
 and prints, per module, the package's modules loaded once it was imported. Each group
 (a layer's modules) is imported in the parent once looked at, so a layer's children only
-load what is new."""
+load what is new. The modules of one package are forked from a process that has imported
+the package (and so on down): importing a module runs its packages first whatever else, so
+what it loads is the same, and the package's import is paid once, not once a module."""
 
 NOT_IMPORTED = {
     "harness_store.migrations.env": "a script Alembic runs inside its own context",

@@ -51,8 +51,9 @@ class Sink:
     busy: Callable[[], bool] | None = None
     """While it returns true, requests are pushed back (`busy_status`), their spans not taken."""
     busy_status: int = 503
-    retry_after: str | None = None
-    """The `Retry-After` value sent with a pushed-back request, if any."""
+    retry_after: str | Callable[[], str] | None = None
+    """The `Retry-After` value sent with a pushed-back request, if any; a function is asked at
+    each answer (an HTTP date a few seconds after the answer, however late the client came)."""
     attempts: list[float] = field(default_factory=list)
     """The monotonic time each request arrived at, pushed back or not."""
     pushed_back: int = 0
@@ -84,7 +85,8 @@ class Sink:
                         sink.pushed_back += 1
                     self.send_response(sink.busy_status)
                     if sink.retry_after is not None:
-                        self.send_header("Retry-After", sink.retry_after)
+                        value = sink.retry_after
+                        self.send_header("Retry-After", value() if callable(value) else value)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return

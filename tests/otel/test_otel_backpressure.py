@@ -80,8 +80,12 @@ def test_retry_after_is_honoured(tmp_path: Path, sink: Sink, form: str) -> None:
         run = store.start_run("one call", "/repo")
         write_run(store, run, 1, "m")
         store.finish_run(run, "success")
-    # two seconds, or a date two to three seconds ahead (a date has whole seconds)
-    sink.retry_after = "2" if form == "seconds" else formatdate(time.time() + 3, usegmt=True)
+    # two seconds, or a date two to three seconds after the answer (a date has whole seconds),
+    # written as the sink answers: a date written before the command started could be past
+    # by the time it asks, under load (a past date asks for no pause)
+    sink.retry_after = (
+        "2" if form == "seconds" else lambda: formatdate(time.time() + 3, usegmt=True)
+    )
     sink.busy = lambda: len(sink.attempts) == 1
     try:
         done = run_in_process("export", "otlp", str(path), "--endpoint", sink.url)

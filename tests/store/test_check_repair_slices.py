@@ -5,6 +5,7 @@ repair recounts only what is still wrong."""
 
 from __future__ import annotations
 
+import pytest
 from support.write_work import work_per_write
 
 from harness_store import Store
@@ -43,6 +44,7 @@ def repaired_work(target: str, more: int, groups: int) -> list[int]:
     return work
 
 
+@pytest.mark.slow_on("postgresql")  # at scale: PostgreSQL takes 3x the SQLite half
 def test_a_repair_recounts_in_slices_whatever_the_calls(store_target: str) -> None:
     small = repaired_work(store_target, SLICE, SLICE)
     big = repaired_work(store_target, 4 * SLICE, 5 * SLICE)  # five times the calls

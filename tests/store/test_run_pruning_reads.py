@@ -6,14 +6,10 @@ machine's steps (a progress handler counting every 100), in each write transacti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
-
-from sqlalchemy import event
+import pytest
+from support.write_work import work_per_write
 
 from harness_store import Store
-from harness_store.dialects.base import WRITE_TRANSACTION
 from harness_store.records import StepRecord
 
 OLD = 24
@@ -36,73 +32,16 @@ def fill(store: Store, kept: int) -> None:
             store.start_run(f"live {i}", "plan.toml")
 
 
-@contextmanager
-def work_per_write(store: Store) -> Iterator[list[int]]:
-    """The work each write transaction of `store` did, appended at its commit."""
-    done: list[int] = []
-    engine = store.engine
-    if engine.dialect.name == "postgresql":
-        # The backend's counts since it last reported them (which may span transactions):
-        # read at each transaction's start and commit, in it.
-        read = (
-            "SELECT COALESCE(SUM(seq_tup_read), 0) + COALESCE(SUM(idx_tup_fetch), 0) "
-            "FROM pg_stat_xact_user_tables WHERE relname = 'runs'"
-        )
-        start: dict[int, int] = {}
-
-        def counted(conn: Any) -> int:
-            with conn.connection.dbapi_connection.cursor() as cursor:
-                return int(cursor.execute(read).fetchone()[0])
-
-        def at_begin_pg(conn: Any) -> None:
-            start[id(conn)] = counted(conn)
-
-        def at_commit(conn: Any) -> None:
-            if conn.info.get(WRITE_TRANSACTION):
-                done.append(counted(conn) - start.pop(id(conn)))
-
-        event.listen(engine, "begin", at_begin_pg)
-        event.listen(engine, "commit", at_commit)
-        try:
-            yield done
-        finally:
-            event.remove(engine, "begin", at_begin_pg)
-            event.remove(engine, "commit", at_commit)
-        return
-    raw = store._raw
-    steps = [0]
-
-    def tick() -> int:
-        steps[0] += 1
-        return 0
-
-    def at_begin(conn: Any) -> None:
-        steps[0] = 0
-
-    def at_commit_sqlite(conn: Any) -> None:
-        if conn.info.get(WRITE_TRANSACTION):
-            done.append(steps[0])
-
-    raw.set_progress_handler(tick, 100)
-    event.listen(engine, "begin", at_begin)
-    event.listen(engine, "commit", at_commit_sqlite)
-    try:
-        yield done
-    finally:
-        event.remove(engine, "begin", at_begin)
-        event.remove(engine, "commit", at_commit_sqlite)
-        raw.set_progress_handler(None, 100)
-
-
 def batches_of(target: str, kept: int) -> list[int]:
     with Store.open(target, backup=False) as store:
         fill(store, kept)
-        with work_per_write(store) as work:
+        with work_per_write(store, "runs") as work:
             pruned = store.prune_runs(before="9999-01-01", batch_rows=BATCH_ROWS)
         assert pruned.runs == 2 * OLD and len(store.runs()) == kept
     return work
 
 
+@pytest.mark.slow_on("postgresql")  # at scale: PostgreSQL takes 5x the SQLite half
 def test_a_batch_reads_its_own_trees_not_the_store(store_target: str) -> None:
     small = batches_of(store_target, 0)
     big = batches_of(store_target, 3000)

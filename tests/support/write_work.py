@@ -21,6 +21,10 @@ def work_per_write(store: Store, table: str) -> Iterator[list[int]]:
     done: list[int] = []
     engine = store.engine
     if engine.dialect.name == "postgresql":
+        # The backend's counts since it last reported them (which may span transactions):
+        # read at each write transaction's start and commit, in it. Only a write's start: a
+        # read may set its isolation first, which a statement before it would refuse. The
+        # connector marks a connection's next transaction a write before it begins.
         read = (
             "SELECT COALESCE(SUM(seq_tup_read), 0) + COALESCE(SUM(idx_tup_fetch), 0) "
             f"FROM pg_stat_xact_user_tables WHERE relname = '{table}'"
@@ -32,7 +36,7 @@ def work_per_write(store: Store, table: str) -> Iterator[list[int]]:
                 return int(cursor.execute(read).fetchone()[0])
 
         def at_begin_pg(conn: Any) -> None:
-            if conn.info.get(WRITE_TRANSACTION):  # a read may set its isolation first
+            if conn.info.get(WRITE_TRANSACTION):
                 start[id(conn)] = counted(conn)
 
         def at_commit(conn: Any) -> None:
