@@ -65,6 +65,7 @@ class StoreBase:
             backend,
             write=connector.write,
             run_driver=connector.run_driver,
+            read_only=read_only,
         )
         """The checkpoint path: this handle's leases, staged turns, and the checkpoint's
         statements (`checkpoints`)."""

@@ -43,7 +43,13 @@ from sqlalchemy import (
 from .. import models as m
 from ..connector.driver import DriverStatement
 from ..dialects import Backend
-from ..errors import IntegerOverflowError, InvalidValueError, LeaseConflictError, StoreError
+from ..errors import (
+    IntegerOverflowError,
+    InvalidValueError,
+    LeaseConflictError,
+    StoreAccessError,
+    StoreError,
+)
 from ..formats import I64_MAX, i64, opt_text, u32
 from ..formats import text as check_text
 from ..models.run_tokens import RUN_TOKENS
@@ -186,11 +192,14 @@ def write_step_turn(conn: Connection, backend: Backend, run_id: int, turn: Assis
 
 
 @contextmanager
-def tokens_checked(run_id: int) -> Iterator[None]:
+def tokens_checked(run_id: int, read_only: bool) -> Iterator[None]:
     """A step write through `tokens_door`: its refusal, which SQLite reports with the generic
     result code (a step INSERT over the store's own tables fails so for nothing else, as
     `unreadable.summing` reads a sum's), raised as the `IntegerOverflowError` PostgreSQL's
-    code gives, naming the run."""
+    code gives, naming the run. A read-only Store refuses the write first: it may be of a
+    release without hs6's totals, which the door reads, and would fail for that instead."""
+    if read_only:
+        raise StoreAccessError("the store was opened read-only: a step cannot be written")
     try:
         yield
     except StoreError as exc:
@@ -214,8 +223,10 @@ class Checkpoints:
         *,
         write: WriteUnit,
         run_driver: RunDriver,
+        read_only: bool = False,
     ) -> None:
         self._backend = backend
+        self._read_only = read_only
         self._write = write
         self._run_driver = run_driver
         self.owner = new_owner_id()
@@ -242,20 +253,20 @@ class Checkpoints:
 
     def record(self, values: dict[str, Any]) -> None:
         """One step's row, no checkpoint event (`Store.record`)."""
-        with tokens_checked(values["run_id"]):
+        with tokens_checked(values["run_id"], self._read_only):
             self._run_driver(((self._insert_step, self._insert_step.params(values)),))
 
     def step(self, run_id: int, values: dict[str, Any]) -> None:
         """Checkpoint one checked step row: the row and its `checkpoint` event, one
         transaction."""
-        with tokens_checked(run_id):
+        with tokens_checked(run_id, self._read_only):
             if (self.leases or self.staged) and self._guarded(run_id, (values,)):
                 return
             self._run_driver([(w, w.params(values)) for w in self._checkpoint_writes])
 
     def steps(self, run_id: int, rows: list[dict[str, Any]]) -> None:
         """Checkpoint checked step rows of one run in one transaction (all or none)."""
-        with tokens_checked(run_id):
+        with tokens_checked(run_id, self._read_only):
             if (self.leases or self.staged) and self._guarded(run_id, rows):
                 return
             if self._bulk is not None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.clirun import run_in_process
+from support.rows import foreign_steps
 
 from harness_store import Store
 from harness_store.records import StepRecord
@@ -25,10 +26,11 @@ def three_runs(tmp_path: Path) -> Path:
     with Store.open(path) as store:
         for n in range(1, 4):
             run_id = store.start_run(f"goal {n}", "task.md")
-            tokens = 2**62 if n == 2 else 10
+            if n == 2:  # a total the Store refuses: as another writer of the store wrote it
+                foreign_steps(store, run_id, 2**62, 2**62)
+                continue
             store.checkpoint_steps(
-                run_id,
-                [StepRecord(1, "a", "r", tokens=tokens), StepRecord(2, "b", "r", tokens=tokens)],
+                run_id, [StepRecord(1, "a", "r", tokens=10), StepRecord(2, "b", "r", tokens=10)]
             )
     return path
 

@@ -9,10 +9,11 @@ import json
 import pytest
 from sqlalchemy import create_engine, text
 from support.clirun import run_in_process
+from support.rows import foreign_steps
 
 from harness_store import Store
 from harness_store.errors import StoreError
-from harness_store.records import ProviderCall, StepRecord, Usage
+from harness_store.records import ProviderCall, Usage
 
 HALF = 2**62 + 1
 """Two of these pass 2⁶³−1; one fits."""
@@ -29,10 +30,7 @@ def test_a_reply_turn_past_the_limit_shows_overflow_and_its_calls_total(store_ta
         store.record_provider_call(reply, big_call(0))
         store.record_provider_call(reply, big_call(0))
         stepped = store.start_run("big steps", "b.md")
-        for n in (1, 2):
-            store.checkpoint_step(
-                stepped, StepRecord(step=n, decision="d", result="r", tokens=HALF)
-            )
+        foreign_steps(store, stepped, HALF, HALF)  # past the Store's door: another writer's
     engine = create_engine(store_target if "://" in store_target else f"sqlite:///{store_target}")
     with engine.begin() as conn:  # what upstream 0.37+ writes for a session's reply turn
         conn.execute(text("UPDATE runs SET turn_kind = 'reply' WHERE id = :id"), {"id": reply})

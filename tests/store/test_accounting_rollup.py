@@ -342,7 +342,7 @@ def test_io_harness_writes_into_a_migrated_store_are_counted(tmp_path: Path) -> 
     try:
         written = conn.execute("SELECT count(*) FROM provider_calls WHERE model = 'm-1'").fetchone()
         triggers = conn.execute(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
+            "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'hs_spend_%'"
         ).fetchone()
     finally:
         conn.close()

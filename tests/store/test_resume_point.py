@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from support.rows import make_reply, provider_call
+from support.rows import foreign_steps, make_reply, provider_call
 from support.upstream_sql import set_user_version
 
 from harness_store import CHECKPOINT_FORMAT, StepRecord, Store
@@ -49,7 +49,7 @@ def test_resume_point_answers_as_check_resumable_last_step_and_spent_tokens(
         make_reply(store, reply)
     store.finish_run(answered, "success")
     overflowing = store.start_run("big", "f")
-    store.checkpoint_steps(overflowing, [StepRecord(n, "d", "r", tokens=2**62) for n in (1, 2)])
+    foreign_steps(store, overflowing, 2**62, 2**62)  # past the Store's door: another writer's
     overflowing_reply = store.start_run("big reply", "f")
     provider_call(store, overflowing_reply, 2**62)
     provider_call(store, overflowing_reply, 2**62)

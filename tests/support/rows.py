@@ -36,6 +36,20 @@ def provider_call(store: Store, run_id: int, total: int | None) -> None:
     )
 
 
+def foreign_steps(store: Store, run_id: int, *tokens: int) -> None:
+    """Steps 1, 2, … of `run_id` with these `tokens`, written as another io-harness process
+    would: past the Store's door, which refuses a run's token total past 2⁶³−1."""
+    execute(
+        store,
+        insert(m.Step).values(
+            [
+                {"run_id": run_id, "step": n, "decision": "d", "result": "r", "tokens": t}
+                for n, t in enumerate(tokens, 1)
+            ]
+        ),
+    )
+
+
 def make_reply(store: Store, run_id: int) -> None:
     """Make `run_id` a reply turn (0.37's `turn_kind`), as io-harness's session code does."""
     execute(store, update(m.Run).where(m.Run.id == run_id).values(turn_kind="reply"))
