@@ -78,6 +78,9 @@ class OriginSync(StateTables, AppendTables):
         is anything to write: a sync that finds nothing new reads only the tops of the append
         tables and the state tables, and spares the check's read of the whole file; one that
         finds little checks only when due (`_pages_due`)."""
+        if self.adopt:
+            self._adopt_all()
+            return
         reason = None
         carried = self.carry.take() if self.carry is not None else None
         sliced = self.slices is not None
@@ -160,6 +163,24 @@ class OriginSync(StateTables, AppendTables):
             quarantine.release(self.dst, self.origin_id, self.released)
         if self.carry is not None:
             self.carry.pending = self._carried()
+
+    def _adopt_all(self) -> None:
+        """The id maps and marks a sync of the snapshot would leave, its rows being in the
+        destination already under their own ids (a copy's, `adopt`): each state table
+        streamed into its map a batch at a time (`_adopt_state`), each append table's marks
+        read as aggregates (`_adopt_append`)."""
+        self.whole_read = True
+        self.tops = self._append_tops()
+        for rule in RULES:
+            if rule.table not in self.have:
+                continue
+            if rule.kind == "state":
+                self._adopt_state(rule)
+            else:
+                self._adopt_append(
+                    model_table(rule), source_columns_of(model_table(rule), self.have)
+                )
+        self._save(final=True)
 
     def _pages_due(self) -> bool:
         """Whether the source's pages are to be checked this pass: its origin's last check
