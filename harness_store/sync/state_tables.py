@@ -60,6 +60,58 @@ class StateTables(ChangedRows):
             self.pending_open = {int(r[key_at]) for r in rows if r[status] not in FINISHED}
         return names, rows, digest_rows(rows)
 
+    def _stream_state(self, rule: Rule) -> None:
+        """Send every row of `rule`'s table of a new origin (nothing of it central yet), read
+        a batch at a time: each part's rows inserted, its id maps written (`_shed`) and
+        forgotten before the next is read, so memory holds a batch, whatever the table's
+        size. Rows of runs held back are skipped as `_sync_state` skips them."""
+        table = model_table(rule)
+        columns = source_columns(rule, self.have)
+        key = (rule.table, tuple(c.name for c in columns))
+        sql = STATE_SELECTS.get(key)
+        if sql is None:
+            statement = source_select(rule, columns)
+            sql = STATE_SELECTS[key] = str(statement.compile(dialect=self.src.dialect))
+        cursor = self._raw_sql(sql)
+        names = [d[0] for d in cursor.description]
+        key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
+        status_at = names.index("status") if rule.table == RUNS and "status" in names else None
+        held = self._held_test(rule, names)
+        weight = ROUND_TRIP_ROWS if rule.table == "memory" else 1
+        size = max(1, self.slice_rows // weight) if self.slices is not None else self.batch_size
+        self.maps.setdefault(rule.table, {})
+        opened: set[int] = set()
+        total = RowsDigest()
+        skipped = False
+        last: int | None = None
+        while batch := cursor.fetchmany(self.batch_size):
+            total.add(batch)
+            last = int(batch[-1][key_at])
+            new: list[Any] = []
+            for row in batch:
+                if status_at is not None and row[status_at] not in FINISHED:
+                    opened.add(int(row[key_at]))
+                if held is not None and held(row):
+                    skipped = True  # its run is held back: neither sent nor gone
+                    continue
+                new.append(row)
+            for start in range(0, len(new), size):
+                rows = new[start : start + size]
+                self._prefetch_links(rule, names, rows)
+                part = [
+                    (int(r[key_at]), digest(r), dict(zip(names, r, strict=True)), False)
+                    for r in rows
+                ]
+                self._insert_state(rule, table, part)
+                self._slice_done(len(part) * weight)
+                self._shed()
+        if last is not None:
+            self.pending[rule.table] = {KEY_MARK + rule.table: last}
+        if status_at is not None:
+            self.pending_open = opened
+        self.hwm[STATE_MARK + rule.table] = HELD_MARK if skipped else total.value()
+        self._state_marks(rule)
+
     def _adopt_state(self, rule: Rule) -> None:
         """The id map and marks a sync sending every row of `rule`'s table would leave, its
         rows being in the destination already under their own ids (`adopt`): the source is
@@ -131,6 +183,7 @@ class StateTables(ChangedRows):
                 select(IDS.c.src_id, IDS.c.dest_id).where(
                     IDS.c.origin_id == self.origin_id,
                     IDS.c.tbl == target,
+                    IDS.c.src_id.between(part[0], part[-1]),  # sought on the index (`_central_ids`)
                     IDS.c.src_id.in_(part),
                     IDS.c.dest_id.is_not(None),
                 )
