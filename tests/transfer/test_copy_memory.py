@@ -4,7 +4,7 @@ the copy's adoption as a sync origin (its id maps written a batch at a time)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,26 +22,22 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return runs_store(where / "small.sqlite3", SMALL), runs_store(where / "large.sqlite3", LARGE)
 
 
+@contextmanager
+def _location(backend: str, path: Path) -> Iterator[str]:
+    places = store_location(backend, path)
+    try:
+        yield next(places)
+    finally:
+        places.close()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def targets(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """Two empty copy targets on the backend."""
     with ExitStack() as stack:
-        pair = [
-            stack.enter_context(_location(request.param, tmp_path / f"{name}.sqlite3"))
-            for name in ("small", "large")
-        ]
-        yield pair[0], pair[1]
-
-
-class _location:
-    def __init__(self, backend: str, path: Path) -> None:
-        self.gen = store_location(backend, path)
-
-    def __enter__(self) -> str:
-        return next(self.gen)
-
-    def __exit__(self, *exc: object) -> None:
-        self.gen.close()
+        small = stack.enter_context(_location(request.param, tmp_path / "small.sqlite3"))
+        large = stack.enter_context(_location(request.param, tmp_path / "large.sqlite3"))
+        yield small, large
 
 
 @pytest.mark.slow
