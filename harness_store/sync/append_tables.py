@@ -203,6 +203,7 @@ class AppendTables(OriginState):
                 values = converted(batch)
                 if values:
                     self.backend.bulk_insert(self.dst, table, names, values)
+                self._shed()  # a new origin's: the central ids read for the batch go
         else:
             while batch := cursor.fetchmany(self.slice_rows):
                 values = converted(batch)

@@ -78,6 +78,9 @@ class OriginSync(StateTables, AppendTables):
         is anything to write: a sync that finds nothing new reads only the tops of the append
         tables and the state tables, and spares the check's read of the whole file; one that
         finds little checks only when due (`_pages_due`)."""
+        if self.adopt:
+            self._adopt_all()
+            return
         reason = None
         carried = self.carry.take() if self.carry is not None else None
         sliced = self.slices is not None
@@ -96,12 +99,16 @@ class OriginSync(StateTables, AppendTables):
             self.lenient.enter_context(backend_for(self.src).tolerant(self.src))
         self.whole_read = self.fresh or reason is not None
         self.tops = self._append_tops()
+        self.streaming = self.fresh  # nothing central to compare with: read as sent
+        if self.streaming:
+            for tbl in self.ids:
+                self.ids[tbl] = CentralIds(partial(self._central_ids, tbl))
         read = {
             rule.table: self._read_state(rule)
             for rule in RULES
-            if rule.kind == "state" and rule.table in self.have
+            if rule.kind == "state" and rule.table in self.have and not self.streaming
         }
-        state_changed = any(
+        state_changed = self.streaming or any(
             self.hwm_loaded.get(STATE_MARK + table) != total for table, (*_, total) in read.items()
         )
         grown = any(top > self.hwm.get(table, 0) for table, top in self.tops.items())
@@ -144,7 +151,9 @@ class OriginSync(StateTables, AppendTables):
         for rule in RULES:
             if rule.table not in self.have:
                 continue
-            if rule.kind == "state":
+            if rule.kind == "state" and self.streaming:
+                self._stream_state(rule)
+            elif rule.kind == "state":
                 self._sync_state(rule, *read.pop(rule.table))
             else:
                 self._sync_append(rule)
@@ -160,6 +169,24 @@ class OriginSync(StateTables, AppendTables):
             quarantine.release(self.dst, self.origin_id, self.released)
         if self.carry is not None:
             self.carry.pending = self._carried()
+
+    def _adopt_all(self) -> None:
+        """The id maps and marks a sync of the snapshot would leave, its rows being in the
+        destination already under their own ids (a copy's, `adopt`): each state table
+        streamed into its map a batch at a time (`_adopt_state`), each append table's marks
+        read as aggregates (`_adopt_append`)."""
+        self.whole_read = True
+        self.tops = self._append_tops()
+        for rule in RULES:
+            if rule.table not in self.have:
+                continue
+            if rule.kind == "state":
+                self._adopt_state(rule)
+            else:
+                self._adopt_append(
+                    model_table(rule), source_columns_of(model_table(rule), self.have)
+                )
+        self._save(final=True)
 
     def _pages_due(self) -> bool:
         """Whether the source's pages are to be checked this pass: its origin's last check
@@ -199,8 +226,10 @@ class OriginSync(StateTables, AppendTables):
             above: int | None = None
             runs = None
             if rule.kind == "state":
-                total = read[rule.table][2]
-                if not whole and self.hwm_loaded.get(STATE_MARK + rule.table) == total:
+                if (
+                    not whole
+                    and self.hwm_loaded.get(STATE_MARK + rule.table) == read[rule.table][2]
+                ):
                     continue
                 runs = self.suspects.get(rule.table) if rule.table in self.partial else None
             else:
@@ -361,6 +390,9 @@ class OriginSync(StateTables, AppendTables):
             select(IDS.c.src_id, IDS.c.dest_id).where(
                 IDS.c.origin_id == self.origin_id,
                 IDS.c.tbl == tbl,
+                # the range lets PostgreSQL seek the key's third column on the index (a list
+                # alone is a filter on every entry of the table while it has no statistics)
+                IDS.c.src_id.between(min(keys), max(keys)),
                 IDS.c.src_id.in_(keys),
                 IDS.c.dest_id.is_not(None),
             )
@@ -398,6 +430,13 @@ class OriginSync(StateTables, AppendTables):
         batches: dict[tuple[str, str], list[tuple[int, ...]]] = {}
         rules: dict[str, Rule] = {}
         waiting = []
+        asked: dict[str, set[int]] = {}
+        for fixup in self.fixups:
+            asked.setdefault(fixup[3], set()).add(fixup[4])
+        for target, sources in asked.items():  # a statement a chunk, not one a link
+            ids = self.ids[target]
+            if isinstance(ids, CentralIds):
+                ids.fetch(sources)
         for fixup in self.fixups:
             rule, (dest_id, sub), column, target, source, key = fixup
             mapped = self.ids[target].get(source)
@@ -426,6 +465,7 @@ class OriginSync(StateTables, AppendTables):
         self.slices.commit()
         self._dst = None  # the next slice begins at its first statement
         self.in_slice = 0
+        self._shed()
 
     def _unsettled(self, key: tuple[str, int]) -> bool:
         return self.waiting[key] > 0 or (key[0] == RUNS and key[1] in self.reloading)
@@ -454,6 +494,18 @@ class OriginSync(StateTables, AppendTables):
             self.map_changed.extend(changes[s] for s, _ in part)
             self._slice_done(len(part))
 
+    def _write_new_maps(self) -> None:
+        """Insert the id maps of the rows sent since the last write (`map_new`)."""
+        if self.map_new:
+            o = self.origin_id
+            self.backend.bulk_insert(
+                self.dst,
+                IDS,
+                MAP_COLUMNS,
+                ((o, m["t"], m["s"], m["d"], m["d2"], m["h"]) for m in self.map_new),
+            )
+        self.map_new = []
+
     def _save(self, *, final: bool) -> None:
         """Write the id maps' changes and the high-water marks. Before the `final` save (a
         slice's) an unsettled row's map is saved `UNSETTLED` (a run to be sent again with
@@ -479,13 +531,7 @@ class OriginSync(StateTables, AppendTables):
                     if key[0] == RUNS and key[1] in self.reloading:
                         change["d2"] = self.reloading[key[1]]
                     self.flushed_unsettled.add(key)
-        if self.map_new:
-            self.backend.bulk_insert(
-                self.dst,
-                IDS,
-                MAP_COLUMNS,
-                ((o, m["t"], m["s"], m["d"], m["d2"], m["h"]) for m in self.map_new),
-            )
+        self._write_new_maps()
         self.backend.update_rows(
             self.dst,
             IDS,

@@ -102,6 +102,11 @@ class CentralIds(dict[int, int]):
         self.absent.discard(key)
         dict.__setitem__(self, key, value)
 
+    def forget(self) -> None:
+        """Drop every id read or set: they are read again as asked (their maps are written)."""
+        self.clear()
+        self.absent.clear()
+
     def known(self) -> Set[int]:
         """The source ids the centre maps, as a set whose membership is asked lazily."""
         return _Known(self)

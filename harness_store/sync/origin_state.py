@@ -279,8 +279,38 @@ class OriginState:
         """The marks of the state tables sent, set at the pass's last save."""
         self.finished_open: set[int] | None = None
         """The runs unfinished as read, marked at the pass's last save."""
+        self.streaming = False
+        """Whether this pass streams a new origin's state tables (`state_tables.
+        StateTables._stream_state`), holding no entry of a row once its map is written."""
         self.live_runs: set[int] | None = None
         """The runs whose rows a table read in part looks at (`finding.ChangedRows`)."""
+
+    def _shed(self) -> None:
+        """Let go of what a pass streaming a new origin (`streaming`) knows of the rows it
+        sent: their id maps are written (now, in a pass of one transaction; by the slice
+        that commits them, in a sliced one) and the entries it keeps of them dropped, but
+        those of rows whose links wait for a row not sent yet. The central ids a link asks
+        for are read again from the maps written (`finding.CentralIds`)."""
+        if not self.streaming:
+            return
+        if self.slices is None and self.map_new:
+            self._write_new_maps()
+        if self.map_new or self.map_changed:
+            return
+        for ids in self.ids.values():
+            forget = getattr(ids, "forget", None)
+            if forget is not None:
+                forget()
+        for tbl, entries in self.maps.items():
+            keep = {k: e for k, e in entries.items() if self._unsettled((tbl, k))}
+            if len(keep) != len(entries):
+                self.maps[tbl] = keep
+
+    def _write_new_maps(self) -> None:
+        raise NotImplementedError  # `apply.OriginSync`
+
+    def _unsettled(self, key: tuple[str, int]) -> bool:
+        raise NotImplementedError  # `apply.OriginSync`
 
     def _slice_done(self, rows: int) -> None:
         """Count `rows` written in the current slice; a full slice is committed (with its

@@ -82,13 +82,31 @@ def digest(values: Sequence[Any]) -> int:
 def digest_rows(rows: Iterable[Sequence[Any]]) -> int:
     """`digest` of a list of rows, hashed as they come: no text of the whole list is made
     (a state table's rows, every sync)."""
-    hasher = hashlib.blake2b(digest_size=8)
-    hasher.update(b"[")
-    for at, row in enumerate(rows):
-        text = repr(row if isinstance(row, tuple) else tuple(row))
-        hasher.update((", " + text if at else text).encode("utf-8", "surrogatepass"))
-    hasher.update(b"]")
-    return int.from_bytes(hasher.digest(), "big", signed=True)
+    hasher = RowsDigest()
+    hasher.add(rows)
+    return hasher.value()
+
+
+class RowsDigest:
+    """`digest_rows` of rows given a batch at a time (a table streamed, never held whole)."""
+
+    def __init__(self) -> None:
+        self.hasher = hashlib.blake2b(digest_size=8)
+        self.hasher.update(b"[")
+        self.first = True
+
+    def add(self, rows: Iterable[Sequence[Any]]) -> None:
+        for row in rows:
+            text = repr(row if isinstance(row, tuple) else tuple(row))
+            self.hasher.update(
+                (text if self.first else ", " + text).encode("utf-8", "surrogatepass")
+            )
+            self.first = False
+
+    def value(self) -> int:
+        hasher = self.hasher.copy()
+        hasher.update(b"]")
+        return int.from_bytes(hasher.digest(), "big", signed=True)
 
 
 class Unlinked(Exception):

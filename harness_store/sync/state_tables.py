@@ -11,9 +11,10 @@ from sqlalchemy import Table, bindparam, delete, insert, select, update
 
 from ..models.sync import IDS
 from .finding import FINISHED, KEY_MARK, OPEN_MARK, CentralIds, ChangedRows
-from .origin_state import HELD_MARK, ROUND_TRIP_ROWS, STATE_MARK, Entry
+from .origin_state import HELD_MARK, ROUND_TRIP_ROWS, STATE_MARK, Entry, chunks
 from .rows import (
     ROWID,
+    RowsDigest,
     Unlinked,
     digest,
     digest_rows,
@@ -24,6 +25,9 @@ from .rows import (
     source_select,
 )
 from .rules import RUNS, SESSIONS, TURNS, Rule
+
+ADOPT_MAP_COLUMNS = ("origin_id", "tbl", "src_id", "dest_id", "dest_sub", "hash")
+"""An id map's columns as an adopted copy's map rows are written (`IDS`)."""
 
 STATE_SELECTS: dict[tuple[str, tuple[str, ...]], str] = {}
 """The SQL of each state table's read, by table and the columns the source has: compiled once
@@ -55,6 +59,137 @@ class StateTables(ChangedRows):
             status = names.index("status")
             self.pending_open = {int(r[key_at]) for r in rows if r[status] not in FINISHED}
         return names, rows, digest_rows(rows)
+
+    def _stream_state(self, rule: Rule) -> None:
+        """Send every row of `rule`'s table of a new origin (nothing of it central yet), read
+        a batch at a time: each part's rows inserted, its id maps written (`_shed`) and
+        forgotten before the next is read, so memory holds a batch, whatever the table's
+        size. Rows of runs held back are skipped as `_sync_state` skips them."""
+        table = model_table(rule)
+        columns = source_columns(rule, self.have)
+        key = (rule.table, tuple(c.name for c in columns))
+        sql = STATE_SELECTS.get(key)
+        if sql is None:
+            statement = source_select(rule, columns)
+            sql = STATE_SELECTS[key] = str(statement.compile(dialect=self.src.dialect))
+        cursor = self._raw_sql(sql)
+        names = [d[0] for d in cursor.description]
+        key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
+        status_at = names.index("status") if rule.table == RUNS and "status" in names else None
+        held = self._held_test(rule, names)
+        weight = ROUND_TRIP_ROWS if rule.table == "memory" else 1
+        size = max(1, self.slice_rows // weight) if self.slices is not None else self.batch_size
+        self.maps.setdefault(rule.table, {})
+        opened: set[int] = set()
+        total = RowsDigest()
+        skipped = False
+        last: int | None = None
+        while batch := cursor.fetchmany(self.batch_size):
+            total.add(batch)
+            last = int(batch[-1][key_at])
+            new: list[Any] = []
+            for row in batch:
+                if status_at is not None and row[status_at] not in FINISHED:
+                    opened.add(int(row[key_at]))
+                if held is not None and held(row):
+                    skipped = True  # its run is held back: neither sent nor gone
+                    continue
+                new.append(row)
+            for start in range(0, len(new), size):
+                rows = new[start : start + size]
+                self._prefetch_links(rule, names, rows)
+                part = [
+                    (int(r[key_at]), digest(r), dict(zip(names, r, strict=True)), False)
+                    for r in rows
+                ]
+                self._insert_state(rule, table, part)
+                self._slice_done(len(part) * weight)
+                self._shed()
+        if last is not None:
+            self.pending[rule.table] = {KEY_MARK + rule.table: last}
+        if status_at is not None:
+            self.pending_open = opened
+        self.hwm[STATE_MARK + rule.table] = HELD_MARK if skipped else total.value()
+        self._state_marks(rule)
+
+    def _adopt_state(self, rule: Rule) -> None:
+        """The id map and marks a sync sending every row of `rule`'s table would leave, its
+        rows being in the destination already under their own ids (`adopt`): the source is
+        read a batch at a time, each batch's map rows written before the next is read, and
+        the links a row needs looked up in the maps written so far, so memory holds a batch,
+        whatever the table's size. A row whose NOT NULL link names no row mapped is an
+        orphan, as a sync finds it, and gets no map."""
+        table = model_table(rule)
+        columns = source_columns(rule, self.have)
+        key = (rule.table, tuple(c.name for c in columns))
+        sql = STATE_SELECTS.get(key)
+        if sql is None:
+            statement = source_select(rule, columns)
+            sql = STATE_SELECTS[key] = str(statement.compile(dialect=self.src.dialect))
+        cursor = self._raw_sql(sql)
+        names = [d[0] for d in cursor.description]
+        key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
+        needed = [
+            (names.index(c), t)
+            for c, t in rule.links.items()
+            if c in names and not table.c[c].nullable
+        ]
+        run_at = names.index("run_id") if rule.key != "id" else None
+        step_at = names.index("step") if rule.key == "rowid" else None
+        goal_at = names.index("goal") if rule.table == RUNS and "goal" in names else None
+        status_at = names.index("status") if rule.table == RUNS and "status" in names else None
+        opened: set[int] = set()
+        total = RowsDigest()
+        last: int | None = None
+        o = self.origin_id
+        while batch := cursor.fetchmany(self.batch_size):
+            total.add(batch)
+            last = int(batch[-1][key_at])
+            mapped = {
+                at: {s for s, _ in self._mapped_ids(target, batch, at)} for at, target in needed
+            }
+            entries = []
+            for row in batch:
+                if any(row[at] is not None and row[at] not in mapped[at] for at, _ in needed):
+                    self.counts.orphans[rule.table] += 1
+                    continue
+                src_id = int(row[key_at])
+                dest_id = src_id if run_at is None else int(row[run_at])
+                if step_at is not None:
+                    sub: int | None = int(row[step_at])
+                elif rule.table == RUNS:
+                    sub = digest((row[goal_at] if goal_at is not None else None,))
+                else:
+                    sub = None
+                if status_at is not None and row[status_at] not in FINISHED:
+                    opened.add(src_id)
+                entries.append((o, rule.table, src_id, dest_id, sub, digest(row)))
+            if entries:
+                self.backend.bulk_insert(self.dst, IDS, ADOPT_MAP_COLUMNS, entries)
+            self.counts.inserted[rule.table] += len(entries)
+        if last is not None:
+            self.finished[KEY_MARK + rule.table] = last
+        if rule.table == RUNS and status_at is not None:
+            self.finished_open = opened
+        self.hwm[STATE_MARK + rule.table] = total.value()
+
+    def _mapped_ids(self, target: str, batch: list[Any], at: int) -> list[tuple[int, int]]:
+        """The (source id, central id) pairs of `target`'s map this origin holds for the ids
+        the column at `at` of `batch` names, a chunk a statement."""
+        wanted = sorted({int(v) for row in batch if isinstance(v := row[at], int)})
+        found: list[tuple[int, int]] = []
+        for part in chunks(wanted):
+            rows = self.central.execute(
+                select(IDS.c.src_id, IDS.c.dest_id).where(
+                    IDS.c.origin_id == self.origin_id,
+                    IDS.c.tbl == target,
+                    IDS.c.src_id.between(part[0], part[-1]),  # sought on the index (`_central_ids`)
+                    IDS.c.src_id.in_(part),
+                    IDS.c.dest_id.is_not(None),
+                )
+            )
+            found.extend((int(s), int(d)) for s, d in rows)
+        return found
 
     def _state_marks(self, rule: Rule) -> None:
         """Keep the marks of `rule`'s table the read found, now that its rows are sent."""
@@ -250,11 +385,7 @@ class StateTables(ChangedRows):
         if not ready:
             return
         dest_ids: list[int | None]
-        if self.adopt and rule.key == "id":  # copied with its id
-            dest_ids = [key for key, *_ in ready]
-        elif self.adopt:
-            dest_ids = [int(values["run_id"]) for *_, values, _ in ready]
-        elif rule.table == "memory":
+        if rule.table == "memory":
             dest_ids = [self._insert_memory(table, values) for *_, values, _ in ready]
         elif rule.key == "id":
             dest_ids = list(insert_returning_ids(self.dst, table, [v for *_, v, _ in ready]))
