@@ -116,7 +116,10 @@ class PgProxy:
                         break
                     size = 1 + int.from_bytes(pending[1:5], "big")
                 message, pending = pending[:size], pending[size:]
-                server.sendall(message)
+                try:
+                    server.sendall(message)
+                except OSError:  # the server's side closed (the proxy is closing): done
+                    return
                 if self._counting.is_set() and not startup:
                     with self._lock:
                         self._sent[message[:1]] += 1
