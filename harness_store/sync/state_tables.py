@@ -37,12 +37,9 @@ for every pass (a follower makes many), as it has no parameters."""
 class StateTables(ChangedRows):
     """Sending the state tables of one origin."""
 
-    def _read_state(self, rule: Rule) -> tuple[list[str], list[Any], int]:
-        """A state table's column names, rows (in key order) and the hash of them all; of a
-        big table read in part (`finding`), the rows that may have changed and a hash that
-        is the last one when none did."""
-        if self._partial_ok(rule):
-            return self._read_part(rule)
+    def _state_cursor(self, rule: Rule) -> tuple[Any, list[str]]:
+        """A cursor over `rule`'s source table in key order, and its column names: the one
+        statement every reader of a state table runs, compiled once a shape."""
         columns = source_columns(rule, self.have)
         key = (rule.table, tuple(c.name for c in columns))
         sql = STATE_SELECTS.get(key)
@@ -50,7 +47,15 @@ class StateTables(ChangedRows):
             statement = source_select(rule, columns)
             sql = STATE_SELECTS[key] = str(statement.compile(dialect=self.src.dialect))
         cursor = self._raw_sql(sql)
-        names = [d[0] for d in cursor.description]
+        return cursor, [d[0] for d in cursor.description]
+
+    def _read_state(self, rule: Rule) -> tuple[list[str], list[Any], int]:
+        """A state table's column names, rows (in key order) and the hash of them all; of a
+        big table read in part (`finding`), the rows that may have changed and a hash that
+        is the last one when none did."""
+        if self._partial_ok(rule):
+            return self._read_part(rule)
+        cursor, names = self._state_cursor(rule)
         rows = cursor.fetchall()
         key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
         if rows:
@@ -66,14 +71,7 @@ class StateTables(ChangedRows):
         forgotten before the next is read, so memory holds a batch, whatever the table's
         size. Rows of runs held back are skipped as `_sync_state` skips them."""
         table = model_table(rule)
-        columns = source_columns(rule, self.have)
-        key = (rule.table, tuple(c.name for c in columns))
-        sql = STATE_SELECTS.get(key)
-        if sql is None:
-            statement = source_select(rule, columns)
-            sql = STATE_SELECTS[key] = str(statement.compile(dialect=self.src.dialect))
-        cursor = self._raw_sql(sql)
-        names = [d[0] for d in cursor.description]
+        cursor, names = self._state_cursor(rule)
         key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
         status_at = names.index("status") if rule.table == RUNS and "status" in names else None
         held = self._held_test(rule, names)
@@ -120,14 +118,7 @@ class StateTables(ChangedRows):
         whatever the table's size. A row whose NOT NULL link names no row mapped is an
         orphan, as a sync finds it, and gets no map."""
         table = model_table(rule)
-        columns = source_columns(rule, self.have)
-        key = (rule.table, tuple(c.name for c in columns))
-        sql = STATE_SELECTS.get(key)
-        if sql is None:
-            statement = source_select(rule, columns)
-            sql = STATE_SELECTS[key] = str(statement.compile(dialect=self.src.dialect))
-        cursor = self._raw_sql(sql)
-        names = [d[0] for d in cursor.description]
+        cursor, names = self._state_cursor(rule)
         key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
         needed = [
             (names.index(c), t)
