@@ -3,8 +3,8 @@
 Read-only unless `--repair`: each problem is printed with its table, its rows and what
 io-harness does with them; exit code 0 when nothing was found, `EXIT_UNHEALTHY` when something
 was (after `--repair`: when something is left). `--repair` fixes only what loses nothing,
-after a backup, in one transaction, and prints each fix; what would lose data is printed with
-the statement that would remove it.
+after a backup, each fix in a transaction of its own, and prints each fix; what would lose data
+is printed with the statement that would remove it.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def check_command(
         typer.Option(
             "--repair",
             help="Fix what loses nothing (indexes, triggers, spend counters, leases of missing "
-            "runs), after a backup, in one transaction.",
+            "runs), after a backup, each fix in a transaction of its own.",
         ),
     ] = False,
     schema: SchemaOpt = None,

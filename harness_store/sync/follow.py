@@ -9,9 +9,9 @@ older backup is read again in full, and one that is replaced by another store ge
 of its own, exactly as with `sync`. A slow source holds up only its own thread; at most
 `workers` passes run at once (one on a SQLite centre, which takes one writer at a time). Many
 followers into one centre wait on nothing but each origin's own row: each pass is one
-transaction, as long as its source's changes. What a source's thread keeps from pass to pass
-is the id maps its last committed pass left (`origin_state.Carry`), taken only while no other
-sync of the origin came in between; and two sources carrying one origin mark are refused as
+transaction, as long as its source's changes. A source's thread keeps no id map from pass to
+pass: each pass reads from the centre the entries it needs. Two sources carrying one origin
+mark are refused as
 `sync` refuses them, at the start (`DuplicateOriginError`) and, for a source that comes to
 carry another's mark later, at its pass (refused until its file changes).
 
