@@ -13,7 +13,8 @@ those runs now. A run pruned since leaves the dataset with its rows, which the e
 (`TableExport.removed`): the dataset mirrors the store, as its state tables always have.
 
 Nothing new, nothing changed: the marks are read (the `runs` and `session_turns` tables) and
-compared, and no table's rows are read.
+compared, and no append-only table's rows below its mark are read (the tables whose rows
+change in place are still read whole, their digests compared: `dataset`).
 """
 
 from __future__ import annotations

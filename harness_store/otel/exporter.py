@@ -152,6 +152,17 @@ class Exporter:
         self.sender.close()
 
 
+def trees_under(reads: TraceExport, store: Store, run_ids: Sequence[int]) -> set[int]:
+    """Every run of the trees under `run_ids` (each run and its descendants), as `--run`
+    selects them; `RunNotFoundError` for an id that names no run."""
+    wanted: set[int] = set()
+    for run_id in run_ids:
+        if reads.run(run_id) is None:
+            raise RunNotFoundError(f"no run with id {run_id} in the store")
+        wanted.update(store.tree_run_ids(run_id))
+    return wanted
+
+
 def walk_runs(
     store: Store, *, since: str | None, run_ids: Sequence[int] | None, until: int | None = None
 ) -> Iterator[SpanRun]:
@@ -159,11 +170,7 @@ def walk_runs(
     `since`), or the trees under `run_ids`; with `until`, only runs whose id is not above it."""
     reads = TraceExport(store)
     if run_ids is not None:
-        wanted: set[int] = set()
-        for run_id in run_ids:
-            if reads.run(run_id) is None:
-                raise RunNotFoundError(f"no run with id {run_id} in the store")
-            wanted.update(store.tree_run_ids(run_id))
+        wanted = trees_under(reads, store, run_ids)
         ordered = sorted(r for r in wanted if until is None or r <= until)
         for i in range(0, len(ordered), RUN_PAGE):
             yield from reads.runs(run_ids=ordered[i : i + RUN_PAGE], since=since)
@@ -180,15 +187,17 @@ def walk_runs(
         after = page[-1].id
 
 
-def running_runs(store: Store, until: int) -> Iterator[int]:
-    """The ids of the runs not finished (running or paused), none above `until`, newest first
-    within each status."""
+def running_runs(store: Store, until: int, within: set[int] | None = None) -> Iterator[int]:
+    """The ids of the runs not finished (running or paused), none above `until` (with
+    `within`, only those among it: the trees `--run` selects), newest first within each
+    status."""
     listings = Listings(store)
     for status in UNFINISHED:
         before = until + 1
         while True:
             page = listings.run_page(status=status, before=before)
-            yield from (listing.run_id for listing in page)
+            found = (listing.run_id for listing in page)
+            yield from (found if within is None else (r for r in found if r in within))
             if len(page) < RUN_PAGE:
                 break
             before = page[-1].run_id
@@ -238,9 +247,13 @@ def export(
         )  # fmt: skip
         if until is not None:
             # a run started before `since` that is not finished is shipped once it finishes
+            # (then finished since); with `runs`, only one of their trees
             exporter.report.last_run_id = until
             known = set(exporter.report.running)
-            exporter.report.running.extend(r for r in running_runs(store, until) if r not in known)
+            within = None if runs is None else trees_under(exporter.reads, store, runs)
+            exporter.report.running.extend(
+                r for r in running_runs(store, until, within) if r not in known
+            )
         return exporter.report
     finally:
         exporter.close()

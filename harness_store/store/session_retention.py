@@ -3,7 +3,9 @@ session's words. (How big the store is and compacting it: `store_space`; the tab
 and the statements retention shares: `retention_rows`.)
 
 A session owns every run of every turn's tree (children included), and every row keyed to those
-runs in `RUN_TABLES` — the same list upstream deletes from. A deletion or an archive is one
+runs in `RUN_TABLES` — the same list upstream deletes from — and harness_store's per-run spend
+rows, which a deletion takes too (`run_owned`: the lists `prune_runs` deletes from, in one
+order; sizes and counts stay upstream's, without them). A deletion or an archive is one
 transaction: all of it or none of it, never an orphan in any table. Sizes count rows and the
 characters of text columns (what deleting would free), not pages.
 """
@@ -26,12 +28,14 @@ from .release_tables import OlderStoreMixin
 from .retention_rows import (
     RUN_TABLES,
     SNAPSHOTS,
+    SPEND_TABLES,
     chunks,
     delete_statement,
     is_fact_column,
     live_runs,
     lock_runs,
     nonempty,
+    run_owned,
     table,
     tally,
     text_chars,
@@ -182,9 +186,8 @@ class SessionRetentionMixin(OlderStoreMixin):
             chars += sum(c for _, c in counted)
             restore_points = counted[1 + SNAPSHOTS][0]
         if not dry_run:
-            work = [(name, key, runs) for name, key in RUN_TABLES] if runs else []
-            if runs:
-                work.append(("runs", "id", runs))
+            spend = not any(self._lacks(t.name, "run_id") for t in SPEND_TABLES)
+            work = [(name, key, runs) for name, key in run_owned(spend=spend)] if runs else []
             work += [("session_turns", "session_id", found), ("sessions", "id", found)]
             for name, key, ids in work:
                 for part in chunks(ids):

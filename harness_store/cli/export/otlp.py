@@ -219,9 +219,9 @@ def otlp_command(
                 return
             followed = follow_runs(
                 reader.store, endpoint=endpoint, after=report.last_run_id,
-                running=report.running, headers=headers, include_content=include_content,
-                prices=table, project=project, timeout=timeout, identity=identity,
-                stop=stop, on_send=shipped, max_request_bytes=max_request_bytes,
-                max_wait=max_wait,
+                running=report.running, runs=run, since=stamp, headers=headers,
+                include_content=include_content, prices=table, project=project,
+                timeout=timeout, identity=identity, stop=stop, on_send=shipped,
+                max_request_bytes=max_request_bytes, max_wait=max_wait,
             )  # fmt: skip
         shipped(followed)
