@@ -307,10 +307,10 @@ class OriginState:
                 self.maps[tbl] = keep
 
     def _write_new_maps(self) -> None:
-        raise NotImplementedError  # `apply.OriginSync`
+        raise NotImplementedError  # `id_maps.IdMaps`
 
     def _unsettled(self, key: tuple[str, int]) -> bool:
-        raise NotImplementedError  # `apply.OriginSync`
+        raise NotImplementedError  # `id_maps.IdMaps`
 
     def _slice_done(self, rows: int) -> None:
         """Count `rows` written in the current slice; a full slice is committed (with its
@@ -320,7 +320,7 @@ class OriginState:
             self._end_slice()
 
     def _end_slice(self) -> None:
-        raise NotImplementedError  # `apply.OriginSync`
+        raise NotImplementedError  # `late_links.LateLinks`
 
     @property
     def dst(self) -> Connection:
