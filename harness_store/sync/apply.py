@@ -28,7 +28,6 @@ from .holding import Holding
 from .late_links import LateLinks
 from .origin_state import (
     CHUNK,
-    HELD_MARK,
     PAGE_CHECK_EVERY,
     PAGES_MARK,
     STATE_MARK,
@@ -80,9 +79,8 @@ class OriginSync(LateLinks, Rewinding, Holding):
         if not self.fresh:
             self._load(carried)
             reason = self._rewound()
-            if not self.adopt and self.hwm_loaded.get(STATE_MARK + RUNS) == HELD_MARK:
-                self._look_at_held_texts()  # the last pass held runs back
-        if self.unreadable:
+            self._look_again_at_held()  # the last pass held runs back
+        if self.unreadable or self.held_lenient:
             self.lenient.enter_context(backend_for(self.src).tolerant(self.src))
         self.whole_read = self.fresh or reason is not None
         self.tops = self._append_tops()
@@ -135,6 +133,7 @@ class OriginSync(LateLinks, Rewinding, Holding):
         elif changed:
             self._read_maps(IDS.c.tbl.in_(changed))
             self.whole.update(changed)
+        totals = {table: total for table, (_, _, total) in read.items()}
         for rule in RULES:
             if rule.table not in self.have:
                 continue
@@ -144,8 +143,7 @@ class OriginSync(LateLinks, Rewinding, Holding):
                 self._sync_state(rule, *read.pop(rule.table))
             else:
                 self._sync_append(rule)
-        if self.held:  # the next pass looks at the held runs again, whatever changed
-            self.hwm[STATE_MARK + RUNS] = HELD_MARK
+        self._mark_held(totals)  # the next pass looks at the held runs again
         if not self.adopt:  # a copy's links are its own already
             self._apply_fixups(final=True)
         self._delete_gone_runs()

@@ -252,9 +252,6 @@ class OriginState:
         """Source runs held back before that this pass sends whole."""
         self.quarantined: list[Any] = []
         """What this pass held back (`quarantine.HeldRun`s)."""
-        self.held_before: dict[int, tuple[str, str]] | None = None
-        """The runs the centre held back for the origin before this pass (`quarantine.load`),
-        once read."""
         self.unreadable: dict[int, tuple[str, str | None, str | None, str]] = {}
         """Runs holding a text whose bytes are not UTF-8, each with its first such text
         (table, row, column, what is wrong): held back, the source read leniently."""
