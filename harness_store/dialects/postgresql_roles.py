@@ -260,7 +260,7 @@ def _triggers(conn: Connection, schema: str, tables: Iterable[str]) -> None:
             "FOR EACH ROW EXECUTE FUNCTION hs_sync_replace_memory()",
         )
         # a deleted entry lets the entries it shadowed come back: their origins' next syncs
-        # send them again (`apply.OriginSync._uncover_shadowed`, which cannot write the maps
+        # send them again (`rewinding.Rewinding._uncover_shadowed`, which cannot write the maps
         # of other origins as a follower)
         marks = (
             "DELETE FROM hs_sync_marks WHERE tbl = '#memory' AND origin_id IN (SELECT origin_id "

@@ -90,8 +90,9 @@ QUARANTINE = Table(
 cannot hold as it is (or because they wait for such a run: a child, a run whose rows link to
 it). `run_id` is the run's id in the source; `tbl`, `row_key`, `col` and `problem` name the
 first value found (`row_key` and `col` NULL for a run that only waits); `raw` is every row of
-the run as the source holds it, byte-exact (`sync.quarantine.encode_rows`). A row is deleted
-by the pass that sends its run whole, once its source is repaired."""
+the run as the source holds it, byte-exact (`sync.quarantine.encode_rows`); `last_seen` when
+a pass last wrote them (a pass that finds them unchanged writes nothing). A row is deleted by
+the pass that sends its run whole, once its source is repaired."""
 
 SOURCE_MARKER = Table(
     "hs_sync_origin",

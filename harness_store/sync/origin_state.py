@@ -252,9 +252,6 @@ class OriginState:
         """Source runs held back before that this pass sends whole."""
         self.quarantined: list[Any] = []
         """What this pass held back (`quarantine.HeldRun`s)."""
-        self.held_before: dict[int, tuple[str, str]] | None = None
-        """The runs the centre held back for the origin before this pass (`quarantine.load`),
-        once read."""
         self.unreadable: dict[int, tuple[str, str | None, str | None, str]] = {}
         """Runs holding a text whose bytes are not UTF-8, each with its first such text
         (table, row, column, what is wrong): held back, the source read leniently."""
@@ -307,10 +304,10 @@ class OriginState:
                 self.maps[tbl] = keep
 
     def _write_new_maps(self) -> None:
-        raise NotImplementedError  # `apply.OriginSync`
+        raise NotImplementedError  # `id_maps.IdMaps`
 
     def _unsettled(self, key: tuple[str, int]) -> bool:
-        raise NotImplementedError  # `apply.OriginSync`
+        raise NotImplementedError  # `id_maps.IdMaps`
 
     def _slice_done(self, rows: int) -> None:
         """Count `rows` written in the current slice; a full slice is committed (with its
@@ -320,7 +317,7 @@ class OriginState:
             self._end_slice()
 
     def _end_slice(self) -> None:
-        raise NotImplementedError  # `apply.OriginSync`
+        raise NotImplementedError  # `late_links.LateLinks`
 
     @property
     def dst(self) -> Connection:

@@ -19,13 +19,25 @@ in a row that names its run with no integer refuses its source by name, as befor
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, LargeBinary, case, cast, delete, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    LargeBinary,
+    bindparam,
+    case,
+    cast,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.util import LRUCache
 
 from ..dialects import Backend
@@ -224,64 +236,113 @@ def _held_sessions(src: Connection, have: Mapping[str, frozenset[str]], runs: se
     return {int(s) for (s,) in rows if isinstance(s, int)}
 
 
-def _encode_rows(src: Connection, have: Mapping[str, frozenset[str]], run: int) -> bytes:
-    """Every row of run `run` in the source, byte-exact, as JSON: per table, the column
-    names and each row's values as `[storage class, base64 of the bytes]` (a REAL also with
-    its exact `float.hex`); NULL as null."""
-    tables: dict[str, Any] = {}
+_ENCODINGS: dict[tuple[str, tuple[str, ...]], Any] = {}
+"""Each run table's statement that reads the rows of given runs byte-exact (`_encode`), by
+table and the columns the source has: built once for every pass."""
+
+
+def _encoding(rule: Rule, column: str, have: Mapping[str, frozenset[str]]) -> Any:
+    table = model_table(rule)
+    columns = source_columns(rule, have)
+    key = (rule.table, tuple(c.name for c in columns))
+    statement = _ENCODINGS.get(key)
+    if statement is None:
+        run = table.c[column]
+        statement = _ENCODINGS[key] = (
+            select(
+                run,
+                *(func.typeof(c) for c in columns),
+                *(cast(c, LargeBinary) for c in columns),
+                *(case((func.typeof(c) == "real", c), else_=None) for c in columns),
+            )
+            .where(run.in_(bindparam("runs", expanding=True)))
+            .order_by(*table.primary_key.columns)
+        )
+    return statement, [c.name for c in columns]
+
+
+def _encode(
+    src: Connection, have: Mapping[str, frozenset[str]], runs: Iterable[int]
+) -> dict[int, tuple[bytes, bool]]:
+    """Every row of each run of `runs` in the source, byte-exact, as JSON (one statement per
+    table for all of them): per table, the column names and each row's values as `[storage
+    class, base64 of the bytes]` (a REAL also with its exact `float.hex`), NULL as null;
+    with whether any of its texts has bytes that are not UTF-8."""
+    wanted = sorted(set(runs))
+    tables: dict[int, dict[str, Any]] = {run: {} for run in wanted}
+    not_utf8 = dict.fromkeys(wanted, False)
+    if not wanted:
+        return {}
     for rule, column in run_rules(have):
-        table = model_table(rule)
-        columns = source_columns(rule, have)
-        statement = select(
-            *(func.typeof(c) for c in columns),
-            *(cast(c, LargeBinary) for c in columns),
-            *(case((func.typeof(c) == "real", c), else_=None) for c in columns),
-        ).where(table.c[column] == run)
-        rows = []
-        n = len(columns)
-        for row in src.execute(statement.order_by(*table.primary_key.columns)):
+        statement, names = _encoding(rule, column, have)
+        n = len(names)
+        for row in src.execute(statement, {"runs": wanted}):
+            run = row[0]
+            if not isinstance(run, int) or run not in tables:
+                continue
             values: list[Any] = []
-            for kind, raw, real in zip(row[:n], row[n : 2 * n], row[2 * n :], strict=True):
+            for kind, raw, real in zip(
+                row[1 : 1 + n], row[1 + n : 1 + 2 * n], row[1 + 2 * n :], strict=True
+            ):
                 if raw is None:
                     values.append(None)
                     continue
-                value = [str(kind), base64.b64encode(bytes(raw)).decode("ascii")]
+                data = bytes(raw)
+                if kind == "text" and not not_utf8[run]:
+                    try:
+                        data.decode("utf-8")
+                    except UnicodeDecodeError:
+                        not_utf8[run] = True
+                value = [str(kind), base64.b64encode(data).decode("ascii")]
                 if real is not None:
                     value.append(float(real).hex())
                 values.append(value)
-            rows.append(values)
-        if rows:
-            tables[rule.table] = {"columns": [c.name for c in columns], "rows": rows}
-    return json.dumps({"format": FORMAT, "tables": tables}, sort_keys=True).encode("utf-8")
-
-
-def load(conn: Connection, origin_id: int) -> dict[int, tuple[str, str]]:
-    """The runs the centre holds for the origin: run → (its problem, first seen)."""
-    rows = conn.execute(
-        select(QUARANTINE.c.run_id, QUARANTINE.c.problem, QUARANTINE.c.first_seen).where(
-            QUARANTINE.c.origin_id == origin_id
+            part = tables[run].setdefault(rule.table, {"columns": names, "rows": []})
+            part["rows"].append(values)
+    return {
+        run: (
+            json.dumps({"format": FORMAT, "tables": tables[run]}, sort_keys=True).encode("utf-8"),
+            not_utf8[run],
         )
+        for run in wanted
+    }
+
+
+def fingerprint(raw: bytes) -> int:
+    """A 64-bit hash of a held run's rows as `encoded` gives them (signed, to fit a BIGINT
+    mark): the next pass tells by it whether they changed."""
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
+
+
+def load(conn: Connection, origin_id: int) -> dict[int, HeldRun]:
+    """The runs the centre holds for the origin, each as its entry names it (`new` False)."""
+    rows = conn.execute(
+        select(
+            QUARANTINE.c.run_id,
+            QUARANTINE.c.tbl,
+            QUARANTINE.c.row_key,
+            QUARANTINE.c.col,
+            QUARANTINE.c.problem,
+        ).where(QUARANTINE.c.origin_id == origin_id)
     )
-    return {int(run): (str(problem), str(first)) for run, problem, first in rows}
+    return {
+        int(run): HeldRun(int(run), str(table), row, column, str(problem), new=False)
+        for run, table, row, column, problem in rows
+    }
 
 
 def save(
-    src: Connection,
-    dst: Connection,
-    have: Mapping[str, frozenset[str]],
-    origin_id: int,
-    held: list[HeldRun],
-    now: str,
+    dst: Connection, origin_id: int, held: list[HeldRun], raw: Mapping[int, bytes], now: str
 ) -> None:
-    """Write the quarantine entries of the runs held this pass (new ones inserted, the
-    others brought up to date: their rows as the source holds them now)."""
+    """Write the quarantine entries of `held` (new ones inserted, the others brought up to
+    date), each with its rows as the source holds them now (`raw`, `encoded`)."""
     for entry in held:
         values = {
             "tbl": entry.table,
             "row_key": entry.row,
             "col": entry.column,
             "problem": entry.problem,
-            "raw": encode_rows(src, have, entry.run),
+            "raw": raw[entry.run],
             "last_seen": now,
         }
         if entry.new:
@@ -333,7 +394,14 @@ def held_sessions(src: Connection, *args: Any, **kwargs: Any) -> set[int]:
         return _held_sessions(src, *args, **kwargs)
 
 
-def encode_rows(src: Connection, *args: Any, **kwargs: Any) -> bytes:
-    """`_encode_rows`, its statements compiled once (`_compiled_once`)."""
+def encoded(
+    src: Connection, have: Mapping[str, frozenset[str]], runs: Iterable[int]
+) -> dict[int, tuple[bytes, bool]]:
+    """`_encode`, its statements compiled once (`_compiled_once`)."""
     with _compiled_once(src):
-        return _encode_rows(src, *args, **kwargs)
+        return _encode(src, have, runs)
+
+
+def encode_rows(src: Connection, have: Mapping[str, frozenset[str]], run: int) -> bytes:
+    """Every row of run `run` in the source, byte-exact, as JSON (`encoded`)."""
+    return encoded(src, have, [run])[run][0]

@@ -226,6 +226,66 @@ Refusal = tuple[int | None, str, str, str]
 it with no integer), its row key, its column, and what is wrong, said for a person."""
 
 
+Found = tuple[Any, list[tuple[Column[Any], ColumnElement[bool], Say]]]
+"""A statement of `refusals` and what each of its columns is checked for."""
+
+FOUND: dict[tuple[Any, ...], Found | None] = {}
+"""Each statement `refusals` runs, with what its columns are checked for, built once per
+table, columns, backends, links and the filters it takes (their values bound): a sync that
+holds runs back looks at the same tables every pass."""
+
+
+def _found(
+    src: Connection,
+    table: Table,
+    columns: Sequence[Column[Any]],
+    target: Backend,
+    run_column: str,
+    links: Iterable[str],
+    above: bool,
+    runs: bool,
+) -> Found | None:
+    """`refusals`' statement and checks (None: nothing to check), from `FOUND`."""
+    key = (
+        table.name,
+        tuple(c.name for c in columns),
+        src.dialect.name,
+        target.name,
+        frozenset(links),
+        run_column,
+        above,
+        runs,
+    )
+    if key in FOUND:
+        return FOUND[key]
+    source = backend_named(src.dialect.name)
+    checks = _checks(source, target, columns, links)
+    keys = list(table.primary_key.columns)
+    if not checks or not keys:
+        FOUND[key] = None
+        return None
+    run = table.c[run_column]
+    where = or_(*(condition for _, condition, _ in checks))
+    if above:
+        where = and_(table.c.id > bindparam("above"), where)
+    if runs:
+        where = and_(run.in_(bindparam("runs", expanding=True)), where)
+    integer = source.stored_as(run, "integer")
+    statement = (
+        select(
+            case((integer, run), else_=None) if integer is not None else run,
+            *keys,
+            *(func.typeof(column) for column, _, _ in checks),
+            *(cast(column, LargeBinary) for column, _, _ in checks),
+        )
+        .where(where)
+        .order_by(*keys)
+    )
+    found: Found = (statement, checks)
+    FOUND[key] = found
+    return found
+
+
 def refusals(
     src: Connection,
     table: Table,
@@ -240,30 +300,20 @@ def refusals(
     """Every value `refusal` would refuse among `columns` of the rows of `table` (above the
     id `above`, of the runs `runs`, when given), one per row (its first), each with the run
     its `run_column` names: what a sync holds back, run by run (`sync.quarantine`)."""
-    checks = _checks(backend_named(src.dialect.name), target, columns, links)
-    keys = list(table.primary_key.columns)
-    if not checks or not keys:
-        return []
-    run = table.c[run_column]
-    where = or_(*(condition for _, condition, _ in checks))
-    if above is not None:
-        where = and_(table.c.id > above, where)
-    if runs is not None:
-        where = and_(run.in_(list(runs)), where)
-    integer = backend_named(src.dialect.name).stored_as(run, "integer")
-    statement = (
-        select(
-            case((integer, run), else_=None) if integer is not None else run,
-            *keys,
-            *(func.typeof(column) for column, _, _ in checks),
-            *(cast(column, LargeBinary) for column, _, _ in checks),
-        )
-        .where(where)
-        .order_by(*keys)
+    built = _found(
+        src, table, columns, target, run_column, links, above is not None, runs is not None
     )
+    if built is None:
+        return []
+    statement, checks = built
+    params: dict[str, Any] = {}
+    if above is not None:
+        params["above"] = above
+    if runs is not None:
+        params["runs"] = list(runs)
     found: list[Refusal] = []
-    k, n = len(keys), len(checks)
-    for row in src.execute(statement):
+    k, n = len(table.primary_key.columns), len(checks)
+    for row in src.execute(statement, params):
         kinds, values = row[1 + k : 1 + k + n], row[1 + k + n :]
         for (column, _, say), kind, value in zip(checks, kinds, values, strict=True):
             said = say(str(kind), bytes(value)) if value is not None else None
