@@ -28,7 +28,7 @@ from sqlalchemy import bindparam, insert
 from harness_store import Store
 from harness_store import models as m
 from harness_store.records import ProviderCall, Usage
-from harness_store.store.accounting import INSERT_CALL, LOCK_RUN_TOKENS
+from harness_store.store.accounting import CALL_COLUMNS, INSERT_CALL, LOCK_RUN_TOKENS
 from harness_store.store.prune_guard import hold_run
 
 from .common import alternating
@@ -59,7 +59,7 @@ def without(store: Store, run: int) -> None:
 
 
 PLAIN = insert(m.table_of(m.ProviderCall)).values(
-    {c: bindparam(c) for c in INSERT_CALL.compile().params}
+    {c: bindparam(c) for c in ("run_id", *CALL_COLUMNS)}
 )
 
 

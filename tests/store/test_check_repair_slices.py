@@ -80,5 +80,9 @@ def recounted_work(target: str, more: int, runs: int) -> list[int]:
 def test_a_repair_recounts_run_token_totals_in_slices(store_target: str) -> None:
     small = recounted_work(store_target, SLICE, SLICE)
     big = recounted_work(store_target, 4 * SLICE, 5 * SLICE)  # five times the runs
-    assert len(big) > len(small), (small, big)
-    assert max(big) <= 2 * max(small) + 50, (small, big)
+    assert (len(small), len(big)) == (1, 5), (small, big)  # a write transaction a slice
+    if not store_target.startswith("postgresql"):
+        # PostgreSQL's count is of rows read, and a slice here is a fifth of `steps`, which
+        # its planner rightly reads whole rather than through the index: no measure at
+        # this size. SQLite's virtual machine steps are.
+        assert max(big) <= 2 * max(small) + 50, (small, big)
