@@ -468,6 +468,12 @@ class Backend(ABC):
     def trigger_names(self, conn: Connection, table: str) -> frozenset[str]:
         """The names of the triggers on `table` the store's owner created (`Store.check`)."""
 
+    @abstractmethod
+    def altered_triggers(self, conn: Connection, statements: Iterable[str]) -> frozenset[str]:
+        """Of the triggers `statements` create (a `…_triggers_sql` list), those present whose
+        stored definition is not what the statements make (`Store.check`): SQLite's text of
+        the trigger, PostgreSQL's body of the function it runs."""
+
     # What neutral code asks of a store's backend rather than importing a backend's module
     # (the registry finds the backend by name): a URL's in-memory database, a PostgreSQL
     # schema of its own, the roles' rules, non-UTF-8 text. The defaults are what a backend

@@ -60,6 +60,7 @@ from .postgresql_connections import (
 )
 from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE, ROLE_TRIGGERS, keep_rules, unprotected
 from .postgresql_run_tokens import (
+    altered_triggers,
     drop_run_tokens_triggers_sql,
     run_tokens_backfill_sql,
     run_tokens_triggers_sql,
@@ -502,6 +503,9 @@ class PostgreSQLBackend(Backend):
             {"table": table},
         ).scalars()
         return frozenset(str(name) for name in rows)
+
+    def altered_triggers(self, conn: Connection, statements: Iterable[str]) -> frozenset[str]:
+        return altered_triggers(conn, statements)
 
 
 def _bulk_table(cursor: Any, table: str, names: str) -> str:

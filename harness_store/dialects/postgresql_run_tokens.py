@@ -3,6 +3,11 @@ total of `steps.tokens` in `hs_run_tokens`, NULL once unknown, which the Store's
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
+from sqlalchemy import Connection
+
 from ..formats import I64_MAX
 
 
@@ -90,4 +95,32 @@ def run_tokens_backfill_sql() -> str:
         "ELSE coalesce(sum(tokens), 0)::BIGINT END FROM steps GROUP BY run_id "
         "UNION ALL SELECT id, 0 FROM runs AS r "
         "WHERE NOT EXISTS (SELECT 1 FROM steps AS s WHERE s.run_id = r.id)"
+    )
+
+
+_FUNCTION = re.compile(r"CREATE OR REPLACE FUNCTION (\w+)\(\).*? AS \$\$(.*)\$\$\Z", re.S)
+_TRIGGER = re.compile(r"CREATE TRIGGER (\w+) .* EXECUTE FUNCTION (\w+)\(\)\Z", re.S)
+
+
+def altered_triggers(conn: Connection, statements: Iterable[str]) -> frozenset[str]:
+    """Of the triggers `statements` create, those present (in the current schema) that run
+    another function than theirs, or theirs with another body than the statements give it."""
+    bodies: dict[str, str] = {}
+    functions: dict[str, str] = {}
+    for statement in statements:
+        if found := _FUNCTION.match(statement):
+            bodies[found[1]] = found[2]
+        elif found := _TRIGGER.match(statement):
+            functions[found[1]] = found[2]
+    rows = conn.exec_driver_sql(
+        "SELECT t.tgname, p.proname, p.prosrc FROM pg_trigger t "
+        "JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_proc p ON p.oid = t.tgfoid "
+        "WHERE c.relnamespace = current_schema()::regnamespace AND NOT t.tgisinternal "
+        "AND t.tgname = ANY(%(names)s)",
+        {"names": list(functions)},
+    ).all()
+    return frozenset(
+        str(name)
+        for name, function, body in rows
+        if function != functions[name] or body != bodies.get(function)
     )

@@ -460,6 +460,21 @@ class SQLiteBackend(Backend):
         ).scalars()
         return frozenset(str(name) for name in rows)
 
+    def altered_triggers(self, conn: Connection, statements: Iterable[str]) -> frozenset[str]:
+        # SQLite keeps a trigger's CREATE text as written, but for `IF NOT EXISTS`
+        made = "CREATE TRIGGER IF NOT EXISTS "
+        expected = {
+            s[len(made) :].split(" ", 1)[0]: "CREATE TRIGGER " + s[len(made) :]
+            for s in statements
+            if s.startswith(made)
+        }
+        stored = conn.exec_driver_sql(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
+        ).all()
+        return frozenset(
+            str(name) for name, sql in stored if name in expected and sql != expected[name]
+        )
+
     def is_memory(self, url: URL) -> bool:
         return is_memory(url)
 

@@ -35,6 +35,9 @@ class FindingKind(Enum):
     `repair`: it would fail)."""
     UNKNOWN_VIEW = "unknown_view"
     MISSING_TRIGGER = "missing_trigger"
+    TRIGGER_DIFFERS = "trigger_differs"
+    """One of harness_store's triggers whose definition (SQLite: its text; PostgreSQL: the
+    function it runs) is not what the package creates."""
     UNKNOWN_TRIGGER = "unknown_trigger"
     STEP_WITHOUT_CHECKPOINT = "step_without_checkpoint"
     """A step number of a checkpointed run with a `steps` row but no checkpoint event."""
@@ -69,6 +72,9 @@ class FindingKind(Enum):
     SPEND_COUNTER = "spend_counter"
     """A kept spend answer, still marked current by its counter, that disagrees with the
     calls in `provider_calls`."""
+    RUN_TOKENS = "run_tokens"
+    """A run's token total kept in `hs_run_tokens` (hs6, which the Store's step door reads)
+    that disagrees with the sum of its steps' tokens, or a run with no such row."""
     UNGUARDED_TABLE = "unguarded_table"
     """On a PostgreSQL centre with roles: a table a follower role may write without
     row-level security or one of its policies (`harness-store roles` puts them back)."""

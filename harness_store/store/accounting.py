@@ -14,18 +14,24 @@ from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
     and_,
+    bindparam,
     case,
+    cast,
     exists,
     func,
     insert,
+    literal_column,
     select,
 )
 
 from .. import models as m
-from ..errors import StoreError
-from ..formats import opt_text, opt_u64, u32, u64
+from ..errors import IntegerOverflowError, StoreError
+from ..formats import I64_MAX, opt_text, opt_u64, u32, u64
 from ..formats import text as check_text
+from ..models.run_tokens import RUN_TOKENS
 from ..models.spend import USAGE_SUMS
 from ..records import (
     NO_KEY,
@@ -60,6 +66,41 @@ CALL_INTEGERS = integer_columns(
     select(m.ProviderCall.id, *(getattr(m.ProviderCall, n) for n in CALL_COLUMNS)).selected_columns
 )
 """The integer columns of a call read with its id first, checked as each row is read."""
+
+
+def call_tokens_door(run_id: Any, total: Any) -> ColumnElement[int]:
+    """A call's `total_tokens`, or, when they would take its run's sum of them past 2⁶³−1
+    (which io-harness's `SUM` in `spent_tokens` could not read back), an expression that fails
+    the statement as a 64-bit overflow does (`abs` of −2⁶³, as `checkpoints.tokens_door`), so
+    nothing is written. The sum so far is read from the run's calls on `provider_calls_run`
+    (a run's calls are few beside its steps: one an attempt); where it is already past 64 bits
+    SQLite's `SUM` fails the statement the same way. NULL (no usage) adds nothing."""
+    c = m.table_of(m.ProviderCall)
+    summed = select(func.coalesce(func.sum(c.c.total_tokens), 0)).where(c.c.run_id == run_id)
+    so_far = summed.scalar_subquery()
+    zero, one, big = (literal_column(str(n), BigInteger) for n in (0, 1, I64_MAX))
+    # not a constant (a planner could fold one, failing every statement): it reads `so_far`
+    refused = func.abs(cast(so_far, BigInteger) * zero - big - one)
+    return case((total.is_(None), total), (total <= big - so_far, total), else_=refused)
+
+
+INSERT_CALL = insert(m.table_of(m.ProviderCall)).values(
+    {
+        **{c: bindparam(c) for c in ("run_id", *CALL_COLUMNS)},
+        "total_tokens": call_tokens_door(
+            bindparam("run_id"), bindparam("total_tokens", type_=BigInteger)
+        ),
+    }
+)
+"""A provider call's row, from the parameters `run_id` and `CALL_COLUMNS` name: its
+`total_tokens` go through the door (`call_tokens_door`)."""
+
+LOCK_RUN_TOKENS = (
+    select(RUN_TOKENS.c.run_id).where(RUN_TOKENS.c.run_id == bindparam("run_id")).with_for_update()
+)
+"""The run's hs6 row locked (PostgreSQL) before a call is written: two writers of a run's calls
+are checked one after the other, the second's INSERT (a new snapshot under READ COMMITTED)
+seeing the first's call. SQLite's writers are one at a time already."""
 
 
 def make_call(*row: Any) -> ProviderCall:
@@ -122,9 +163,20 @@ class AccountingMixin(OlderStoreMixin):
             finish_reason=opt_text(call.finish_reason, "finish_reason"),
             failure=opt_text(call.failure, "failure"),
         )
-        with self._write() as conn:
-            hold_run(conn, self._backend, values["run_id"])  # a prune of the run: its turn
-            conn.execute(insert(m.ProviderCall).values(**values))
+        try:
+            with self._write() as conn:
+                hold_run(conn, self._backend, values["run_id"])  # a prune of the run: its turn
+                if not self._backend.one_connection:
+                    conn.execute(LOCK_RUN_TOKENS, {"run_id": values["run_id"]})
+                conn.execute(INSERT_CALL, values)
+        except StoreError as exc:
+            if sum_overflowed(exc):
+                raise IntegerOverflowError(
+                    f"run {run_id}: this call's total_tokens would take the run's sum of them "
+                    f"past {I64_MAX} (2⁶³−1), which io-harness could not read back; nothing "
+                    "was written"
+                ) from exc
+            raise
 
     @reads
     def provider_calls(self, run_id: int) -> list[ProviderCall]:

@@ -29,6 +29,7 @@ from ..connector.translation import driver_message
 from ..dialects import Backend
 from ..engine import sqlite_path
 from ..errors import StoreError
+from ..models.run_tokens import RUN_TOKENS
 from ..models.spend import SPEND_TABLES
 from ..records.health import CheckReport, Finding, FindingKind, Repaired
 from ..schema.backup import take_backup
@@ -46,6 +47,7 @@ from .check_rows import (
     resume_findings,
     tree_findings,
 )
+from .check_run_tokens import recount_runs, run_token_findings, token_recount_work
 from .check_schema import build_index, schema_findings
 from .check_spend import recount_groups, recount_work, spend_findings
 from .check_values import value_findings
@@ -55,7 +57,8 @@ from .store_space import step_aside
 K = FindingKind
 
 RECOUNT_SLICE = 200
-"""Spend groups a repair recounts per write transaction: a live writer waits one slice."""
+"""Spend groups (or runs, of their token totals) a repair recounts per write transaction: a
+live writer waits one slice."""
 
 
 def check_store(conn: Connection, backend: Backend) -> CheckReport:
@@ -122,6 +125,9 @@ def _run_checks(
     if "provider_calls" in tables and set(SPEND_TABLES) <= present:
         findings += spend_findings(conn)
         checks.append("spend")
+    if "steps" in tables and RUN_TOKENS.name in present:
+        findings += run_token_findings(conn)
+        checks.append("run_tokens")
     if backend.name == "postgresql":
         findings += role_findings(conn, backend)
         checks.append("roles")
@@ -188,7 +194,7 @@ class CheckMixin(StoreBase):
 
     def _repair(self, fixable: list[Finding]) -> list[str]:
         done: list[str] = []
-        recount = False
+        recount = recount_tokens = False
         for finding in fixable:
             if finding.kind in (K.MISSING_INDEX, K.INDEX_DIFFERS):
                 index = build_index(str(finding.rows[0]))
@@ -198,14 +204,24 @@ class CheckMixin(StoreBase):
                     index.create(conn)
                 verb = "created" if finding.kind is K.MISSING_INDEX else "rebuilt"
                 done.append(f"{verb} index {index.name} on {finding.table}")
-            elif finding.kind is K.MISSING_TRIGGER:
+            elif finding.kind in (K.MISSING_TRIGGER, K.TRIGGER_DIFFERS):
                 name = str(finding.rows[0])
+                tokens = name.startswith("hs_run_tokens_")
+                backend = self._backend
+                sql = backend.run_tokens_triggers_sql() if tokens else backend.spend_triggers_sql()
                 with self._write() as conn:
-                    for statement in self._backend.spend_triggers_sql():
+                    if finding.kind is K.TRIGGER_DIFFERS:
+                        on = "" if backend.one_connection else f" ON {finding.table}"
+                        conn.exec_driver_sql(f"DROP TRIGGER {name}{on}")
+                    for statement in sql:
                         if "CREATE TRIGGER" not in statement or f" {name} " in statement:
                             conn.exec_driver_sql(statement)
-                done.append(f"created trigger {name} on provider_calls")
-                recount = True
+                verb = "created" if finding.kind is K.MISSING_TRIGGER else "rebuilt"
+                done.append(f"{verb} trigger {name} on {finding.table}")
+                if tokens:
+                    recount_tokens = True
+                else:
+                    recount = True
             elif finding.kind is K.LEASE_OF_MISSING_RUN:
                 leases, runs = model_table("run_leases"), model_table("runs")
                 with self._write() as conn:
@@ -215,6 +231,8 @@ class CheckMixin(StoreBase):
                 done.append(f"deleted {gone} leases of runs that do not exist")
             elif finding.kind is K.SPEND_COUNTER:
                 recount = True
+            elif finding.kind is K.RUN_TOKENS:
+                recount_tokens = True
         if recount:
             with self._snapshot(typed=True) as conn:
                 groups = recount_work(conn)
@@ -226,4 +244,20 @@ class CheckMixin(StoreBase):
                 with self._write() as conn:
                     recount_groups(conn, groups[start : start + RECOUNT_SLICE])
             done.append(f"recounted the spend counters of {len(groups)} groups")
+        if recount_tokens:
+            done.append(self._recount_run_tokens())
         return done
+
+    def _recount_run_tokens(self) -> str:
+        """hs6's totals recounted where they are wrong: the runs decided in a read, then
+        written `RECOUNT_SLICE` runs a write transaction."""
+        with self._snapshot(typed=True) as conn:
+            runs = token_recount_work(conn)
+        began = time.monotonic()
+        for start in range(0, len(runs), RECOUNT_SLICE):
+            if start:
+                step_aside(began)
+                began = time.monotonic()
+            with self._write() as conn:
+                recount_runs(conn, runs[start : start + RECOUNT_SLICE])
+        return f"recounted the token totals of {len(runs)} run" + ("s" if len(runs) != 1 else "")

@@ -185,7 +185,8 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
     ]
     findings += view_findings(conn)
     if counted:
-        findings += trigger_findings(conn, tables)
+        tokens = REVISIONS.index(str(revision)) >= REVISIONS.index(OWN_RUN_TOKENS)
+        findings += trigger_findings(conn, tables, run_tokens=tokens)
     return findings, release
 
 
@@ -377,7 +378,12 @@ def build_index(name: str) -> Index:
     return Index(name, *(table.c[c] for c in facts.columns), unique=facts.unique, **where)
 
 
-def trigger_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> list[Finding]:
+def trigger_findings(
+    conn: Connection, tables: Mapping[str, frozenset[str]], *, run_tokens: bool = False
+) -> list[Finding]:
+    """hs3's triggers missing from `provider_calls` and (`run_tokens`: a store at hs6 or
+    later) hs6's from `steps` and `runs`, and every trigger on a table that is neither
+    io-harness's nor harness_store's."""
     backend = _backend(conn)
     findings = []
     on_calls = backend.trigger_names(conn, "provider_calls") if "provider_calls" in tables else None
@@ -394,6 +400,38 @@ def trigger_findings(conn: Connection, tables: Mapping[str, frozenset[str]]) -> 
                 repair=f"create trigger {name}, then recount the spend counters",
             )
             for name in sorted(SPEND_TRIGGERS - on_calls)
+        ]
+    for table, own in sorted(RUN_TOKENS_TRIGGERS.items()) if run_tokens else ():
+        if table not in tables:
+            continue
+        findings += [
+            Finding(
+                K.MISSING_TRIGGER,
+                table,
+                f"trigger {name} (hs6's run token totals) is missing",
+                "io-harness writes its steps all the same; the totals harness_store's step "
+                "door reads no longer follow those writes",
+                key="name",
+                rows=(name,),
+                repair=f"create trigger {name}, then recount the run token totals",
+            )
+            for name in sorted(own - backend.trigger_names(conn, table))
+        ]
+    if run_tokens:
+        altered = backend.altered_triggers(conn, backend.run_tokens_triggers_sql())
+        findings += [
+            Finding(
+                K.TRIGGER_DIFFERS,
+                table,
+                f"trigger {name} (hs6's run token totals) is not the one harness_store creates",
+                "io-harness writes its steps all the same; the totals harness_store's step "
+                "door reads may no longer follow those writes",
+                key="name",
+                rows=(name,),
+                repair=f"create trigger {name} again, then recount the run token totals",
+            )
+            for table, own in sorted(RUN_TOKENS_TRIGGERS.items())
+            for name in sorted(own & altered)
         ]
     for table in sorted(tables):
         names = backend.trigger_names(conn, table)

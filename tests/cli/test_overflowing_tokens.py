@@ -9,9 +9,10 @@ import json
 import pytest
 from sqlalchemy import create_engine, text
 from support.clirun import run_in_process
-from support.rows import foreign_steps
+from support.rows import execute, foreign_steps
 
 from harness_store import Store
+from harness_store import models as m
 from harness_store.errors import StoreError
 from harness_store.records import ProviderCall, Usage
 
@@ -28,7 +29,11 @@ def test_a_reply_turn_past_the_limit_shows_overflow_and_its_calls_total(store_ta
     with Store.open(store_target) as store:
         reply = store.start_run("a long reply turn", "a.md")
         store.record_provider_call(reply, big_call(0))
-        store.record_provider_call(reply, big_call(0))
+        # the second past the Store's door (it refuses a run's calls past 2⁶³−1): another writer's
+        execute(store, m.table_of(m.ProviderCall).insert().values(
+            run_id=reply, step=0, attempt=0, provider="p", model="m", prompt_tokens=HALF - 5,
+            completion_tokens=5, total_tokens=HALF, latency_ms=1,
+        ))  # fmt: skip
         stepped = store.start_run("big steps", "b.md")
         foreign_steps(store, stepped, HALF, HALF)  # past the Store's door: another writer's
     engine = create_engine(store_target if "://" in store_target else f"sqlite:///{store_target}")
