@@ -69,6 +69,10 @@ PRICED_RUNS = Table(
 SPEND_TABLES: tuple[str, ...] = tuple(SPEND_METADATA.tables)
 """The names of the tables above."""
 
+RUN_SPEND_TABLES: tuple[Table, ...] = (SPEND_RUNS, PRICED_RUNS)
+"""The spend tables keyed to a run: deleted with their runs (after `provider_calls`, whose
+delete triggers bump them) by every path that deletes runs — prune, session deletion, sync."""
+
 SPEND_AT_INDEX = ("hs_provider_calls_at", "provider_calls", ["at"])
 """The index that finds one day's calls (a group to price again, a `since` window's first,
 partial day)."""

@@ -31,11 +31,11 @@ from ..dialects.read_only_files import JOURNAL_SUFFIX, SIDE_SUFFIXES, beside
 from ..dialects.sqlite_queue import QUEUE_SUFFIX
 from ..errors import ArchiveRefusedError, InvalidValueError
 from ..file_modes import FileModes
+from ..models.spend import RUN_SPEND_TABLES
 from .release_tables import OlderStoreMixin
 from .retention_rows import (
     CHUNK,
     RUN_TABLES,
-    SPEND_TABLES,
     chunks,
     delete_statement,
     table,
@@ -104,7 +104,7 @@ class PruneArchiveMixin(OlderStoreMixin):
             for name, key in reversed(names):
                 for part in chunks(runs):
                     conn.execute(delete_statement(name, key), {"ids": part})
-            for spend in SPEND_TABLES:
+            for spend in RUN_SPEND_TABLES:
                 for part in chunks(runs):
                     conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
             for name, _ in names:

@@ -1,6 +1,6 @@
 """What retention deletes, locks and keeps, shared by the session retention, the run prune
 and the checks: the tables a run owns (`RUN_TABLES`, upstream's list) and harness_store's
-per-run spend rows (`SPEND_TABLES`; both in a deletion's order: `run_owned`), the columns an
+per-run spend rows (`RUN_SPEND_TABLES`; both in a deletion's order: `run_owned`), the columns an
 archive keeps (the facts), and the statements, in chunks of ids, that count, lock, tally and
 delete runs' rows."""
 
@@ -23,7 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.sql.sqltypes import LargeBinary, String
 
 from .. import models as m
-from ..models.spend import PRICED_RUNS, SPEND_METADATA, SPEND_RUNS
+from ..models.spend import RUN_SPEND_TABLES, SPEND_METADATA
 from ..records.runs import FINISHED_STATUSES
 from .lease_rows import lease_row
 
@@ -66,16 +66,12 @@ RUN_TABLES: tuple[tuple[str, str], ...] = (
 list, in upstream's order; the mailbox by recipient, both ends being in one tree)."""
 SNAPSHOTS = [name for name, _ in RUN_TABLES].index("snapshots")
 
-SPEND_TABLES = (SPEND_RUNS, PRICED_RUNS)
-"""harness_store's per-run spend rows, deleted with their runs (after `provider_calls`, whose
-delete triggers bump them), by every path that deletes runs."""
-
 
 def run_owned(*, spend: bool) -> list[tuple[str, str]]:
     """Every table a deletion of runs takes their rows from, with its key, in the order it
     goes: `RUN_TABLES`, then harness_store's per-run spend rows (`spend`: the store has them;
     after `provider_calls`, whose delete triggers bump them), then the runs themselves."""
-    kept = [(t.name, "run_id") for t in SPEND_TABLES] if spend else []
+    kept = [(t.name, "run_id") for t in RUN_SPEND_TABLES] if spend else []
     return [*RUN_TABLES, *kept, ("runs", "id")]
 
 

@@ -29,6 +29,7 @@ from sqlalchemy import (
 
 from ..errors import DiskFullError, InvalidValueError
 from ..formats import is_int
+from ..models.spend import RUN_SPEND_TABLES
 from ..records import Pruned
 from ..records.runs import FINISHED_STATUSES
 from ..schema.preflight import is_disk_full
@@ -40,7 +41,6 @@ from .release_tables import OlderStoreMixin
 from .retention_rows import (
     RUN_TABLES,
     SNAPSHOTS,
-    SPEND_TABLES,
     chunks,
     delete_statement,
     live_runs,
@@ -383,7 +383,7 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
         counted = tally(conn, "runs", runs)
         names = ["runs", *(name for name, _ in RUN_TABLES)]
         tables = {name: n for name, (n, _) in zip(names, counted, strict=True) if n}
-        for spend in SPEND_TABLES:
+        for spend in RUN_SPEND_TABLES:
             n = self._count_keyed(conn, spend, runs)
             if n:
                 tables[spend.name] = n
@@ -431,7 +431,7 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
             taken: dict[str, list[dict[str, Any]]] = {}
             for name, key in [*RUN_TABLES, ("runs", "id")]:
                 if name == "runs":  # after `provider_calls`, whose delete triggers bump these
-                    for spend in SPEND_TABLES:
+                    for spend in RUN_SPEND_TABLES:
                         if self._has_columns(spend.name, "run_id"):
                             for part in chunks(runs):
                                 conn.execute(delete(spend).where(spend.c.run_id.in_(part)))

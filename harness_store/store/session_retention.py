@@ -22,13 +22,13 @@ from sqlalchemy import (
     update,
 )
 
+from ..models.spend import RUN_SPEND_TABLES
 from ..records import Archived, Pruned, SessionSize
 from .marks import reads, writes
 from .release_tables import OlderStoreMixin
 from .retention_rows import (
     RUN_TABLES,
     SNAPSHOTS,
-    SPEND_TABLES,
     chunks,
     delete_statement,
     is_fact_column,
@@ -186,7 +186,7 @@ class SessionRetentionMixin(OlderStoreMixin):
             chars += sum(c for _, c in counted)
             restore_points = counted[1 + SNAPSHOTS][0]
         if not dry_run:
-            spend = not any(self._lacks(t.name, "run_id") for t in SPEND_TABLES)
+            spend = not any(self._lacks(t.name, "run_id") for t in RUN_SPEND_TABLES)
             work = [(name, key, runs) for name, key in run_owned(spend=spend)] if runs else []
             work += [("session_turns", "session_id", found), ("sessions", "id", found)]
             for name, key, ids in work:

@@ -21,6 +21,7 @@ from functools import partial
 from sqlalchemy import delete
 
 from ..dialects import backend_for
+from ..models.spend import RUN_SPEND_TABLES
 from ..models.sync import IDS
 from . import quarantine
 from .finding import CentralIds
@@ -192,8 +193,9 @@ class OriginSync(LateLinks, Rewinding, Holding):
         return Carried(self.origin_id, self.syncs, {})
 
     def _delete_gone_runs(self) -> None:
-        """Delete centrally the runs deleted in the source, with their append rows (their
-        state rows went with the tables' own deletions)."""
+        """Delete centrally the runs deleted in the source, with their append rows and the
+        centre's own spend rows of them (their state rows went with the tables' own
+        deletions)."""
         if not self.gone_runs:
             return
         runs = model_table(RULES[0])
@@ -209,6 +211,8 @@ class OriginSync(LateLinks, Rewinding, Holding):
                 assert rule.run_column is not None
                 done = self.dst.execute(delete(table).where(table.c[rule.run_column].in_(dest)))
                 self.counts.deleted[rule.table] += max(done.rowcount, 0)
+            for spend in RUN_SPEND_TABLES:  # after `provider_calls`, whose triggers bump them
+                self.dst.execute(delete(spend).where(spend.c.run_id.in_(dest)))
             self.dst.execute(delete(runs).where(runs.c.id.in_(dest)))
             self.counts.deleted[RUNS] += len(dest)
             # a run's map says it is gone in the transaction that deletes it

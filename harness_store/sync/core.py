@@ -418,10 +418,14 @@ def _send(
                     raise Unreadable(runs) from None
                 no_writer_on(store, src)()
         except (UnsendableValueError, Unreadable):
-            if reading is not None and origin is not None and origin.created:
-                # slices were committed: a new origin refused is taken back whole
+            if reading is not None and origin is not None:
+                # slices were committed: a new origin refused is taken back whole, an
+                # existing one's row put back as it was
                 with writing() as dst:
-                    withdraw(src, dst, origin.id, have)
+                    if origin.created:
+                        withdraw(src, dst, origin.id, have)
+                    else:
+                        origins.unregister(dst, origin, now)
             raise
     return OriginReport(
         source=str(path),

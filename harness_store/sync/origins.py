@@ -57,6 +57,8 @@ class Origin:
     created: bool
     """Whether this sync registered it."""
     warnings: tuple[str, ...] = ()
+    was: dict[str, Any] | None = None
+    """An existing origin's row as it was before this sync registered it (`unregister`)."""
 
 
 def identify(path: Path, mark: str | None) -> SourceIdentity:
@@ -153,6 +155,7 @@ def register(dst: Connection, ident: SourceIdentity, now: str, anchor: str | Non
     }
     if row is not None:
         warning = copy_warning(row, ident)
+        was = dst.execute(select(ORIGINS).where(ORIGINS.c.id == row.id)).one()._asdict()
         # the UPDATE also locks the origin's row: a concurrent sync of it waits its turn
         dst.execute(
             update(ORIGINS)
@@ -165,6 +168,7 @@ def register(dst: Connection, ident: SourceIdentity, now: str, anchor: str | Non
             row.anchor,
             created=False,
             warnings=(warning,) if warning else (),
+            was=was,
         )
     value = ident.mark or str(uuid.uuid4())
     new_id = dst.execute(
@@ -173,6 +177,20 @@ def register(dst: Connection, ident: SourceIdentity, now: str, anchor: str | Non
         .returning(ORIGINS.c.id)
     ).scalar_one()
     return Origin(int(new_id), value, None, created=True)
+
+
+def unregister(dst: Connection, origin: Origin, now: str) -> None:
+    """Put an existing origin's row back as it was before a pass that was refused after its
+    first slices committed (where and when it was seen, its anchor, one sync fewer), unless
+    another pass has registered it since."""
+    if origin.was is None:
+        return
+    kept = {k: v for k, v in origin.was.items() if k not in ("id", "uuid", "syncs")}
+    dst.execute(
+        update(ORIGINS)
+        .where(ORIGINS.c.id == origin.id, ORIGINS.c.synced_at == now)
+        .values(syncs=ORIGINS.c.syncs - 1, **kept)
+    )
 
 
 def retire(dst: Connection, origin_id: int) -> None:

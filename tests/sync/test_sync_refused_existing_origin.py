@@ -5,11 +5,10 @@ by name, and, as the refusal says, "nothing of it was synced": the centre holds 
 it held before the pass, row for row, its sync bookkeeping (the origin's row) included, on
 either centre.
 
-On a SQLite centre it does not yet: the pass registers the origin (`synced_at`, `syncs + 1`)
-in a first slice it commits before it finds the row (`sync/core.py` `_send`, which withdraws
-only a new origin refused). Every io-harness table is left as it was: the row is found before
-any is written (the run id by the link check, the session's text by the read of the state
-tables), so the only trace is the origin's row, which says the refused pass synced."""
+On a SQLite centre the pass registers the origin (`synced_at`, `syncs + 1`) in a first slice
+it commits before it finds the row; the refusal puts the origin's row back as it was. Every
+io-harness table is left as it was: the row is found before any is written (the run id by
+the link check, the session's text by the read of the state tables)."""
 
 from __future__ import annotations
 
@@ -54,16 +53,6 @@ def contents(target: str) -> dict[str, list[tuple[Any, ...]]]:
         engine.dispose()
 
 
-SLICED = pytest.mark.xfail(
-    strict=True,
-    reason="sync/core.py `_send` registers the origin (synced_at, syncs + 1) in a first slice "
-    "it commits before the pass refuses the source; only a NEW origin is withdrawn",
-)
-
-
-@pytest.mark.parametrize(
-    "store_target", [pytest.param("sqlite", marks=SLICED), "postgresql"], indirect=True
-)
 @pytest.mark.parametrize("spoil", sorted(SPOIL))
 def test_a_refused_existing_origin_leaves_the_centre_as_it_was(
     tmp_path: Path, store_target: str, spoil: str
