@@ -31,6 +31,12 @@ from .stores import pg_conninfo, pg_database
 from .sync import TREE_ROOTS, tree_copy_baseline, tree_store
 
 TOP = 12
+DUMP = os.environ.get("HS_BENCH_PROFILE_DIR")
+"""A directory to write each profile to (`pstats` files), or None."""
+SHAPES = os.environ.get("HS_BENCH_PROFILE_SHAPES", "trees,roots")
+"""Which stores to profile: `trees`, `roots` or both (comma-separated)."""
+COUNT = os.environ.get("HS_BENCH_PROFILE_COUNT", "1") != "0"
+"""Whether to count the messages in a second run (0: not)."""
 
 
 class Backends:
@@ -110,7 +116,9 @@ def variant_once(
         conninfo = pg_conninfo(url)
         before = stat_database(conninfo, name)
         backends = Backends(conninfo, name)
-        profile = cProfile.Profile() if profiled else None
+        # the client's CPU, not its wall time: on a loaded machine every function's wall
+        # time swells alike with the waits for a CPU
+        profile = cProfile.Profile(time.process_time) if profiled else None
         cpu, start = time.process_time(), time.perf_counter()
         if profile is not None:
             profile.enable()
@@ -179,8 +187,12 @@ def run(cfg: Config) -> list[Table]:
         return []
     roots = cfg.pick(TREE_ROOTS, 200)
     shapes = {
-        f"{roots:,} trees of 10 runs": (roots, 9),
-        f"{roots * 10:,} root runs": (roots * 10, 0),
+        label: shape
+        for label, shape, name in (
+            (f"{roots:,} trees of 10 runs", (roots, 9), "trees"),
+            (f"{roots * 10:,} root runs", (roots * 10, 0), "roots"),
+        )
+        if name in SHAPES.split(",")
     }
     table = Table(
         "10d. where a sync's time goes, beside psycopg COPY of the same rows (one run each, "
@@ -200,10 +212,13 @@ def run(cfg: Config) -> list[Table]:
             wall, client, server, stats, profile = variant_once(
                 cfg, f"hs_bench_profile_{tag}_{pid}", work, profiled=tag == "sync"
             )
-            sent = counted(cfg, f"hs_bench_count_{tag}_{pid}", work)
+            sent = counted(cfg, f"hs_bench_count_{tag}_{pid}", work) if COUNT else {}
+            if profile is not None and DUMP:
+                profile.dump_stats(Path(DUMP) / f"sync-{tops}-{below}.pstats")
             table.add(
                 label, variant, fmt_time(wall), fmt_time(client), fmt_time(server),
-                f"{sent['statements']:,}", f"{sent['round trips']:,}", f"{sent['COPY data']:,}",
+                f"{sent.get('statements', 0):,}", f"{sent.get('round trips', 0):,}",
+                f"{sent.get('COPY data', 0):,}",
                 f"{stats['inserted']:,} / {stats['updated']:,}", f"{os.getloadavg()[0]:.1f}",
             )  # fmt: skip
             table.notes.append(
@@ -219,7 +234,8 @@ def run(cfg: Config) -> list[Table]:
                     + "; ".join(top(profile, "cumulative", only="harness_store/"))
                 )
     table.notes.append(
-        "client CPU: the benchmark process's (cProfile on for sync, which slows its Python); "
+        "client CPU: the benchmark process's (cProfile on for sync, timing CPU, which slows "
+        "its Python); "
         "server CPU: the backends serving the database, sampled every 50 ms from /proc"
     )
     return [table]
