@@ -87,6 +87,9 @@ AGED_RUNS = 100_000
 """Runs each source of 14a's aged half holds before it is written: benchmark 17's store of a
 year (`scale.build`: trees of finished runs, raw inserts, cached), copied per source."""
 
+ROUNDS = "HS_BENCH_FOLLOW_ROUNDS"
+"""The environment variable that sets the rounds of the aged tables (default 2, quick 1)."""
+
 LOOK_BACK = 10.0
 """Seconds a pass's rows may take from their ids to their commit, for the observer."""
 
@@ -188,10 +191,16 @@ def writers(paths: list[Path], stop: Path, pace: float) -> Iterator[list[subproc
 class Observer:
     """Polls the centre every 20 ms for new steps; the delay of each live step."""
 
-    def __init__(self, url: Any) -> None:
-        self.conninfo = pg_conninfo(url)
+    def __init__(self, url: Any, above: int = 0) -> None:
+        self.above = above
+        """Steps up to this id are not looked at (those a first pass sent)."""
+        self.path = url if isinstance(url, Path) else None
+        """A SQLite centre's file (polled with the raw driver), or None for PostgreSQL."""
+        self.conninfo = "" if self.path is not None else pg_conninfo(url)
         self.delays: list[float] = []
         self.steps = 0
+        self.live = 0
+        """Steps written in the live phase seen so far (their decision is a time)."""
         self.halt = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.thread.start()
@@ -200,15 +209,22 @@ class Observer:
         """New steps by id, each once. Concurrent passes commit their ids out of order, so
         each poll looks again above the highest id seen `LOOK_BACK` seconds ago (a pass
         commits sooner), leaving out the ids seen since."""
+        if self.path is not None:
+            self._poll_sqlite(self.path)
+            return
         import psycopg
 
         seen: set[int] = set()
         floors: list[tuple[float, int]] = []
-        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+        # never prepared: a custom plan takes the ids seen as a constant array, which the
+        # server hashes (a generic plan compares each row with every id: minutes a poll)
+        with psycopg.connect(self.conninfo, autocommit=True, prepare_threshold=None) as conn:
             while not self.halt.wait(0.02):
                 now = time.monotonic()
-                floor = max((i for t, i in floors if t <= now - LOOK_BACK), default=0)
-                floors = [(t, i) for t, i in floors if t > now - 2 * LOOK_BACK] + [(now, 0)]
+                floor = max((i for t, i in floors if t <= now - LOOK_BACK), default=self.above)
+                floors = [(t, i) for t, i in floors if t > now - 2 * LOOK_BACK] + [
+                    (now, self.above)
+                ]
                 recent = [i for i in seen if i > floor]
                 try:
                     rows = conn.execute(
@@ -222,20 +238,63 @@ class Observer:
                     seen.add(row_id)
                     self.steps += 1
                     if decision[:1].isdigit():  # not a step written before the live phase
+                        self.live += 1
                         self.delays.append(wall - float(decision))
-                floors[-1] = (now, max(seen, default=0))
+                floors[-1] = (now, max(seen, default=self.above))
                 seen = {i for i in seen if i > floor}
 
-    def until(self, steps: int, timeout: float = 600) -> float:
-        """Wait until the centre holds `steps` steps; the seconds waited."""
+    def _poll_sqlite(self, path: Path) -> None:
+        """The same polls of a SQLite centre (one writer: ids commit in order)."""
+        import sqlite3
+
+        top = self.above
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        try:
+            while not self.halt.wait(0.02):
+                try:
+                    rows = conn.execute(
+                        "SELECT id, decision FROM steps WHERE id > ? ORDER BY id", (top,)
+                    ).fetchall()
+                except sqlite3.OperationalError:  # locked for a moment, or not made yet
+                    continue
+                wall = time.time()
+                for row_id, decision in rows:
+                    top = max(top, row_id)
+                    self.steps += 1
+                    if decision[:1].isdigit():
+                        self.live += 1
+                        self.delays.append(wall - float(decision))
+        finally:
+            conn.close()
+
+    def until(self, steps: int, timeout: float = 600, live: bool = False) -> float:
+        """Wait until the centre holds `steps` steps (`live`: steps of the live phase); the
+        seconds waited."""
         start = time.monotonic()
-        while self.steps < steps and time.monotonic() - start < timeout:
+        while (self.live if live else self.steps) < steps and time.monotonic() - start < timeout:
             time.sleep(0.02)
         return time.monotonic() - start
 
     def close(self) -> None:
         self.halt.set()
         self.thread.join(10)
+
+
+def top_step(url: Any) -> int:
+    """The highest step id the centre at `url` (a SQLite file or a PostgreSQL URL) holds."""
+    if isinstance(url, Path):
+        import sqlite3
+
+        conn = sqlite3.connect(f"file:{url}?mode=ro", uri=True)
+        try:
+            return int(conn.execute("SELECT coalesce(max(id), 0) FROM steps").fetchone()[0])
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(pg_conninfo(url), autocommit=True) as conn:
+        row = conn.execute("SELECT coalesce(max(id), 0) FROM steps").fetchone()
+    return int(row[0]) if row else 0
 
 
 def prefilled(cfg: Config, name: str, steps: int, per_run: int = 100) -> Path:
@@ -299,18 +358,35 @@ def delays_row(table: Table, label: str, delays: list[float], cpu: float, second
     )
 
 
+@contextmanager
+def centre(cfg: Config, name: str, sqlite: bool) -> Iterator[Any]:
+    """A fresh centre made by the chain: a PostgreSQL database (its URL) or a SQLite file."""
+    from harness_store import Store
+
+    if sqlite:
+        path = cfg.work / f"{name}.sqlite3"
+        remove(path)
+        Store.open(path, backup=False).close()
+        try:
+            yield path
+        finally:
+            remove(path)
+        return
+    assert cfg.pg is not None
+    with pg_database(cfg.pg, name) as url:
+        Store.open(url).close()
+        yield url
+
+
 def live_delay(
-    cfg: Config, variant: str, seconds: float, runs: int = 0, aged: int = 0
+    cfg: Config, variant: str, seconds: float, runs: int = 0, aged: int = 0, sqlite: bool = False
 ) -> tuple[list[float], float]:
     """14a's one variant: 3 sources at 50 steps/s, each holding `runs` runs of ten steps first
     (or a copy of benchmark 17's store of `aged` runs); the delays and the syncing process's
-    CPU."""
-    assert cfg.pg is not None
-    with pg_database(cfg.pg, f"hs_bench_follow_{variant.replace('-', '_')}_{os.getpid()}") as url:
-        from harness_store import Store
-
-        Store.open(url).close()
-        dest = url.render_as_string(hide_password=False)
+    CPU. `sqlite`: into a SQLite centre rather than PostgreSQL."""
+    name = f"hs_bench_follow_{variant.replace('-', '_')}_{os.getpid()}"
+    with centre(cfg, name, sqlite) as url:
+        dest = str(url) if sqlite else url.render_as_string(hide_password=False)
         paths = [
             aged_copy(cfg, f"live-{variant}-{n}", aged)
             if aged
@@ -318,7 +394,6 @@ def live_delay(
             for n in range(3)
         ]
         stop = cfg.work / f"stop-{variant}"
-        observer = Observer(url)
         role = None
         if variant == "follow-role":  # the follower logs in as a follower role (bench 18)
             from harness_store.sync.roles import grant
@@ -333,12 +408,13 @@ def live_delay(
         else:
             syncing = python("-c", LOOP, dest, *map(str, paths))
             Lines(syncing).wait("synced", 1800)
+        observer = Observer(url, top_step(url))  # the live steps alone
         with writers(paths, stop, 50) as procs:  # once the process is up and has synced
             start_cpu = cpu_seconds(syncing.pid)
             time.sleep(seconds)
             used = cpu_seconds(syncing.pid) - start_cpu
         total = written(procs)
-        observer.until(total)
+        observer.until(total, live=True)  # every live step seen, the last ones' delays too
         stop_all([syncing])
         observer.close()
         for p in paths:
@@ -367,6 +443,83 @@ def run(cfg: Config) -> list[Table]:
         scale(cfg),
         idle(cfg),
     ]
+
+
+def run_aged(cfg: Config) -> list[Table]:
+    """14a on sources of a year's store of `AGED_RUNS` runs each, beside new sources (two
+    rounds; `follow-twenty` gives 14b with 20 followers)."""
+    if not cfg.pg:
+        say("follow-aged: skipped (needs --pg)")
+        return []
+    return [aged_beside_new(cfg, cfg.pick(AGED_RUNS, 20_000))]
+
+
+def run_twenty(cfg: Config) -> list[Table]:
+    """14b with 20 followers into one centre, two rounds (quick: 5, one), with the issue's
+    target."""
+    if not cfg.pg:
+        say("follow-twenty: skipped (needs --pg)")
+        return []
+    twenty = scale(cfg, cfg.pick((20, 20), (5,)))  # two rounds
+    for row in twenty.rows:
+        worst = float(row[4].split()[0]) if row[4] != "—" else float("inf")
+        twenty.notes.append(
+            f"target: {row[0]} followers' worst delay ≤ 3 s "
+            + twenty.check(f"{row[0]} followers: worst delay ≤ 3 s", worst <= 3.0)
+        )
+    return [twenty]
+
+
+def run_aged_sqlite(cfg: Config) -> list[Table]:
+    """14a on a year's sources of `AGED_RUNS` runs each into a SQLite centre."""
+    return [aged_beside_new(cfg, cfg.pick(AGED_RUNS, 20_000), sqlite=True)]
+
+
+def aged_beside_new(cfg: Config, aged: int, sqlite: bool = False) -> Table:
+    """14a on a year's sources of `aged` runs each, rounds alternated with the same follower on
+    new sources (the machine's own share of the delay, measured side by side)."""
+    seconds = cfg.pick(30.0, 8.0)
+    rounds = int(os.environ.get(ROUNDS, "0")) or cfg.pick(2, 1)
+    into = "a SQLite centre" if sqlite else "PostgreSQL"
+    table = Table(
+        f"14a. delay from a source's commit to the centre's, 3 sources × 50 steps/s, "
+        f"`sync --follow` into {into}, sources of a year's {aged:,} runs beside new ones",
+        ["sources", "round", "median", "p95", "worst", "CPU of one core", "load (1 min)"],
+    )
+    got: dict[str, list[float]] = {"aged": [], "new": []}
+    for r in range(rounds):
+        for kind in ("aged", "new") if r % 2 == 0 else ("new", "aged"):
+            say(f"follow: 14a into {into}, {kind} sources, round {r + 1}")
+            delays, cpu = live_delay(
+                cfg, "follow", seconds, 0, aged if kind == "aged" else 0, sqlite=sqlite
+            )
+            got[kind] += delays
+            ordered = sorted(delays) or [float("nan")]
+            say(
+                f"  {kind}: median {median(ordered):.2f} s, worst {ordered[-1]:.2f} s, "
+                f"{len(ordered):,} steps, load {os.getloadavg()[0]:.1f}"
+            )
+            table.add(
+                f"a year's {aged:,} runs each" if kind == "aged" else "new",
+                r + 1, f"{median(ordered):.2f} s", f"{ordered[int(len(ordered) * 0.95)]:.2f} s",
+                f"{ordered[-1]:.2f} s", f"{cpu / seconds * 100:.0f} %",
+                f"{os.getloadavg()[0]:.1f}",
+            )  # fmt: skip
+    mine, new = sorted(got["aged"]), sorted(got["new"])
+    if mine and new:
+        table.notes.append(
+            f"all rounds, a year's sources ÷ new ones: median {median(mine) / median(new):.2f}×, "
+            f"worst {mine[-1] / new[-1]:.2f}×"
+        )
+        table.notes.append(
+            "targets (a year's sources): median ≤ 1 s "
+            + table.check(
+                f"median delay into {into}, sources of {aged:,} runs", median(mine) <= 1.0
+            )
+            + ", worst ≤ 3 s "
+            + table.check(f"worst delay into {into}, sources of {aged:,} runs", mine[-1] <= 3.0)
+        )
+    return table
 
 
 def live(cfg: Config, runs: int, aged: int = 0) -> Table:
@@ -421,13 +574,13 @@ def live(cfg: Config, runs: int, aged: int = 0) -> Table:
     return table
 
 
-def scale(cfg: Config) -> Table:
+def scale(cfg: Config, counts: tuple[int, ...] | None = None) -> Table:
     """14b: N followers into one centre."""
     from harness_store import Store
     from harness_store.sync import sync
 
     assert cfg.pg is not None
-    counts = cfg.pick((1, 5, 20), (1, 5))
+    counts = counts or cfg.pick((1, 5, 20), (1, 5))
     steps = cfg.pick(2_000, 300)
     seconds = cfg.pick(20.0, 6.0)
     table = Table(
@@ -465,10 +618,11 @@ def scale(cfg: Config) -> Table:
                 time.sleep(seconds)
                 used = [cpu_seconds(f.pid) - b for f, b in zip(followers, before, strict=True)]
             total = written(procs)
-            observer.until(n * steps + total)
+            observer.until(total, live=True)
             stop_all(followers)
             observer.close()
             ordered = sorted(observer.delays)
+            say(f"  {n} followers: worst {max(ordered, default=0):.2f} s, {len(ordered):,} steps")
             table.add(
                 str(n),
                 fmt_rate(rows / caught, " rows/s"),

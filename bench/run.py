@@ -78,6 +78,19 @@ BENCHMARKS = (
               "docs/guides/sync.md: Copy and sync, side by side", postgresql="needs --pg"),
     Benchmark("follow", "follow", "14a, 14b, 14c", "docs/guides/sync.md: Following, figures",
               postgresql="needs --pg"),
+    Benchmark("follow-aged", "follow", "14a (a year's sources beside new ones)",
+              f"{BENCH}: A year's size, following", function="run_aged",
+              postgresql="needs --pg"),
+    Benchmark("follow-twenty", "follow", "14b (20 followers into one centre)",
+              f"{BENCH}: A year's size, following", function="run_twenty",
+              postgresql="needs --pg"),
+    Benchmark("follow-aged-sqlite", "follow", "14a (a year's sources, a SQLite centre)",
+              f"{BENCH}: A year's size, following", function="run_aged_sqlite",
+              postgresql="SQLite only"),
+    Benchmark("sync-trees", "sync", "10c at 100,000 runs", f"{BENCH}: Trees of sub-agents "
+              "and root runs", function="run_trees", postgresql="needs --pg"),
+    Benchmark("sync-profile", "sync_profile", "10d", f"{BENCH}: Trees of sub-agents and root "
+              "runs, where the time goes", postgresql="needs --pg"),
     Benchmark("roles", "roles", "18", "docs/guides/security.md: What the rules cost",
               postgresql="needs --pg"),
     Benchmark("pg", "postgres", "6.1 (checkpoint), 6.2 (batch), 11.1 (group), 6.3 (trees)",
@@ -93,6 +106,8 @@ BENCHMARKS = (
     Benchmark("otlp", "otlp", "13", "docs/guides/otel.md: Figures", postgresql="SQLite only"),
     Benchmark("scale", "scale", "17, 17b", f"{BENCH}: A year's size",
               postgresql="SQLite only"),
+    Benchmark("scale-maintenance", "scale", "17c, 17d", f"{BENCH}: A year's size, check, "
+              "export, prune and compact", function="maintenance", postgresql="SQLite only"),
     Benchmark("parquet", "parquet", "Parquet export, its peak memory, incremental export",
               "docs/guides/analysis.md: Figures"),
 )  # fmt: skip

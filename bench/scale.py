@@ -28,6 +28,7 @@ import random
 import shutil
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -286,3 +287,75 @@ def run(cfg: Config) -> list[Table]:
         "read, never faster"
     )
     return [table, exponents]
+
+
+MAINTENANCE_SIZES = os.environ.get("HS_BENCH_SCALE_RUNS", "")
+"""Comma-separated sizes (runs) for `maintenance`; default 100,000 and 1,000,000 (quick:
+2,000 and 20,000)."""
+RSS_TARGET = 200 * 2**20
+WAIT_TARGET = 0.25
+
+
+def maintenance(cfg: Config) -> list[Table]:
+    """Table 17c: `check`, `export parquet`, `prune --runs` (the older half) and the `compact`
+    after it, each in its own process beside the live writer, `rounds` rounds per size on a
+    fresh copy of the cached store each; beside them the writer's longest wait while nothing
+    but `harness-store --version` runs (the machine's own noise, same round). Targets: peak
+    RSS ≤ 200 MiB and the writer's longest wait ≤ 250 ms at every size."""
+    default = cfg.pick([100_000, 1_000_000], [2_000, 20_000])
+    sizes = [int(s) for s in MAINTENANCE_SIZES.split(",") if s.strip()] or default
+    rounds = cfg.pick(2, 1)
+    table = Table(
+        "17c. check, export, prune and compact at a year's size (SQLite; each command in its "
+        "own process beside a live writer checkpointing every 20 ms; one line a round)",
+        ["runs", "command", "round", "time", "peak RSS", "writer's longest wait",
+         "failed calls", "load (1 min)"],
+    )  # fmt: skip
+    names = ("writer alone (beside --version)", "check", "export parquet",
+             "prune --runs (older half)", "compact (after the prune)")  # fmt: skip
+    got: dict[tuple[str, int], list[Measured]] = {}
+    for runs in sizes:
+        cached = build(cfg, runs)
+        for round_ in range(rounds):
+            work = cfg.work / f"maintenance-{runs}"
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            db = copy_store(cached, work / "host.sqlite3")
+            before = stamp(START + YEAR / 2)
+            commands = (
+                ["--version"],
+                ["check", str(db)],
+                ["export", "parquet", str(db), str(work / "dataset")],
+                ["prune", str(db), "--runs", "--before", before, "--yes"],
+                ["compact", str(db), "--yes"],
+            )
+            for name, args in zip(names, commands, strict=True):
+                say(f"scale: {runs:,} runs, round {round_ + 1}: {name}")
+                measured = measure(args, db)
+                got.setdefault((name, runs), []).append(measured)
+                assert measured.writer_wait is not None
+                table.add(
+                    f"{runs:,}", name, round_ + 1, fmt_time(measured.wall),
+                    fmt_bytes(measured.rss), fmt_time(measured.writer_wait),
+                    measured.writer_failures, f"{os.getloadavg()[0]:.1f}",
+                )  # fmt: skip
+            shutil.rmtree(work, ignore_errors=True)
+    for name in names[1:]:
+        for runs in sizes:
+            seen = got[(name, runs)]
+            rss = max(m.rss for m in seen)
+            wait = max(m.writer_wait or 0.0 for m in seen)
+            table.check(f"{name} at {runs:,} runs: peak RSS ≤ 200 MiB", rss <= RSS_TARGET)
+            table.check(f"{name} at {runs:,} runs: writer's wait ≤ 250 ms", wait <= WAIT_TARGET)
+    exponents = Table(
+        "17d. How 17c's times grow with the store: log(t₂/t₁) / log(n₂/n₁), medians of rounds",
+        ["command", *[f"{a:,} → {b:,}" for a, b in itertools.pairwise(sizes)]],
+    )
+    for name in names[1:]:
+        cells = []
+        for n1, n2 in itertools.pairwise(sizes):
+            t1 = statistics.median(m.wall for m in got[(name, n1)])
+            t2 = statistics.median(m.wall for m in got[(name, n2)])
+            cells.append(f"{math.log(t2 / t1) / math.log(n2 / n1):.2f}")
+        exponents.add(name, *cells)
+    return [table, exponents] if len(sizes) > 1 else [table]

@@ -15,6 +15,7 @@ same run (they move the same rows through the same bulk path): a store of 1,000 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from contextlib import closing
@@ -189,7 +190,7 @@ def tree_store(cfg: Config, roots: int, children: int, steps: int) -> Path:
     steps, as io-harness lays a tree out (a child's id above its parent's); cached."""
     from harness_store import Store
 
-    path = cfg.cache / f"sync-trees-{roots}-{children}-{steps}.sqlite3"
+    path = cfg.cache / f"sync-trees-{roots}-{children}-{steps}-v2.sqlite3"
     if not path.exists():
         partial = path.with_suffix(".partial")
         partial.unlink(missing_ok=True)
@@ -201,7 +202,7 @@ def tree_store(cfg: Config, roots: int, children: int, steps: int) -> Path:
                 "INSERT INTO runs (id, goal, file, outcome, parent_run_id, depth, status, "
                 "started_at) SELECT i + 1, 'bench run ' || i, 'src/lib.rs', 'success', "
                 "CASE WHEN i % ? = 0 THEN NULL ELSE i - i % ? + 1 END, "
-                "CASE WHEN i % ? = 0 THEN 0 ELSE 1 END, 'finished', "
+                "CASE WHEN i % ? = 0 THEN 0 ELSE 1 END, 'completed', "
                 "'2026-01-01T00:00:00.000Z' FROM n",
                 (roots * per_tree - 1, per_tree, per_tree, per_tree),
             )
@@ -216,14 +217,16 @@ def tree_store(cfg: Config, roots: int, children: int, steps: int) -> Path:
     return path
 
 
-def trees(cfg: Config) -> Table:
+def trees(cfg: Config, roots: int | None = None, rounds: int | None = None) -> Table:
     """`sync` of a store of sub-agent trees, and of a store of as many root runs, into fresh
-    PostgreSQL databases, each against psycopg COPY of the same runs and steps, alternating."""
+    PostgreSQL databases, each against psycopg COPY of the same runs and steps, alternating
+    (`roots` trees of ten runs; 1,000 unless given)."""
     from harness_store import Store
     from harness_store.sync import sync
 
     assert cfg.pg is not None
-    roots, children, steps = cfg.pick(1000, 200), 9, 3
+    roots = roots or cfg.pick(1000, 200)
+    children, steps = 9, 3
     shapes = {
         f"{roots:,} trees of {1 + children} runs": (roots, children),
         f"{roots * (1 + children):,} root runs": (roots * (1 + children), 0),
@@ -234,10 +237,11 @@ def trees(cfg: Config) -> Table:
         ["store", "variant", "median", "rows/s", "noise", "vs COPY", "target", "result"],
     )
     rows = {"sync": 0, "copy": 0}
+    per_round: dict[str, list[str]] = {}
     for label, (tops, below) in shapes.items():
         source = tree_store(cfg, tops, below, steps)
         times: dict[str, list[float]] = {"sync": [], "copy": []}
-        for round_ in range(cfg.pick(5, 3)):
+        for round_ in range(rounds or cfg.pick(5, 3)):
             say(f"sync of {label}: round {round_ + 1}")
             with pg_database(cfg.pg, f"hs_bench_trees_sync_{round_}") as url:
                 Store.open(url).close()  # the chain's schema, outside the timing
@@ -251,12 +255,14 @@ def trees(cfg: Config) -> Table:
                 start = time.perf_counter()
                 rows["copy"] = tree_copy_baseline(source, url)
                 times["copy"].append(time.perf_counter() - start)
-        ratio = median(
-            [
-                (rows["sync"] / s) / (rows["copy"] / c)
-                for s, c in zip(times["sync"], times["copy"], strict=True)
-            ]
-        )
+            say(f"  sync {times['sync'][-1]:.1f} s, COPY {times['copy'][-1]:.1f} s, "
+                f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
+        each = [
+            (rows["sync"] / s) / (rows["copy"] / c)
+            for s, c in zip(times["sync"], times["copy"], strict=True)
+        ]
+        per_round[label] = [fmt_ratio(r) for r in each]
+        ratio = median(each)
         for variant, key, shown, target, result in (
             ("psycopg COPY of the same rows", "copy", "1.00×", "", ""),
             (
@@ -277,6 +283,10 @@ def trees(cfg: Config) -> Table:
                 target,
                 result,
             )
+    table.notes.append(
+        "per round, sync's rows/s ÷ COPY's: "
+        + "; ".join(f"{label}: {', '.join(ratios)}" for label, ratios in per_round.items())
+    )
     table.notes.append(
         f"rows = runs + steps ({rows['sync']:,} a store, {steps} steps a run); in the trees "
         f"{children} of every {1 + children} runs are children whose parent the same sync "
@@ -411,3 +421,15 @@ def run(cfg: Config) -> list[Table]:
         f"destination included, took {fmt_time(median(call_times))})"
     )
     return [table, copy_against_sync(cfg), trees(cfg)]
+
+
+TREE_ROOTS = int(os.environ.get("HS_BENCH_TREE_ROOTS", "10000"))
+"""Trees of ten runs in `run_trees`'s stores (10,000: 100,000 runs)."""
+
+
+def run_trees(cfg: Config) -> list[Table]:
+    """Table 10c alone, at `TREE_ROOTS` trees (quick: 200), two rounds (quick: one)."""
+    if not cfg.pg:
+        say("sync-trees: skipped (needs --pg)")
+        return []
+    return [trees(cfg, cfg.pick(TREE_ROOTS, 200), cfg.pick(2, 1))]
