@@ -39,12 +39,11 @@ from .origin_state import (
     Carried,
     Overtaken,
     anchor_columns,
-    chunks,
 )
 from .report import HeldRun
 from .rows import digest, model_table, source_columns_of
 from .rules import RULES, RUNS, SESSIONS, TURNS, Rule
-from .state_tables import StateTables
+from .whole_compare import WholeCompare
 
 MAP_COLUMNS = ("origin_id", "tbl", "src_id", "dest_id", "dest_sub", "hash")
 """An id map's columns, its key first (`IDS`)."""
@@ -53,7 +52,7 @@ _KEY_COLUMN = {"run": "run_id", "id": "id"}
 """The column that finds a central row of a table keyed by its run or its id."""
 
 
-class OriginSync(StateTables, AppendTables):
+class OriginSync(WholeCompare, AppendTables):
     """One origin's sync: loads its id maps and marks, writes the difference, saves them."""
 
     check_growth = True
@@ -318,38 +317,6 @@ class OriginSync(StateTables, AppendTables):
             if row is not None and digest(tuple(row)) != kept:
                 return f"row {hwm} of {table.name} is not the row synced under that id"
         return None
-
-    def _forget(self) -> None:
-        """Delete every central row of this origin, its id maps and marks: it is sent again
-        in full, as a new origin's would be (its runs get new central ids)."""
-        self._read_maps(IDS.c.tbl.is_not(None))
-        runs = self._dest_ids(RUNS)
-        for rule in reversed(RULES):
-            if rule.referenced:
-                continue
-            table = model_table(rule)
-            if rule.kind == "append" or rule.key in ("run", "rowid"):
-                assert rule.run_column is not None
-                self._delete_in(table, table.c[rule.run_column], runs)
-            else:
-                ids = self._dest_ids(rule.table)
-                self._delete_in(table, table.c.id, ids)
-                if rule.table == "memory" and ids:
-                    self.uncovered = True
-        run_table, sessions, turns = (model_table(r) for r in RULES[:3])
-        for part in chunks(self._dest_ids(SESSIONS)):
-            self.dst.execute(
-                update(sessions).where(sessions.c.id.in_(part)).values(head_turn_id=None)
-            )
-        self._delete_in(turns, turns.c.id, self._dest_ids(TURNS))
-        self._delete_in(sessions, sessions.c.id, self._dest_ids(SESSIONS))
-        for part in chunks(runs):
-            self.dst.execute(
-                update(run_table).where(run_table.c.id.in_(part)).values(parent_run_id=None)
-            )
-        self._delete_in(run_table, run_table.c.id, runs)
-        self.dst.execute(delete(IDS).where(IDS.c.origin_id == self.origin_id))
-        self.dst.execute(delete(MARKS).where(MARKS.c.origin_id == self.origin_id))
 
     def _uncover_shadowed(self) -> None:
         """Let other origins' memory entries a deleted one shadowed come back: their id maps

@@ -264,8 +264,8 @@ class OriginState:
         self.whole_read = False
         """Whether this pass reads every state table whole (a new origin, one read again)."""
         self.partial: set[str] = set()
-        """State tables read in part (`finding`): their map in `maps` holds the entries of
-        the rows read, never the whole map."""
+        """State tables read in part (`finding`) or merged as streamed (`streamed`): their
+        map in `maps` holds the entries of the rows read, never the whole map."""
         self.suspects: dict[str, set[int] | None] = {}
         """Per table read in part, the runs of its rows new or changed (None: of no run):
         where a value the centre cannot hold may be."""
@@ -284,6 +284,9 @@ class OriginState:
         StateTables._stream_state`), holding no entry of a row once its map is written."""
         self.live_runs: set[int] | None = None
         """The runs whose rows a table read in part looks at (`finding.ChangedRows`)."""
+        self.streamed: set[str] = set()
+        """Big state tables read whole: hashed as read, then merged with their id map in key
+        order a batch at a time (`whole_compare.WholeCompare`), never held."""
 
     def _shed(self) -> None:
         """Let go of what a pass streaming a new origin (`streaming`) knows of the rows it
@@ -307,6 +310,9 @@ class OriginState:
                 self.maps[tbl] = keep
 
     def _write_new_maps(self) -> None:
+        raise NotImplementedError  # `apply.OriginSync`
+
+    def _central_ids(self, tbl: str, keys: list[int]) -> list[tuple[int, int]]:
         raise NotImplementedError  # `apply.OriginSync`
 
     def _unsettled(self, key: tuple[str, int]) -> bool:
