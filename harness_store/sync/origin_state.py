@@ -19,7 +19,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    delete,
     select,
 )
 
@@ -354,13 +353,6 @@ class OriginState:
                 select(ORIGINS.c.syncs).where(ORIGINS.c.id == self.origin_id)
             ).scalar_one()
         )
-
-    def _dest_ids(self, table: str) -> list[int]:
-        return sorted({int(e[0]) for e in self.maps.get(table, {}).values() if e[0] is not None})
-
-    def _delete_in(self, table: Table, column: Any, ids: list[int]) -> None:
-        for part in chunks(ids):
-            self.dst.execute(delete(table).where(column.in_(part)))
 
     def _sent(self, rows: int) -> None:
         if self.on_rows is not None and rows:
