@@ -114,26 +114,29 @@ class AppendTables(OriginState):
             statement = mapped if low is None else mapped.where(IDS.c.src_id > low)
             part = {
                 int(s): int(d)
-                for s, d in self.central.execute(statement.order_by(IDS.c.src_id).limit(CHUNK))
+                for s, d in self.backend.driver_rows(
+                    self.central, statement.order_by(IDS.c.src_id).limit(CHUNK)
+                ).fetchall()
             }
             if not part:
                 return cleared
             first, low = min(part), max(part)
             here = {
                 int(run): int(n or 0)
-                for run, n in self.src.execute(
+                for run, n in self._raw(
                     select(source_run, count)
                     .where(source_run.between(first, low), table.c.id <= hwm)
                     .group_by(source_run)
-                )
+                ).fetchall()
             }
             there = {
                 int(run): int(n or 0)
-                for run, n in self.dst.execute(
+                for run, n in self.backend.driver_rows(
+                    self.dst,
                     select(central_run, count)
                     .where(central_run.in_(sorted(part.values())))
-                    .group_by(central_run)
-                )
+                    .group_by(central_run),
+                ).fetchall()
             }
             cleared.update(
                 run for run, dest in part.items() if here.get(run, 0) != there.get(dest, 0)

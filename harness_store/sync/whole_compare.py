@@ -203,7 +203,7 @@ class WholeCompare(StateTables):
         self, rule: Rule, low: int | None, high: int | None
     ) -> Iterator[list[tuple[int, Entry]]]:
         """The id map entries of `rule`'s table above `low` up to `high` (None: no bound), in
-        key order, `ENTRY_RANGE` a statement (on the map's key)."""
+        key order, `ENTRY_RANGE` a statement (on the map's key), as the driver gives them."""
         base = select(IDS.c.src_id, IDS.c.dest_id, IDS.c.dest_sub, IDS.c.hash).where(
             IDS.c.origin_id == self.origin_id, IDS.c.tbl == rule.table
         )
@@ -211,8 +211,10 @@ class WholeCompare(StateTables):
             base = base.where(IDS.c.src_id <= high)
         while True:
             statement = base if low is None else base.where(IDS.c.src_id > low)
-            rows = self.central.execute(statement.order_by(IDS.c.src_id).limit(ENTRY_RANGE))
-            part = [(int(s), [d, d2, h]) for s, d, d2, h in rows]
+            rows = self.backend.driver_rows(
+                self.central, statement.order_by(IDS.c.src_id).limit(ENTRY_RANGE)
+            )
+            part = [(int(s), [d, d2, h]) for s, d, d2, h in rows.fetchall()]
             if part:
                 yield part
             if len(part) < ENTRY_RANGE:
