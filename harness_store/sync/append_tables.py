@@ -8,9 +8,11 @@ from typing import Any
 
 from sqlalchemy import Column, Table, delete, func, select
 
+from ..models.sync import IDS
 from .finding import CentralIds
 from .origin_state import (
     ANCHOR_MARK,
+    CHUNK,
     TEXT_MARK,
     OriginState,
     anchor_columns,
@@ -98,30 +100,47 @@ class AppendTables(OriginState):
         self, table: Table, source_run: Any, texts: list[Column[Any]], hwm: int
     ) -> set[int]:
         """The source runs whose rows of `table` (up to `hwm`) hold another number of
-        non-empty text values than their central rows: cleared since (an archive)."""
+        non-empty text values than their central rows: cleared since (an archive). The runs
+        the centre maps are compared a chunk at a time in key order, their counts read on
+        both sides a chunk a statement, so memory holds a chunk, whatever the source's size."""
         count = func.sum(nonempty(texts))
-        here = {
-            int(run): int(n or 0)
-            for run, n in self.src.execute(
-                select(source_run, count).where(table.c.id <= hwm).group_by(source_run)
-            )
-        }
-        ids = self.ids[RUNS]
-        if isinstance(ids, CentralIds):  # read as asked: every run counted here is asked
-            ids.fetch(here)
-        to_source = {dest: src for src, dest in ids.items()}
         central_run = table.c[source_run.name]
-        there: dict[int, int] = {}
-        for part in chunks(sorted(to_source)):
-            rows = self.dst.execute(
-                select(central_run, count).where(central_run.in_(part)).group_by(central_run)
+        mapped = select(IDS.c.src_id, IDS.c.dest_id).where(
+            IDS.c.origin_id == self.origin_id, IDS.c.tbl == RUNS, IDS.c.dest_id.is_not(None)
+        )
+        cleared: set[int] = set()
+        low: int | None = None
+        while True:
+            statement = mapped if low is None else mapped.where(IDS.c.src_id > low)
+            part = {
+                int(s): int(d)
+                for s, d in self.backend.driver_rows(
+                    self.central, statement.order_by(IDS.c.src_id).limit(CHUNK)
+                ).fetchall()
+            }
+            if not part:
+                return cleared
+            first, low = min(part), max(part)
+            here = {
+                int(run): int(n or 0)
+                for run, n in self._raw(
+                    select(source_run, count)
+                    .where(source_run.between(first, low), table.c.id <= hwm)
+                    .group_by(source_run)
+                ).fetchall()
+            }
+            there = {
+                int(run): int(n or 0)
+                for run, n in self.backend.driver_rows(
+                    self.dst,
+                    select(central_run, count)
+                    .where(central_run.in_(sorted(part.values())))
+                    .group_by(central_run),
+                ).fetchall()
+            }
+            cleared.update(
+                run for run, dest in part.items() if here.get(run, 0) != there.get(dest, 0)
             )
-            there.update({to_source[int(run)]: int(n or 0) for run, n in rows})
-        return {
-            run
-            for run in set(here) | set(there)
-            if run in self.ids[RUNS] and here.get(run, 0) != there.get(run, 0)
-        }
 
     def _send(
         self,

@@ -18,7 +18,7 @@ change any row. A pass therefore also compares, in key order, a window of every 
 row is compared at least once every `SCRUB_PASSES` passes, and such a change arrives within
 that many passes. A table of at most `SCRUB_ROWS` keys is compared whole every pass, as
 before; so is every table while its origin holds runs back, and in a pass that sends the
-origin whole.
+origin whole (a big table read a batch at a time then, never held: `whole_compare`).
 
 A deletion reaches the centre at the next pass, wherever the window is (`ChangedRows.
 _counts_agree`): each pass counts the source's rows at or below the table's key mark (the

@@ -14,13 +14,13 @@ from .finding import CentralIds
 from .origin_state import UNSETTLED, Carried
 from .rows import model_table
 from .rules import RULES, RUNS
-from .state_tables import StateTables
+from .whole_compare import WholeCompare
 
 MAP_COLUMNS = ("origin_id", "tbl", "src_id", "dest_id", "dest_sub", "hash")
 """An id map's columns, its key first (`IDS`)."""
 
 
-class IdMaps(StateTables, AppendTables):
+class IdMaps(WholeCompare, AppendTables):
     """Reading and saving one origin's id maps and marks."""
 
     def _load(self, carried: Carried | None = None) -> None:

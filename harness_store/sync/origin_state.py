@@ -19,7 +19,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    delete,
     select,
 )
 
@@ -261,8 +260,8 @@ class OriginState:
         self.whole_read = False
         """Whether this pass reads every state table whole (a new origin, one read again)."""
         self.partial: set[str] = set()
-        """State tables read in part (`finding`): their map in `maps` holds the entries of
-        the rows read, never the whole map."""
+        """State tables read in part (`finding`) or merged as streamed (`streamed`): their
+        map in `maps` holds the entries of the rows read, never the whole map."""
         self.suspects: dict[str, set[int] | None] = {}
         """Per table read in part, the runs of its rows new or changed (None: of no run):
         where a value the centre cannot hold may be."""
@@ -281,6 +280,9 @@ class OriginState:
         StateTables._stream_state`), holding no entry of a row once its map is written."""
         self.live_runs: set[int] | None = None
         """The runs whose rows a table read in part looks at (`finding.ChangedRows`)."""
+        self.streamed: set[str] = set()
+        """Big state tables read whole: hashed as read, then merged with their id map in key
+        order a batch at a time (`whole_compare.WholeCompare`), never held."""
 
     def _shed(self) -> None:
         """Let go of what a pass streaming a new origin (`streaming`) knows of the rows it
@@ -305,6 +307,9 @@ class OriginState:
 
     def _write_new_maps(self) -> None:
         raise NotImplementedError  # `id_maps.IdMaps`
+
+    def _central_ids(self, tbl: str, keys: list[int]) -> list[tuple[int, int]]:
+        raise NotImplementedError  # `apply.OriginSync`
 
     def _unsettled(self, key: tuple[str, int]) -> bool:
         raise NotImplementedError  # `id_maps.IdMaps`
@@ -345,13 +350,6 @@ class OriginState:
                 select(ORIGINS.c.syncs).where(ORIGINS.c.id == self.origin_id)
             ).scalar_one()
         )
-
-    def _dest_ids(self, table: str) -> list[int]:
-        return sorted({int(e[0]) for e in self.maps.get(table, {}).values() if e[0] is not None})
-
-    def _delete_in(self, table: Table, column: Any, ids: list[int]) -> None:
-        for part in chunks(ids):
-            self.dst.execute(delete(table).where(column.in_(part)))
 
     def _sent(self, rows: int) -> None:
         if self.on_rows is not None and rows:

@@ -1,5 +1,5 @@
-"""A source whose history went back since the last sync (a backup restored over it): found,
-and its origin forgotten centrally so the pass sends it again in full."""
+"""A source whose history went back since the last sync (a backup restored over it): found
+here; its origin is then forgotten centrally (`WholeCompare._forget`) and sent again in full."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from sqlalchemy import and_, delete, select, update
 
 from ..models.sync import IDS, MARKS
 from .id_maps import IdMaps
-from .origin_state import ANCHOR_MARK, STATE_MARK, anchor_columns, chunks
+from .origin_state import ANCHOR_MARK, STATE_MARK, anchor_columns
 from .rows import digest, model_table, source_columns_of
-from .rules import RULES, RUNS, SESSIONS, TURNS
+from .rules import RULES
 
 
 class Rewinding(IdMaps):
-    """Finding a rewound source and forgetting its origin's central rows."""
+    """Finding a rewound source."""
 
     def _rewound(self) -> str | None:
         """Why the source's history went back since the last sync (a backup restored over it,
@@ -50,38 +50,6 @@ class Rewinding(IdMaps):
             if row is not None and digest(tuple(row)) != kept:
                 return f"row {hwm} of {table.name} is not the row synced under that id"
         return None
-
-    def _forget(self) -> None:
-        """Delete every central row of this origin, its id maps and marks: it is sent again
-        in full, as a new origin's would be (its runs get new central ids)."""
-        self._read_maps(IDS.c.tbl.is_not(None))
-        runs = self._dest_ids(RUNS)
-        for rule in reversed(RULES):
-            if rule.referenced:
-                continue
-            table = model_table(rule)
-            if rule.kind == "append" or rule.key in ("run", "rowid"):
-                assert rule.run_column is not None
-                self._delete_in(table, table.c[rule.run_column], runs)
-            else:
-                ids = self._dest_ids(rule.table)
-                self._delete_in(table, table.c.id, ids)
-                if rule.table == "memory" and ids:
-                    self.uncovered = True
-        run_table, sessions, turns = (model_table(r) for r in RULES[:3])
-        for part in chunks(self._dest_ids(SESSIONS)):
-            self.dst.execute(
-                update(sessions).where(sessions.c.id.in_(part)).values(head_turn_id=None)
-            )
-        self._delete_in(turns, turns.c.id, self._dest_ids(TURNS))
-        self._delete_in(sessions, sessions.c.id, self._dest_ids(SESSIONS))
-        for part in chunks(runs):
-            self.dst.execute(
-                update(run_table).where(run_table.c.id.in_(part)).values(parent_run_id=None)
-            )
-        self._delete_in(run_table, run_table.c.id, runs)
-        self.dst.execute(delete(IDS).where(IDS.c.origin_id == self.origin_id))
-        self.dst.execute(delete(MARKS).where(MARKS.c.origin_id == self.origin_id))
 
     def _uncover_shadowed(self) -> None:
         """Let other origins' memory entries a deleted one shadowed come back: their id maps

@@ -17,7 +17,6 @@ from .rows import (
     RowsDigest,
     Unlinked,
     digest,
-    digest_rows,
     insert_returning_ids,
     model_table,
     remap,
@@ -48,22 +47,6 @@ class StateTables(ChangedRows):
             sql = STATE_SELECTS[key] = str(statement.compile(dialect=self.src.dialect))
         cursor = self._raw_sql(sql)
         return cursor, [d[0] for d in cursor.description]
-
-    def _read_state(self, rule: Rule) -> tuple[list[str], list[Any], int]:
-        """A state table's column names, rows (in key order) and the hash of them all; of a
-        big table read in part (`finding`), the rows that may have changed and a hash that
-        is the last one when none did."""
-        if self._partial_ok(rule):
-            return self._read_part(rule)
-        cursor, names = self._state_cursor(rule)
-        rows = cursor.fetchall()
-        key_at = names.index({"rowid": ROWID, "run": "run_id", "id": "id"}[rule.key])
-        if rows:
-            self.pending[rule.table] = {KEY_MARK + rule.table: int(rows[-1][key_at])}
-        if rule.table == RUNS and "status" in names:
-            status = names.index("status")
-            self.pending_open = {int(r[key_at]) for r in rows if r[status] not in FINISHED}
-        return names, rows, digest_rows(rows)
 
     def _stream_state(self, rule: Rule) -> None:
         """Send every row of `rule`'s table of a new origin (nothing of it central yet), read
