@@ -48,6 +48,7 @@ from .retention_rows import (
     table,
     tally,
 )
+from .store_space import step_aside
 
 PRUNABLE_STATUSES = frozenset(FINISHED_STATUSES)
 """The statuses `prune_runs` may delete: those of a finished run (any other can still resume)."""
@@ -63,10 +64,6 @@ small runs would hold the writers' turn as long as one of many rows."""
 FORECAST_RUNS = 5_000
 """Runs read a page at a time when a prune decides what goes: what it holds meanwhile is the
 trees that go and one page, not the whole `runs` table."""
-
-BETWEEN_BATCHES = 0.005
-"""Seconds a prune pauses after each batch commits: a writer waiting for its turn (SQLite's
-writers' queue retries every millisecond or two) gets in before the next batch begins."""
 
 Progress = Callable[[int, int], None]
 Forest = dict[int, list[int]]
@@ -220,9 +217,11 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
                 if archive_store is not None:
                     with self._read() as conn:
                         archive_store._admit(conn, [run for t in trees for run in t.runs])
-                for i, batch in enumerate(batches(trees, batch_rows)):
-                    if i:
-                        time.sleep(BETWEEN_BATCHES)
+                began: float | None = None
+                for batch in batches(trees, batch_rows):
+                    if began is not None:
+                        step_aside(began)  # the writers' turn, as long as the batch held it
+                    began = time.monotonic()
                     into = None if archive_store is None else receive
                     pruned = self._prune_batch(batch, cutoff, chosen, into)
                     done.append(pruned)
