@@ -85,17 +85,40 @@ SHARED_SCOPES = {
 so the suite starts one Phoenix server (20-40 s of CPU each) rather than one per worker."""
 
 
+LONG_FIRST = (
+    "tests/sync/test_quarantine.py",
+    "tests/test_value_paths.py",
+    "tests/sync/test_follow.py",
+    "tests/sync/test_foreign_values.py",
+    "tests/cli/test_copy_interrupted.py",
+)
+"""Modules of the default tier that take minutes on one worker (CI's `--durations`), sent
+first. `loadscope` sends the modules with the most tests first, so a long module of few
+tests (processes, a store at scale) could start late and end the run alone on one worker
+while the others stand idle; started first, the short modules fill in around it."""
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadscope` with the groups of `SHARED_SCOPES`: a grouped module's tests are one
     unit of work with the group's other modules (xdist's own `loadfile` is built the same way,
-    on `_split_scope`)."""
+    on `_split_scope`); the modules of `LONG_FIRST` are sent first."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class SharedScopes(LoadScopeScheduling):  # type: ignore[misc]
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return SHARED_SCOPES.get(nodeid.split("::", 1)[0]) or super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:  # the queue is built, nothing is sent yet
+                self.ordered = True
+                for scope in reversed(LONG_FIRST):
+                    if scope in self.workqueue:
+                        self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return SharedScopes(config, log)
 
