@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import compileall
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine
-from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
+from support.new_stores import NEW_STORE, NewStore
 from support.pg_databases import (
     PG_ENV,
     PG_SKIP,
@@ -90,17 +85,40 @@ SHARED_SCOPES = {
 so the suite starts one Phoenix server (20-40 s of CPU each) rather than one per worker."""
 
 
+LONG_FIRST = (
+    "tests/sync/test_quarantine.py",
+    "tests/test_value_paths.py",
+    "tests/sync/test_follow.py",
+    "tests/sync/test_foreign_values.py",
+    "tests/cli/test_copy_interrupted.py",
+)
+"""Modules of the default tier that take minutes on one worker (CI's `--durations`), sent
+first. `loadscope` sends the modules with the most tests first, so a long module of few
+tests (processes, a store at scale) could start late and end the run alone on one worker
+while the others stand idle; started first, the short modules fill in around it."""
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadscope` with the groups of `SHARED_SCOPES`: a grouped module's tests are one
     unit of work with the group's other modules (xdist's own `loadfile` is built the same way,
-    on `_split_scope`)."""
+    on `_split_scope`); the modules of `LONG_FIRST` are sent first."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class SharedScopes(LoadScopeScheduling):  # type: ignore[misc]
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return SHARED_SCOPES.get(nodeid.split("::", 1)[0]) or super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:  # the queue is built, nothing is sent yet
+                self.ordered = True
+                for scope in reversed(LONG_FIRST):
+                    if scope in self.workqueue:
+                        self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return SharedScopes(config, log)
 
@@ -148,79 +166,7 @@ def store(store_target: str, store_api: Any, new_store: NewStore) -> Iterator[St
         yield opened
 
 
-class NewStore:
-    """A store just created by `Store.open` and closed, built once per test process and
-    copied for each test that only needs an empty store to work on.
-
-    Creating a store walks the whole Alembic chain: about a second on SQLite and several on
-    PostgreSQL here, paid by hundreds of tests. A copy is the same store: on SQLite the
-    closed file itself (a closed WAL store has no side files), on PostgreSQL the
-    `pg_dump` of the created database replayed into the test's empty one. Creation itself
-    is tested where it is the subject (tests/test_migrations.py, the upgrade tests), through
-    `store_target` and `pg_url`, which stay empty.
-    """
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self._sqlite: Path | None = None
-        self._dumps: dict[str, str] = {}
-
-    def place(self, target: str) -> None:
-        """Put a new store at `target`: a SQLite path that does not exist yet, or the URL of
-        an empty PostgreSQL database."""
-        if "://" not in target:
-            shutil.copyfile(self._sqlite_template(), target)
-            return
-        dump = self._pg_dump(os.environ[PG_ENV])
-        if not dump:
-            return  # no usable pg_dump: the test's `Store.open` creates the store itself
-        engine = create_engine(target, poolclass=NullPool)
-        try:
-            raw = engine.raw_connection()
-            try:
-                with closing(raw.cursor()) as cursor:
-                    cursor.execute(dump)
-                raw.commit()
-            finally:
-                raw.close()
-        finally:
-            engine.dispose()
-
-    def _sqlite_template(self) -> Path:
-        if self._sqlite is None:
-            path = self.directory / "new.sqlite3"
-            Store.open(path).close()
-            leftovers = [p.name for p in self.directory.iterdir() if p != path]
-            assert not leftovers, f"a closed new store left {leftovers}"
-            self._sqlite = path
-        return self._sqlite
-
-    def _pg_dump(self, server_url: str) -> str:
-        """The SQL of a new store on this server, or "" when `pg_dump` is not installed or
-        cannot dump it (older than the server)."""
-        dump = self._dumps.get(server_url)
-        if dump is None:
-            dump = ""
-            for url in fresh_pg_database(server_url):
-                Store.open(url).close()
-                libpq = make_url(url).set(drivername="postgresql")
-                try:
-                    done = subprocess.run(
-                        ["pg_dump", "--no-owner", "--inserts", "-d",
-                         libpq.render_as_string(hide_password=False)],
-                        capture_output=True, text=True, check=True,
-                    )  # fmt: skip
-                except (OSError, subprocess.CalledProcessError):
-                    continue
-                # psql's own lines (pg_dump's `\\restrict` guard) are not SQL
-                dump = "\n".join(
-                    line for line in done.stdout.splitlines() if not line.startswith("\\")
-                )
-            self._dumps[server_url] = dump
-        return dump
-
-
 @pytest.fixture(scope="session")
-def new_store(tmp_path_factory: pytest.TempPathFactory) -> NewStore:
-    """This process's `NewStore`."""
-    return NewStore(tmp_path_factory.mktemp("new-store"))
+def new_store() -> NewStore:
+    """This process's `NewStore` (`support.new_stores.NEW_STORE`)."""
+    return NEW_STORE

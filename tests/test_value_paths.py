@@ -6,7 +6,10 @@ row and the column; nothing written), `quarantined` (its run is held in the cent
 quarantine, byte-exact, and named), `named` (`check` reports it as a finding).
 
 The table is parsed from the page, so the page cannot drift from what the paths do. The
-PostgreSQL column runs with the `pg_url` fixture."""
+PostgreSQL column runs with the `pg_url` fixture. A sync's centre holds a new store before
+the sync (a copy of one made once, `NEW_STORE`): what the sync does with the value is the
+claim, and a centre sync makes itself is the same store; a copy makes its target, as that
+is part of what the copy does."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from otel.sink import Sink
 from sqlalchemy import create_engine, text
 from support.clirun import run_in_process
 from support.foreign_values import foreign_store as write_foreign
+from support.new_stores import NEW_STORE
 
 from harness_store import Store
 from harness_store.analytics.dataset import read_dataset
@@ -153,6 +157,7 @@ def copy_into_sqlite(tmp: Path, source: Path, kind: Kind, pg_url: str | None) ->
 
 def sync_into_sqlite(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
     target = tmp / "sync.sqlite3"
+    NEW_STORE.place(str(target))  # a centre made already (see the module)
     done = run_in_process("sync", source, target)
 
     def exact() -> Outcome | bool:
@@ -200,6 +205,7 @@ def into_postgresql(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> 
 
 def sync_into_postgresql(tmp: Path, source: Path, kind: Kind, pg_url: str | None) -> Outcome:
     assert pg_url is not None
+    NEW_STORE.place(pg_url)  # a centre made already (see the module)
     done = run_in_process("sync", source, pg_url)
 
     def exact() -> Outcome | bool:

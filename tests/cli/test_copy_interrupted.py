@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, inspect, text
-from support.clirun import COMMAND, environ, run_cli, step_store
+from support.clirun import COMMAND, environ, run_cli, run_in_process, step_store
 from support.processes import default_signals
 from support.shared import FIXTURES, fixture_missing
 from support.tiers import sampled
@@ -79,8 +79,8 @@ def test_a_killed_copy_is_refused_everywhere_until_replaced(
     proc = copy_stopped_by(big_source, target, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
     assert has_marker(target)
-    for command in (["inspect"], ["runs"], ["trace", "1"]):
-        done = run_cli(command[0], target, *command[1:], timeout=600)
+    for command in (["inspect"], ["runs"], ["trace", "1"]):  # what they say: no process needed
+        done = run_in_process(command[0], target, *command[1:])
         assert done.returncode == 3, done.stderr
         assert "unfinished copy" in done.stderr and "--replace" in done.stderr
     with pytest.raises(IncompleteCopyError):
@@ -93,9 +93,8 @@ def test_a_killed_copy_is_refused_everywhere_until_replaced(
     assert redone.returncode == 0, redone.stderr
     assert json.loads(redone.stdout)["counts"]["steps"] == 150_000
     assert not has_marker(target)
-    assert (
-        json.loads(run_cli("inspect", target, "--json", timeout=600).stdout)["tables"]["steps"]
-        == 150_000
+    assert json.loads(run_in_process("inspect", target, "--json").stdout)["tables"]["steps"] == (
+        150_000
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,10 +53,59 @@ def together(work: list[Callable[[], None]]) -> list[BaseException | None]:
     return outcome
 
 
-def test_concurrent_checkpoints_share_commits_and_keep_each_threads_order(tmp_path: Path) -> None:
+def until(condition: Callable[[], object], what: str) -> None:
+    """Poll `condition` until it holds, failing at a deadline well past any load."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        assert time.monotonic() < deadline, f"never {what}"
+        time.sleep(0.005)
+
+
+def one_group(store: Store, work: list[Callable[[], None]]) -> list[BaseException | None]:
+    """Run each function in its own thread, all of them committed by one group, by
+    construction rather than by timing: another thread holds a `transaction()` block while
+    the first call takes the lead (it waits for the connection) and the others queue behind
+    it; once every one waits, the block ends and the leader takes them all into its
+    transaction before its COMMIT. The error each raised."""
+    group = store._connector._group  # type: ignore[attr-defined]
+    in_block, release = threading.Event(), threading.Event()
+
+    def block() -> None:
+        with store.transaction():
+            in_block.set()
+            release.wait(120)
+
+    outcome: list[BaseException | None] = [None] * len(work)
+
+    def run(k: int) -> None:
+        try:
+            work[k]()
+        except BaseException as exc:
+            outcome[k] = exc
+
+    holder = threading.Thread(target=block)
+    holder.start()
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(work))]
+    try:
+        assert in_block.wait(120)
+        threads[0].start()
+        until(lambda: group._leading, "a leader")
+        for thread in threads[1:]:
+            thread.start()
+        until(lambda: len(group._pending) == len(work) - 1, "every caller queued")
+    finally:
+        release.set()
+        holder.join(120)
+    for thread in threads:
+        thread.join(120)
+    return outcome
+
+
+def test_concurrent_checkpoints_keep_each_threads_order(tmp_path: Path) -> None:
+    """Threads checkpointing at once, grouped however the scheduler lets them (a group made
+    for certain: `test_callers_queued_behind_a_leader_share_its_commit`)."""
     with Store.open(tmp_path / "runs.sqlite3") as store:
         runs = [store.start_run(f"agent {k}", "out.txt") for k in range(THREADS)]
-        seen = traced(store)
 
         def writer(run: int) -> Callable[[], None]:
             def write() -> None:
@@ -65,10 +115,6 @@ def test_concurrent_checkpoints_share_commits_and_keep_each_threads_order(tmp_pa
             return write
 
         assert together([writer(run) for run in runs]) == [None] * THREADS
-        store._raw.set_trace_callback(None)
-        commits = sum(1 for s in seen if s == "COMMIT")
-        assert commits < THREADS * CALLS, "no two calls were ever committed together"
-        assert any(s.startswith("SAVEPOINT") for s in seen)
         for run in runs:
             assert [s.step for s in store.steps(run)] == list(range(1, CALLS + 1))
             assert [e.step for e in store.checkpoint_events(run)] == list(range(1, CALLS + 1))
@@ -83,6 +129,23 @@ def test_concurrent_checkpoints_share_commits_and_keep_each_threads_order(tmp_pa
             assert ids == list(range(1, CALLS + 1))
     finally:
         conn.close()
+
+
+def test_callers_queued_behind_a_leader_share_its_commit(tmp_path: Path) -> None:
+    """The callers that queue while a leader waits are run in its transaction, in one
+    savepoint, and committed by its one COMMIT (`one_group` makes the group; free-running
+    threads share commits only as the scheduler happens to let them)."""
+    with Store.open(tmp_path / "runs.sqlite3") as store:
+        runs = [store.start_run(f"agent {k}", "out.txt") for k in range(THREADS)]
+        seen = traced(store)
+        work = [lambda run=run: store.checkpoint_step(run, step(1)) for run in runs]
+        assert one_group(store, work) == [None] * THREADS
+        store._raw.set_trace_callback(None)
+        # the block's own COMMIT, then the group's one
+        assert [s for s in seen if s == "COMMIT"] == ["COMMIT", "COMMIT"], seen
+        assert "SAVEPOINT hs_batch" in seen and not any(s.startswith("ROLLBACK") for s in seen)
+        for run in runs:
+            assert [s.step for s in store.steps(run)] == [1]
 
 
 def test_a_failing_call_in_a_group_fails_alone(tmp_path: Path) -> None:
@@ -117,14 +180,27 @@ def test_a_failing_call_in_a_group_fails_alone(tmp_path: Path) -> None:
             return write
 
         outcome = together([good(run) for run in runs] + [bad(0), bad(1)])
-        store._raw.set_trace_callback(None)
         assert outcome == [None] * THREADS
         assert refused == [CALLS, CALLS]
-        assert any(s.startswith("ROLLBACK TO") for s in seen), "no failing call shared a group"
-        assert sum(1 for s in seen if s == "COMMIT") < (THREADS - 2) * CALLS
         for run in runs:
             assert [s.step for s in store.steps(run)] == list(range(1, CALLS + 1))
             assert [e.step for e in store.checkpoint_events(run)] == list(range(1, CALLS + 1))
+
+        # and in a group made for certain (`one_group`): the leader and a failing call first,
+        # good calls on either side of the other failing one
+        del seen[:]
+        grouped = [runs[0], missing[0], runs[1], missing[1], runs[2]]
+        last = CALLS + 1
+        work = [lambda run=run: store.checkpoint_steps(run, [step(last)]) for run in grouped]
+        outcome = one_group(store, work)
+        store._raw.set_trace_callback(None)
+        assert [type(e) for e in outcome] == [
+            type(None), RunNotFoundError, type(None), RunNotFoundError, type(None)
+        ]  # fmt: skip
+        assert "ROLLBACK TO hs_batch" in seen, "the failing calls were not in the group"
+        assert [s for s in seen if s == "COMMIT"] == ["COMMIT", "COMMIT"]  # the block's, one
+        for run in runs[:3]:
+            assert [s.step for s in store.steps(run)][-1] == last
         for run in missing:
             assert store.steps(run) == [] and store.checkpoint_events(run) == []
 
@@ -183,8 +259,6 @@ def test_a_process_killed_mid_group_leaves_each_call_whole_or_absent(
     """SIGKILL while eight threads commit in groups (a checkpoint, then a batch of three, in
     turn): afterwards every run holds a gap-free prefix of its steps, each step with its
     event, and a batch is never cut (so the count is ≡ 0 or 1 mod 4)."""
-    import time
-
     path = tmp_path / "runs.sqlite3"
     Store.open(path).close()
     worker = Worker.script("group_writer.py", path, THREADS)
@@ -263,8 +337,6 @@ def test_a_waiting_caller_interrupted_by_a_signal_withdraws_and_leaves_no_one_ha
     """The main thread waits behind another thread's group (which waits on a `transaction()`
     block of a third); a signal's exception interrupts it: its call is withdrawn (nothing of it
     written, the exception raised as itself), and the others still commit."""
-    import time
-
     with Store.open(tmp_path / "runs.sqlite3") as store:
         run = store.start_run("g", "out.txt")
         in_block, release = threading.Event(), threading.Event()
@@ -288,7 +360,7 @@ def test_a_waiting_caller_interrupted_by_a_signal_withdraws_and_leaves_no_one_ha
         assert in_block.wait(30)
         leader = threading.Thread(target=lead)
         leader.start()
-        time.sleep(0.2)  # the leader is waiting for the connection
+        until(lambda: store._connector._group._leading, "a leader")  # type: ignore[attr-defined]
 
         def alarm(*_: object) -> None:
             raise TimeoutError("alarm")

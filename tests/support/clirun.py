@@ -20,6 +20,8 @@ from harness_store import Store
 from harness_store.cli import main
 from harness_store.records import StepRecord
 
+from .new_stores import new_sqlite_store
+
 COLOUR_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "NO_COLOR", "COLUMNS")
 COMMAND = [sys.executable, "-m", "harness_store.cli"]
 
@@ -127,8 +129,9 @@ def peak_rss_kib(*args: str | Path) -> int:
 
 
 def step_store(path: Path, steps: int, *, runs: int = 1) -> Path:
-    """A store with `runs` runs, the first of them `steps` steps long (tokens 1 each)."""
-    with Store.open(path) as store:
+    """A store with `runs` runs, the first of them `steps` steps long (tokens 1 each); a new
+    store starts as a copy of the process's new one (`new_sqlite_store`)."""
+    with Store.open(new_sqlite_store(path)) as store:
         first = store.start_run("the long run", "task.md")
         for start in range(1, steps + 1, 50_000):
             store.checkpoint_steps(

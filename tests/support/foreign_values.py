@@ -10,11 +10,14 @@ from pathlib import Path
 
 from harness_store import StepRecord, Store
 
+from .new_stores import new_sqlite_store
+
 
 def foreign_store(path: Path, table: str, column: str, sql: str) -> int:
     """The store at `path`, the SQL value `sql` written into `table.column` of the run's row
-    there (the run itself for `runs`); the run's id."""
-    with Store.open(path, backup=False) as store:
+    there (the run itself for `runs`); the run's id. A new store starts as a copy of the
+    process's new one (`new_sqlite_store`)."""
+    with Store.open(new_sqlite_store(path), backup=False) as store:
         run = store.start_run("goal", "plan.toml")
         store.checkpoint_step(
             run, StepRecord(1, "decide", "result").with_trace("prompt", 'read_file:{"n":1}', 2)

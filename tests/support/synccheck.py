@@ -21,6 +21,8 @@ from harness_store.sync import RULES, list_origins, sync
 from harness_store.sync.rows import event_json_for
 from harness_store.sync.rules import RUNS, SESSIONS, TURNS
 
+from .new_stores import new_sqlite_store
+
 REFERENCED = (RUNS, SESSIONS, TURNS)
 
 
@@ -36,9 +38,10 @@ def row_count(dest: str, model: type) -> int:
 
 def write_source(path: Path, *, runs: int = 3, steps: int = 5, tag: str = "") -> list[int]:
     """A store with `runs` root runs, each with a child, `steps` steps apiece, a pending
-    approval, memory and a finished outcome for all but the last root; the root ids."""
+    approval, memory and a finished outcome for all but the last root; the root ids. A new
+    store starts as a copy of the process's new one (`new_sqlite_store`)."""
     roots = []
-    with Store.open(path, synchronous="normal") as store:
+    with Store.open(new_sqlite_store(path), synchronous="normal") as store:
         for n in range(runs):
             root = store.start_run(f"goal {tag}{n}", f"/src/{tag}{n}.rs")
             child = store.start_child_run(f"child {tag}{n}", "/src/c.rs", root, 1)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.new_stores import new_sqlite_store
 from support.processes import Worker
 from support.synccheck import mirror_problems, write_source
 
@@ -81,8 +82,11 @@ def sent_from(source: Path) -> Callable[[dict[str, Any]], bool]:
 
 
 def caught_up(dest: str, source: Path, timeout: float = DEADLINE) -> None:
-    """Poll until the centre holds exactly the source's rows (or fail at the deadline)."""
+    """Poll until the centre holds exactly the source's rows (or fail at the deadline), the
+    looks ever further apart (each reads every table of both stores: a wait that spins takes the
+    CPU the follower needs to catch up)."""
     deadline = time.monotonic() + timeout
+    pause = 0.05
     while True:
         try:
             problems = mirror_problems(dest, source)
@@ -91,11 +95,15 @@ def caught_up(dest: str, source: Path, timeout: float = DEADLINE) -> None:
         if not problems:
             return
         assert time.monotonic() < deadline, problems[:5]
-        time.sleep(0.2)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.8)
 
 
 def writer(path: Path, stop_file: Path, pace: int = 50, most: int | None = None) -> Worker:
-    args: list[object] = [path, stop_file, pace] + ([most] if most is not None else [])
+    """A live writer of the store at `path` (a new one, unless one is there: the writer
+    opens it rather than walk the chain in its own process)."""
+    args: list[object] = [new_sqlite_store(path), stop_file, pace]
+    args += [most] if most is not None else []
     started = Worker.script("follow_writer.py", *args)
     STARTED.append(started)
     started.wait_line("ready", DEADLINE)
@@ -323,7 +331,7 @@ def marked_copies(tmp_path: Path) -> tuple[Path, Path]:
 
     original, twin = tmp_path / "agent.sqlite3", tmp_path / "agent-copy.sqlite3"
     write_source(original, runs=1)
-    sync([original], tmp_path / "scratch.sqlite3", mark=True)
+    sync([original], new_sqlite_store(tmp_path / "scratch.sqlite3"), mark=True)
     shutil.copyfile(original, twin)
     return original, twin
 

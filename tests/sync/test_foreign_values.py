@@ -4,7 +4,12 @@ column, text or Infinity in an INTEGER column), synced into each backend: each a
 and type-exact; or its run is quarantined, named (table, row id, column, what is wrong), while
 the source's other runs and the other sources are synced (text that is not UTF-8, which no
 reader can take, into either centre); or, in a session's own row (no run's), its source is
-refused by name with nothing of it written, while the other sources are synced."""
+refused by name with nothing of it written, while the other sources are synced.
+
+Each centre holds a new store before the first sync (`new_store.place`, a copy of one made
+once): what sync sends and holds back is the subject here, and a centre made by sync itself
+is the same store (sync makes it with `Store.open`), tested where making it is the subject
+(tests/sync/test_sync_faithful.py and the others on an empty `store_target`)."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.clirun import run_in_process
+from support.new_stores import NewStore
 from support.synccheck import add_session, mirror_problems, write_source
 
 from harness_store.sync import list_origins, quarantined, sync
@@ -23,6 +29,7 @@ from sync.foreign import CASES, NOT_UTF8, ROW, put, stored
 @pytest.mark.parametrize(("table", "column", "value", "what", "sqlite_holds"), CASES)
 def test_a_foreign_value_arrives_exactly_or_its_run_is_quarantined_by_name(
     store_target: str,
+    new_store: NewStore,
     tmp_path: Path,
     table: str,
     column: str,
@@ -30,6 +37,7 @@ def test_a_foreign_value_arrives_exactly_or_its_run_is_quarantined_by_name(
     what: str,
     sqlite_holds: bool,
 ) -> None:
+    new_store.place(store_target)  # a centre already made (see the module)
     host, other = tmp_path / "host.sqlite3", tmp_path / "other.sqlite3"
     write_source(host, runs=2, tag="h")
     write_source(other, runs=1, tag="o")
@@ -50,8 +58,11 @@ def test_a_foreign_value_arrives_exactly_or_its_run_is_quarantined_by_name(
     assert mirror_problems(store_target, other) == []
 
 
-def test_the_command_names_the_row_in_one_line(pg_url: str, tmp_path: Path) -> None:
+def test_the_command_names_the_row_in_one_line(
+    pg_url: str, new_store: NewStore, tmp_path: Path
+) -> None:
     """A value in a session's own row (no run's, so none to hold) refuses its source."""
+    new_store.place(pg_url)  # a centre already made (see the module)
     host = tmp_path / "host.sqlite3"
     session = add_session(host, write_source(host, runs=1))
     with closing(sqlite3.connect(host)) as conn, conn:
@@ -63,7 +74,8 @@ def test_the_command_names_the_row_in_one_line(pg_url: str, tmp_path: Path) -> N
     assert "Traceback" not in done.stderr and "unexpected" not in line
 
 
-def test_a_repaired_row_is_sent_once(pg_url: str, tmp_path: Path) -> None:
+def test_a_repaired_row_is_sent_once(pg_url: str, new_store: NewStore, tmp_path: Path) -> None:
+    new_store.place(pg_url)  # a centre already made (see the module)
     host = tmp_path / "host.sqlite3"
     write_source(host, runs=2)
     put(host, "runs", "goal", NOT_UTF8)

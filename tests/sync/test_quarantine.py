@@ -3,7 +3,12 @@ a run's id belongs, text whose bytes are not UTF-8, which no reader can take as 
 stop its host's other runs: the whole run is quarantined centrally (its rows' raw values,
 byte-exact), named in the sync report, in `check` of the centre and in the command's output,
 and sent whole, once, when its source is repaired. Into either centre, each kind of value by
-the same tests. Values are written with `sqlite3` directly, as a foreign writer would."""
+the same tests. Values are written with `sqlite3` directly, as a foreign writer would.
+
+Each centre holds a new store before the first sync (`new_store.place`, a copy of one made
+once): what sync sends and holds back is the subject here, and a centre made by sync itself
+is the same store (sync makes it with `Store.open`), tested where making it is the subject
+(tests/sync/test_sync_faithful.py and the others on an empty `store_target`)."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 from support.clirun import run_in_process
+from support.new_stores import NewStore
 from support.synccheck import mirror_problems, write_source
 
 from harness_store import RunEvent, StepRecord, Store
@@ -102,8 +108,9 @@ def spoilt(kind: str, dest: str) -> tuple[str, str, str, str]:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_run_the_centre_cannot_hold_is_quarantined_and_the_rest_flows(
-    store_target: str, tmp_path: Path, kind: str
+    store_target: str, new_store: NewStore, tmp_path: Path, kind: str
 ) -> None:
+    new_store.place(store_target)  # a centre already made (see the module)
     host, other = tmp_path / "host.sqlite3", tmp_path / "other.sqlite3"
     roots = write_source(host, runs=3, tag="h")
     write_source(other, runs=1, tag="o")
@@ -139,8 +146,9 @@ def test_a_run_the_centre_cannot_hold_is_quarantined_and_the_rest_flows(
 
 
 def test_a_run_already_central_keeps_its_rows_while_its_new_ones_wait(
-    pg_url: str, tmp_path: Path
+    pg_url: str, new_store: NewStore, tmp_path: Path
 ) -> None:
+    new_store.place(pg_url)  # a centre already made (see the module)
     host = tmp_path / "host.sqlite3"
     roots = write_source(host, runs=2, tag="h")
     sync([host], pg_url)
@@ -159,7 +167,10 @@ def test_a_run_already_central_keeps_its_rows_while_its_new_ones_wait(
     assert mirror_problems(pg_url, host) == []
 
 
-def test_a_child_of_a_quarantined_run_waits_with_it(pg_url: str, tmp_path: Path) -> None:
+def test_a_child_of_a_quarantined_run_waits_with_it(
+    pg_url: str, new_store: NewStore, tmp_path: Path
+) -> None:
+    new_store.place(pg_url)  # a centre already made (see the module)
     host = tmp_path / "host.sqlite3"
     roots = write_source(host, runs=2, tag="h")
     row = spoil(host, "steps", "result", NUL, roots[0])
@@ -177,10 +188,11 @@ def test_a_child_of_a_quarantined_run_waits_with_it(pg_url: str, tmp_path: Path)
 
 @pytest.mark.parametrize(("value", "said"), [(NUL, "NUL"), (NOT_UTF8, "not UTF-8")])
 def test_a_session_value_still_refuses_its_source_by_name(
-    store_target: str, tmp_path: Path, value: str, said: str
+    store_target: str, new_store: NewStore, tmp_path: Path, value: str, said: str
 ) -> None:
     """A value in a session's row (no run's) refuses its source by table, row and column
     where the centre cannot hold it (a SQLite centre holds a NUL as it is)."""
+    new_store.place(store_target)  # a centre already made (see the module)
     from support.synccheck import add_session
 
     host = tmp_path / "host.sqlite3"
@@ -198,7 +210,10 @@ def test_a_session_value_still_refuses_its_source_by_name(
     assert quarantined(store_target) == []
 
 
-def test_the_command_and_check_name_the_quarantined_run(pg_url: str, tmp_path: Path) -> None:
+def test_the_command_and_check_name_the_quarantined_run(
+    pg_url: str, new_store: NewStore, tmp_path: Path
+) -> None:
+    new_store.place(pg_url)  # a centre already made (see the module)
     host = tmp_path / "host.sqlite3"
     roots = write_source(host, runs=2, tag="h")
     row = spoil(host, "steps", "result", NUL, roots[1])
@@ -217,7 +232,10 @@ def test_the_command_and_check_name_the_quarantined_run(pg_url: str, tmp_path: P
     assert run_in_process("check", pg_url).returncode == 0
 
 
-def test_a_centre_synced_before_the_quarantine_gets_its_table(pg_url: str, tmp_path: Path) -> None:
+def test_a_centre_synced_before_the_quarantine_gets_its_table(
+    pg_url: str, new_store: NewStore, tmp_path: Path
+) -> None:
+    new_store.place(pg_url)  # a centre already made (see the module)
     host, other = tmp_path / "host.sqlite3", tmp_path / "other.sqlite3"
     write_source(other, runs=1, tag="o")
     sync([other], pg_url)
@@ -258,11 +276,12 @@ def test_a_quarantine_written_in_slices_sends_the_run_once(
 
 
 def test_an_origin_retired_for_a_new_store_at_its_file_takes_its_quarantine_along(
-    store_target: str, tmp_path: Path
+    store_target: str, new_store: NewStore, tmp_path: Path
 ) -> None:
     """A new store written over an origin's file (the same inode, another first run) is a new
     origin and the old one is retired: its held runs, which no sync will ever release, are
     deleted with it (they were left behind, named by `check` under the file's path)."""
+    new_store.place(store_target)  # a centre already made (see the module)
     host, fresh = tmp_path / "host.sqlite3", tmp_path / "fresh.sqlite3"
     roots = write_source(host, runs=2, tag="h")
     table, column, value = value_for(store_target)
@@ -283,11 +302,12 @@ def test_an_origin_retired_for_a_new_store_at_its_file_takes_its_quarantine_alon
 
 
 def test_a_run_whose_event_names_a_quarantined_run_waits_with_it(
-    store_target: str, tmp_path: Path
+    store_target: str, new_store: NewStore, tmp_path: Path
 ) -> None:
     """A stored event's JSON names runs (`run_id`, `child_run_id`), which sync gives their
     central ids as it does a row's links: a run whose event names a held run waits with it,
     or the event would keep the source's id (another run's, centrally) for good."""
+    new_store.place(store_target)  # a centre already made (see the module)
     host, other = tmp_path / "host.sqlite3", tmp_path / "other.sqlite3"
     write_source(other, runs=2, tag="o")
     sync([other], store_target)  # the centre's ids are not the host's
