@@ -255,6 +255,8 @@ class OriginState:
         """Runs holding a text whose bytes are not UTF-8, each with its first such text
         (table, row, column, what is wrong): held back, the source read leniently."""
         self.flushed_unsettled: set[tuple[str, int]] = set()
+        self.shed_kept = 0
+        """The entries `_shed` kept the last time it walked the maps."""
         """Unsettled rows a committed slice saved as `UNSETTLED`: their true map is saved
         once they settle."""
         self.whole_read = False
@@ -300,10 +302,17 @@ class OriginState:
             forget = getattr(ids, "forget", None)
             if forget is not None:
                 forget()
+        # The entries kept are those of rows whose links wait, which may stay until the pass
+        # ends: walked again only once the maps have doubled since, so each entry is looked
+        # at a bounded number of times however many batches the pass has.
+        held = sum(len(entries) for entries in self.maps.values())
+        if held < 2 * self.shed_kept + self.batch_size:
+            return
         for tbl, entries in self.maps.items():
             keep = {k: e for k, e in entries.items() if self._unsettled((tbl, k))}
             if len(keep) != len(entries):
                 self.maps[tbl] = keep
+        self.shed_kept = sum(len(entries) for entries in self.maps.values())
 
     def _write_new_maps(self) -> None:
         raise NotImplementedError  # `id_maps.IdMaps`
