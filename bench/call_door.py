@@ -6,9 +6,12 @@ synchronous NORMAL) and PostgreSQL.
 - `plain`: a plain INSERT built once, as the door's is: what the door's check alone costs is
   `door` against this;
 - `door`: the write as it is (on PostgreSQL the run's hs6 row locked first, then the INSERT
-  whose `total_tokens` reads the run's sum of them, `accounting.call_tokens_door`);
-- `… deep`: the same into a run that already holds `DEEP` calls (the door sums the run's
-  calls on its index, so its cost grows with them).
+  whose `total_tokens` reads the run's kept total of them, hs7's `hs_run_call_tokens`,
+  `accounting.call_tokens_door`);
+- `… deep`: the same into a run that already holds `DEEP` calls (before hs7 the door summed
+  the run's calls on their index, so its cost grew with them; it now reads one row).
+
+Every INSERT here, `without` and `plain` too, fires the store's triggers (hs3's, and hs7's).
 
 Both go through the same Python (the method's checks and the prune hold), so the figures
 differ by the statements only. Run: `python -m bench.call_door [--pg URL] [--n N]`.

@@ -4,11 +4,12 @@ A shape is what a release's open guarantees once it has run to the end: the tabl
 columns, upstream's own indexes (from 0.21), and (from 0.7) `user_version` stamped to 7.
 Shapes are cumulative and purely additive. Each release that changed the schema has an Alembic
 revision named after it ("0.1" … "0.13", "0.18" … "0.65"); harness_store's own indexes are
-revisions `hs1`, between 0.13 and 0.18, and `hs2` … `hs6` after 0.65 (hs3: spend
+revisions `hs1`, between 0.13 and 0.18, and `hs2` … `hs7` after 0.65 (hs3: spend
 counters kept by triggers, `harness_store.models.spend`; hs4: every `hs_` index a
 store stamped at an upstream release never got, see `own_indexes_at`; hs5: typed-times
-views on PostgreSQL, `harness_store.dialects.postgresql_times`; hs6, the head: each run's
-token total kept by triggers, `harness_store.models.run_tokens`). Every other release
+views on PostgreSQL, `harness_store.dialects.postgresql_times`; hs6: each run's
+token total kept by triggers, `harness_store.models.run_tokens`; hs7, the head: each run's
+total of its provider calls' tokens, likewise). Every other release
 name resolves to the newest release revision at or below it (`revision_for`): 0.29 changed
 nothing, so `alembic upgrade 0.29` lands on 0.28, and 0.66 on 0.65.
 """
@@ -447,6 +448,10 @@ OWN_RUN_TOKENS = "hs6"
 """The revision of each run's token total (a table and triggers on `steps`), read by the
 Store's door on every step write, after hs5."""
 
+OWN_CALL_TOKENS = "hs7"
+"""The revision of each run's total of its provider calls' tokens (a table and triggers on
+`provider_calls`), read by the Store's door on every call write, after hs6."""
+
 OWN_REVISIONS: Mapping[str, str] = MappingProxyType(
     {
         OWN_INDEXES: STORE_RELEASE,
@@ -455,13 +460,14 @@ OWN_REVISIONS: Mapping[str, str] = MappingProxyType(
         OWN_INDEXES_FILLED: UPSTREAM_HEAD,
         OWN_TYPED_TIMES: UPSTREAM_HEAD,
         OWN_RUN_TOKENS: UPSTREAM_HEAD,
+        OWN_CALL_TOKENS: UPSTREAM_HEAD,
     }
 )
 """harness_store's own revisions, each with the release it follows (whose shape it holds)."""
 
-HEAD = OWN_RUN_TOKENS
+HEAD = OWN_CALL_TOKENS
 """The head Alembic revision: the newest release's shape plus harness_store's indexes, spend
-counters, (on PostgreSQL) typed-times views and run token totals."""
+counters, (on PostgreSQL) typed-times views and run token totals (of steps and of calls)."""
 
 REVISIONS: tuple[str, ...] = (
     *RELEASE_NAMES[: RELEASE_NAMES.index("0.13") + 1],
@@ -472,6 +478,7 @@ REVISIONS: tuple[str, ...] = (
     OWN_INDEXES_FILLED,
     OWN_TYPED_TIMES,
     OWN_RUN_TOKENS,
+    OWN_CALL_TOKENS,
 )
 """Every revision of the chain, oldest first."""
 

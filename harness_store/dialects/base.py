@@ -331,6 +331,20 @@ class Backend(ABC):
     def run_tokens_backfill_sql(self) -> str:
         """The statement that fills `hs_run_tokens` from the steps already stored."""
 
+    @abstractmethod
+    def call_tokens_triggers_sql(self) -> list[str]:
+        """The statements that create hs7's triggers keeping `hs_run_call_tokens` (each run's
+        total of `provider_calls.total_tokens`, NULL once unknown) on every write of
+        `provider_calls`, and the row's removal with its run."""
+
+    @abstractmethod
+    def drop_call_tokens_triggers_sql(self) -> list[str]:
+        """The statements that remove what `call_tokens_triggers_sql` created."""
+
+    @abstractmethod
+    def call_tokens_backfill_sql(self) -> str:
+        """The statement that fills `hs_run_call_tokens` from the calls already stored."""
+
     def typed_times_sql(self, shape: Mapping[str, Collection[str]]) -> list[str]:
         """The statements of revision hs5: analysts' typed views of the tables of `shape`
         (table → its columns) that hold stamps. None here: upstream opens SQLite stores,

@@ -61,6 +61,9 @@ from .postgresql_connections import (
 from .postgresql_roles import ORIGIN_OF_ANOTHER_ROLE, ROLE_TRIGGERS, keep_rules, unprotected
 from .postgresql_run_tokens import (
     altered_triggers,
+    call_tokens_backfill_sql,
+    call_tokens_triggers_sql,
+    drop_call_tokens_triggers_sql,
     drop_run_tokens_triggers_sql,
     run_tokens_backfill_sql,
     run_tokens_triggers_sql,
@@ -381,6 +384,15 @@ class PostgreSQLBackend(Backend):
 
     def run_tokens_backfill_sql(self) -> str:
         return run_tokens_backfill_sql()
+
+    def call_tokens_triggers_sql(self) -> list[str]:
+        return call_tokens_triggers_sql()
+
+    def drop_call_tokens_triggers_sql(self) -> list[str]:
+        return drop_call_tokens_triggers_sql()
+
+    def call_tokens_backfill_sql(self) -> str:
+        return call_tokens_backfill_sql()
 
     def drop_spend_triggers_sql(self) -> list[str]:
         return drop_spend_triggers_sql()

@@ -68,9 +68,11 @@ SPEND_FUNCTIONS = (
     *("hs_spend_inserted", "hs_spend_deleted", "hs_spend_updated"),
     *("hs_run_tokens_inserted", "hs_run_tokens_deleted", "hs_run_tokens_updated"),
     *("hs_run_tokens_run_inserted", "hs_run_tokens_run_deleted"),
+    *("hs_run_call_tokens_inserted", "hs_run_call_tokens_deleted"),
+    *("hs_run_call_tokens_updated", "hs_run_call_tokens_run_deleted"),
 )
-"""The spend counters' and run token totals' trigger functions: run as the owner, so a
-follower's provider calls and steps bump counters it may not write itself."""
+"""The spend counters' and run token totals' (of steps and of calls) trigger functions: run as
+the owner, so a follower's provider calls and steps bump counters it may not write itself."""
 
 ME = "(session_user)::text"
 

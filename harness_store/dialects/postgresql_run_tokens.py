@@ -12,6 +12,36 @@ from ..formats import I64_MAX
 
 
 def run_tokens_triggers_sql() -> list[str]:
+    return token_triggers_sql("hs_run_tokens", "steps", "tokens", run_insert=True)
+
+
+def drop_run_tokens_triggers_sql() -> list[str]:
+    return drop_token_triggers_sql("hs_run_tokens", "steps", run_insert=True)
+
+
+def run_tokens_backfill_sql() -> str:
+    return token_backfill_sql("hs_run_tokens", "steps", "tokens", every_run=True)
+
+
+def call_tokens_triggers_sql() -> list[str]:
+    return token_triggers_sql("hs_run_call_tokens", "provider_calls", "total_tokens",
+                              run_insert=False)  # fmt: skip
+
+
+def drop_call_tokens_triggers_sql() -> list[str]:
+    return drop_token_triggers_sql("hs_run_call_tokens", "provider_calls", run_insert=False)
+
+
+def call_tokens_backfill_sql() -> str:
+    return token_backfill_sql("hs_run_call_tokens", "provider_calls", "total_tokens",
+                              every_run=False)  # fmt: skip
+
+
+def token_triggers_sql(table: str, source: str, column: str, *, run_insert: bool) -> list[str]:
+    """The triggers and their functions keeping `table` (hs6's `hs_run_tokens`, hs7's
+    `hs_run_call_tokens`): each run's sum of `source.column`, NULL once unknown, named after
+    `table`; `run_insert`, a row of 0 for every run from its start (hs6's, which the doors
+    lock)."""
     big = I64_MAX
 
     def function(name: str, body: str) -> str:
@@ -21,80 +51,105 @@ def run_tokens_triggers_sql() -> list[str]:
         )
 
     def put(rows: str) -> str:
-        # a run's new steps summed (NUMERIC: no overflow), NULL once unknown
+        # a run's new rows summed (NUMERIC: no overflow), NULL once unknown
         return (
-            "INSERT INTO hs_run_tokens (run_id, total) SELECT run_id, "
+            f"INSERT INTO {table} (run_id, total) SELECT run_id, "
             f"CASE WHEN bool_or(tokens < 0) OR coalesce(sum(tokens), 0) > {big} THEN NULL "
             f"ELSE coalesce(sum(tokens), 0)::BIGINT END FROM {rows} GROUP BY run_id "
             "ORDER BY run_id ON CONFLICT (run_id) DO UPDATE SET total = CASE "
-            "WHEN hs_run_tokens.total IS NULL OR excluded.total IS NULL "
-            f"OR hs_run_tokens.total > {big} - excluded.total THEN NULL "
-            "ELSE hs_run_tokens.total + excluded.total END;"
+            f"WHEN {table}.total IS NULL OR excluded.total IS NULL "
+            f"OR {table}.total > {big} - excluded.total THEN NULL "
+            f"ELSE {table}.total + excluded.total END;"
         )
 
     def take(rows: str) -> str:
         return (
-            "UPDATE hs_run_tokens AS t SET total = CASE WHEN t.total IS NULL "
+            f"UPDATE {table} AS t SET total = CASE WHEN t.total IS NULL "
             "OR d.negative IS TRUE THEN NULL ELSE t.total - d.tokens END "
             "FROM (SELECT run_id, coalesce(sum(tokens), 0) AS tokens, "
             f"bool_or(tokens < 0) AS negative FROM {rows} GROUP BY run_id) AS d "
             "WHERE t.run_id = d.run_id;"
         )
 
-    one = "(SELECT OLD.run_id, OLD.tokens) AS o(run_id, tokens)"
-    new = "(SELECT NEW.run_id, NEW.tokens) AS n(run_id, tokens)"
+    # the transition tables' column named `tokens` whatever the source's is
+    new_rows = (
+        "hs_new" if column == "tokens" else f"(SELECT run_id, {column} AS tokens FROM hs_new) AS n"
+    )
+    old_rows = (
+        "hs_old" if column == "tokens" else f"(SELECT run_id, {column} AS tokens FROM hs_old) AS o"
+    )
+    one = f"(SELECT OLD.run_id, OLD.{column}) AS o(run_id, tokens)"
+    new = f"(SELECT NEW.run_id, NEW.{column}) AS n(run_id, tokens)"
+    runs = (
+        [
+            # every run has its row from the start: the doors lock it (`FOR UPDATE`), so two
+            # writers of one run are checked one after the other
+            function(
+                f"{table}_run_inserted",
+                f"INSERT INTO {table} (run_id, total) SELECT id, 0 FROM hs_new "
+                "ORDER BY id ON CONFLICT (run_id) DO NOTHING;",
+            ),
+        ]
+        if run_insert
+        else []
+    )
     # statement-level with transition tables for inserts and deletes (a COPY or a prune
     # touches each run once a statement), per row for updates (as hs3's spend triggers)
     return [
-        function("hs_run_tokens_inserted", put("hs_new")),
-        function("hs_run_tokens_deleted", take("hs_old")),
-        function("hs_run_tokens_updated", f"{take(one)} {put(new)}"),
-        # every run has its row from the start: the door locks it (`FOR UPDATE`), so two
-        # writers of one run are checked one after the other
+        function(f"{table}_inserted", put(new_rows)),
+        function(f"{table}_deleted", take(old_rows)),
+        function(f"{table}_updated", f"{take(one)} {put(new)}"),
+        *runs,
         function(
-            "hs_run_tokens_run_inserted",
-            "INSERT INTO hs_run_tokens (run_id, total) SELECT id, 0 FROM hs_new "
-            "ORDER BY id ON CONFLICT (run_id) DO NOTHING;",
+            f"{table}_run_deleted",
+            f"DELETE FROM {table} WHERE run_id IN (SELECT id FROM hs_old);",
         ),
-        function(
-            "hs_run_tokens_run_deleted",
-            "DELETE FROM hs_run_tokens WHERE run_id IN (SELECT id FROM hs_old);",
+        *(
+            [
+                f"CREATE TRIGGER {table}_run_insert AFTER INSERT ON runs "
+                "REFERENCING NEW TABLE AS hs_new FOR EACH STATEMENT "
+                f"EXECUTE FUNCTION {table}_run_inserted()"
+            ]
+            if run_insert
+            else []
         ),
-        "CREATE TRIGGER hs_run_tokens_run_insert AFTER INSERT ON runs "
-        "REFERENCING NEW TABLE AS hs_new FOR EACH STATEMENT "
-        "EXECUTE FUNCTION hs_run_tokens_run_inserted()",
-        "CREATE TRIGGER hs_run_tokens_run_delete AFTER DELETE ON runs "
+        f"CREATE TRIGGER {table}_run_delete AFTER DELETE ON runs "
         "REFERENCING OLD TABLE AS hs_old FOR EACH STATEMENT "
-        "EXECUTE FUNCTION hs_run_tokens_run_deleted()",
-        "CREATE TRIGGER hs_run_tokens_insert AFTER INSERT ON steps "
+        f"EXECUTE FUNCTION {table}_run_deleted()",
+        f"CREATE TRIGGER {table}_insert AFTER INSERT ON {source} "
         "REFERENCING NEW TABLE AS hs_new FOR EACH STATEMENT "
-        "EXECUTE FUNCTION hs_run_tokens_inserted()",
-        "CREATE TRIGGER hs_run_tokens_delete AFTER DELETE ON steps "
+        f"EXECUTE FUNCTION {table}_inserted()",
+        f"CREATE TRIGGER {table}_delete AFTER DELETE ON {source} "
         "REFERENCING OLD TABLE AS hs_old FOR EACH STATEMENT "
-        "EXECUTE FUNCTION hs_run_tokens_deleted()",
-        "CREATE TRIGGER hs_run_tokens_update AFTER UPDATE OF run_id, tokens "
-        "ON steps FOR EACH ROW EXECUTE FUNCTION hs_run_tokens_updated()",
+        f"EXECUTE FUNCTION {table}_deleted()",
+        f"CREATE TRIGGER {table}_update AFTER UPDATE OF run_id, {column} "
+        f"ON {source} FOR EACH ROW EXECUTE FUNCTION {table}_updated()",
     ]
 
 
-def drop_run_tokens_triggers_sql() -> list[str]:
+def drop_token_triggers_sql(table: str, source: str, *, run_insert: bool) -> list[str]:
+    run_ops = ("run_insert", "run_delete") if run_insert else ("run_delete",)
+    functions = ("inserted", "deleted", "updated", *(("run_inserted",) if run_insert else ()),
+                 "run_deleted")  # fmt: skip
     return [
-        *(f"DROP TRIGGER IF EXISTS hs_run_tokens_{op} ON steps"
+        *(f"DROP TRIGGER IF EXISTS {table}_{op} ON {source}"
           for op in ("insert", "delete", "update")),
-        *(f"DROP TRIGGER IF EXISTS hs_run_tokens_{op} ON runs"
-          for op in ("run_insert", "run_delete")),
-        *(f"DROP FUNCTION IF EXISTS hs_run_tokens_{fn}()"
-          for fn in ("inserted", "deleted", "updated", "run_inserted", "run_deleted")),
+        *(f"DROP TRIGGER IF EXISTS {table}_{op} ON runs" for op in run_ops),
+        *(f"DROP FUNCTION IF EXISTS {table}_{fn}()" for fn in functions),
     ]  # fmt: skip
 
 
-def run_tokens_backfill_sql() -> str:
+def token_backfill_sql(table: str, source: str, column: str, *, every_run: bool) -> str:
+    rest = (
+        " UNION ALL SELECT id, 0 FROM runs AS r "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {source} AS s WHERE s.run_id = r.id)"
+        if every_run
+        else ""
+    )
     return (
-        "INSERT INTO hs_run_tokens (run_id, total) SELECT run_id, "
-        f"CASE WHEN bool_or(tokens < 0) OR coalesce(sum(tokens), 0) > {I64_MAX} THEN NULL "
-        "ELSE coalesce(sum(tokens), 0)::BIGINT END FROM steps GROUP BY run_id "
-        "UNION ALL SELECT id, 0 FROM runs AS r "
-        "WHERE NOT EXISTS (SELECT 1 FROM steps AS s WHERE s.run_id = r.id)"
+        f"INSERT INTO {table} (run_id, total) SELECT run_id, "
+        f"CASE WHEN bool_or({column} < 0) OR coalesce(sum({column}), 0) > {I64_MAX} THEN NULL "
+        f"ELSE coalesce(sum({column}), 0)::BIGINT END FROM {source} GROUP BY run_id{rest}"
     )
 
 

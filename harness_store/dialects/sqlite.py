@@ -33,7 +33,7 @@ from ..errors import (
     StoreError,
     StoreLockedError,
 )
-from ..formats import BUSY_TIMEOUT_SECONDS, I64_MAX, is_number
+from ..formats import BUSY_TIMEOUT_SECONDS, is_number
 from ..sqldefaults import NOW, stamp_now_sql
 from .base import (
     KEEP_ORPHANS,
@@ -59,6 +59,7 @@ from .sqlite_codes import (
     error_code,
 )
 from .sqlite_queue import SQLiteWriteQueue, begin_immediate
+from .sqlite_run_tokens import token_backfill_sql, token_triggers_sql
 from .sqlite_text import install as install_text_look
 from .sqlite_text import texts_not_utf8 as texts_not_utf8_of
 from .sqlite_text import tolerant as tolerant_of
@@ -224,61 +225,27 @@ class SQLiteBackend(Backend):
         return [f"DROP TRIGGER IF EXISTS hs_spend_{op}" for op in ("insert", "delete", "update")]
 
     def run_tokens_triggers_sql(self) -> list[str]:
-        def add(total: str, tokens: str) -> str:
-            # NULL once unknown: a token that is no integer of at least 0, or a total that
-            # would pass 2⁶³−1 (SQLite would make it REAL, and the door could not trust it)
-            return (
-                f"CASE WHEN {total} IS NULL THEN NULL WHEN {tokens} IS NULL THEN {total} "
-                f"WHEN typeof({tokens}) <> 'integer' OR {tokens} < 0 "
-                f"OR {total} > {I64_MAX} - {tokens} THEN NULL ELSE {total} + {tokens} END"
-            )
-
-        def take(row: str) -> str:
-            tokens = f"{row}.tokens"
-            return (
-                "UPDATE hs_run_tokens SET total = CASE WHEN total IS NULL THEN NULL "
-                f"WHEN {tokens} IS NULL THEN total WHEN typeof({tokens}) <> 'integer' "
-                f"OR {tokens} < 0 THEN NULL ELSE total - {tokens} END "
-                f"WHERE run_id = {row}.run_id;"
-            )
-
-        put = (
-            "INSERT INTO hs_run_tokens (run_id, total) VALUES "
-            f"(NEW.run_id, {add('0', 'NEW.tokens')}) "
-            f"ON CONFLICT (run_id) DO UPDATE SET total = {add('total', 'NEW.tokens')};"
-        )
-        on = "ON steps FOR EACH ROW BEGIN"
-        return [
-            f"CREATE TRIGGER IF NOT EXISTS hs_run_tokens_insert AFTER INSERT {on} {put} END",
-            f"CREATE TRIGGER IF NOT EXISTS hs_run_tokens_delete AFTER DELETE {on} "
-            f"{take('OLD')} END",
-            f"CREATE TRIGGER IF NOT EXISTS hs_run_tokens_update AFTER UPDATE OF run_id, tokens "
-            f"{on} {take('OLD')} {put} END",
-            # every run has its row from the start, as the door reads it
-            "CREATE TRIGGER IF NOT EXISTS hs_run_tokens_run_insert AFTER INSERT ON runs "
-            "FOR EACH ROW BEGIN INSERT INTO hs_run_tokens (run_id, total) VALUES (NEW.id, 0) "
-            "ON CONFLICT (run_id) DO NOTHING; END",
-            "CREATE TRIGGER IF NOT EXISTS hs_run_tokens_run_delete AFTER DELETE ON runs "
-            "FOR EACH ROW BEGIN DELETE FROM hs_run_tokens WHERE run_id = OLD.id; END",
-        ]
+        return token_triggers_sql("hs_run_tokens", "steps", "tokens", run_insert=True)
 
     def drop_run_tokens_triggers_sql(self) -> list[str]:
         ops = ("insert", "delete", "update", "run_insert", "run_delete")
         return [f"DROP TRIGGER IF EXISTS hs_run_tokens_{op}" for op in ops]
 
     def run_tokens_backfill_sql(self) -> str:
-        # summed as two halves of 32 bits (SQLite's SUM fails past 2⁶³−1): the total fits
-        # when the high half, its carry in, stays below 2³¹
-        high = "(hi + (lo >> 32))"
-        return (
-            "INSERT INTO hs_run_tokens (run_id, total) SELECT run_id, "
-            f"CASE WHEN bad > 0 OR {high} > 2147483647 THEN NULL "
-            f"ELSE ({high} << 32) | (lo & 4294967295) END FROM ("
-            "SELECT run_id, sum(typeof(tokens) NOT IN ('integer', 'null') OR tokens < 0) AS bad, "
-            "coalesce(sum(tokens >> 32), 0) AS hi, coalesce(sum(tokens & 4294967295), 0) AS lo "
-            "FROM steps GROUP BY run_id) "
-            "UNION ALL SELECT id, 0 FROM runs AS r "
-            "WHERE NOT EXISTS (SELECT 1 FROM steps AS s WHERE s.run_id = r.id)"
+        return token_backfill_sql("hs_run_tokens", "steps", "tokens", every_run=True)
+
+    def call_tokens_triggers_sql(self) -> list[str]:
+        return token_triggers_sql(
+            "hs_run_call_tokens", "provider_calls", "total_tokens", run_insert=False
+        )
+
+    def drop_call_tokens_triggers_sql(self) -> list[str]:
+        ops = ("insert", "delete", "update", "run_delete")
+        return [f"DROP TRIGGER IF EXISTS hs_run_call_tokens_{op}" for op in ops]
+
+    def call_tokens_backfill_sql(self) -> str:
+        return token_backfill_sql(
+            "hs_run_call_tokens", "provider_calls", "total_tokens", every_run=False
         )
 
     def checkpoint_format(self, conn: Connection) -> int:

@@ -23,3 +23,14 @@ RUN_TOKENS = Table(
     Column("total", BigInteger, nullable=True),
 )
 """Per run with steps: the sum of their tokens, or NULL when it is unknown (see the module)."""
+
+RUN_CALL_TOKENS = Table(
+    "hs_run_call_tokens",
+    RUN_TOKENS_METADATA,
+    Column("run_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("total", BigInteger, nullable=True),
+)
+"""Revision `hs7`, the same for provider calls: per run with calls, the sum of their
+`total_tokens` (NULL usage adds nothing), or NULL when it is unknown; what the Store's
+provider-call door reads. A run without a row has no call yet (or lost it: the door then sums
+the run's calls)."""

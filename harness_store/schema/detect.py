@@ -49,11 +49,11 @@ IGNORED_TABLES = frozenset(
     | {"hs_sync_origin", "hs_sync_origins", "hs_sync_ids", "hs_sync_marks", "hs_sync_quarantine"}
     | {"hs_spend_days", "hs_spend_runs", "hs_spend_priced_days", "hs_spend_priced_runs"}
     | {"hs_sync_roles", "hs_sync_origin_roles", "hs_sync_row_roles"}
-    | {"hs_run_tokens"}
+    | {"hs_run_tokens", "hs_run_call_tokens"}
 )
 """Tables that say nothing about which release wrote a store (the `hs_sync_` ones are sync's
 bookkeeping, `harness_store.models.sync`; the `hs_spend_` ones hs3's spend counters,
-`harness_store.models.spend`; `hs_run_tokens` hs6's token totals)."""
+`harness_store.models.spend`; `hs_run_tokens` hs6's token totals, `hs_run_call_tokens` hs7's)."""
 
 
 class StoreKind(Enum):

@@ -307,6 +307,8 @@ def create_head_schema(conn: Connection) -> None:
     RUN_TOKENS_METADATA.create_all(conn)  # hs6's run token totals, and their triggers
     for statement in backend.run_tokens_triggers_sql():
         conn.exec_driver_sql(statement)
+    for statement in backend.call_tokens_triggers_sql():  # hs7's, in the same metadata
+        conn.exec_driver_sql(statement)
     backend.set_checkpoint_format(conn, CHECKPOINT_FORMAT)
     version = Table(
         "alembic_version",

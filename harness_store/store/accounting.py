@@ -19,7 +19,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    cast,
     exists,
     func,
     insert,
@@ -31,7 +30,7 @@ from .. import models as m
 from ..errors import IntegerOverflowError, StoreError
 from ..formats import I64_MAX, opt_text, opt_u64, u32, u64
 from ..formats import text as check_text
-from ..models.run_tokens import RUN_TOKENS
+from ..models.run_tokens import RUN_CALL_TOKENS, RUN_TOKENS
 from ..models.spend import USAGE_SUMS
 from ..records import (
     NO_KEY,
@@ -72,15 +71,19 @@ def call_tokens_door(run_id: Any, total: Any) -> ColumnElement[int]:
     """A call's `total_tokens`, or, when they would take its run's sum of them past 2⁶³−1
     (which io-harness's `SUM` in `spent_tokens` could not read back), an expression that fails
     the statement as a 64-bit overflow does (`abs` of −2⁶³, as `checkpoints.tokens_door`), so
-    nothing is written. The sum so far is read from the run's calls on `provider_calls_run`
-    (a run's calls are few beside its steps: one an attempt); where it is already past 64 bits
-    SQLite's `SUM` fails the statement the same way. NULL (no usage) adds nothing."""
+    nothing is written. The sum so far is one probe of hs7's `hs_run_call_tokens`, whatever
+    the run holds; where that is unknown (NULL) or the run has no row, the run's calls summed
+    on `provider_calls_run`, and where that sum is already past 64 bits SQLite's `SUM` fails
+    the statement the same way. NULL (no usage) adds nothing."""
+    kept = (
+        select(RUN_CALL_TOKENS.c.total).where(RUN_CALL_TOKENS.c.run_id == run_id).scalar_subquery()
+    )
     c = m.table_of(m.ProviderCall)
-    summed = select(func.coalesce(func.sum(c.c.total_tokens), 0)).where(c.c.run_id == run_id)
-    so_far = summed.scalar_subquery()
+    summed = select(func.sum(c.c.total_tokens)).where(c.c.run_id == run_id).scalar_subquery()
     zero, one, big = (literal_column(str(n), BigInteger) for n in (0, 1, I64_MAX))
-    # not a constant (a planner could fold one, failing every statement): it reads `so_far`
-    refused = func.abs(cast(so_far, BigInteger) * zero - big - one)
+    so_far = func.coalesce(kept, summed, zero)
+    # not a constant (a planner could fold one, failing every statement): it reads `kept`
+    refused = func.abs(func.coalesce(kept, zero) * zero - big - one)
     return case((total.is_(None), total), (total <= big - so_far, total), else_=refused)
 
 
@@ -100,7 +103,9 @@ LOCK_RUN_TOKENS = (
 )
 """The run's hs6 row locked (PostgreSQL) before a call is written: two writers of a run's calls
 are checked one after the other, the second's INSERT (a new snapshot under READ COMMITTED)
-seeing the first's call. SQLite's writers are one at a time already."""
+seeing the first's call and the total hs7's trigger kept of it (every run has an hs6 row from
+its start, a run's hs7 row comes with its first call). SQLite's writers are one at a time
+already."""
 
 
 def make_call(*row: Any) -> ProviderCall:

@@ -47,7 +47,14 @@ from .check_rows import (
     resume_findings,
     tree_findings,
 )
-from .check_run_tokens import recount_runs, run_token_findings, token_recount_work
+from .check_run_tokens import (
+    CALL_TOTALS,
+    STEP_TOTALS,
+    Totals,
+    recount_runs,
+    run_token_findings,
+    token_recount_work,
+)
 from .check_schema import build_index, schema_findings
 from .check_spend import recount_groups, recount_work, spend_findings
 from .check_values import value_findings
@@ -128,6 +135,9 @@ def _run_checks(
     if "steps" in tables and RUN_TOKENS.name in present:
         findings += run_token_findings(conn)
         checks.append("run_tokens")
+    if "provider_calls" in tables and CALL_TOTALS.table.name in present:
+        findings += run_token_findings(conn, CALL_TOTALS)
+        checks.append("call_tokens")
     if backend.name == "postgresql":
         findings += role_findings(conn, backend)
         checks.append("roles")
@@ -194,7 +204,8 @@ class CheckMixin(StoreBase):
 
     def _repair(self, fixable: list[Finding]) -> list[str]:
         done: list[str] = []
-        recount = recount_tokens = False
+        recount = False
+        recount_tokens: set[Totals] = set()
         for finding in fixable:
             if finding.kind in (K.MISSING_INDEX, K.INDEX_DIFFERS):
                 index = build_index(str(finding.rows[0]))
@@ -206,9 +217,16 @@ class CheckMixin(StoreBase):
                 done.append(f"{verb} index {index.name} on {finding.table}")
             elif finding.kind in (K.MISSING_TRIGGER, K.TRIGGER_DIFFERS):
                 name = str(finding.rows[0])
-                tokens = name.startswith("hs_run_tokens_")
                 backend = self._backend
-                sql = backend.run_tokens_triggers_sql() if tokens else backend.spend_triggers_sql()
+                calls = name.startswith("hs_run_call_tokens_")
+                tokens = calls or name.startswith("hs_run_tokens_")
+                sql = (
+                    backend.call_tokens_triggers_sql()
+                    if calls
+                    else backend.run_tokens_triggers_sql()
+                    if tokens
+                    else backend.spend_triggers_sql()
+                )
                 with self._write() as conn:
                     if finding.kind is K.TRIGGER_DIFFERS:
                         on = "" if backend.one_connection else f" ON {finding.table}"
@@ -219,7 +237,7 @@ class CheckMixin(StoreBase):
                 verb = "created" if finding.kind is K.MISSING_TRIGGER else "rebuilt"
                 done.append(f"{verb} trigger {name} on {finding.table}")
                 if tokens:
-                    recount_tokens = True
+                    recount_tokens.add(CALL_TOTALS if calls else STEP_TOTALS)
                 else:
                     recount = True
             elif finding.kind is K.LEASE_OF_MISSING_RUN:
@@ -232,7 +250,8 @@ class CheckMixin(StoreBase):
             elif finding.kind is K.SPEND_COUNTER:
                 recount = True
             elif finding.kind is K.RUN_TOKENS:
-                recount_tokens = True
+                is_calls = finding.table == CALL_TOTALS.table.name
+                recount_tokens.add(CALL_TOTALS if is_calls else STEP_TOTALS)
         if recount:
             with self._snapshot(typed=True) as conn:
                 groups = recount_work(conn)
@@ -244,20 +263,23 @@ class CheckMixin(StoreBase):
                 with self._write() as conn:
                     recount_groups(conn, groups[start : start + RECOUNT_SLICE])
             done.append(f"recounted the spend counters of {len(groups)} groups")
-        if recount_tokens:
-            done.append(self._recount_run_tokens())
+        for totals in (STEP_TOTALS, CALL_TOTALS):
+            if totals in recount_tokens:
+                done.append(self._recount_run_tokens(totals))
         return done
 
-    def _recount_run_tokens(self) -> str:
-        """hs6's totals recounted where they are wrong: the runs decided in a read, then
-        written `RECOUNT_SLICE` runs a write transaction."""
+    def _recount_run_tokens(self, totals: Totals) -> str:
+        """hs6's totals (or hs7's) recounted where they are wrong: the runs decided in a read,
+        then written `RECOUNT_SLICE` runs a write transaction."""
         with self._snapshot(typed=True) as conn:
-            runs = token_recount_work(conn)
+            runs = token_recount_work(conn, totals)
         began = time.monotonic()
         for start in range(0, len(runs), RECOUNT_SLICE):
             if start:
                 step_aside(began)
                 began = time.monotonic()
             with self._write() as conn:
-                recount_runs(conn, runs[start : start + RECOUNT_SLICE])
-        return f"recounted the token totals of {len(runs)} run" + ("s" if len(runs) != 1 else "")
+                recount_runs(conn, runs[start : start + RECOUNT_SLICE], totals)
+        of = "" if totals is STEP_TOTALS else f" of {totals.rows}"
+        plural = "s" if len(runs) != 1 else ""
+        return f"recounted the token totals{of} of {len(runs)} run{plural}"

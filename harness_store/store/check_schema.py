@@ -14,12 +14,13 @@ from sqlalchemy import Connection, Index, MetaData, func, inspect, select, text
 from .. import models as m
 from ..dialects import Backend, backend_for
 from ..dialects.base import FORMAT_TABLE
-from ..models.run_tokens import RUN_TOKENS
+from ..models.run_tokens import RUN_CALL_TOKENS, RUN_TOKENS
 from ..models.spend import SPEND_TABLES
 from ..records.health import ROWS_SHOWN, Finding, FindingKind
 from ..releases import (
     HEAD,
     INDEXES,
+    OWN_CALL_TOKENS,
     OWN_INDEXES,
     OWN_INDEXES_FILLED,
     OWN_RUN_TOKENS,
@@ -48,6 +49,14 @@ RUN_TOKENS_TRIGGERS = {
     "runs": frozenset({"hs_run_tokens_run_insert", "hs_run_tokens_run_delete"}),
 }
 """hs6's triggers keeping each run's token total, by table."""
+
+CALL_TOKENS_TRIGGERS = {
+    "provider_calls": frozenset(
+        {"hs_run_call_tokens_insert", "hs_run_call_tokens_delete", "hs_run_call_tokens_update"}
+    ),
+    "runs": frozenset({"hs_run_call_tokens_run_delete"}),
+}
+"""hs7's triggers keeping each run's total of its calls' tokens, by table."""
 
 OWN_TABLES = frozenset({FORMAT_TABLE})
 """harness_store's own tables that `detect.read_tables` lists (PostgreSQL's stand-in for
@@ -185,8 +194,10 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
     ]
     findings += view_findings(conn)
     if counted:
-        tokens = REVISIONS.index(str(revision)) >= REVISIONS.index(OWN_RUN_TOKENS)
-        findings += trigger_findings(conn, tables, run_tokens=tokens)
+        place = REVISIONS.index(str(revision))
+        tokens = place >= REVISIONS.index(OWN_RUN_TOKENS)
+        calls = place >= REVISIONS.index(OWN_CALL_TOKENS)
+        findings += trigger_findings(conn, tables, run_tokens=tokens, call_tokens=calls)
     return findings, release
 
 
@@ -275,13 +286,15 @@ def shape_revision(release: str, tables: set[str], indexes: Indexes, *, timed: b
     """The revision a store of `release`'s shape is at, told by harness_store's own objects:
     the typed-times views (`timed`: all there, or not wanted, on SQLite), every `hs_` index
     of the head, hs3's counters, hs2's index of steps, hs1's index of trees; hs6's run
-    token totals above the views."""
+    token totals above the views, hs7's call token totals above those."""
     if release == UPSTREAM_HEAD:
         if set(SPEND_TABLES) <= tables:
             if not set(own_indexes_at(HEAD)) <= set(indexes):
                 return OWN_SPEND
             if not timed:
                 return OWN_INDEXES_FILLED
+            if RUN_CALL_TOKENS.name in tables:
+                return OWN_CALL_TOKENS
             return OWN_RUN_TOKENS if RUN_TOKENS.name in tables else OWN_TYPED_TIMES
         if set(own_indexes_at(OWN_STEP_TOKENS)) & set(indexes):
             return OWN_STEP_TOKENS
@@ -379,11 +392,16 @@ def build_index(name: str) -> Index:
 
 
 def trigger_findings(
-    conn: Connection, tables: Mapping[str, frozenset[str]], *, run_tokens: bool = False
+    conn: Connection,
+    tables: Mapping[str, frozenset[str]],
+    *,
+    run_tokens: bool = False,
+    call_tokens: bool = False,
 ) -> list[Finding]:
-    """hs3's triggers missing from `provider_calls` and (`run_tokens`: a store at hs6 or
-    later) hs6's from `steps` and `runs`, and every trigger on a table that is neither
-    io-harness's nor harness_store's."""
+    """hs3's triggers missing from `provider_calls`, (`run_tokens`: a store at hs6 or later)
+    hs6's from `steps` and `runs` and (`call_tokens`: at hs7 or later) hs7's from
+    `provider_calls` and `runs`, and every trigger on a table that is neither io-harness's nor
+    harness_store's."""
     backend = _backend(conn)
     findings = []
     on_calls = backend.trigger_names(conn, "provider_calls") if "provider_calls" in tables else None
@@ -401,42 +419,50 @@ def trigger_findings(
             )
             for name in sorted(SPEND_TRIGGERS - on_calls)
         ]
-    for table, own in sorted(RUN_TOKENS_TRIGGERS.items()) if run_tokens else ():
-        if table not in tables:
-            continue
-        findings += [
-            Finding(
-                K.MISSING_TRIGGER,
-                table,
-                f"trigger {name} (hs6's run token totals) is missing",
-                "io-harness writes its steps all the same; the totals harness_store's step "
-                "door reads no longer follow those writes",
-                key="name",
-                rows=(name,),
-                repair=f"create trigger {name}, then recount the run token totals",
-            )
-            for name in sorted(own - backend.trigger_names(conn, table))
-        ]
-    if run_tokens:
-        altered = backend.altered_triggers(conn, backend.run_tokens_triggers_sql())
+    families = [
+        (RUN_TOKENS_TRIGGERS, backend.run_tokens_triggers_sql, "hs6's run token totals",
+         "steps", "step"),
+    ] if run_tokens else []  # fmt: skip
+    if call_tokens:
+        families.append((CALL_TOKENS_TRIGGERS, backend.call_tokens_triggers_sql,
+                         "hs7's run call token totals", "calls", "provider-call"))  # fmt: skip
+    for triggers, sql, what, rows, door in families:
+        for table, own in sorted(triggers.items()):
+            if table not in tables:
+                continue
+            findings += [
+                Finding(
+                    K.MISSING_TRIGGER,
+                    table,
+                    f"trigger {name} ({what}) is missing",
+                    f"io-harness writes its {rows} all the same; the totals harness_store's "
+                    f"{door} door reads no longer follow those writes",
+                    key="name",
+                    rows=(name,),
+                    repair=f"create trigger {name}, then recount the run token totals",
+                )
+                for name in sorted(own - backend.trigger_names(conn, table))
+            ]
+        altered = backend.altered_triggers(conn, sql())
         findings += [
             Finding(
                 K.TRIGGER_DIFFERS,
                 table,
-                f"trigger {name} (hs6's run token totals) is not the one harness_store creates",
-                "io-harness writes its steps all the same; the totals harness_store's step "
-                "door reads may no longer follow those writes",
+                f"trigger {name} ({what}) is not the one harness_store creates",
+                f"io-harness writes its {rows} all the same; the totals harness_store's "
+                f"{door} door reads may no longer follow those writes",
                 key="name",
                 rows=(name,),
                 repair=f"create trigger {name} again, then recount the run token totals",
             )
-            for table, own in sorted(RUN_TOKENS_TRIGGERS.items())
+            for table, own in sorted(triggers.items())
             for name in sorted(own & altered)
         ]
     for table in sorted(tables):
         names = backend.trigger_names(conn, table)
         unknown = names - SPEND_TRIGGERS if table == "provider_calls" else names
         unknown -= RUN_TOKENS_TRIGGERS.get(table, frozenset())
+        unknown -= CALL_TOKENS_TRIGGERS.get(table, frozenset())
         unknown -= backend.own_triggers  # the roles' rules (a PostgreSQL centre's)
         findings += [
             Finding(
