@@ -5,10 +5,10 @@ priced again from its calls."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, and_, func, literal_column, select
 
 from ..models.spend import PRICED_DAYS, PRICED_RUNS, SPEND_DAYS, SPEND_RUNS, USAGE_SUMS
 from ..records import UNKNOWN_MODEL
@@ -20,20 +20,38 @@ K = FindingKind
 SUMS = USAGE_SUMS
 
 
+def _halves(column: Any) -> tuple[Any, Any]:
+    """A column's sum as the sums of its high and low 32 bits, neither of which overflows a
+    64-bit integer however many calls there are: SQLite's SUM stops with "integer overflow"
+    on calls another writer made to sum past 2⁶³−1, which `check` reports rather than fails on."""
+    return (
+        func.coalesce(func.sum(column.op(">>")(literal_column("32"))), 0),
+        func.coalesce(func.sum(column.op("&")(literal_column("4294967295"))), 0),
+    )
+
+
+def _joined(row: Sequence[Any]) -> tuple[int, ...]:
+    """(count, sum, …) from (count, high, low, …): each sum exact, as Python's integers are."""
+    return (
+        int(row[0]),
+        *((int(hi) << 32) + int(lo) for hi, lo in zip(row[1::2], row[2::2], strict=True)),
+    )
+
+
 def spend_problems(conn: Connection) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     """Run groups and (day, model) groups whose calls have no counter, and those whose kept
     answer is marked current by its counter but counts other calls than `provider_calls`."""
     calls = model_table("provider_calls")
     day = func.substr(calls.c.at, 1, 10)
     model = func.coalesce(calls.c.model, UNKNOWN_MODEL)
-    sums = [func.count(), *(func.coalesce(func.sum(calls.c[n]), 0) for n in SUMS)]
+    sums = [func.count(), *(part for n in SUMS for part in _halves(calls.c[n]))]
     actual_runs = {  # a run id that is no integer: `value_findings` names it
-        (r[0],): tuple(int(v) for v in r[1:])
+        (r[0],): _joined(r[1:])
         for r in conn.execute(select(calls.c.run_id, *sums).group_by(calls.c.run_id))
         if isinstance(r[0], int)
     }
     actual_days = {
-        (str(r[0]), str(r[1])): tuple(int(v) for v in r[2:])
+        (str(r[0]), str(r[1])): _joined(r[2:])
         for r in conn.execute(select(day, model, *sums).group_by(day, model))
     }
     out: list[list[Any]] = []
