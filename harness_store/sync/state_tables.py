@@ -237,17 +237,7 @@ class StateTables(ChangedRows):
         weight = ROUND_TRIP_ROWS if rule.table == "memory" else 1
         size = max(1, self.slice_rows // weight) if self.slices is not None else len(rows) or 1
         self._prefetch_links(rule, names, [r for _, _, r in changed + new])
-        for start in range(0, len(changed), size):
-            part = [
-                (k, h, dict(zip(names, r, strict=True)))
-                for k, h, r in changed[start : start + size]
-            ]
-            if rule.replace:
-                self._delete_rows(rule, table, [old[k] for k, _, _ in part])
-                self._insert_state(rule, table, [(k, h, r, True) for k, h, r in part])
-            else:
-                self._update_state(rule, table, part)
-            self._slice_done(len(part) * weight)
+        self._write_changed(rule, table, names, changed, old, size, weight)
         for start in range(0, len(new), size):
             part = [
                 (k, h, dict(zip(names, r, strict=True))) for k, h, r in new[start : start + size]
@@ -295,6 +285,30 @@ class StateTables(ChangedRows):
     def _remap(self, rule: Rule, table: Table, row: dict[str, Any], later: list[Any]) -> Any:
         nullable = {c: bool(table.c[c].nullable) for c in rule.links}
         return remap(rule, row, self.ids, nullable, later)
+
+    def _write_changed(
+        self,
+        rule: Rule,
+        table: Table,
+        names: list[str],
+        changed: list[tuple[int, int, Any]],
+        old: dict[int, Entry],
+        size: int,
+        weight: int,
+    ) -> None:
+        """Write rows sent before that changed, `size` at a time (a slice's part): replaced
+        (deleted and inserted again) where the rule says so, else updated in place."""
+        for start in range(0, len(changed), size):
+            part = [
+                (k, h, dict(zip(names, r, strict=True)))
+                for k, h, r in changed[start : start + size]
+            ]
+            if rule.replace:
+                self._delete_rows(rule, table, [old[k] for k, _, _ in part])
+                self._insert_state(rule, table, [(k, h, r, True) for k, h, r in part])
+            else:
+                self._update_state(rule, table, part)
+            self._slice_done(len(part) * weight)
 
     def _update_state(
         self, rule: Rule, table: Table, changed: list[tuple[int, int, dict[str, Any]]]

@@ -148,17 +148,7 @@ class WholeCompare(StateTables):
             if changed:
                 self.old_changed = True  # rows sent before changed: an archive, perhaps
                 self._prefetch_links(rule, names, [r for _, _, r in changed])
-            for start in range(0, len(changed), size):
-                part = [
-                    (k, h, dict(zip(names, r, strict=True)))
-                    for k, h, r in changed[start : start + size]
-                ]
-                if rule.replace:
-                    self._delete_rows(rule, table, [old[k] for k, _, _ in part])
-                    self._insert_state(rule, table, [(k, h, r, True) for k, h, r in part])
-                else:
-                    self._update_state(rule, table, part)
-                self._slice_done(len(part) * weight)
+            self._write_changed(rule, table, names, changed, old, size, weight)
             self._let_go(rule.table)
         statement = source_select(rule, source_columns(rule, self.have))
         for keys in chunks(new):  # in key order, as they were read
