@@ -52,8 +52,8 @@ def looks(tmp_path: Path, target: str, runs: int, monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_first_sync_of_trees_looks_at_waiting_children_a_bounded_number_of_times(
-    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, store_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    small = looks(tmp_path, pg_url, 1_000, monkeypatch)
-    big = looks(tmp_path, pg_url, 4_000, monkeypatch)  # a second origin into the same centre
+    small = looks(tmp_path, store_target, 1_000, monkeypatch)
+    big = looks(tmp_path, store_target, 4_000, monkeypatch)  # a second origin into the same centre
     assert big <= 6 * max(small, 1), (small, big)
