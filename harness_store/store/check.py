@@ -234,12 +234,20 @@ class CheckMixin(StoreBase):
                     for statement in sql:
                         if "CREATE TRIGGER" not in statement or f" {name} " in statement:
                             conn.exec_driver_sql(statement)
+                    backend.keep_rules(conn)  # functions made again run as the owner again
                 verb = "created" if finding.kind is K.MISSING_TRIGGER else "rebuilt"
                 done.append(f"{verb} trigger {name} on {finding.table}")
                 if tokens:
                     recount_tokens.add(CALL_TOTALS if calls else STEP_TOTALS)
                 else:
                     recount = True
+            elif finding.kind is K.MISSING_TABLE:  # hs6's or hs7's totals (the one kind fixed)
+                totals = CALL_TOTALS if finding.table == CALL_TOTALS.table.name else STEP_TOTALS
+                with self._write() as conn:
+                    totals.table.create(conn)
+                    self._backend.keep_rules(conn)  # a centre with roles: its grants on it
+                done.append(f"created table {finding.table}")
+                recount_tokens.add(totals)
             elif finding.kind is K.LEASE_OF_MISSING_RUN:
                 leases, runs = model_table("run_leases"), model_table("runs")
                 with self._write() as conn:

@@ -172,7 +172,8 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
         for i in sorted(unknown)
         if i in unknown_tables or i.split(".")[0] not in unknown_tables
     ]
-    counted = revision is not None and REVISIONS.index(revision) >= REVISIONS.index(OWN_SPEND)
+    place = REVISIONS.index(revision) if revision is not None else -1
+    counted = place >= REVISIONS.index(OWN_SPEND)
     if counted:
         findings += [
             Finding(
@@ -187,6 +188,27 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
             for name in SPEND_TABLES
             if name not in present_tables
         ]
+        findings += [
+            Finding(
+                K.MISSING_TABLE,
+                totals.name,
+                f"{totals.name} ({what}) is missing",
+                f"io-harness never reads it, but its {of} fail on the triggers that keep it",
+                key="name",
+                rows=(totals.name,),
+                repair=f"create table {totals.name} and count every run's totals into it",
+            )
+            for totals, at, what, of in (
+                (RUN_TOKENS, OWN_RUN_TOKENS, "hs6's run token totals", "writes of runs and steps"),
+                (
+                    RUN_CALL_TOKENS,
+                    OWN_CALL_TOKENS,
+                    "hs7's run call token totals",
+                    "provider calls and deletions of runs",
+                ),
+            )
+            if place >= REVISIONS.index(at) and totals.name not in present_tables
+        ]
     indexed_as = revision if revision is not None else emptied
     findings += [
         duplicates_finding(conn, f, INDEXES[release]) or f
@@ -194,7 +216,6 @@ def schema_findings(conn: Connection, revision: str | None) -> tuple[list[Findin
     ]
     findings += view_findings(conn)
     if counted:
-        place = REVISIONS.index(str(revision))
         tokens = place >= REVISIONS.index(OWN_RUN_TOKENS)
         calls = place >= REVISIONS.index(OWN_CALL_TOKENS)
         findings += trigger_findings(conn, tables, run_tokens=tokens, call_tokens=calls)
