@@ -32,7 +32,6 @@ from .origin_state import (
     PAGE_CHECK_EVERY,
     PAGES_MARK,
     STATE_MARK,
-    Carried,
     Overtaken,
 )
 from .rewinding import Rewinding
@@ -69,16 +68,14 @@ class OriginSync(LateLinks, Rewinding, Holding):
             self._adopt_all()
             return
         reason = None
-        carried = self.carry.take() if self.carry is not None else None
-        sliced = self.slices is not None
-        self.syncs = self._syncs() if self.carry is not None or sliced else 0
+        self.syncs = self._syncs() if self.slices is not None else 0
         if self.slices is not None:  # the origin is registered: the maps are read apart
             self.reader = self.slices.read()
             self._dst = None
             if self._syncs() != self.syncs:
                 raise Overtaken
         if not self.fresh:
-            self._load(carried)
+            self._load()
             reason = self._rewound()
             self._look_again_at_held()  # the last pass held runs back
         if self.unreadable or self.held_lenient:
@@ -121,19 +118,14 @@ class OriginSync(LateLinks, Rewinding, Holding):
         for tbl in self.ids:
             self.maps.setdefault(tbl, {})
         # one query for the id maps of every table that changed (a table without a mark was
-        # never synced from this origin: it has no map to read), unless they were carried
+        # never synced from this origin: it has no map to read)
         changed = [
             table
             for table, (_, _, total) in read.items()
-            if table not in self.whole
-            and table not in self.partial
-            and self.hwm_loaded.get(STATE_MARK + table) != total
+            if table not in self.partial and self.hwm_loaded.get(STATE_MARK + table) != total
         ]
-        if self.fresh:
-            self.whole = {rule.table for rule in RULES}  # nothing central: every map is whole
-        elif changed:
+        if changed and not self.fresh:
             self._read_maps(IDS.c.tbl.in_(changed))
-            self.whole.update(changed)
         totals = {table: total for table, (_, _, total) in read.items()}
         for rule in RULES:
             if rule.table not in self.have:
@@ -153,8 +145,6 @@ class OriginSync(LateLinks, Rewinding, Holding):
         self._save(final=True)
         if self.released:  # sent whole by this pass: in its last transaction
             quarantine.release(self.dst, self.origin_id, self.released)
-        if self.carry is not None:
-            self.carry.pending = self._carried()
 
     def _adopt_all(self) -> None:
         """The id maps and marks a sync of the snapshot would leave, its rows being in the
@@ -186,11 +176,6 @@ class OriginSync(LateLinks, Rewinding, Holding):
         pass reads yet, which can wait that long."""
         last = self.hwm_loaded.get(PAGES_MARK)
         return last is None or not 0 <= time.time() - last <= PAGE_CHECK_EVERY
-
-    def _carried(self) -> Carried:
-        """What this pass knew for the next one: no id map (a pass reads the entries it
-        needs from the centre, whatever the source's size, and holds no more)."""
-        return Carried(self.origin_id, self.syncs, {})
 
     def _delete_gone_runs(self) -> None:
         """Delete centrally the runs deleted in the source, with their append rows and the

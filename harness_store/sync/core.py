@@ -52,7 +52,7 @@ from ..transfer.values import refusal
 from . import origins
 from .apply import OriginSync
 from .destination import Destination, Ready, dry_destination
-from .origin_state import BATCH, Carry, Overtaken
+from .origin_state import BATCH, Overtaken
 from .origins import Origin
 from .quarantine import Unreadable
 from .report import (
@@ -69,6 +69,7 @@ from .rules import RULES
 from .slices import Slices, Writing
 from .sources import (
     SOURCE_REFUSALS,
+    Claim,
     Source,
     anchor_differs,
     check_source,
@@ -251,7 +252,7 @@ def sync_source(
     batch_size: int,
     *,
     check_pages: bool = True,
-    carry: Carry | None = None,
+    claim: Claim | None = None,
     ready: Ready | None = None,
 ) -> OriginReport:
     """One source's sync: read in one snapshot, written in one destination transaction or in
@@ -261,12 +262,13 @@ def sync_source(
     the source's Store when it is still open, else it is opened here; closed either way.
     Without `check_pages` the source's pages are quick-checked only when it is a new origin
     or read again in full, not when it only grew (a follower checks a file it checked a
-    moment ago only now and then: the check reads the whole file). `carry` is what a
-    follower keeps of the source from pass to pass (`origin_state.Carry`). `dest` is the
-    destination's connector (`Destination.connector`)."""
+    moment ago only now and then: the check reads the whole file). `claim`, when given, is
+    called with the source's origin mark (or None) as the pass read it, before anything is
+    written, and raises to refuse the source (a follower's: another source it follows
+    carries that mark). `dest` is the destination's connector (`Destination.connector`)."""
     writing = partial(_load, dest, not dry_run, ready)
     return _sync_source(
-        source, kept, dest, writing, mark, dry_run, on_rows, batch_size, check_pages, carry
+        source, kept, dest, writing, mark, dry_run, on_rows, batch_size, check_pages, claim
     )
 
 
@@ -288,7 +290,7 @@ def _sync_source(
     on_rows: Callable[[int], None],
     batch_size: int,
     check_pages: bool,
-    carry: Carry | None = None,
+    claim: Claim | None = None,
 ) -> OriginReport:
     started = time.monotonic()
     path = path_of(source)
@@ -314,7 +316,7 @@ def _sync_source(
                     batch_size,
                     started,
                     check_pages,
-                    carry,
+                    claim,
                     reading=dest.snapshot if not dry_run and dest.backend.one_connection else None,
                     unreadable=unreadable,
                 )
@@ -351,7 +353,7 @@ def _send(
     batch_size: int,
     started: float,
     check_pages: bool = True,
-    carry: Carry | None = None,
+    claim: Claim | None = None,
     *,
     reading: Writing | None = None,
     unreadable: dict[int, tuple[str, str | None, str | None, str]] | None = None,
@@ -361,8 +363,8 @@ def _send(
         src.execution_options(compiled_cache=SOURCE_STATEMENTS)
         have = check_source(src, path)
         ident = origins.identify(path, origins.read_mark(src))
-        if carry is not None:
-            carry.claim(ident.mark)  # a follower refuses a mark another source carries
+        if claim is not None:
+            claim(ident.mark)  # a follower refuses a mark another source carries
         origin: Origin | None = None
         try:
             with Slices(writing) as slices:
@@ -392,7 +394,6 @@ def _send(
                     check_pages=lambda: check_source_pages(src, str(path), "synced"),
                 )
                 work.check_growth = check_pages
-                work.carry = carry
                 if reading is not None:  # written in slices, the maps read in `reading`
                     slices.reading = reading
                     slices.check = no_writer_on(store, src)

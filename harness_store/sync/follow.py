@@ -11,9 +11,9 @@ of its own, exactly as with `sync`. A slow source holds up only its own thread; 
 followers into one centre wait on nothing but each origin's own row: each pass is one
 transaction, as long as its source's changes. A source's thread keeps no id map from pass to
 pass: each pass reads from the centre the entries it needs. Two sources carrying one origin
-mark are refused as
-`sync` refuses them, at the start (`DuplicateOriginError`) and, for a source that comes to
-carry another's mark later, at its pass (refused until its file changes).
+mark are refused as `sync` refuses them, at the start (`DuplicateOriginError`) and, for a
+source that comes to carry another's mark later, at its pass (refused until its file
+changes).
 
 What a host does to a source is waited out, said once: a source not there yet, deleted, or
 refused (damaged, too old, of a newer io-harness, an unfinished transaction) is looked at
@@ -36,6 +36,7 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Literal
 
 from sqlalchemy.engine import URL
@@ -57,8 +58,8 @@ from ..targets import Target
 from .core import sync_source
 from .destination import Destination
 from .follow_report import FollowEvent, FollowNotice, FollowPass, FollowReport, NoticeKind, OnEvent
-from .origin_state import BATCH, PAGE_CHECK_EVERY, Carry
-from .sources import SOURCE_REFUSALS, close_all, open_or_none, peek_mark, refuse_shared_marks
+from .origin_state import BATCH, PAGE_CHECK_EVERY
+from .sources import SOURCE_REFUSALS, Claim, close_all, open_or_none, peek_mark, refuse_shared_marks
 from .watch import SourceMark, source_mark
 
 INTERVAL = 0.05
@@ -238,7 +239,7 @@ class _Follower:
 
     def _follow_one(self, at: int, source: Target) -> None:
         assert source.path is not None  # `_sources` took file paths only
-        carry = Carry(lambda mark: self._claim(at, mark))
+        claim: Claim = partial(self._claim, at)
         last: SourceMark | None = None
         checked: tuple[tuple[int, int], float] | None = None  # file identity, when checked
         seen = False
@@ -265,7 +266,7 @@ class _Follower:
                 or checked[0] != now.identity
                 or time.monotonic() - checked[1] > PAGE_CHECK_EVERY
             )
-            outcome, text = self._pass(source, carry, now, check=check)
+            outcome, text = self._pass(source, claim, now, check=check)
             if outcome == "sent":
                 if check:
                     checked = (now.identity, time.monotonic())
@@ -286,28 +287,18 @@ class _Follower:
         if self.failure is None and failures == 0:  # what was committed before the stop goes
             now = source_mark(source.path)
             if now is not None and now != last:
-                self._pass(source, carry, now, final=True)
+                self._pass(source, claim, now, final=True)
 
     def _pass(
         self,
         source: Target,
-        carry: Carry,
+        claim: Claim,
         before: SourceMark,
         *,
         final: bool = False,
         check: bool = True,
     ) -> tuple[Outcome, str]:
-        """One pass over `source`; what `carry` holds is kept only when it committed."""
-        outcome = self._pass_once(source, carry, before, final=final, check=check)
-        if outcome[0] == "sent":
-            carry.committed()
-        else:
-            carry.failed()
-        return outcome
-
-    def _pass_once(
-        self, source: Target, carry: Carry, before: SourceMark, *, final: bool, check: bool
-    ) -> tuple[Outcome, str]:
+        """One pass over `source`, refused when `claim` refuses the mark it carries."""
         with self.slots:
             if self.stop.is_set() and not final:
                 return "stopped", ""
@@ -325,7 +316,7 @@ class _Follower:
                     self._on_rows,
                     self.batch_size,
                     check_pages=check,
-                    carry=carry,
+                    claim=claim,
                 )
             except _Stopped:
                 return "stopped", ""

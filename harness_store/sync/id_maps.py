@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, delete, func, insert, select
 from ..models.sync import IDS, MARKS
 from .append_tables import AppendTables
 from .finding import CentralIds
-from .origin_state import UNSETTLED, Carried
+from .origin_state import UNSETTLED
 from .rows import model_table
 from .rules import RULES, RUNS
 from .whole_compare import WholeCompare
@@ -23,13 +23,12 @@ MAP_COLUMNS = ("origin_id", "tbl", "src_id", "dest_id", "dest_sub", "hash")
 class IdMaps(WholeCompare, AppendTables):
     """Reading and saving one origin's id maps and marks."""
 
-    def _load(self, carried: Carried | None = None) -> None:
+    def _load(self) -> None:
         """The marks, and the central ids of the referenced tables as links ask for them
         (`finding.CentralIds`); a table's id map is read only when its rows changed, and
         of a table read in part only the entries of its rows read."""
         for tbl in self.ids:
             self.ids[tbl] = CentralIds(partial(self._central_ids, tbl))
-        self.whole = set()
         marks = self.central.execute(
             select(MARKS.c.tbl, MARKS.c.hwm).where(MARKS.c.origin_id == self.origin_id)
         )

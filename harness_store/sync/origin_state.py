@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy import (
@@ -108,19 +107,6 @@ def nonempty(columns: list[Column[Any]]) -> Any:
     return sum((case((c != "", 1), else_=0) for c in columns), start=0)
 
 
-@dataclass
-class Carried:
-    """What one committed pass knew of its origin's id maps, for the next pass of the same
-    follower: valid while nothing else has synced the origin since (`syncs`)."""
-
-    origin_id: int
-    syncs: int
-    """The origin's sync count as that pass left it (each pass adds one, in its transaction)."""
-    maps: dict[str, dict[int, Entry]]
-    """The whole id map of each table it holds (never memory's: another origin's pass may
-    change it, `state_tables.StateTables._insert_memory`)."""
-
-
 class SliceControl(Protocol):
     """The destination transactions of a pass written in slices (`slices.Slices`)."""
 
@@ -135,41 +121,6 @@ class SliceControl(Protocol):
     def read(self) -> Connection:
         """Commit what is open and begin a read snapshot."""
         ...
-
-
-def _no_claim(mark: str | None) -> None:
-    return None
-
-
-class Carry:
-    """What a follower keeps of one source from pass to pass (`core.sync_source(carry=…)`).
-
-    A pass over an origin reads the whole id maps of runs, sessions and turns to remap links,
-    and those of every state table that changed: as many rows as the source has runs, each
-    pass. A follower's passes of one source follow each other, so the maps a pass leaves are
-    the next one's, unless another process synced the origin in between — which its sync
-    count, bumped by every committed pass under the origin's row lock, tells exactly. A pass
-    takes what the last committed one left (`take`, so a pass made again after a failure reads
-    the maps from the centre), leaves what it knew (`pending`), and the follower keeps that
-    only once the pass has committed (`committed`).
-
-    `claim(mark)` is called with the source's origin mark (or None) as the pass has read it,
-    before anything is written: it raises to refuse the source (another source carries it)."""
-
-    def __init__(self, claim: Callable[[str | None], None] = _no_claim) -> None:
-        self.claim = claim
-        self.kept: Carried | None = None
-        self.pending: Carried | None = None
-
-    def take(self) -> Carried | None:
-        kept, self.kept, self.pending = self.kept, None, None
-        return kept
-
-    def committed(self) -> None:
-        self.kept, self.pending = self.pending, None
-
-    def failed(self) -> None:
-        self.kept = self.pending = None
 
 
 class OriginState:
@@ -220,12 +171,8 @@ class OriginState:
         self.uncovered = False
         """Whether a memory entry that may shadow another origin's was deleted centrally."""
         self.syncs = 0
-        """The origin's sync count with this pass's (read only for a follower's `carry`)."""
-        self.carry: Carry | None = None
-        """A follower's carry (`Carry`): the maps of its last pass, and where this pass's go."""
-        self.whole: set[str] = set()
-        """Tables whose id map in `maps` is whole (read from the centre, carried, or of an
-        origin with nothing central): what a `Carried` may hold."""
+        """The origin's sync count with this pass's (read only for a pass written in slices,
+        which stops when another pass of its origin registers meanwhile: `Overtaken`)."""
         self.adopt = False
         """Whether the snapshot's rows are in the destination already, under their own ids (a
         copy's): nothing is written but the id maps and marks a sync of it would leave."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,11 @@ from .report import DuplicateOriginError
 
 Source = str | os.PathLike[str] | URL
 """What names a source: a path, or a `sqlite:` URL."""
+
+Claim = Callable[[str | None], None]
+"""Called with a source's origin mark (or None) as a pass read it, before anything is
+written: raises (`DuplicateOriginError`) to refuse the source, whose mark another source a
+follower follows carries."""
 
 SOURCE_REFUSALS = (
     SchemaError,
