@@ -65,22 +65,22 @@ class StateTables(ChangedRows):
         skipped = False
         last: int | None = None
         while batch := cursor.fetchmany(self.batch_size):
-            total.add(batch)
+            hashes = total.add_each(batch)
             last = int(batch[-1][key_at])
-            new: list[Any] = []
-            for row in batch:
+            new: list[tuple[Any, int]] = []
+            for row, hashed in zip(batch, hashes, strict=True):
                 if status_at is not None and row[status_at] not in FINISHED:
                     opened.add(int(row[key_at]))
                 if held is not None and held(row):
                     skipped = True  # its run is held back: neither sent nor gone
                     continue
-                new.append(row)
+                new.append((row, hashed))
             for start in range(0, len(new), size):
                 rows = new[start : start + size]
-                self._prefetch_links(rule, names, rows)
+                self._prefetch_links(rule, names, [r for r, _ in rows])
                 part = [
-                    (int(r[key_at]), digest(r), dict(zip(names, r, strict=True)), False)
-                    for r in rows
+                    (int(r[key_at]), hashed, dict(zip(names, r, strict=True)), False)
+                    for r, hashed in rows
                 ]
                 self._insert_state(rule, table, part)
                 self._slice_done(len(part) * weight)
