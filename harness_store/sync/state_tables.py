@@ -32,6 +32,10 @@ STATE_SELECTS: dict[tuple[str, tuple[str, ...]], str] = {}
 for every pass (a follower makes many), as it has no parameters."""
 
 
+NULLABLE: dict[str, dict[str, bool]] = {}
+"""Per state table, whether each of its links may be NULL (`remap`), found once."""
+
+
 class StateTables(ChangedRows):
     """Sending the state tables of one origin."""
 
@@ -282,7 +286,9 @@ class StateTables(ChangedRows):
             self.gone_changes.append(change)
 
     def _remap(self, rule: Rule, table: Table, row: dict[str, Any], later: list[Any]) -> Any:
-        nullable = {c: bool(table.c[c].nullable) for c in rule.links}
+        nullable = NULLABLE.get(rule.table)
+        if nullable is None:
+            nullable = NULLABLE[rule.table] = {c: bool(table.c[c].nullable) for c in rule.links}
         return remap(rule, row, self.ids, nullable, later)
 
     def _write_changed(
