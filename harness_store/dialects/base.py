@@ -380,26 +380,27 @@ class Backend(ABC):
         if batch:
             conn.execute(statement, batch)
 
-    def insert_returning_ids(
-        self, conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
-    ) -> list[int]:
-        """Insert `rows` (all with the same columns, no id) in the connection's transaction
-        and return each one's new id, in the order given (sync's state tables, whose new ids
-        its id maps learn).
+    def new_ids(self, conn: Connection, table: Table, count: int) -> list[int]:
+        """Ids for `count` new rows of `table`, taken before the rows are written (sync's
+        state tables: a row's links to rows of its own batch, a child run's parent, are
+        then written with it, and its id map needs no reading back).
 
-        Here one multi-row `INSERT … RETURNING` per batch: RETURNING does not promise its
-        order, and these tables' nullable upstream-shaped ids cannot serve SQLAlchemy as an
-        ordering sentinel, so each returned id comes back with the values it was inserted
-        with and is matched to them; rows with equal values are interchangeable, so any
-        matching among them is right."""
-        if not rows:
+        Here the ids above the table's highest (and above its `AUTOINCREMENT` counter, which
+        a deleted row's id stays under): the connection's write transaction holds the
+        database (SQLite's `BEGIN IMMEDIATE`), so no other writer takes them meanwhile."""
+        if count <= 0:
             return []
-        columns = list(rows[0])
-        statement = table.insert().returning(table.c.id, *(table.c[c] for c in columns))
-        waiting: dict[tuple[Any, ...], list[int]] = {}
-        for returned in conn.execute(statement, list(rows)):
-            waiting.setdefault(tuple(returned[1:]), []).append(int(returned[0]))
-        return [waiting[tuple(row[c] for c in columns)].pop() for row in rows]
+        name = table.name.replace('"', '""')
+        top = int(conn.exec_driver_sql(f'SELECT coalesce(max(id), 0) FROM "{name}"').scalar_one())
+        counted = conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'"
+        ).first()
+        if counted is not None:
+            seq = conn.exec_driver_sql(
+                "SELECT seq FROM sqlite_sequence WHERE name = ?", (table.name,)
+            ).scalar()
+            top = max(top, int(seq or 0))
+        return list(range(top + 1, top + 1 + count))
 
     def update_rows(
         self,

@@ -452,25 +452,12 @@ class PostgreSQLBackend(Backend):
                 cursor.execute(f'INSERT INTO "{table.name}" ({names}) SELECT {names} FROM {into}')
                 cursor.execute(f"DELETE FROM {into}")
 
-    def insert_returning_ids(
-        self, conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
-    ) -> list[int]:
-        """The ids taken from the table's sequence first, all in one statement, then the rows
-        written with them by `bulk_insert` (one COPY): two round trips for any number of
-        rows, and no RETURNING to match back."""
-        if not rows:
+    def new_ids(self, conn: Connection, table: Table, count: int) -> list[int]:
+        """The ids taken from the table's sequence, all in one statement: one round trip
+        for any number of rows."""
+        if count <= 0:
             return []
-        ids = [
-            int(i) for i in conn.exec_driver_sql(NEW_IDS, (f'"{table.name}"', len(rows))).scalars()
-        ]
-        columns = list(rows[0])
-        self.bulk_insert(
-            conn,
-            table,
-            ["id", *columns],
-            ((i, *(row[c] for c in columns)) for i, row in zip(ids, rows, strict=True)),
-        )
-        return ids
+        return [int(i) for i in conn.exec_driver_sql(NEW_IDS, (f'"{table.name}"', count)).scalars()]
 
     def update_rows(
         self,

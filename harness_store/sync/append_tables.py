@@ -4,6 +4,7 @@ cleared in the source (an archive) sent again."""
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Column, Table, delete, func, select
@@ -20,7 +21,7 @@ from .origin_state import (
     nonempty,
     text_columns,
 )
-from .rows import Unlinked, digest, event_json_for, model_table, source_columns
+from .rows import digest, event_json_for, model_table, source_columns
 from .rules import RUNS, Rule
 
 
@@ -184,33 +185,37 @@ class AppendTables(OriginState):
         held = self.held
         own_at = names.index(rule.run_column) if held and rule.run_column in names else None
 
-        def converted(batch: list[Any]) -> list[list[Any]]:
-            """One fetched batch's rows as they are written, counted."""
+        def converted(batch: list[Any]) -> list[tuple[Any, ...]]:
+            """One fetched batch's rows as they are written, counted: remapped a column at
+            a time, each id the column names looked up once (the rows come in id order)."""
             nonlocal top, texts_read, last
-            out: list[list[Any]] = []
-            for at, ids, _ in links:  # the central ids the batch names, a statement a chunk
-                if isinstance(ids, CentralIds):
-                    ids.fetch(v for row in batch if isinstance(v := row[keep[at]], int))
-            for row in batch:
-                top = max(top, int(row[id_at]))
-                last = row
-                texts_read += sum(1 for i in text_at if row[i])
-                values = [row[i] for i in keep]
-                if own_at is not None and values[own_at] in held:
-                    continue  # its run is held back: sent whole once released
-                try:
-                    for at, ids, may_be_null in links:
-                        if values[at] is not None:
-                            mapped = ids.get(values[at])
-                            if mapped is None and not may_be_null:
-                                raise Unlinked(names[at])
-                            values[at] = mapped
-                except Unlinked:
-                    self.counts.orphans[rule.table] += 1
-                    continue
-                if event_at is not None:
-                    values[event_at[0]] = event_json_for(values[event_at[0]], run_ids)
-                out.append(values)
+            top = max(top, int(batch[-1][id_at]))
+            last = batch[-1]
+            for i in text_at:
+                texts_read += sum(map(bool, map(itemgetter(i), batch)))
+            rows = batch
+            if own_at is not None:  # a held run's rows wait: sent whole once released
+                own = keep[own_at]
+                rows = [row for row in batch if row[own] not in held]
+            columns = [list(map(itemgetter(i), rows)) for i in keep]
+            orphaned: set[int] = set()
+            for at, ids, may_be_null in links:
+                column = columns[at]
+                named = {v for v in column if v is not None}
+                if isinstance(ids, CentralIds):  # the central ids it names, a statement a chunk
+                    ids.fetch(v for v in named if isinstance(v, int))
+                mapped = {v: ids.get(v) for v in named}
+                if not may_be_null:
+                    orphaned.update(
+                        n for n, v in enumerate(column) if v is not None and mapped[v] is None
+                    )
+                columns[at] = [None if v is None else mapped[v] for v in column]
+            if event_at is not None:
+                columns[event_at[0]] = [event_json_for(v, run_ids) for v in columns[event_at[0]]]
+            out = list(zip(*columns, strict=True)) if columns else [() for _ in rows]
+            if orphaned:
+                self.counts.orphans[rule.table] += len(orphaned)
+                out = [row for n, row in enumerate(out) if n not in orphaned]
             target[rule.table] += len(out)
             self._sent(len(out))
             return out

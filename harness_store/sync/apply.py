@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack
-from functools import partial
 
 from sqlalchemy import delete
 
@@ -83,9 +82,9 @@ class OriginSync(LateLinks, Rewinding, Holding):
         self.whole_read = self.fresh or reason is not None
         self.tops = self._append_tops()
         self.streaming = self.fresh  # nothing central to compare with: read as sent
-        if self.streaming:
-            for tbl in self.ids:
-                self.ids[tbl] = CentralIds(partial(self._central_ids, tbl))
+        if self.streaming:  # the centre maps nothing of a new origin but what this pass
+            for tbl in self.ids:  # writes, and the pass's maps keep all of that
+                self.ids[tbl] = CentralIds(_nothing_central)
         read = {
             rule.table: self._read_state(rule)
             for rule in RULES
@@ -203,3 +202,9 @@ class OriginSync(LateLinks, Rewinding, Holding):
             # a run's map says it is gone in the transaction that deletes it
             self.map_changed.extend(changes[s] for s, _ in part)
             self._slice_done(len(part))
+
+
+def _nothing_central(keys: list[int]) -> list[tuple[int, int]]:
+    """The central ids the centre holds of a new origin's `keys` before its first pass
+    writes any: none."""
+    return []

@@ -39,6 +39,8 @@ rows changed at their keys, which the window finds.
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Set
 from typing import Any
 
@@ -72,17 +74,36 @@ FINISHED = ("completed", "failed")
 
 class CentralIds(dict[int, int]):
     """Source id → central id of one referenced table (runs, sessions, turns), read from the
-    centre as they are asked for (a few a pass), never the whole map: a pass holds what it
-    touches, whatever the source's size."""
+    centre as they are asked for, never the whole map: a pass holds what it touches. What a
+    pass wrote or read is kept (`compact`) as ranges of consecutive ids, a source id's range
+    found by bisection: a new origin's rows, sent in key order with ids taken a batch at a
+    time, are a range a batch, so the links of later rows (a run's steps) are remapped
+    without reading back the ids the pass wrote, in memory that stays flat with the source's
+    size while the ids run consecutively (24 bytes an entry where they do not)."""
 
     def __init__(self, load: Callable[[list[int]], Iterable[tuple[int, int]]]) -> None:
         super().__init__()
         self.load = load
         self.absent: set[int] = set()
+        self.starts = array("q")
+        """The first source id of each range, ascending."""
+        self.ends = array("q")
+        """The source id after each range's last."""
+        self.dests = array("q")
+        """The central id of each range's first source id."""
+
+    def ranged(self, key: int) -> int | None:
+        """The central id a range holds of `key`, or None."""
+        at = bisect_right(self.starts, key) - 1
+        if at >= 0 and key < self.ends[at]:
+            return self.dests[at] + key - self.starts[at]
+        return None
 
     def fetch(self, keys: Iterable[int]) -> None:
         """Read the central ids of `keys` not known yet, a chunk a statement."""
-        missing = sorted({int(k) for k in keys} - self.keys() - self.absent)
+        missing = sorted(
+            k for k in {int(k) for k in keys} - self.keys() - self.absent if self.ranged(k) is None
+        )
         for part in chunks(missing):
             found = dict(self.load(part))
             self.update(found)
@@ -90,6 +111,8 @@ class CentralIds(dict[int, int]):
 
     def get(self, key: int, default: Any = None) -> Any:
         value = dict.get(self, key)
+        if value is None and isinstance(key, int) and self.starts:
+            value = self.ranged(key)
         if value is None and key not in self.absent and isinstance(key, int):
             self.fetch([key])
             value = dict.get(self, key)
@@ -102,10 +125,54 @@ class CentralIds(dict[int, int]):
         self.absent.discard(key)
         dict.__setitem__(self, key, value)
 
+    def compact(self) -> None:
+        """Fold the ids held one by one into the ranges (a streamed pass's, after each
+        batch): consecutive source ids with consecutive central ids make one range."""
+        if not dict.__len__(self):
+            return
+        starts, ends, dests = array("q"), array("q"), array("q")
+        kept: dict[int, int] = {}
+        for key, dest in sorted(dict.items(self)):
+            if self.starts and (held := self.ranged(key)) is not None:
+                if held != dest:
+                    kept[key] = dest  # set anew since: it stays one by one
+                continue
+            if starts and key == ends[-1] and dest == dests[-1] + key - starts[-1]:
+                ends[-1] = key + 1
+            else:
+                starts.append(key)
+                ends.append(key + 1)
+                dests.append(dest)
+        dict.clear(self)
+        dict.update(self, kept)
+        if not self.starts or (starts and starts[0] >= self.ends[-1]):
+            if (
+                starts
+                and self.starts
+                and starts[0] == self.ends[-1]
+                and dests[0] == self.dests[-1] + starts[0] - self.starts[-1]
+            ):
+                self.ends[-1] = ends[0]
+                starts, ends, dests = starts[1:], ends[1:], dests[1:]
+            self.starts.extend(starts)
+            self.ends.extend(ends)
+            self.dests.extend(dests)
+            return
+        merged = sorted(
+            [
+                *zip(self.starts, self.ends, self.dests, strict=True),
+                *zip(starts, ends, dests, strict=True),
+            ]
+        )
+        self.starts = array("q", (r[0] for r in merged))
+        self.ends = array("q", (r[1] for r in merged))
+        self.dests = array("q", (r[2] for r in merged))
+
     def forget(self) -> None:
-        """Drop every id read or set: they are read again as asked (their maps are written)."""
+        """Drop every id read or set: they are read again as asked."""
         self.clear()
         self.absent.clear()
+        self.starts, self.ends, self.dests = array("q"), array("q"), array("q")
 
     def known(self) -> Set[int]:
         """The source ids the centre maps, as a set whose membership is asked lazily."""
@@ -120,10 +187,14 @@ class _Known(Set[int]):
         return key in self.ids
 
     def __iter__(self) -> Iterator[int]:
-        return iter(list(dict.keys(self.ids)))
+        ranged = [
+            k for s, e in zip(self.ids.starts, self.ids.ends, strict=True) for k in range(s, e)
+        ]
+        return iter([*dict.keys(self.ids), *ranged])
 
     def __len__(self) -> int:
-        return dict.__len__(self.ids)
+        spans = sum(e - s for s, e in zip(self.ids.starts, self.ids.ends, strict=True))
+        return dict.__len__(self.ids) + spans
 
     @classmethod
     def _from_iterable(cls, it: Iterable[Any]) -> set[Any]:

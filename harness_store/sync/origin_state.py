@@ -237,8 +237,9 @@ class OriginState:
         """Let go of what a pass streaming a new origin (`streaming`) knows of the rows it
         sent: their id maps are written (now, in a pass of one transaction; by the slice
         that commits them, in a sliced one) and the entries it keeps of them dropped, but
-        those of rows whose links wait for a row not sent yet. The central ids a link asks
-        for are read again from the maps written (`finding.CentralIds`)."""
+        those of rows whose links wait for a row not sent yet. The central ids the pass
+        wrote or read are kept compact (`finding.CentralIds.compact`), for the links of
+        later rows."""
         if not self.streaming:
             return
         if self.slices is None and self.map_new:
@@ -246,9 +247,9 @@ class OriginState:
         if self.map_new or self.map_changed:
             return
         for ids in self.ids.values():
-            forget = getattr(ids, "forget", None)
-            if forget is not None:
-                forget()
+            compact = getattr(ids, "compact", None)
+            if compact is not None:
+                compact()
         # The entries kept are those of rows whose links wait, which may stay until the pass
         # ends: walked again only once the maps have doubled since, so each entry is looked
         # at a bounded number of times however many batches the pass has.

@@ -1,5 +1,5 @@
 """Reading source rows and turning them into central ones: the columns both sides have, the
-row hash, link remapping, and inserting rows whose new ids must be known."""
+row hash, and link remapping."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Column, ColumnElement, Connection, Table, literal_column, select
+from sqlalchemy import Column, ColumnElement, Table, literal_column, select
 from sqlalchemy.sql import Select
 
-from ..dialects import backend_for
 from ..formats import is_int
 from ..models import Base
 from .rules import Rule
@@ -103,6 +102,19 @@ class RowsDigest:
             )
             self.first = False
 
+    def add_each(self, rows: Sequence[Sequence[Any]]) -> list[int]:
+        """`add` the rows, and give each one's `digest`, every row's text made once."""
+        digests: list[int] = []
+        encode, blake2b, from_bytes = str.encode, hashlib.blake2b, int.from_bytes
+        for row in rows:
+            raw = encode(
+                repr(row if isinstance(row, tuple) else tuple(row)), "utf-8", "surrogatepass"
+            )
+            self.hasher.update(raw if self.first else b", " + raw)
+            self.first = False
+            digests.append(from_bytes(blake2b(raw, digest_size=8).digest(), "big", signed=True))
+        return digests
+
     def value(self) -> int:
         hasher = self.hasher.copy()
         hasher.update(b"]")
@@ -137,9 +149,3 @@ def remap(
             later.append((column, int(value)))
         out[column] = mapped
     return out
-
-
-def insert_returning_ids(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> list[int]:
-    """Insert `rows` (all with the same columns) and return each one's new id, in the order
-    given: the backend's way (`Backend.insert_returning_ids`)."""
-    return backend_for(conn).insert_returning_ids(conn, table, rows)

@@ -17,7 +17,6 @@ from .rows import (
     RowsDigest,
     Unlinked,
     digest,
-    insert_returning_ids,
     model_table,
     remap,
     source_columns,
@@ -31,6 +30,10 @@ ADOPT_MAP_COLUMNS = ("origin_id", "tbl", "src_id", "dest_id", "dest_sub", "hash"
 STATE_SELECTS: dict[tuple[str, tuple[str, ...]], str] = {}
 """The SQL of each state table's read, by table and the columns the source has: compiled once
 for every pass (a follower makes many), as it has no parameters."""
+
+
+NULLABLE: dict[str, dict[str, bool]] = {}
+"""Per state table, whether each of its links may be NULL (`remap`), found once."""
 
 
 class StateTables(ChangedRows):
@@ -66,22 +69,22 @@ class StateTables(ChangedRows):
         skipped = False
         last: int | None = None
         while batch := cursor.fetchmany(self.batch_size):
-            total.add(batch)
+            hashes = total.add_each(batch)
             last = int(batch[-1][key_at])
-            new: list[Any] = []
-            for row in batch:
+            new: list[tuple[Any, int]] = []
+            for row, hashed in zip(batch, hashes, strict=True):
                 if status_at is not None and row[status_at] not in FINISHED:
                     opened.add(int(row[key_at]))
                 if held is not None and held(row):
                     skipped = True  # its run is held back: neither sent nor gone
                     continue
-                new.append(row)
+                new.append((row, hashed))
             for start in range(0, len(new), size):
                 rows = new[start : start + size]
-                self._prefetch_links(rule, names, rows)
+                self._prefetch_links(rule, names, [r for r, _ in rows])
                 part = [
-                    (int(r[key_at]), digest(r), dict(zip(names, r, strict=True)), False)
-                    for r in rows
+                    (int(r[key_at]), hashed, dict(zip(names, r, strict=True)), False)
+                    for r, hashed in rows
                 ]
                 self._insert_state(rule, table, part)
                 self._slice_done(len(part) * weight)
@@ -283,7 +286,9 @@ class StateTables(ChangedRows):
             self.gone_changes.append(change)
 
     def _remap(self, rule: Rule, table: Table, row: dict[str, Any], later: list[Any]) -> Any:
-        nullable = {c: bool(table.c[c].nullable) for c in rule.links}
+        nullable = NULLABLE.get(rule.table)
+        if nullable is None:
+            nullable = NULLABLE[rule.table] = {c: bool(table.c[c].nullable) for c in rule.links}
         return remap(rule, row, self.ids, nullable, later)
 
     def _write_changed(
@@ -355,32 +360,35 @@ class StateTables(ChangedRows):
     def _insert_state(
         self, rule: Rule, table: Table, items: list[tuple[int, int, dict[str, Any], bool]]
     ) -> None:
+        """Insert new (or replaced, `existed`) rows of `rule`'s table. A table keyed by its
+        id takes the rows' central ids first (`Backend.new_ids`) and maps them before the
+        links are remapped, so a link to a row of the same batch (a child run's parent, a
+        turn's parent turn) is written with its row: only a link to a row not sent yet
+        waits (`fixups`)."""
         if not items:
             return
         old = self.maps[rule.table]
-        ready: list[tuple[int, int, dict[str, Any], bool, dict[str, Any], list[Any]]] = []
-        for key, hashed, row, existed in items:
-            later: list[tuple[str, int]] = []
-            try:
-                values = self._remap(rule, table, row, later)
-            except Unlinked:
-                self.counts.orphans[rule.table] += 1
-                if existed:  # its central row was deleted above: forget it
-                    self.map_gone.append({"t": rule.table, "s": key})
-                    del old[key]
-                continue
-            ready.append((key, hashed, row, existed, values, later))
+        given = rule.key == "id" and rule.table != "memory"
+        ready = self._remapped(rule, table, items, given)
         if not ready:
             return
         dest_ids: list[int | None]
         if rule.table == "memory":
-            dest_ids = [self._insert_memory(table, values) for *_, values, _ in ready]
-        elif rule.key == "id":
-            dest_ids = list(insert_returning_ids(self.dst, table, [v for *_, v, _ in ready]))
+            dest_ids = [self._insert_memory(table, r[4]) for r in ready]
+        elif given:
+            taken = [dest for _, _, _, _, _, _, dest in ready]
+            columns = list(ready[0][4])
+            self.backend.bulk_insert(
+                self.dst,
+                table,
+                ["id", *columns],
+                ((dest, *(v[c] for c in columns)) for _, _, _, _, v, _, dest in ready),
+            )
+            dest_ids = list(taken)
         else:
-            self.dst.execute(insert(table), [values for *_, values, _ in ready])
-            dest_ids = [int(values["run_id"]) for *_, values, _ in ready]
-        for (key, hashed, row, existed, values, later), dest_id in zip(
+            self.dst.execute(insert(table), [r[4] for r in ready])
+            dest_ids = [int(r[4]["run_id"]) for r in ready]
+        for (key, hashed, row, existed, values, later, _), dest_id in zip(
             ready, dest_ids, strict=True
         ):
             if rule.key == "rowid":
@@ -399,13 +407,65 @@ class StateTables(ChangedRows):
                 for column, source in later:
                     self.fixups.append((rule, dest_key, column, rule.links[column], source, key))
                     self.waiting[(rule.table, key)] += 1
-        if rule.replace and any(existed for *_, existed, _, _ in ready):
-            n = sum(1 for *_, existed, _, _ in ready if existed)
+        if rule.replace and any(existed for _, _, _, existed, *_ in ready):
+            n = sum(1 for _, _, _, existed, *_ in ready if existed)
             self.counts.updated[rule.table] += n
             self.counts.inserted[rule.table] += len(ready) - n
         else:
             self.counts.inserted[rule.table] += len(ready)
         self._sent(len(ready))
+
+    def _remapped(
+        self,
+        rule: Rule,
+        table: Table,
+        items: list[tuple[int, int, dict[str, Any], bool]],
+        given: bool,
+    ) -> list[tuple[int, int, dict[str, Any], bool, dict[str, Any], list[Any], int | None]]:
+        """The rows of `items` remapped (`remap`), each with its links waiting (`later`) and,
+        when the central ids are `given` before the insert, its own; a row whose NOT NULL
+        link names no row sent is an orphan, left out. Given ids are mapped before the
+        remapping, so the rows' links among themselves resolve; an orphan's is taken back
+        and the rows remapped again (a row may have named it)."""
+        old = self.maps[rule.table]
+        own = self.ids.get(rule.table) if given else None
+        taken: list[int | None] = [None] * len(items)
+        if given:
+            taken = list(self.backend.new_ids(self.dst, table, len(items)))
+        before: dict[int, int | None] = {}
+        if own is not None:
+            for (key, *_), dest in zip(items, taken, strict=True):
+                before.setdefault(key, dict.get(own, key))
+                own[key] = dest  # type: ignore[assignment]
+        orphans: set[int] = set()
+        while True:
+            ready = []
+            dropped = False
+            for at, (key, hashed, row, existed) in enumerate(items):
+                if at in orphans:
+                    continue
+                later: list[tuple[str, int]] = []
+                try:
+                    values = self._remap(rule, table, row, later)
+                except Unlinked:
+                    orphans.add(at)
+                    dropped = True
+                    if own is not None:
+                        if before[key] is None:
+                            own.pop(key, None)
+                        else:
+                            own[key] = before[key]  # type: ignore[assignment]
+                    continue
+                ready.append((key, hashed, row, existed, values, later, taken[at]))
+            if not dropped or own is None:
+                break
+        for at in orphans:
+            key, _, _, existed = items[at]
+            self.counts.orphans[rule.table] += 1
+            if existed:  # its central row was deleted above: forget it
+                self.map_gone.append({"t": rule.table, "s": key})
+                old.pop(key, None)
+        return ready
 
     def _insert_memory(self, table: Table, values: dict[str, Any]) -> int | None:
         """Insert a memory entry; one (workspace, key) is held centrally once, so an entry
