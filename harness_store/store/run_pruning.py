@@ -48,7 +48,7 @@ from .retention_rows import (
     table,
     tally,
 )
-from .store_space import step_aside
+from .store_space import Pace, step_aside
 
 PRUNABLE_STATUSES = frozenset(FINISHED_STATUSES)
 """The statuses `prune_runs` may delete: those of a finished run (any other can still resume)."""
@@ -56,10 +56,16 @@ PRUNABLE_STATUSES = frozenset(FINISHED_STATUSES)
 BATCH_ROWS = 20_000
 """About how many step and checkpoint rows one batch deletes: a writer waits at most that long."""
 
-BATCH_RUNS = 400
+BATCH_RUNS = 100
 """At most how many runs one batch holds, whatever their rows: each run costs a lookup in every
-run-keyed table to lock, decide, count and delete (some 0.2 ms on SQLite), so a batch of many
-small runs would hold the writers' turn as long as one of many rows."""
+run-keyed table to lock, decide, count and delete (some 0.25 ms of CPU on SQLite, more on a
+store whose pages are not all cached), so a batch of many small runs would hold the writers'
+turn as long as one of many rows; 100 runs are about `SLICE_SECONDS` on an idle machine."""
+
+LEAST_ROWS = 1_000
+LEAST_RUNS = 25
+"""The least `Pace` shrinks a batch to (while `batch_rows` and `BATCH_RUNS` ask for more): below
+that a batch's fixed cost (a few dozen statements) is most of its time."""
 
 FORECAST_RUNS = 5_000
 """Runs read a page at a time when a prune decides what goes: what it holds meanwhile is the
@@ -94,21 +100,39 @@ def check_statuses(statuses: object) -> frozenset[str]:
     return chosen
 
 
-def batches(trees: Sequence[Tree], rows: int, runs: int = BATCH_RUNS) -> Iterator[list[Tree]]:
+def batches(
+    trees: Sequence[Tree], rows: int, runs: int = BATCH_RUNS, pace: Pace | None = None
+) -> Iterator[list[Tree]]:
     """Whole trees, a batch holding about `rows` step rows and at most `runs` runs (a bigger
-    tree is a batch alone)."""
-    batch: list[Tree] = []
-    size = count = 0
-    for tree in trees:
-        weight = 2 * tree.steps + len(tree.runs)
-        if batch and (size + weight > rows or count + len(tree.runs) > runs):
-            yield batch
-            batch, size, count = [], 0, 0
-        batch.append(tree)
-        size += weight
-        count += len(tree.runs)
-    if batch:
+    tree is a batch alone), both scaled by `pace` (its share when each batch begins) so a
+    batch holds the writers' turn about `SLICE_SECONDS` whatever the store and the load."""
+    i = 0
+    while i < len(trees):
+        most_rows = rows if pace is None else pace.scaled(rows, LEAST_ROWS)
+        most_runs = runs if pace is None else pace.scaled(runs, LEAST_RUNS)
+        batch = [trees[i]]  # at least one tree, however big
+        size, count = weight(trees[i]), len(trees[i].runs)
+        i += 1
+        while i < len(trees):
+            tree = trees[i]
+            if size + weight(tree) > most_rows or count + len(tree.runs) > most_runs:
+                break
+            batch.append(tree)
+            size += weight(tree)
+            count += len(tree.runs)
+            i += 1
         yield batch
+
+
+def weight(tree: Tree) -> int:
+    """What a tree weighs against `batch_rows`: its step and checkpoint rows and its runs."""
+    return 2 * tree.steps + len(tree.runs)
+
+
+def share(batch: Sequence[Tree], rows: int, runs: int = BATCH_RUNS) -> float:
+    """What share of a full batch (`rows`, `runs`) this one is: the fuller of the two."""
+    size = sum(weight(t) for t in batch)
+    return max(size / rows, sum(len(t.runs) for t in batch) / runs)
 
 
 def members(root: int, children: Forest) -> list[int]:
@@ -175,9 +199,10 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
         table, `tables`), characters of text, the pruned `run_ids`, and in `refused` the roots
         kept because a run of theirs is in use.
 
-        Batches of whole trees (about `batch_rows` rows each) are each decided again and
-        deleted in one transaction with their runs locked, so a live writer waits at most one
-        batch and a run resumed meanwhile is kept. `archive` (a SQLite file, created at head
+        Batches of whole trees (about `batch_rows` rows each, fewer while batches take longer
+        than `SLICE_SECONDS`) are each decided again and deleted in one transaction with their
+        runs locked, so a live writer waits at most one batch and a run resumed meanwhile is
+        kept. `archive` (a SQLite file, created at head
         if absent) receives exactly the rows each batch's deletions return (a row written
         meanwhile is archived, or kept in the source), committed before the batch is: a
         crash leaves every run in the source, or in the archive and not in the source.
@@ -218,12 +243,14 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
                     with self._read() as conn:
                         archive_store._admit(conn, [run for t in trees for run in t.runs])
                 began: float | None = None
-                for batch in batches(trees, batch_rows):
+                pace = Pace()
+                for batch in batches(trees, batch_rows, pace=pace):
                     if began is not None:
                         step_aside(began)  # the writers' turn, as long as the batch held it
                     began = time.monotonic()
                     into = None if archive_store is None else receive
                     pruned = self._prune_batch(batch, cutoff, chosen, into)
+                    pace.took(time.monotonic() - began, share(batch, batch_rows))
                     done.append(pruned)
                     kept += pruned.refused
                     count += sum(len(t.runs) for t in batch)
