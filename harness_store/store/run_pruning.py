@@ -200,11 +200,11 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
         table, `tables`), characters of text, the pruned `run_ids`, and in `refused` the roots
         kept because a run of theirs is in use.
 
-        Batches of whole trees (about `batch_rows` rows each, fewer while batches take longer
-        than `SLICE_SECONDS`) are each decided again and deleted in one transaction with their
-        runs locked, so a live writer waits at most one batch and a run resumed meanwhile is
-        kept. `archive` (a SQLite file, created at head
-        if absent) receives exactly the rows each batch's deletions return (a row written
+        Batches of whole trees (about `batch_rows` rows each; after a batch over twice
+        `SLICE_SECONDS`, as many as fit it) are each decided again and deleted in one
+        transaction with their runs locked, so a live writer waits at most one batch and a
+        run resumed meanwhile is kept. `archive` (a SQLite file, created at head if absent)
+        receives exactly the rows each batch's deletions return (a row written
         meanwhile is archived, or kept in the source), committed before the batch is: a
         crash leaves every run in the source, or in the archive and not in the source.
         `dry_run=True` says what would go and writes nothing. `progress(done, total)` is

@@ -113,8 +113,8 @@ class StoreSpaceMixin(OlderStoreMixin):
     def compact(self, *, slice_pages: int = COMPACT_SLICE_PAGES) -> int:
         """Give the space deletions freed back. SQLite: a store in incremental auto-vacuum
         (every store harness_store makes) gives its free pages back at most `slice_pages` at
-        a time (fewer while many are free: `COMPACT_SLICE_WORK`, and while slices take longer
-        than `SLICE_SECONDS`: `Pace`), each slice its own short write transaction in the
+        a time (fewer while many are free: `COMPACT_SLICE_WORK`, and after a slice over twice
+        `SLICE_SECONDS`, as many as fit it: `Pace`), each slice its own write transaction in the
         writers' turn, stepping aside between slices (`step_aside`), so a live writer waits
         for a slice, not the file, and a compact stopped between slices has lost nothing
         (what it gave back stays given back); a store io-harness made is switched to that
