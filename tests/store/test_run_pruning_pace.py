@@ -63,3 +63,21 @@ def test_batches_that_take_long_are_followed_by_smaller_ones(store_target: str) 
         assert sizes[0] == BATCH_RUNS, sizes
         assert max(sizes[1:]) < BATCH_RUNS // 2, sizes
         assert min(sizes[:-1]) >= LEAST_RUNS, sizes
+
+
+@pytest.mark.slow_on("postgresql")
+def test_a_batch_holds_at_most_batch_runs_however_few_their_rows_and_however_fast(
+    store_target: str,
+) -> None:
+    """Runs without steps weigh almost nothing in rows, yet each costs a lookup in every
+    run-keyed table: the first batch takes `BATCH_RUNS` of them, and no batch more, however
+    quickly the batches go (the pace only ever shrinks a batch below its full size)."""
+    with Store.open(store_target, backup=False) as store:
+        with store.transaction():
+            for _ in range(2 * BATCH_RUNS + 1):
+                store.finish_run(store.start_run("goal", "plan.toml"), "success")
+        done: list[int] = []
+        pruned = store.prune_runs(before="9999-01-01", progress=lambda d, _: done.append(d))
+        assert pruned.runs == 2 * BATCH_RUNS + 1 and store.runs() == []
+        sizes = [b - a for a, b in zip([0, *done], done, strict=False)]
+        assert sizes[0] == BATCH_RUNS and max(sizes) == BATCH_RUNS, sizes
