@@ -216,7 +216,7 @@ def filled_statement(names: tuple[str, ...]) -> Any:
     return select(*(select(literal(1)).select_from(table(name)).exists() for name in names))
 
 
-def filled(conn: Any, names: Sequence[str]) -> frozenset[str]:
+def tables_with_rows(conn: Any, names: Sequence[str]) -> frozenset[str]:
     """Which of these tables hold any row now: in a deletion's transaction, where the others
     need neither counting nor deleting from (a row written into one after this read is, as
     any written after a deletion began, kept)."""

@@ -43,10 +43,10 @@ from .retention_rows import (
     SNAPSHOTS,
     chunks,
     delete_statement,
-    filled,
     live_runs,
     lock_runs,
     table,
+    tables_with_rows,
     tally,
 )
 from .store_space import Pace, step_aside
@@ -222,6 +222,9 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
             trees, refused = self._forecast(conn, cutoff, chosen, keep_last)
             if dry_run:
                 return self._pruned(conn, [r for t in trees for r in t.runs], refused)
+            if trees:  # the first batch's counting statements compiled outside its turn
+                present = tables_with_rows(conn, self._run_owned_tables())
+                self._pruned(conn, trees[0].runs, [], present)
         total = sum(len(t.runs) for t in trees)
         done: list[Pruned] = []
         kept = list(refused)
@@ -429,6 +432,11 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
             run_ids=sorted(runs),
         )
 
+    def _run_owned_tables(self) -> list[str]:
+        """The runs, every run-keyed table and the spend tables this store keys by run."""
+        spend = [t.name for t in RUN_SPEND_TABLES if self._has_columns(t.name, "run_id")]
+        return ["runs", *(name for name, _ in RUN_TABLES), *spend]
+
     def _count_keyed(self, conn: Any, spend: Any, runs: Sequence[int]) -> int:
         if not self._has_columns(spend.name, "run_id"):
             return 0
@@ -456,8 +464,7 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
             runs = [run for t in trees for run in t.runs]
             # A table without rows is neither counted nor deleted from: with most of the
             # run-keyed tables empty in many stores, that is most of a small batch's statements.
-            spend = [t.name for t in RUN_SPEND_TABLES if self._has_columns(t.name, "run_id")]
-            present = filled(conn, ["runs", *(name for name, _ in RUN_TABLES), *spend])
+            present = tables_with_rows(conn, self._run_owned_tables())
             pruned = self._pruned(conn, runs, refused, present)
             if not runs:
                 return pruned
