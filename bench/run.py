@@ -108,6 +108,8 @@ BENCHMARKS = (
               postgresql="SQLite only"),
     Benchmark("scale-maintenance", "scale", "17c, 17d", f"{BENCH}: A year's size, check, "
               "export, prune and compact", function="maintenance", postgresql="SQLite only"),
+    Benchmark("scale-turns", "scale_turns", "17e", f"{BENCH}: A year's size, what a "
+              "writer waits for beside a prune", postgresql="SQLite only"),
     Benchmark("parquet", "parquet", "Parquet export, its peak memory, incremental export",
               "docs/guides/analysis.md: Figures"),
 )  # fmt: skip

@@ -2376,14 +2376,15 @@ class StoreMethods:
     ) -> int:
         """Give the space deletions freed back. SQLite: a store in incremental auto-vacuum
         (every store harness_store makes) gives its free pages back at most `slice_pages` at
-        a time (fewer while many are free: `COMPACT_SLICE_WORK`), each slice its own short
-        write transaction in the writers' turn, stepping aside
-        between slices (`step_aside`), so a live writer waits for a slice, not the file, and
-        a compact stopped between slices has lost nothing (what it gave back stays given
-        back); a store io-harness made is switched to that mode by one `VACUUM` that
-        rewrites the whole file, writers waiting meanwhile, once. PostgreSQL: `VACUUM` marks
-        dead rows' space reusable beside live writers (the files shrink only at their tail;
-        `VACUUM FULL` would lock every table). Returns how many bytes the store shrank by.
+        a time (fewer while many are free: `COMPACT_SLICE_WORK`, and after a slice over twice
+        `SLICE_SECONDS`, as many as fit it: `Pace`), each slice its own write transaction in the
+        writers' turn, stepping aside between slices (`step_aside`), so a live writer waits
+        for a slice, not the file, and a compact stopped between slices has lost nothing
+        (what it gave back stays given back); a store io-harness made is switched to that
+        mode by one `VACUUM` that rewrites the whole file, writers waiting meanwhile, once.
+        PostgreSQL: `VACUUM` marks dead rows' space reusable beside live writers (the files
+        shrink only at their tail; `VACUUM FULL` would lock every table). Returns how many
+        bytes the store shrank by.
 
         Outside any transaction only: inside a `transaction()` block it raises
         `TransactionOpenError` and does nothing.
@@ -2520,10 +2521,11 @@ class StoreMethods:
         table, `tables`), characters of text, the pruned `run_ids`, and in `refused` the roots
         kept because a run of theirs is in use.
 
-        Batches of whole trees (about `batch_rows` rows each) are each decided again and
-        deleted in one transaction with their runs locked, so a live writer waits at most one
-        batch and a run resumed meanwhile is kept. `archive` (a SQLite file, created at head
-        if absent) receives exactly the rows each batch's deletions return (a row written
+        Batches of whole trees (about `batch_rows` rows each; after a batch over twice
+        `SLICE_SECONDS`, as many as fit it) are each decided again and deleted in one
+        transaction with their runs locked, so a live writer waits at most one batch and a
+        run resumed meanwhile is kept. `archive` (a SQLite file, created at head if absent)
+        receives exactly the rows each batch's deletions return (a row written
         meanwhile is archived, or kept in the source), committed before the batch is: a
         crash leaves every run in the source, or in the archive and not in the source.
         `dry_run=True` says what would go and writes nothing. `progress(done, total)` is

@@ -161,17 +161,16 @@ def delete_statement(name: str, key: str, *, returning: bool = False) -> Any:
 
 
 @cache
-def tally_statement(scope: str) -> Any:
+def tally_statement(scope: str, among: frozenset[str] | None = None) -> Any:
     """One SELECT counting the rows and text characters of every table a deletion touches,
     for the ids in the expanding parameter `ids`: the session tables (`scope` "sessions") or
-    the runs and every run-keyed table ("runs"). Built once; a scalar subquery per table."""
-    if scope == "sessions":
-        parts = [("session_turns", "session_id"), ("sessions", "id")]
-    else:
-        parts = [("runs", "id"), *RUN_TABLES]
+    the runs and every run-keyed table ("runs"), or only those `among` them (the others
+    count nothing, unread). Built once; a scalar subquery per table."""
     ids: Any = bindparam("ids", expanding=True)
     columns = []
-    for name, key in parts:
+    for name, key in tally_parts(scope):
+        if among is not None and name not in among:
+            continue
         t = table(name)
         columns.append(
             select(func.count()).select_from(t).where(t.c[key].in_(ids)).scalar_subquery()
@@ -182,19 +181,47 @@ def tally_statement(scope: str) -> Any:
     return select(*columns)
 
 
-def tally(conn: Any, scope: str, ids: Sequence[int]) -> list[tuple[int, int]]:
-    """(rows, characters) per table of `scope` for these ids, summed over chunks of ids."""
-    statement = tally_statement(scope)
-    totals: list[tuple[int, int]] | None = None
+def tally_parts(scope: str) -> list[tuple[str, str]]:
+    """The tables `tally` counts for `scope`, with their keys, in its answer's order."""
+    if scope == "sessions":
+        return [("session_turns", "session_id"), ("sessions", "id")]
+    return [("runs", "id"), *RUN_TABLES]
+
+
+def tally(
+    conn: Any, scope: str, ids: Sequence[int], among: frozenset[str] | None = None
+) -> list[tuple[int, int]]:
+    """(rows, characters) per table of `scope` for these ids, summed over chunks of ids;
+    only the tables `among` are read (the others, known empty, count (0, 0))."""
+    if not ids:
+        return []
+    names = [name for name, _ in tally_parts(scope)]
+    read = [among is None or name in among for name in names]
+    totals = [(0, 0)] * len(names)
+    if not any(read):
+        return totals
+    statement = tally_statement(scope, among)
     for part in chunks(ids):
-        row = conn.execute(statement, {"ids": part}).one()
-        pairs = [(int(row[i] or 0), int(row[i + 1] or 0)) for i in range(0, len(row), 2)]
-        totals = (
-            pairs
-            if totals is None
-            else [(a + c, b + d) for (a, b), (c, d) in zip(totals, pairs, strict=True)]
-        )
-    return totals or []
+        row = iter(conn.execute(statement, {"ids": part}).one())
+        totals = [
+            (rows + int(next(row) or 0), chars + int(next(row) or 0)) if reads else (rows, chars)
+            for (rows, chars), reads in zip(totals, read, strict=True)
+        ]
+    return totals
+
+
+@cache
+def filled_statement(names: tuple[str, ...]) -> Any:
+    """One SELECT saying of each table whether it holds any row (`EXISTS`), built once."""
+    return select(*(select(literal(1)).select_from(table(name)).exists() for name in names))
+
+
+def tables_with_rows(conn: Any, names: Sequence[str]) -> frozenset[str]:
+    """Which of these tables hold any row now: in a deletion's transaction, where the others
+    need neither counting nor deleting from (a row written into one after this read is, as
+    any written after a deletion began, kept)."""
+    row = conn.execute(filled_statement(tuple(names))).one()
+    return frozenset(name for name, has in zip(names, row, strict=True) if has)
 
 
 def lock_runs(conn: Any, ids: Sequence[int]) -> list[int]:

@@ -46,9 +46,10 @@ from .retention_rows import (
     live_runs,
     lock_runs,
     table,
+    tables_with_rows,
     tally,
 )
-from .store_space import step_aside
+from .store_space import Pace, step_aside
 
 PRUNABLE_STATUSES = frozenset(FINISHED_STATUSES)
 """The statuses `prune_runs` may delete: those of a finished run (any other can still resume)."""
@@ -56,10 +57,16 @@ PRUNABLE_STATUSES = frozenset(FINISHED_STATUSES)
 BATCH_ROWS = 20_000
 """About how many step and checkpoint rows one batch deletes: a writer waits at most that long."""
 
-BATCH_RUNS = 400
+BATCH_RUNS = 100
 """At most how many runs one batch holds, whatever their rows: each run costs a lookup in every
-run-keyed table to lock, decide, count and delete (some 0.2 ms on SQLite), so a batch of many
-small runs would hold the writers' turn as long as one of many rows."""
+run-keyed table to lock, decide, count and delete (some 0.25 ms of CPU on SQLite, more on a
+store whose pages are not all cached), so a batch of many small runs would hold the writers'
+turn as long as one of many rows; 100 runs are about `SLICE_SECONDS` on an idle machine."""
+
+LEAST_ROWS = 1_000
+LEAST_RUNS = 25
+"""The least `Pace` shrinks a batch to (while `batch_rows` and `BATCH_RUNS` ask for more): below
+that a batch's fixed cost (a few dozen statements) is most of its time."""
 
 FORECAST_RUNS = 5_000
 """Runs read a page at a time when a prune decides what goes: what it holds meanwhile is the
@@ -94,21 +101,39 @@ def check_statuses(statuses: object) -> frozenset[str]:
     return chosen
 
 
-def batches(trees: Sequence[Tree], rows: int, runs: int = BATCH_RUNS) -> Iterator[list[Tree]]:
+def batches(
+    trees: Sequence[Tree], rows: int, runs: int = BATCH_RUNS, pace: Pace | None = None
+) -> Iterator[list[Tree]]:
     """Whole trees, a batch holding about `rows` step rows and at most `runs` runs (a bigger
-    tree is a batch alone)."""
-    batch: list[Tree] = []
-    size = count = 0
-    for tree in trees:
-        weight = 2 * tree.steps + len(tree.runs)
-        if batch and (size + weight > rows or count + len(tree.runs) > runs):
-            yield batch
-            batch, size, count = [], 0, 0
-        batch.append(tree)
-        size += weight
-        count += len(tree.runs)
-    if batch:
+    tree is a batch alone), both scaled by `pace` (its share when each batch begins) so a
+    batch holds the writers' turn about `SLICE_SECONDS` whatever the store and the load."""
+    i = 0
+    while i < len(trees):
+        most_rows = rows if pace is None else pace.scaled(rows, LEAST_ROWS)
+        most_runs = runs if pace is None else pace.scaled(runs, LEAST_RUNS)
+        batch = [trees[i]]  # at least one tree, however big
+        size, count = weight(trees[i]), len(trees[i].runs)
+        i += 1
+        while i < len(trees):
+            tree = trees[i]
+            if size + weight(tree) > most_rows or count + len(tree.runs) > most_runs:
+                break
+            batch.append(tree)
+            size += weight(tree)
+            count += len(tree.runs)
+            i += 1
         yield batch
+
+
+def weight(tree: Tree) -> int:
+    """What a tree weighs against `batch_rows`: its step and checkpoint rows and its runs."""
+    return 2 * tree.steps + len(tree.runs)
+
+
+def share(batch: Sequence[Tree], rows: int, runs: int = BATCH_RUNS) -> float:
+    """What share of a full batch (`rows`, `runs`) this one is: the fuller of the two."""
+    size = sum(weight(t) for t in batch)
+    return max(size / rows, sum(len(t.runs) for t in batch) / runs)
 
 
 def members(root: int, children: Forest) -> list[int]:
@@ -175,10 +200,11 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
         table, `tables`), characters of text, the pruned `run_ids`, and in `refused` the roots
         kept because a run of theirs is in use.
 
-        Batches of whole trees (about `batch_rows` rows each) are each decided again and
-        deleted in one transaction with their runs locked, so a live writer waits at most one
-        batch and a run resumed meanwhile is kept. `archive` (a SQLite file, created at head
-        if absent) receives exactly the rows each batch's deletions return (a row written
+        Batches of whole trees (about `batch_rows` rows each; after a batch over twice
+        `SLICE_SECONDS`, as many as fit it) are each decided again and deleted in one
+        transaction with their runs locked, so a live writer waits at most one batch and a
+        run resumed meanwhile is kept. `archive` (a SQLite file, created at head if absent)
+        receives exactly the rows each batch's deletions return (a row written
         meanwhile is archived, or kept in the source), committed before the batch is: a
         crash leaves every run in the source, or in the archive and not in the source.
         `dry_run=True` says what would go and writes nothing. `progress(done, total)` is
@@ -196,6 +222,9 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
             trees, refused = self._forecast(conn, cutoff, chosen, keep_last)
             if dry_run:
                 return self._pruned(conn, [r for t in trees for r in t.runs], refused)
+            if trees:  # the first batch's counting statements compiled outside its turn
+                present = tables_with_rows(conn, self._run_owned_tables())
+                self._pruned(conn, trees[0].runs, [], present)
         total = sum(len(t.runs) for t in trees)
         done: list[Pruned] = []
         kept = list(refused)
@@ -218,12 +247,14 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
                     with self._read() as conn:
                         archive_store._admit(conn, [run for t in trees for run in t.runs])
                 began: float | None = None
-                for batch in batches(trees, batch_rows):
+                pace = Pace()
+                for batch in batches(trees, batch_rows, pace=pace):
                     if began is not None:
                         step_aside(began)  # the writers' turn, as long as the batch held it
                     began = time.monotonic()
                     into = None if archive_store is None else receive
                     pruned = self._prune_batch(batch, cutoff, chosen, into)
+                    pace.took(time.monotonic() - began, share(batch, batch_rows))
                     done.append(pruned)
                     kept += pruned.refused
                     count += sum(len(t.runs) for t in batch)
@@ -375,14 +406,19 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
 
     # --- counting and deleting --------------------------------------------------------------
 
-    def _pruned(self, conn: Any, runs: list[int], refused: list[int]) -> Pruned:
-        """What deleting these runs removes, counted in `conn`'s transaction."""
+    def _pruned(
+        self, conn: Any, runs: list[int], refused: list[int], among: frozenset[str] | None = None
+    ) -> Pruned:
+        """What deleting these runs removes, counted in `conn`'s transaction (reading only the
+        tables `among`, when given: those holding any row)."""
         if not runs:
             return Pruned(refused=refused)
-        counted = tally(conn, "runs", runs)
+        counted = tally(conn, "runs", runs, among)
         names = ["runs", *(name for name, _ in RUN_TABLES)]
         tables = {name: n for name, (n, _) in zip(names, counted, strict=True) if n}
         for spend in RUN_SPEND_TABLES:
+            if among is not None and spend.name not in among:
+                continue
             n = self._count_keyed(conn, spend, runs)
             if n:
                 tables[spend.name] = n
@@ -395,6 +431,11 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
             tables=tables,
             run_ids=sorted(runs),
         )
+
+    def _run_owned_tables(self) -> list[str]:
+        """The runs, every run-keyed table and the spend tables this store keys by run."""
+        spend = [t.name for t in RUN_SPEND_TABLES if self._has_columns(t.name, "run_id")]
+        return ["runs", *(name for name, _ in RUN_TABLES), *spend]
 
     def _count_keyed(self, conn: Any, spend: Any, runs: Sequence[int]) -> int:
         if not self._has_columns(spend.name, "run_id"):
@@ -421,7 +462,10 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
             # were started after the lock's first read, so they are decided on now.
             lock_runs(conn, [run for t in trees for run in t.runs])
             runs = [run for t in trees for run in t.runs]
-            pruned = self._pruned(conn, runs, refused)
+            # A table without rows is neither counted nor deleted from: with most of the
+            # run-keyed tables empty in many stores, that is most of a small batch's statements.
+            present = tables_with_rows(conn, self._run_owned_tables())
+            pruned = self._pruned(conn, runs, refused, present)
             if not runs:
                 return pruned
             # With an archive, each DELETE returns the rows it removed and the archive receives
@@ -430,16 +474,18 @@ class RunPruningMixin(PruneArchiveMixin, OlderStoreMixin):
             taken: dict[str, list[dict[str, Any]]] = {}
             for name, key in [*RUN_TABLES, ("runs", "id")]:
                 if name == "runs":  # after `provider_calls`, whose delete triggers bump these
-                    for spend in RUN_SPEND_TABLES:
-                        if self._has_columns(spend.name, "run_id"):
+                    for kept in RUN_SPEND_TABLES:
+                        if kept.name in present:
                             for part in chunks(runs):
-                                conn.execute(delete(spend).where(spend.c.run_id.in_(part)))
+                                conn.execute(delete(kept).where(kept.c.run_id.in_(part)))
+                rows = taken.setdefault(name, [])
+                if name not in present:
+                    continue
                 statement = (
                     delete_statement(name, key)
                     if archive is None
                     else archiving_delete(name, key, conn.dialect.name)
                 )
-                rows = taken.setdefault(name, [])
                 for part in chunks(runs):
                     result = conn.execute(statement, {"ids": part})
                     if archive is not None:
