@@ -25,7 +25,6 @@ from harness_store.records import (
 )
 from harness_store.store import run_pruning
 from harness_store.store.accounting import ROW_KEYS
-from harness_store.store.run_pruning import BATCH_RUNS
 
 PRICES = PriceTable.new("2026-11-30").with_("m-a", Price(input=1_250_001, output=3_000_007))
 
@@ -220,19 +219,6 @@ def test_batches_each_decide_again_and_report_progress(store_target: str) -> Non
 
 
 @pytest.mark.slow_on("postgresql")
-def test_a_batch_holds_at_most_so_many_runs_however_few_their_rows(store_target: str) -> None:
-    """Runs without steps weigh almost nothing in rows, yet each costs a lookup in every
-    run-keyed table: a batch still takes at most `BATCH_RUNS` of them."""
-    with Store.open(store_target, backup=False) as store:
-        with store.transaction():
-            for _ in range(2 * BATCH_RUNS + 1):
-                store.finish_run(store.start_run("goal", "plan.toml"), "success")
-        seen: list[int] = []
-        pruned = store.prune_runs(before="9999-01-01", progress=lambda d, t: seen.append(d))
-        assert pruned.runs == 2 * BATCH_RUNS + 1
-        assert seen == [BATCH_RUNS, 2 * BATCH_RUNS, 2 * BATCH_RUNS + 1]
-
-
 def test_deciding_a_page_of_runs_at_a_time_decides_as_one_look(
     store_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
