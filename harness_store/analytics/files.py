@@ -38,8 +38,13 @@ rows of one batch, Python objects each, are what an export holds beside its Arro
 
 ROW_GROUP_ROWS = 32_768
 """Rows in one row group of a file: the batches read (`READ_ROWS` each) are gathered up to it
-as Arrow data, so a reader's row groups stay this large while the export holds only one read
-batch of driver rows at a time."""
+(or to `ROW_GROUP_BYTES`) as Arrow data, so a reader's row groups stay this large while the
+export holds only one read batch of driver rows at a time."""
+
+ROW_GROUP_BYTES = 4 * 2**20
+"""The most Arrow data gathered into one row group (a group is at least one read batch): the
+group is held whole, and the writer encodes it beside it, so on wide rows (a step's prompt and
+tool call) the group, not the rows read, set the export's peak."""
 
 
 class Generation:
@@ -73,7 +78,7 @@ class Generation:
         rows = 0
         schema: pa.Schema | None = None
         group: list[pa.RecordBatch] = []
-        gathered = 0
+        gathered = held = 0
         try:
             for batch in batches:
                 if digest is not None:
@@ -82,11 +87,15 @@ class Generation:
                 if not batch.num_rows:
                     continue
                 rows += batch.num_rows
+                if group and held + batch.nbytes > ROW_GROUP_BYTES:
+                    self._append(writers, table, group)  # wide rows: the group ends early
+                    group, gathered, held = [], 0, 0
                 group.append(batch)
                 gathered += batch.num_rows
+                held += batch.nbytes
                 if gathered >= ROW_GROUP_ROWS:
                     self._append(writers, table, group)
-                    group, gathered = [], 0
+                    group, gathered, held = [], 0, 0
                 tick(rows)
             if group:
                 self._append(writers, table, group)
