@@ -20,7 +20,6 @@ INTERNAL = {
     "harness_store.sync.follow._Stopped": "a pass still running after a stop, rolled back",
     "harness_store.sync.origin_state.Overtaken": "a sliced pass another pass of its origin "
     "overtook: it stops, and the other sends the rest",
-    "harness_store.sync.rows.Unlinked": "a row held back until its link arrives",
     "harness_store.transfer.reading.WriterAppeared": "a torn read, read again",
     "harness_store.sync.quarantine.Unreadable": "a pass made again, holding the runs whose "
     "text is not UTF-8",

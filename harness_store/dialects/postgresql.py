@@ -457,7 +457,8 @@ class PostgreSQLBackend(Backend):
         for any number of rows."""
         if count <= 0:
             return []
-        return [int(i) for i in conn.exec_driver_sql(NEW_IDS, (f'"{table.name}"', count)).scalars()]
+        taken = conn.exec_driver_sql(NEW_IDS, (f'"{table.name}"', count)).scalars().all()
+        return [int(i) for i in taken]  # fetched whole: one call, not one a row
 
     def update_rows(
         self,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Column, ColumnElement, Table, literal_column, select
@@ -121,31 +123,72 @@ class RowsDigest:
         return int.from_bytes(hasher.digest(), "big", signed=True)
 
 
-class Unlinked(Exception):
-    """A row whose NOT NULL link names a row the origin has not sent."""
+def digest_each(rows: Iterable[Sequence[Any]]) -> list[int]:
+    """`digest` of each of `rows` (a batch's goals), without a call a row."""
+    encode, blake2b, from_bytes = str.encode, hashlib.blake2b, int.from_bytes
+    return [
+        from_bytes(
+            blake2b(
+                encode(
+                    repr(row if isinstance(row, tuple) else tuple(row)), "utf-8", "surrogatepass"
+                ),
+                digest_size=8,
+            ).digest(),
+            "big",
+            signed=True,
+        )
+        for row in rows
+    ]
+
+
+@dataclass
+class Remapped:
+    """Rows as written centrally (`remap`): their id dropped, every link remapped, held a
+    column at a time."""
+
+    names: list[str]
+    """The columns written, in the order read."""
+    columns: list[list[Any]]
+    """Each column's values, a row's at its position in the rows given."""
+    later: dict[int, list[tuple[str, int]]]
+    """By a row's position: its nullable links to rows not sent yet, as `(column, source
+    id)`, written NULL and set once those rows are there."""
+    orphans: set[int]
+    """The positions of rows whose NOT NULL link names a row the origin has not sent."""
 
 
 def remap(
     rule: Rule,
-    row: Mapping[str, Any],
+    names: Sequence[str],
+    rows: Sequence[Sequence[Any]],
     ids: Mapping[str, Mapping[int, int]],
     nullable: Mapping[str, bool],
-    later: list[tuple[str, int]],
-) -> dict[str, Any]:
-    """The row with its id dropped (the destination assigns one) and every link remapped.
-
-    A nullable link to a row not sent yet is written NULL and listed in `later` as
-    `(column, source id)`, to be set once that row is there; a NOT NULL one raises `Unlinked`.
-    """
-    out = {k: v for k, v in row.items() if k != ROWID and not (k == "id" and rule.key == "id")}
+) -> Remapped:
+    """The rows (as read, their columns `names`) with their id dropped (the destination
+    assigns one) and every link remapped, a column at a time: each id a link names looked up
+    once, whatever the number of rows naming it."""
+    keep = [
+        at
+        for at, name in enumerate(names)
+        if name != ROWID and not (name == "id" and rule.key == "id")
+    ]
+    written = [names[at] for at in keep]
+    columns = [list(map(itemgetter(at), rows)) for at in keep]
+    later: dict[int, list[tuple[str, int]]] = {}
+    orphans: set[int] = set()
     for column, target in rule.links.items():
-        value = out.get(column)
-        if value is None:
+        if column not in written:
             continue
-        mapped = ids[target].get(int(value))
-        if mapped is None:
-            if not nullable[column]:
-                raise Unlinked(column)
-            later.append((column, int(value)))
-        out[column] = mapped
-    return out
+        at = written.index(column)
+        values = columns[at]
+        get = ids[target].get
+        mapped = {v: get(int(v)) for v in set(values) if v is not None}
+        if None in mapped.values():
+            for n, v in enumerate(values):
+                if v is not None and mapped[v] is None:
+                    if nullable[column]:
+                        later.setdefault(n, []).append((column, int(v)))
+                    else:
+                        orphans.add(n)
+        columns[at] = [None if v is None else mapped[v] for v in values]
+    return Remapped(written, columns, later, orphans)

@@ -4,7 +4,7 @@ time; new rows inserted, changed ones updated (or replaced), gone ones deleted."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Table, bindparam, delete, insert, select, update
@@ -14,9 +14,10 @@ from .finding import FINISHED, KEY_MARK, OPEN_MARK, CentralIds, ChangedRows
 from .origin_state import HELD_MARK, ROUND_TRIP_ROWS, STATE_MARK, Entry, chunks
 from .rows import (
     ROWID,
+    Remapped,
     RowsDigest,
-    Unlinked,
     digest,
+    digest_each,
     model_table,
     remap,
     source_columns,
@@ -82,11 +83,8 @@ class StateTables(ChangedRows):
             for start in range(0, len(new), size):
                 rows = new[start : start + size]
                 self._prefetch_links(rule, names, [r for r, _ in rows])
-                part = [
-                    (int(r[key_at]), hashed, dict(zip(names, r, strict=True)), False)
-                    for r, hashed in rows
-                ]
-                self._insert_state(rule, table, part)
+                part = [(int(r[key_at]), hashed, r, False) for r, hashed in rows]
+                self._insert_state(rule, table, names, part)
                 self._slice_done(len(part) * weight)
                 self._shed()
         if last is not None:
@@ -242,10 +240,8 @@ class StateTables(ChangedRows):
         self._prefetch_links(rule, names, [r for _, _, r in changed + new])
         self._write_changed(rule, table, names, changed, old, size, weight)
         for start in range(0, len(new), size):
-            part = [
-                (k, h, dict(zip(names, r, strict=True))) for k, h, r in new[start : start + size]
-            ]
-            self._insert_state(rule, table, [(k, h, r, False) for k, h, r in part])
+            part = [(k, h, r, False) for k, h, r in new[start : start + size]]
+            self._insert_state(rule, table, names, part)
             self._slice_done(len(part) * weight)
         # the whole table is sent (saved with the last slice), or compared again next time
         self.hwm[mark] = HELD_MARK if skipped else total
@@ -285,11 +281,12 @@ class StateTables(ChangedRows):
             change = {"t": RUNS, "s": key, "d": entry[0], "d2": entry[1], "h": None}
             self.gone_changes.append(change)
 
-    def _remap(self, rule: Rule, table: Table, row: dict[str, Any], later: list[Any]) -> Any:
+    def _remap(self, rule: Rule, table: Table, names: list[str], rows: list[Any]) -> Remapped:
+        """`remap` of `rows` (as read, their columns `names`) through this pass's ids."""
         nullable = NULLABLE.get(rule.table)
         if nullable is None:
             nullable = NULLABLE[rule.table] = {c: bool(table.c[c].nullable) for c in rule.links}
-        return remap(rule, row, self.ids, nullable, later)
+        return remap(rule, names, rows, self.ids, nullable)
 
     def _write_changed(
         self,
@@ -304,126 +301,142 @@ class StateTables(ChangedRows):
         """Write rows sent before that changed, `size` at a time (a slice's part): replaced
         (deleted and inserted again) where the rule says so, else updated in place."""
         for start in range(0, len(changed), size):
-            part = [
-                (k, h, dict(zip(names, r, strict=True)))
-                for k, h, r in changed[start : start + size]
-            ]
+            part = changed[start : start + size]
             if rule.replace:
                 self._delete_rows(rule, table, [old[k] for k, _, _ in part])
-                self._insert_state(rule, table, [(k, h, r, True) for k, h, r in part])
+                self._insert_state(rule, table, names, [(k, h, r, True) for k, h, r in part])
             else:
-                self._update_state(rule, table, part)
+                self._update_state(rule, table, names, part)
             self._slice_done(len(part) * weight)
 
     def _update_state(
-        self, rule: Rule, table: Table, changed: list[tuple[int, int, dict[str, Any]]]
+        self, rule: Rule, table: Table, names: list[str], changed: list[tuple[int, int, Any]]
     ) -> None:
+        """Update rows sent before in place (`changed`: key, hash and row as read), one
+        statement for them all; a run whose goal changed is sent again whole."""
         if not changed:
             return
         old = self.maps[rule.table]
-        by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for key, hashed, row in changed:
-            entry = old[key]
-            later: list[tuple[str, int]] = []
-            try:
-                values = self._remap(rule, table, row, later)
-            except Unlinked:
+        remapped = self._remap(rule, table, names, [r for _, _, r in changed])
+        columns = remapped.names
+        goals = self._goals(rule, remapped, range(len(changed)))
+        params = []
+        for at, ((key, hashed, _), values) in enumerate(
+            zip(changed, zip(*remapped.columns, strict=True), strict=True)
+        ):
+            if at in remapped.orphans:
                 self.counts.orphans[rule.table] += 1
                 continue
-            if rule.table == RUNS:
-                goal = digest((row.get("goal"),))
+            entry = old[key]
+            if goals is not None:
+                goal = goals[at]
                 if entry[1] != goal:
                     self.reload_runs.add(key)
                     self.reloading.setdefault(key, entry[1])
                 entry[1] = goal
             entry[2] = hashed
             dest_key = (int(entry[0]), entry[1] if rule.key == "rowid" else None)
-            for column, source in later:
+            for column, source in remapped.later.get(at, ()):
                 self.fixups.append((rule, dest_key, column, rule.links[column], source, key))
                 self.waiting[(rule.table, key)] += 1
-            params = {f"v_{c}": v for c, v in values.items()}
-            params.update(k=entry[0], k2=entry[1])
-            by_columns.setdefault(tuple(values), []).append(params)
+            row = {f"v_{c}": v for c, v in zip(columns, values, strict=True)}
+            row.update(k=entry[0], k2=entry[1])
+            params.append(row)
             self.map_changed.append(
                 {"t": rule.table, "s": key, "d": entry[0], "d2": entry[1], "h": hashed}
             )
-        for columns, batch in by_columns.items():
+        if params:
             statement = (
                 update(table)
                 .where(self._dest_where(rule, table))
                 .values({c: bindparam(f"v_{c}") for c in columns})
             )
-            self.dst.execute(statement, batch)
-            self.counts.updated[rule.table] += len(batch)
-            self._sent(len(batch))
+            self.dst.execute(statement, params)
+            self.counts.updated[rule.table] += len(params)
+            self._sent(len(params))
+
+    @staticmethod
+    def _goals(rule: Rule, remapped: Remapped, rows: Iterable[int]) -> list[int] | None:
+        """The hash of each of `rows`' goals (their positions in `remapped`), a run's map
+        keeps to know its goal changed (a run whose goal changes is sent again); None for
+        a table other than runs."""
+        if rule.table != RUNS:
+            return None
+        if "goal" not in remapped.names:
+            return digest_each((None,) for _ in rows)
+        goals = remapped.columns[remapped.names.index("goal")]
+        return digest_each((goals[at],) for at in rows)
 
     def _insert_state(
-        self, rule: Rule, table: Table, items: list[tuple[int, int, dict[str, Any], bool]]
+        self, rule: Rule, table: Table, names: list[str], items: list[tuple[int, int, Any, bool]]
     ) -> None:
-        """Insert new (or replaced, `existed`) rows of `rule`'s table. A table keyed by its
-        id takes the rows' central ids first (`Backend.new_ids`) and maps them before the
-        links are remapped, so a link to a row of the same batch (a child run's parent, a
-        turn's parent turn) is written with its row: only a link to a row not sent yet
-        waits (`fixups`)."""
+        """Insert new (or replaced, `existed`) rows of `rule`'s table (key, hash, row as
+        read with its columns `names`). A table keyed by its id takes the rows' central ids
+        first (`Backend.new_ids`) and maps them before the links are remapped, so a link to
+        a row of the same batch (a child run's parent, a turn's parent turn) is written with
+        its row: only a link to a row not sent yet waits (`fixups`)."""
         if not items:
             return
         old = self.maps[rule.table]
         given = rule.key == "id" and rule.table != "memory"
-        ready = self._remapped(rule, table, items, given)
-        if not ready:
+        keep, taken, remapped = self._remapped(rule, table, names, items, given)
+        if not keep:
             return
+        columns = remapped.names
+        values = remapped.columns
+        if len(keep) < len(items):
+            values = [[column[at] for at in keep] for column in values]
         dest_ids: list[int | None]
-        if rule.table == "memory":
-            dest_ids = [self._insert_memory(table, r[4]) for r in ready]
-        elif given:
-            taken = [dest for _, _, _, _, _, _, dest in ready]
-            columns = list(ready[0][4])
+        if given:
+            dest_ids = [taken[at] for at in keep]
             self.backend.bulk_insert(
-                self.dst,
-                table,
-                ["id", *columns],
-                ((dest, *(v[c] for c in columns)) for _, _, _, _, v, _, dest in ready),
+                self.dst, table, ["id", *columns], zip(dest_ids, *values, strict=True)
             )
-            dest_ids = list(taken)
+        elif rule.table == "memory":
+            dest_ids = [
+                self._insert_memory(table, dict(zip(columns, row, strict=True)))
+                for row in zip(*values, strict=True)
+            ]
         else:
-            self.dst.execute(insert(table), [r[4] for r in ready])
-            dest_ids = [int(r[4]["run_id"]) for r in ready]
-        for (key, hashed, row, existed, values, later, _), dest_id in zip(
-            ready, dest_ids, strict=True
-        ):
-            if rule.key == "rowid":
-                sub: int | None = int(values["step"])
-            elif rule.table == RUNS:
-                sub = digest((row.get("goal"),))
-            else:
-                sub = None
-            if dest_id is not None and rule.table in self.ids:
-                self.ids[rule.table][key] = dest_id
+            self.dst.execute(
+                insert(table),
+                [dict(zip(columns, row, strict=True)) for row in zip(*values, strict=True)],
+            )
+            dest_ids = [int(v) for v in values[columns.index("run_id")]]
+        subs: Sequence[int | None]
+        if rule.key == "rowid":
+            subs = [int(v) for v in values[columns.index("step")]]
+        else:
+            subs = self._goals(rule, remapped, keep) or [None] * len(keep)
+        own = None if given else self.ids.get(rule.table)  # given ids are mapped already
+        map_new, map_changed, later = self.map_new, self.map_changed, remapped.later
+        for at, dest_id, sub in zip(keep, dest_ids, subs, strict=True):
+            key, hashed, _, existed = items[at]
+            if dest_id is not None and own is not None:
+                own[key] = dest_id
             old[key] = [dest_id, sub, hashed]
             change = {"t": rule.table, "s": key, "d": dest_id, "d2": sub, "h": hashed}
-            (self.map_changed if existed else self.map_new).append(change)
-            if dest_id is not None:
+            (map_changed if existed else map_new).append(change)
+            if dest_id is not None and at in later:
                 dest_key = (dest_id, sub if rule.key == "rowid" else None)
-                for column, source in later:
+                for column, source in later[at]:
                     self.fixups.append((rule, dest_key, column, rule.links[column], source, key))
                     self.waiting[(rule.table, key)] += 1
-        if rule.replace and any(existed for _, _, _, existed, *_ in ready):
-            n = sum(1 for _, _, _, existed, *_ in ready if existed)
-            self.counts.updated[rule.table] += n
-            self.counts.inserted[rule.table] += len(ready) - n
-        else:
-            self.counts.inserted[rule.table] += len(ready)
-        self._sent(len(ready))
+        n = sum(1 for at in keep if items[at][3]) if rule.replace else 0
+        self.counts.updated[rule.table] += n
+        self.counts.inserted[rule.table] += len(keep) - n
+        self._sent(len(keep))
 
     def _remapped(
         self,
         rule: Rule,
         table: Table,
-        items: list[tuple[int, int, dict[str, Any], bool]],
+        names: list[str],
+        items: list[tuple[int, int, Any, bool]],
         given: bool,
-    ) -> list[tuple[int, int, dict[str, Any], bool, dict[str, Any], list[Any], int | None]]:
-        """The rows of `items` remapped (`remap`), each with its links waiting (`later`) and,
-        when the central ids are `given` before the insert, its own; a row whose NOT NULL
+    ) -> tuple[list[int], list[int | None], Remapped]:
+        """The rows of `items` remapped (`remap`), the positions of those kept, and, when
+        the central ids are `given` before the insert, each row's own; a row whose NOT NULL
         link names no row sent is an orphan, left out. Given ids are mapped before the
         remapping, so the rows' links among themselves resolve; an orphan's is taken back
         and the rows remapped again (a row may have named it)."""
@@ -437,35 +450,28 @@ class StateTables(ChangedRows):
             for (key, *_), dest in zip(items, taken, strict=True):
                 before.setdefault(key, dict.get(own, key))
                 own[key] = dest  # type: ignore[assignment]
+        rows = [row for _, _, row, _ in items]
         orphans: set[int] = set()
         while True:
-            ready = []
-            dropped = False
-            for at, (key, hashed, row, existed) in enumerate(items):
-                if at in orphans:
-                    continue
-                later: list[tuple[str, int]] = []
-                try:
-                    values = self._remap(rule, table, row, later)
-                except Unlinked:
-                    orphans.add(at)
-                    dropped = True
-                    if own is not None:
-                        if before[key] is None:
-                            own.pop(key, None)
-                        else:
-                            own[key] = before[key]  # type: ignore[assignment]
-                    continue
-                ready.append((key, hashed, row, existed, values, later, taken[at]))
+            remapped = self._remap(rule, table, names, rows)
+            dropped = remapped.orphans - orphans
+            orphans |= dropped
+            if own is not None:
+                for at in dropped:
+                    key = items[at][0]
+                    if before[key] is None:
+                        own.pop(key, None)
+                    else:
+                        own[key] = before[key]  # type: ignore[assignment]
             if not dropped or own is None:
                 break
-        for at in orphans:
+        for at in sorted(orphans):
             key, _, _, existed = items[at]
             self.counts.orphans[rule.table] += 1
             if existed:  # its central row was deleted above: forget it
                 self.map_gone.append({"t": rule.table, "s": key})
                 old.pop(key, None)
-        return ready
+        return [at for at in range(len(items)) if at not in orphans], taken, remapped
 
     def _insert_memory(self, table: Table, values: dict[str, Any]) -> int | None:
         """Insert a memory entry; one (workspace, key) is held centrally once, so an entry

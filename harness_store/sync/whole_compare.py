@@ -156,11 +156,8 @@ class WholeCompare(StateTables):
             found = [(int(r[key_at]), digest(r), r) for r in rows.fetchall()]
             self._prefetch_links(rule, names, [r for _, _, r in found])
             for start in range(0, len(found), size):
-                items = [
-                    (k, h, dict(zip(names, r, strict=True)), False)
-                    for k, h, r in found[start : start + size]
-                ]
-                self._insert_state(rule, table, items)
+                items = [(k, h, r, False) for k, h, r in found[start : start + size]]
+                self._insert_state(rule, table, names, items)
                 self._slice_done(len(items) * weight)
             self._let_go(rule.table)
         # the whole table is sent (saved with the last slice), or compared again next time
