@@ -93,31 +93,65 @@ LONG_FIRST = (
     "tests/cli/test_copy_interrupted.py",
 )
 """Modules of the default tier that take minutes on one worker (CI's `--durations`), sent
-first. `loadscope` sends the modules with the most tests first, so a long module of few
-tests (processes, a store at scale) could start late and end the run alone on one worker
-while the others stand idle; started first, the short modules fill in around it."""
+first (each part of one in `SPREAD`). `loadscope` sends the modules with the most tests
+first, so a long module of few tests (processes, a store at scale) could start late and end
+the run alone on one worker while the others stand idle; started first, the short modules
+fill in around it."""
+
+
+SPREAD = {
+    "tests/test_value_paths.py": 3,
+    "tests/sync/test_quarantine.py": 2,
+    "tests/sync/test_follow.py": 2,
+}
+"""Long modules whose tests share no module fixture and time nothing against each other: their
+tests are dealt in turn into this many units of work, which `loadscope` sends to different
+workers, rather than one unit that holds one worker for minutes (the run's end waited on it)."""
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadscope` with the groups of `SHARED_SCOPES`: a grouped module's tests are one
     unit of work with the group's other modules (xdist's own `loadfile` is built the same way,
-    on `_split_scope`); the modules of `LONG_FIRST` are sent first."""
+    on `_split_scope`); a module of `SPREAD` is that many units; the modules of `LONG_FIRST`
+    are sent first."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class SharedScopes(LoadScopeScheduling):  # type: ignore[misc]
         ordered = False
+        parts: dict[str, int] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
-            return SHARED_SCOPES.get(nodeid.split("::", 1)[0]) or super()._split_scope(nodeid)
+            module = nodeid.split("::", 1)[0]
+            if module in SPREAD:
+                return f"{module}::part {self._part(nodeid)}"
+            return SHARED_SCOPES.get(module) or super()._split_scope(nodeid)
+
+        def _part(self, nodeid: str) -> int:
+            """Which of its module's `SPREAD` units a test is in: the module's tests in
+            collection order, dealt in turn (the collection is known before any scope is)."""
+            if self.parts is None:
+                self.parts = {}
+                dealt: dict[str, int] = {}
+                for test in self.collection or ():
+                    module = test.split("::", 1)[0]
+                    if module in SPREAD:
+                        self.parts[test] = dealt.get(module, 0) % SPREAD[module]
+                        dealt[module] = dealt.get(module, 0) + 1
+            return self.parts[nodeid]
 
         def _assign_work_unit(self, node: Any) -> None:
             if not self.ordered:  # the queue is built, nothing is sent yet
                 self.ordered = True
-                for scope in reversed(LONG_FIRST):
-                    if scope in self.workqueue:
-                        self.workqueue.move_to_end(scope, last=False)
+                # the long modules' first parts in their order, then their second parts, …
+                rank = {module: i for i, module in enumerate(LONG_FIRST)}
+                first = sorted(
+                    (s for s in self.workqueue if s.split("::", 1)[0] in rank),
+                    key=lambda s: (s.partition("::part ")[2], rank[s.split("::", 1)[0]]),
+                )
+                for scope in reversed(first):
+                    self.workqueue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
 
     return SharedScopes(config, log)

@@ -27,11 +27,17 @@ from harness_store import Store
 from harness_store.dialects.postgresql import UPGRADE_LOCK
 from harness_store.transfer import COPY_MARKER, IncompleteCopyError
 
+STEPS = 50_000
+"""The big source's steps: a copy 50 rows a batch is 1,000 batches, seconds of writing
+against the tests' polls every 10 ms for the moment to stop it. A copy that ended before
+a stop meant to end it fails its test (its marker gone, its exit code 0): too small a store
+cannot pass a test, only fail it."""
+
 
 @pytest.fixture(scope="module")
 def big_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store whose copy, 50 rows a batch, takes long enough to be stopped part way."""
-    return step_store(tmp_path_factory.mktemp("copy") / "source.sqlite3", 150_000)
+    return step_store(tmp_path_factory.mktemp("copy") / "source.sqlite3", STEPS)
 
 
 def has_marker(path: Path) -> bool:
@@ -91,10 +97,10 @@ def test_a_killed_copy_is_refused_everywhere_until_replaced(
     assert again.returncode == 3 and "unfinished copy" in again.stderr
     redone = run_cli("copy", big_source, target, "--replace", "--json", timeout=600)
     assert redone.returncode == 0, redone.stderr
-    assert json.loads(redone.stdout)["counts"]["steps"] == 150_000
+    assert json.loads(redone.stdout)["counts"]["steps"] == STEPS
     assert not has_marker(target)
-    assert json.loads(run_in_process("inspect", target, "--json").stdout)["tables"]["steps"] == (
-        150_000
+    assert (
+        json.loads(run_in_process("inspect", target, "--json").stdout)["tables"]["steps"] == STEPS
     )
 
 
@@ -104,7 +110,7 @@ def test_resume_continues_a_killed_copy(big_source: Path, tmp_path: Path) -> Non
     done = run_cli("copy", big_source, target, "--resume", timeout=600)
     assert done.returncode == 0, done.stderr
     with Store.open(target, read_only=True) as store:
-        assert store.last_step(1) == 150_000
+        assert store.last_step(1) == STEPS
 
 
 @pytest.mark.parametrize("sig", stop_signals("TERM", "HUP"))
@@ -201,12 +207,12 @@ def test_a_stop_after_the_commit_keeps_the_finished_copy(big_source: Path, tmp_p
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["counts"]["steps"] == 150_000
+    assert json.loads(done.stdout)["counts"]["steps"] == STEPS
     assert done.stderr == (
         "SIGTERM arrived after the last batch; the copy was committed and is whole\n"
     )
     with Store.open(target, read_only=True) as store:
-        assert store.last_step(1) == 150_000
+        assert store.last_step(1) == STEPS
 
 
 def test_a_copy_into_postgresql_stopped_mid_copy_leaves_it_empty(
@@ -262,7 +268,7 @@ def test_a_signal_the_caller_ignores_stays_ignored(big_source: Path, tmp_path: P
     proc.send_signal(signal.SIGHUP)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
-    assert json.loads(out)["counts"]["steps"] == 150_000
+    assert json.loads(out)["counts"]["steps"] == STEPS
 
 
 def test_a_second_signal_stops_a_copy_that_is_waiting(big_source: Path, pg_url: str) -> None:
