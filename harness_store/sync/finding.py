@@ -17,15 +17,17 @@ change any row. A pass therefore also compares, in key order, a window of every 
 (`SCRUB_MARK`, at least `SCRUB_ROWS` keys and at least 1/`SCRUB_PASSES` of the table): every
 row is compared at least once every `SCRUB_PASSES` passes, and such a change arrives within
 that many passes. A table of at most `SCRUB_ROWS` keys is compared whole every pass, as
-before; so is every table while its origin holds runs back, and in a pass that sends the
-origin whole (a big table read a batch at a time then, never held: `whole_compare`).
+before; so is every table in the pass after a run held back changed (`holding`), and in a
+pass that sends the origin whole (a big table read a batch at a time then, never held:
+`whole_compare`).
 
 A deletion reaches the centre at the next pass, wherever the window is (`ChangedRows.
 _counts_agree`): each pass counts the source's rows at or below the table's key mark (the
 count of the whole table, on its smallest index, less the rows above the mark) and the
 origin's id map entries of that table (all at or below it, but a run's kept for its
 links); a row deleted makes the source count fewer, and the table is then compared whole
-that pass (every table, when it is the runs table: a prune takes a run's rows along). An
+that pass (every table, when it is the runs table: a prune takes a run's rows along). The
+rows of runs held back (never sent, so never mapped) are counted out of both. An
 insert cannot hide a deletion from the counts by a key above the mark (those are counted
 apart), nor by a key the map holds (a key is a row's identity); it would need a key at or
 below the mark the map lacks. SQLite gives such a key to a table with AUTOINCREMENT never;
@@ -47,7 +49,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Table, and_, func, literal_column, select
 
 from ..models.sync import IDS
-from .origin_state import HELD_MARK, STATE_MARK, Entry, OriginState, chunks
+from . import quarantine
+from .origin_state import CHUNK, HELD_MARK, STATE_MARK, Entry, OriginState, chunks
 from .rows import ROWID, digest, model_table, source_columns, source_select
 from .rules import RULE_OF, RUNS, SESSIONS, TURNS, Rule
 
@@ -213,10 +216,13 @@ class ChangedRows(OriginState):
         """Whether `rule`'s table may be read in part this pass."""
         if self.whole_read or self.fresh or self.adopt:
             return False
-        if self.hwm_loaded.get(STATE_MARK + rule.table) in (None, HELD_MARK):
+        # a table marked held whose held runs did not change is read in part, those runs'
+        # rows left out; one held run changed: every table compared whole, as the hold needs
+        held = HELD_MARK if not self.held_steady else None
+        if self.hwm_loaded.get(STATE_MARK + rule.table) in (None, held):
             return False
-        if self.hwm_loaded.get(STATE_MARK + RUNS) == HELD_MARK:
-            return False  # runs held back: every table compared whole, as the hold needs
+        if self.hwm_loaded.get(STATE_MARK + RUNS) == held:
+            return False
         if "status" not in self.have.get(RUNS, ()):
             return False
         if self.hwm_loaded.get(KEY_MARK + rule.table, 0) <= SCRUB_ROWS:
@@ -239,7 +245,8 @@ class ChangedRows(OriginState):
         def source(statement: Any) -> int:
             return int(self._raw(statement).fetchone()[0])
 
-        held = source(count) - source(count.where(key > top))
+        held = self._held_keys(rule, table, key, top)
+        below = source(count) - source(count.where(key > top)) - len(held)
         if source(count.where(key == top)) != 1:
             return False
         mapped = select(func.count()).where(
@@ -247,7 +254,44 @@ class ChangedRows(OriginState):
         )
         if rule.table == RUNS:  # a run gone keeps its entry, without a hash, for its links
             mapped = mapped.where(IDS.c.hash.is_not(None))
-        return held == int(self.central.execute(mapped).scalar_one())
+        if len(held) <= CHUNK:  # a held run's rows sent before it was held are mapped
+            mapped = mapped.where(IDS.c.src_id.not_in(held)) if held else mapped
+            return below == int(self.central.execute(mapped).scalar_one())
+        entries = int(self.central.execute(mapped).scalar_one())
+        for part in chunks(held):
+            entries -= int(self.central.execute(mapped.where(IDS.c.src_id.in_(part))).scalar_one())
+        return below == entries
+
+    def _held_keys(self, rule: Rule, table: Table, key: ColumnElement[Any], top: int) -> list[int]:
+        """The source keys, at or below `top`, of `rule`'s rows this pass holds back (of the
+        runs held before and unchanged since, `holding`): counted out of the source's rows,
+        with their entries (if any) out of the id map's. Few: a held run's rows, and its
+        sessions' turns, found on the indexes of their runs and sessions. The held sessions
+        are known once asked (the turns of the held runs)."""
+        if not self.held:
+            return []
+        if rule.table in self.held_rows:
+            return self.held_rows[rule.table]
+        if not self.held_sessions and TURNS in self.have:
+            self.held_sessions = quarantine.held_sessions(self.src, self.have, self.held)
+        runs, sessions = sorted(self.held), sorted(self.held_sessions)
+        names = self.have[rule.table]
+        wanted: list[ColumnElement[bool]] = []
+        if rule.table == SESSIONS:
+            wanted = [table.c.id.in_(sessions)] if sessions else []
+        elif rule.table == RUNS:
+            wanted = [table.c.id.in_(runs)]
+        elif rule.table == TURNS and "session_id" in names:
+            # a held run's turns are among its held sessions' (a turn has a session)
+            wanted = [table.c.session_id.in_(sessions)] if sessions else []
+        elif rule.run_column is not None and rule.run_column in names:
+            wanted = [table.c[rule.run_column].in_(runs)]
+        keys: set[int] = set()
+        for condition in wanted:
+            found = self._raw(select(key).select_from(table).where(key <= top, condition))
+            keys.update(int(k) for (k,) in found.fetchall())
+        self.held_rows[rule.table] = sorted(keys)
+        return self.held_rows[rule.table]
 
     def _key_column(self, rule: Rule, table: Table) -> ColumnElement[Any]:
         if rule.key == "rowid":
@@ -311,7 +355,13 @@ class ChangedRows(OriginState):
         for column, values in wanted:
             for part in chunks(values):
                 read(column.in_(part))
+        # the rows of runs held back (unchanged since: `holding`) are neither sent nor gone
+        held = set(self.held_rows.get(rule.table, ()))
+        for k in held:
+            rows.pop(k, None)
         entries = self._entries_of(rule, table, list(rows), low, high, live)
+        for k in held:
+            entries.pop(k, None)
         missing = sorted(set(entries) - set(rows))
         for part in chunks(missing):
             read(key.in_(part))

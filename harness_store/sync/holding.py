@@ -56,7 +56,7 @@ class Holding(OriginState):
         held without a read failing on it first, and every state table is compared whole
         (the rows of a run released are sent)."""
         marks = self._held_marks()
-        legacy = self.hwm_loaded.get(STATE_MARK + RUNS) == HELD_MARK
+        legacy = not marks and self.hwm_loaded.get(STATE_MARK + RUNS) == HELD_MARK
         if not marks and not legacy:
             return
         before = self.held_entries = quarantine.load(self.central, self.origin_id)

@@ -194,6 +194,11 @@ class OriginState:
         """Source runs this pass holds back (`quarantine`): none of their rows is written."""
         self.held_sessions: set[int] = set()
         """Source sessions a held run is a turn of: they wait, with all their turns."""
+        self.held_steady = False
+        """Whether no run held back before changed since (`holding`)."""
+        self.held_rows: dict[str, list[int]] = {}
+        """Per state table read in part, the source keys (at or below its key mark) of the
+        rows of runs held back before and unchanged since (`finding`): left out of the read."""
         self.released: list[int] = []
         """Source runs held back before that this pass sends whole."""
         self.quarantined: list[Any] = []
