@@ -70,6 +70,7 @@ def test_a_one_run_pass_with_a_held_run_reads_as_much_of_a_source_four_times_big
     assert steps[16_000] <= 1.5 * steps[4_000], steps
 
 
+@pytest.mark.slow  # 40 s of sources; the default tier keeps the SQLite half of the reads test
 def test_a_one_run_pass_with_a_held_run_sends_as_many_statements_whatever_the_source(
     pg_url: str, tmp_path: Path
 ) -> None:
