@@ -124,6 +124,12 @@ class CentralIds(dict[int, int]):
     def __contains__(self, key: object) -> bool:
         return isinstance(key, int) and self.get(key) is not None
 
+    def __getitem__(self, key: int) -> int:
+        value = self.get(key)  # the ranges too, as `in` sees them
+        if value is None:
+            raise KeyError(key)
+        return int(value)
+
     def __setitem__(self, key: int, value: int) -> None:
         self.absent.discard(key)
         dict.__setitem__(self, key, value)
