@@ -17,26 +17,10 @@ from support.synccheck import mirror_problems
 
 from harness_store.sync import quarantined, sync
 from sync.test_quarantine_pass_cost import repair, spoil
-from sync.test_sync_changed_rows import add_run, source_steps
+from sync.test_sync_changed_rows import add_run, source_steps, widened
 
 HELD = 7
 """The run whose first row holds a value the centre cannot hold (a turn of no session)."""
-
-
-def widened(path: Path, runs: int) -> Path:
-    """`runs_store` with an approval and an outcome for every run, so those state tables are
-    big too (read in part)."""
-    runs_store(path, runs)
-    with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute(
-            "INSERT INTO pending_approvals (run_id, step, act, target, resolved) "
-            "SELECT id, 1, 'write', 'a.rs', 'approved' FROM runs"
-        )
-        conn.execute(
-            "INSERT INTO run_outcomes (run_id, outcome, success, steps, tokens, finished_at) "
-            "SELECT id, 'success', 1, 1, 5, '2025-06-01T00:00:01.000Z' FROM runs"
-        )
-    return path
 
 
 @pytest.mark.slow_on("postgresql")
@@ -80,7 +64,7 @@ def test_a_one_run_pass_with_a_held_run_sends_as_many_statements_whatever_the_so
     sent: dict[int, tuple[int, int]] = {}
     try:
         for runs in (6_000, 24_000):  # every state table big (read in part) at either
-            source = widened(tmp_path / f"host-{runs}.sqlite3", runs)
+            source = widened(tmp_path / f"host-{runs}.sqlite3", runs, turns=False)
             spoil(source, pg_url, HELD)
             sync([source], proxy.url)
             add_run(source)

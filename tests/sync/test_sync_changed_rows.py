@@ -79,9 +79,9 @@ def add_run(path: Path, *, status: str = "completed") -> int:
     return run
 
 
-def widened(path: Path, runs: int) -> Path:
-    """`runs_store` with an approval, an outcome and a session turn for every run, so those
-    state tables are big too (read in part)."""
+def widened(path: Path, runs: int, *, turns: bool = True) -> Path:
+    """`runs_store` with an approval, an outcome and (`turns`) a session turn for every run, so
+    those state tables are big too (read in part)."""
     runs_store(path, runs)
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute(
@@ -92,11 +92,13 @@ def widened(path: Path, runs: int) -> Path:
             "INSERT INTO run_outcomes (run_id, outcome, success, steps, tokens, finished_at) "
             "SELECT id, 'success', 1, 1, 5, '2025-06-01T00:00:01.000Z' FROM runs"
         )
-        conn.execute(
-            "INSERT INTO session_turns (session_id, run_id, prompt, reply, outcome, created_at) "
-            "SELECT 1, id, 'p', 'r', 'success', '2025-06-01T00:00:00.000Z' FROM runs "
-            "WHERE id % 10 != 1"
-        )
+        if turns:
+            conn.execute(
+                "INSERT INTO session_turns "
+                "(session_id, run_id, prompt, reply, outcome, created_at) "
+                "SELECT 1, id, 'p', 'r', 'success', '2025-06-01T00:00:00.000Z' FROM runs "
+                "WHERE id % 10 != 1"
+            )
     return path
 
 
